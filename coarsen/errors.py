@@ -1,0 +1,48 @@
+"""The one exception users see: ``CoarsenError``.
+
+Every construct coarsen cannot differentiate correctly is refused with a ``CoarsenError``
+before any code is generated.  The message carries the file, line and column, the source
+line with a caret under the construct, and what to do instead, in the style of a
+``SyntaxError``.
+"""
+from __future__ import annotations
+
+
+class CoarsenError(Exception):
+    """An input coarsen refuses, or a call it cannot serve, with a location when known.
+
+    Attributes: ``filename``, ``lineno`` (1-based), ``col_offset`` (0-based), ``source_line``,
+    ``problem`` (what is wrong) and ``hint`` (what to do instead).
+    """
+
+    def __init__(self, problem: str, *, filename: str | None = None, lineno: int | None = None,
+                 col_offset: int | None = None, source_line: str | None = None,
+                 hint: str | None = None):
+        self.problem = problem
+        self.filename = filename
+        self.lineno = lineno
+        self.col_offset = col_offset
+        self.source_line = source_line
+        self.hint = hint
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        parts = []
+        if self.filename is not None or self.lineno is not None:
+            where = f'File "{self.filename or "<unknown>"}"'
+            if self.lineno is not None:
+                where += f", line {self.lineno}"
+            if self.col_offset is not None:
+                where += f", column {self.col_offset + 1}"
+            parts.append(where)
+        if self.source_line is not None:
+            text = self.source_line.rstrip("\n")
+            stripped = text.lstrip()
+            parts.append("    " + stripped)
+            if self.col_offset is not None:
+                caret = max(0, self.col_offset - (len(text) - len(stripped)))
+                parts.append("    " + " " * caret + "^")
+        parts.append("CoarsenError: " + self.problem)
+        if self.hint:
+            parts.append("hint: " + self.hint)
+        return "\n".join(parts)

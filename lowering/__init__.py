@@ -1,0 +1,1 @@
+"""coarsen.lowering: from a gast module to running code."""

@@ -1,0 +1,1 @@
+"""coarsen.symbolic: the phi-calculus in SymPy."""
