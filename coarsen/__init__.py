@@ -1,2 +1,11 @@
-"""coarsen: source-to-source automatic differentiation for plain Python/NumPy."""
+"""coarsen: source-to-source automatic differentiation for plain Python/NumPy.
+
+    g = coarsen.differentiate(f)          # gradient of a scalar function
+    grads = g(*args); value, grads = g.value_and_grad(*args); print(g.source)
+"""
 __version__ = "0.1.0"
+
+from .errors import CoarsenError  # noqa: E402
+from .api import Gradient, differentiate  # noqa: E402
+
+__all__ = ["CoarsenError", "Gradient", "differentiate", "__version__"]

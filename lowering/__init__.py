@@ -1,1 +1,40 @@
-"""coarsen.lowering: from a gast module to running code."""
+"""coarsen.lowering: from a gast module to running code.
+
+Speaks Python ASTs (gast) and Numba only; never imports ``coarsen``. Modules:
+
+* ``printer``: ``render(module, *, target, header=None) -> str`` (readable, deterministic source)
+* ``build``: ``build(source, *, name, target) -> module`` (real file in the cache dir, imported)
+* ``cache``: ``cache_key``, ``store_source``, ``load_source``, ``load_meta``, ``load``,
+  ``clear_cache``, ``cache_dir`` (the on-disk cache, atomic and hash-checked)
+* ``export``: ``export_module(source, path, *, header)`` (standalone file: math/numpy/numba only)
+* ``batch``: ``batch_source(fn_name, params, batched, *, wrt, value_type, target, driver_name)``
+  (vmap-style batched driver: numba.prange on the CPU)
+* ``targets``: the supported targets ("cpu", "python"); ``errors``: ``LoweringError``,
+  ``CacheSecurityError``
+"""
+
+from .batch import batch_source
+from .build import build, module_path
+from .cache import cache_dir, cache_key, clear_cache, load, load_meta, load_source, store_source
+from .errors import CacheSecurityError, LoweringError
+from .export import export_module
+from .printer import render
+from .targets import TARGETS
+
+__all__ = [
+    "render",
+    "build",
+    "module_path",
+    "cache_dir",
+    "cache_key",
+    "clear_cache",
+    "load",
+    "load_meta",
+    "load_source",
+    "store_source",
+    "export_module",
+    "batch_source",
+    "TARGETS",
+    "LoweringError",
+    "CacheSecurityError",
+]

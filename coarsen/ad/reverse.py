@@ -1,0 +1,786 @@
+"""Reverse mode: from a typed IR function to the derivative program as a gast module.
+
+Requires: a typed ``ir.Function``, the names of the differentiated parameters, and the
+analysis ``Facts`` (``coarsen.analysis.activity``).
+Guarantees: a ``gast.Module`` with the runtime helpers it needs and one function
+``<name>_value_and_grad(*params)`` returning ``(value, (adjoint of each wrt parameter,))``.
+The function runs a forward sweep (the primal, saving on typed tapes the values the reverse
+sweep reads that would otherwise be overwritten) and a reverse sweep (adjoint statements in
+reverse order, restoring saved values as it goes): the invariant is that at the reverse point
+of every statement, each variable the reverse sweep reads holds its forward value there.
+Tapes are a float64 buffer and an int64 buffer that grow geometrically; ``range`` loops are
+reversed by index arithmetic, ``while`` loops by a trip counter.  Adjoints are named
+``<variable>_bar``; the original source line heads each block as a comment.
+"""
+from __future__ import annotations
+
+import gast
+
+from ..errors import CoarsenError
+from ..ir.nodes import (Array, Assign, Const, For, If, NEWAXIS, Scalar, Slice, Store, Var,
+                        While, walk)
+from ..analysis.activity import intact, is_temp
+from . import build as B
+from .build import X, fn as mfn
+from .rules import PARTIALS, ZERO, diff_positions
+from .runtime import helper_source
+
+FT, FP, IT, IP = "_ftape", "_fpos", "_itape", "_ipos"
+
+
+def _err(stmt, problem, hint=None):
+    loc = stmt.loc
+    return CoarsenError(problem, filename=loc.filename, lineno=loc.lineno, col_offset=loc.col,
+                        source_line=loc.text, hint=hint)
+
+
+class Emitter:
+    def __init__(self, fn, wrt, facts, tbr=frozenset()):
+        self.fn = fn
+        self.types = fn.types
+        self.wrt = list(wrt)
+        self.f = facts
+        self.active = facts.active
+        self.tbr = set(tbr)
+        self.helpers = set()
+        self.counter = 0
+        self.uses_ftape = False
+        self.uses_itape = False
+        self.extra_inits = []     # (name, type) of emitter-made variables to pre-initialize
+        self.depth = 0
+
+    # ------------------------------------------------------------------ naming
+    def fresh(self, base):
+        self.counter += 1
+        return f"{base}{self.counter}"
+
+    @staticmethod
+    def bar(name):
+        return name + "_bar"
+
+    def ty(self, name):
+        return self.types.get(name)
+
+    def is_arr(self, operand):
+        return isinstance(operand, Var) and isinstance(self.types.get(operand.name), Array)
+
+    def nd(self, operand):
+        if isinstance(operand, Var):
+            t = self.types.get(operand.name)
+            return t.ndim if isinstance(t, Array) else 0
+        return 0
+
+    def taped(self, name):
+        return name in self.tbr and not intact(self.f, name)
+
+    def helper(self, name):
+        self.helpers.add(name)
+        return name
+
+    # ------------------------------------------------------------------ operands
+    def val(self, operand):
+        if isinstance(operand, Var):
+            return X(B.name(operand.name), self.is_arr(operand))
+        return X(B.const(operand.value))
+
+    def index_node(self, index):
+        items = []
+        for it in index:
+            if it == NEWAXIS:
+                items.append(B.const(None))
+            elif isinstance(it, Slice):
+                items.append(B.slice_(*(None if p is None else self.val(p) for p in (it.lower, it.upper, it.step))))
+            else:
+                items.append(B.ex(self.val(it)))
+        if len(items) == 1:
+            return items[0]
+        return gast.Tuple(elts=items, ctx=gast.Load())
+
+    # ------------------------------------------------------------------ tapes
+    def push(self, name):
+        t = self.types[name]
+        if isinstance(t, Array):
+            self.uses_ftape = True
+            self.uses_itape = True
+            out = [B.assign(B.tuple_(FT, FP), B.call(self.helper("_push_array"), FT, FP, name))]
+            for d in range(t.ndim):
+                out.append(B.assign(B.tuple_(IT, IP), B.call(self.helper("_push"), IT, IP,
+                                                            B.subscript(B.attr(f"{name}.shape"), d))))
+            return out
+        if t.kind == "f64":
+            self.uses_ftape = True
+            return [B.assign(B.tuple_(FT, FP), B.call(self.helper("_push"), FT, FP, name))]
+        self.uses_itape = True
+        return [B.assign(B.tuple_(IT, IP), B.call(self.helper("_push"), IT, IP, name))]
+
+    def pop(self, name):
+        t = self.types[name]
+        if isinstance(t, Array):
+            fn = self.helper(f"_pop_array{t.ndim}")
+            out = [B.assign(B.tuple_(name, FP, IP), B.call(fn, FT, FP, IT, IP))]
+            if t.dtype != "f64":
+                out.append(B.assign(name, B.call(B.attr(f"{name}.astype"), B.attr("np.int64" if t.dtype == "i64" else "np.bool_"))))
+            return out
+        if t.kind == "f64":
+            return [B.augassign(FP, "-", 1), B.assign(name, B.subscript(FT, B.name(FP)))]
+        conv = "bool" if t.kind == "bool" else "int"
+        return [B.augassign(IP, "-", 1), B.assign(name, B.call(conv, B.subscript(IT, B.name(IP))))]
+
+    def push_region(self, array, index):
+        """Save the part of ``array`` a store overwrites."""
+        region = B.subscript(array, self.index_node(index))
+        nd = self.region_ndim(array, index)
+        self.uses_ftape = True
+        if nd == 0:
+            return [B.assign(B.tuple_(FT, FP), B.call(self.helper("_push"), FT, FP, region))]
+        return [B.assign(B.tuple_(FT, FP), B.call(self.helper("_push_array"), FT, FP, region))]
+
+    def pop_region(self, array, index):
+        region = B.subscript(array, self.index_node(index))
+        nd = self.region_ndim(array, index)
+        if nd == 0:
+            return [B.augassign(FP, "-", 1), B.assign(region, B.subscript(FT, B.name(FP)))]
+        return [B.assign(FP, B.call(self.helper(f"_pop_into{nd}"), FT, FP, region))]
+
+    def region_ndim(self, array, index):
+        t = self.types[array]
+        nint = sum(1 for it in index if isinstance(it, (Var, Const)))
+        nnew = sum(1 for it in index if it == NEWAXIS)
+        return t.ndim - nint + nnew
+
+    # ------------------------------------------------------------------ shapes
+    def shape_of(self, operand, pre_fwd, pre_rev):
+        """An expression for an array operand's shape valid in the reverse sweep at this
+        statement; records the shape on the int tape when the variable may be overwritten."""
+        name = operand.name
+        nd = self.types[name].ndim
+        if intact(self.f, name) or self.taped(name):
+            return B.attr(f"{name}.shape")
+        self.uses_itape = True
+        dims = []
+        for d in range(nd):
+            pre_fwd.append(B.assign(B.tuple_(IT, IP), B.call(self.helper("_push"), IT, IP,
+                                                           B.subscript(B.attr(f"{name}.shape"), d))))
+        for d in reversed(range(nd)):
+            v = self.fresh("_shape")
+            self.extra_inits.append((v, Scalar("i64")))
+            pre_rev.append(B.augassign(IP, "-", 1))
+            pre_rev.append(B.assign(v, B.subscript(IT, B.name(IP))))
+            dims.insert(0, v)
+        return B.tuple_(*dims)
+
+    # ------------------------------------------------------------------ adjoint updates
+    def accumulate(self, name, expr, pre_fwd, pre_rev, out):
+        """name_bar += expr (or = expr for a set-once temporary); expr has name's shape."""
+        bar = self.bar(name)
+        node = B.ex(expr)
+        if name in self.f.set_temps:
+            if self.is_arr(Var(name)) and isinstance(node, (gast.Name, gast.Subscript)):
+                node = B.call(gast.Attribute(value=node, attr="copy", ctx=gast.Load()))
+            out.append(B.assign(bar, node))
+        else:
+            out.append(B.augassign(bar, "+", node))
+
+    def accumulate_region(self, name, index, expr, pre_fwd, pre_rev, out):
+        bar = self.bar(name)
+        if name in self.f.set_temps:
+            shape = self.shape_of(Var(name), pre_fwd, pre_rev)
+            dt = self.types[name]
+            out.append(B.assign(bar, B.call("np.zeros", shape)))
+        if any(it == NEWAXIS for it in index):
+            base_idx = tuple(it for it in index if it != NEWAXIS)
+            g_idx = []
+            for it in index:
+                if it == NEWAXIS:
+                    g_idx.append(B.const(0))
+                elif isinstance(it, Slice):
+                    g_idx.append(B.slice_())
+            gnode = B.subscript(expr, gast.Tuple(elts=g_idx, ctx=gast.Load()) if len(g_idx) > 1 else g_idx[0])
+            index = base_idx
+            expr = gnode
+        if not index:
+            out.append(B.augassign(bar, "+", expr))
+            return
+        out.append(B.augassign(B.subscript(bar, self.index_node(index)), "+", expr))
+
+    def reduce_to(self, operand, contrib, out_nd, others_arrays, pre_fwd, pre_rev):
+        """Sum an adjoint contribution over broadcast axes so it matches ``operand``."""
+        nd = self.nd(operand)
+        if nd == 0:
+            if out_nd == 0:
+                return contrib
+            return X(B.call("np.sum", contrib))
+        if nd == out_nd and not others_arrays:
+            return contrib
+        if operand.name in self.f.set_temps:
+            shape = self.shape_of(operand, pre_fwd, pre_rev)
+        else:
+            shape = B.attr(f"{self.bar(operand.name)}.shape")
+        return X(B.call(self.helper(f"_sum_to_{out_nd}_{nd}"), contrib, shape), True)
+
+    # ------------------------------------------------------------------ blocks
+    def block(self, stmts):
+        fwd, rev = [], []
+        for s in stmts:
+            f, r = self.stmt(s)
+            if f:
+                f[0]._coarsen_loc = s.loc
+            if r:
+                r[0]._coarsen_loc = s.loc
+            fwd.extend(f)
+            rev[:0] = r
+        return fwd, rev
+
+    def stmt(self, s):
+        if isinstance(s, Assign):
+            return self.assign(s)
+        if isinstance(s, Store):
+            return self.store(s)
+        if isinstance(s, If):
+            bf, br = self.block(s.body)
+            of, orr = self.block(s.orelse)
+            fwd = [B.if_(self.val(s.cond), bf, of)]
+            rev = []
+            if br or orr:
+                if br:
+                    rev = [B.if_(self.val(s.cond), br, orr)]
+                else:
+                    rev = [B.if_(B.ex(X(gast.UnaryOp(op=gast.Not(), operand=B.ex(self.val(s.cond))))), orr)]
+            return fwd, rev
+        if isinstance(s, For):
+            self.depth += 1
+            bf, br = self.block(s.body)
+            self.depth -= 1
+            args = self.range_args(s)
+            fwd = [B.for_range(s.var, args, bf)]
+            if not br:
+                return fwd, []
+            rev = self.reverse_range(s, br)
+            return fwd, rev
+        if isinstance(s, While):
+            self.depth += 1
+            tf, tr = self.block(s.test_body)
+            bf, br = self.block(s.body)
+            self.depth -= 1
+            if tr:
+                raise _err(s, "internal: a loop condition needs reverse code")
+            if not br:
+                body = tf + [B.if_(B.ex(X(gast.UnaryOp(op=gast.Not(), operand=B.ex(self.val(s.test))))), [B.break_()])] + bf
+                return [B.while_(B.const(True), body)], []
+            trips = self.fresh("_trips")
+            self.types[trips] = Scalar("i64")
+            self.f.defs[trips] = 1
+            if self.depth > 0:
+                self.f.in_loop.add(trips)
+            self.tbr.add(trips)
+            fwd = []
+            if self.taped(trips):
+                self.extra_inits.append((trips, Scalar("i64")))
+                fwd += self.push(trips)
+            fwd.append(B.assign(trips, 0))
+            body = tf + [B.if_(B.ex(X(gast.UnaryOp(op=gast.Not(), operand=B.ex(self.val(s.test))))), [B.break_()])] \
+                + bf + [B.augassign(trips, "+", 1)]
+            fwd.append(B.while_(B.const(True), body))
+            r = self.fresh("_trip")
+            rev = [B.for_range(r, [B.name(trips)], br)]
+            if self.taped(trips):
+                rev += self.pop(trips)
+            return fwd, rev
+        raise TypeError(s)
+
+    def range_args(self, s):
+        start, stop, step = s.start, s.stop, s.step
+        if isinstance(step, Const) and step.value == 1:
+            if isinstance(start, Const) and start.value == 0:
+                return [self.val(stop)]
+            return [self.val(start), self.val(stop)]
+        return [self.val(start), self.val(stop), self.val(step)]
+
+    def reverse_range(self, s, body_rev):
+        start, stop, step = s.start, s.stop, s.step
+        if isinstance(step, Const) and step.value == 1:
+            return [B.for_range(s.var, [self.val(stop) - 1, self.val(start) - 1, -1], body_rev)]
+        if isinstance(step, Const) and step.value == -1:
+            return [B.for_range(s.var, [self.val(stop) + 1, self.val(start) + 1], body_rev)]
+        k = self.fresh("_k")
+        n = B.call(self.helper("_range_len"), self.val(start), self.val(stop), self.val(step))
+        body = [B.assign(s.var, self.val(start) + X(B.name(k)) * self.val(step))] + body_rev
+        return [B.for_range(k, [X(n) - 1, -1, -1], body)]
+
+    # ------------------------------------------------------------------ primal ops
+    def primal(self, s):
+        op, args = s.op, s.args
+        v = [self.val(a) for a in args]
+        arr = any(self.is_arr(a) for a in args)
+        bin_ops = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "floordiv": "//",
+                   "mod": "%"}
+        cmp_ops = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+        if op in bin_ops:
+            if op == "div" and not arr and all(isinstance(a, Var) and self.types[a.name].kind != "f64" for a in args if isinstance(a, Var)) \
+                    and all(not isinstance(a, Const) or isinstance(a.value, int) for a in args):
+                return B.binop(B.call("float", v[0]), "/", v[1])
+            return B.binop(v[0], bin_ops[op], v[1])
+        if op in cmp_ops:
+            return B.compare(v[0], cmp_ops[op], v[1])
+        if op == "neg":
+            return gast.UnaryOp(op=gast.USub(), operand=B.ex(v[0]))
+        if op == "not":
+            if arr:
+                return B.call("np.logical_not", v[0])
+            return gast.UnaryOp(op=gast.Not(), operand=B.ex(v[0]))
+        if op == "truth":
+            t = self.types.get(args[0].name) if isinstance(args[0], Var) else None
+            if isinstance(args[0], Const):
+                return B.const(bool(args[0].value))
+            if t == Scalar("bool"):
+                return B.ex(v[0])
+            return B.call("bool", v[0])
+        if op in ("or", "and"):
+            return gast.BoolOp(op=gast.Or() if op == "or" else gast.And(), values=[B.ex(v[0]), B.ex(v[1])])
+        if op == "copy":
+            if s.target in self.f.materialize:
+                return B.call(gast.Attribute(value=B.ex(v[0]), attr="copy", ctx=gast.Load()))
+            return B.ex(v[0])
+        if op == "copyarr":
+            return B.call(gast.Attribute(value=B.ex(v[0]), attr="copy", ctx=gast.Load()))
+        if op == "range_cont":
+            step = args[2]
+            if isinstance(step, Const):
+                return B.compare(v[0], "<" if step.value > 0 else ">", v[1])
+            return B.call(self.helper("_range_cont"), *v)
+        if op == "float":
+            return B.call("float", v[0])
+        if op == "int":
+            return B.call("int", v[0])
+        if op == "astype":
+            dt = {"f64": "np.float64", "i64": "np.int64", "bool": "np.bool_"}[s.attr("dtype")]
+            return B.call(gast.Attribute(value=B.ex(v[0]), attr="astype", ctx=gast.Load()), B.attr(dt))
+        if op in ("minimum", "maximum"):
+            if arr:
+                return B.call(f"np.{op}", *v)
+            return B.call("min" if op == "minimum" else "max", *v)
+        if op == "abs":
+            return B.call("np.abs", v[0]) if arr else B.call("abs", v[0])
+        if op == "where":
+            if arr:
+                return B.call("np.where", *v)
+            return B.ifexp(v[0], v[1], v[2])
+        if op in ("erf", "erfc") and arr:
+            raise _err(s, f"np/math {op} of arrays is not supported", "apply math.erf to elements in a loop")
+        if op in PARTIALS or op in ("floor", "ceil", "sign"):
+            if op in ("floor", "ceil") and not arr:
+                return B.call("float", B.call(f"math.{op}", v[0]))
+            return B.ex(mfn(op, *v))
+        if op == "getitem":
+            node = B.subscript(v[0], self.index_node(s.index))
+            if s.target in self.f.materialize and isinstance(self.types[s.target], Array):
+                return B.call(gast.Attribute(value=node, attr="copy", ctx=gast.Load()))
+            return node
+        if op == "dim":
+            return B.subscript(B.attr(f"{args[0].name}.shape"), args[1].value)
+        if op == "size":
+            return B.attr(f"{args[0].name}.size")
+        if op in ("sum", "mean", "prod", "amax", "amin", "std", "var"):
+            return self.primal_reduction(s, v)
+        if op in ("matmul", "dot"):
+            na, nb = self.nd(args[0]), self.nd(args[1])
+            if na == 0 or nb == 0:
+                return B.binop(v[0], "*", v[1])
+            return B.call(self.helper(f"_mm{na}{nb}" if (na, nb) != (1, 1) else "_mm11"), *v)
+        if op == "transpose":
+            return B.attr(f"{args[0].name}.T")
+        if op == "reshape":
+            return B.call(gast.Attribute(value=B.call("np.ascontiguousarray", v[0]), attr="reshape", ctx=gast.Load()),
+                          B.tuple_(*v[1:]))
+        if op == "ravel":
+            return B.call(gast.Attribute(value=B.call("np.ascontiguousarray", v[0]), attr="ravel", ctx=gast.Load()))
+        if op == "flip":
+            return B.call("np.flip", v[0])
+        if op == "expand_dims":
+            ax = s.attr("axis") % (self.nd(args[0]) + 1)
+            return B.call("np.expand_dims", v[0], ax)
+        if op in ("zeros", "ones", "empty", "full"):
+            nd = s.attr("ndim")
+            shape = B.tuple_(*v[:nd])
+            dt = s.attr("dtype")
+            extra = [B.attr("np.int64")] if dt == "i64" else []
+            if op == "full":
+                return B.call("np.full", shape, v[nd], *extra)
+            return B.call(f"np.{op}", shape, *extra)
+        if op in ("zeros_like", "ones_like", "empty_like", "full_like"):
+            base = op[:-5]
+            dt = self.types[s.target].dtype
+            extra = [B.attr("np.int64")] if dt == "i64" else []
+            shape = B.attr(f"{args[0].name}.shape")
+            if base == "full":
+                return B.call("np.full", shape, v[1], *extra)
+            return B.call(f"np.{base}", shape, *extra)
+        if op == "eye":
+            dt = s.attr("dtype")
+            return B.call("np.eye", v[0], *([B.attr("np.int64")] if dt == "i64" else []))
+        raise _err(s, f"operation {op!r} cannot be generated")
+
+    def primal_reduction(self, s, v):
+        op = s.op
+        a = s.args[0]
+        nd = self.nd(a)
+        if nd == 0:
+            if op in ("sum", "prod", "amax", "amin", "mean"):
+                return B.call("float", v[0]) if op == "mean" else B.ex(v[0])
+        axis = s.attr("axis")
+        keep = s.attr("keepdims")
+        if axis is not None:
+            axis %= nd
+        fname = {"sum": "np.sum", "prod": "np.prod", "amax": "np.max", "amin": "np.min",
+                 "mean": "np.sum", "std": "np.std", "var": "np.var"}[op]
+        if axis is None:
+            if op == "mean":
+                red = B.binop(B.call("np.sum", v[0]), "/", B.attr(f"{a.name}.size"))
+            else:
+                red = B.call(fname, v[0])
+            if keep:
+                return B.call("np.full", B.tuple_(*([1] * nd)), red)
+            return red
+        if op in ("prod", "amax", "amin") and nd > 1:
+            raise _err(s, f"{op} with axis is not supported", "write the reduction as a loop")
+        count = B.subscript(B.attr(f"{a.name}.shape"), axis)
+        if nd == 1:
+            red = B.call(fname, v[0]) if op not in ("mean",) else B.binop(B.call("np.sum", v[0]), "/", count)
+            if op in ("std", "var"):
+                red = B.call(fname, v[0])
+        elif op in ("sum", "mean"):
+            red = B.call("np.sum", v[0], axis=axis)
+            if op == "mean":
+                red = B.binop(red, "/", count)
+        else:  # var / std along an axis
+            mean = B.call("np.expand_dims", B.binop(B.call("np.sum", v[0], axis=axis), "/", count), axis)
+            dev = B.binop(v[0], "-", mean)
+            red = B.binop(B.call("np.sum", B.binop(dev, "*", dev), axis=axis), "/", count)
+            if op == "std":
+                red = B.call("np.sqrt", red)
+        if keep:
+            if nd == 1:
+                return B.call("np.full", B.tuple_(1), red)
+            return B.call("np.expand_dims", red, axis)
+        return red
+
+    # ------------------------------------------------------------------ assignments
+    def assign(self, s):
+        t = s.target
+        fwd = []
+        pre_fwd, pre_rev = [], []
+        if self.taped(t):
+            fwd += self.push(t)
+        fwd.append(B.assign(t, self.primal(s)))
+        rev = []
+        if self.taped(t):
+            rev += self.pop(t)
+        if t not in self.active:
+            return fwd, rev
+        active_args = [p for p in diff_positions(s.op, len(s.args))
+                       if isinstance(s.args[p], Var) and s.args[p].name in self.active]
+        contribs = []
+        g = X(B.name(self.bar(t)), self.is_arr(Var(t)))
+        is_set = t in self.f.set_temps
+        self_ref = any(isinstance(a, Var) and a.name == t for a in s.args)
+        needs_reset = not is_set and not intact(self.f, t)
+        capture = []
+        if self_ref and needs_reset and active_args:
+            gname = self.fresh("_g")
+            self.extra_inits.append((gname, self.types[t]))
+            capture.append(B.assign(gname, B.name(self.bar(t))))
+            g = X(B.name(gname), self.is_arr(Var(t)))
+        reset = []
+        if needs_reset:
+            if self.is_arr(Var(t)):
+                reset.append(B.assign(self.bar(t), B.call("np.zeros", B.attr(f"{t}.shape"))))
+            else:
+                reset.append(B.assign(self.bar(t), 0.0))
+        for p in active_args:
+            contribs += self.vjp(s, p, g, pre_fwd, pre_rev)
+        if capture:
+            body = capture + reset + contribs
+        else:
+            body = contribs + reset
+        return pre_fwd + fwd, rev + pre_rev + body
+
+    def vjp(self, s, p, g, pre_fwd, pre_rev):
+        op, args = s.op, s.args
+        arg = args[p]
+        out = []
+        out_nd = self.nd(Var(s.target))
+        if op in PARTIALS:
+            rule = PARTIALS[op][p]
+            vals = [self.val(a) for a in args]
+            if op == "pow" and isinstance(args[1], Const) and p == 0:
+                partial = rule(vals[0], vals[1], args[1].value)
+            else:
+                partial = rule(*vals)
+            pn = B.ex(partial)
+            if isinstance(pn, gast.Constant) and pn.value == 1.0:
+                contrib = g
+            elif isinstance(pn, gast.UnaryOp) and isinstance(pn.operand, gast.Constant) and pn.operand.value == 1.0:
+                contrib = -g
+            else:
+                contrib = g * partial
+            others = [a for i, a in enumerate(args) if i != p and self.is_arr(a)]
+            contrib = self.reduce_to(arg, contrib, out_nd, bool(others) and self.nd(arg) > 0,
+                                     pre_fwd, pre_rev)
+            self.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
+            return out
+        a = self.val(arg)
+        if op == "getitem":
+            self.accumulate_region(arg.name, s.index, g, pre_fwd, pre_rev, out)
+            return out
+        if op in ("sum", "mean"):
+            nd = self.nd(arg)
+            if nd == 0:
+                self.accumulate(arg.name, g, pre_fwd, pre_rev, out)
+                return out
+            axis = s.attr("axis")
+            keep = s.attr("keepdims")
+            gg = g
+            if op == "mean":
+                count = B.attr(f"{arg.name}.size") if axis is None else \
+                    B.subscript(B.attr(f"{arg.name}.shape"), axis % nd)
+                if not intact(self.f, arg.name) and not self.taped(arg.name):
+                    shp = self.shape_of(arg, pre_fwd, pre_rev)
+                    count = B.subscript(shp, axis % nd) if axis is not None else \
+                        B.call("np.prod", B.call("np.array", shp))
+                gg = g / X(count)
+            if axis is not None and not keep:
+                gg = X(B.call("np.expand_dims", gg, axis % nd), True)
+            self.broadcast_into(arg, gg, pre_fwd, pre_rev, out)
+            return out
+        if op in ("var", "std"):
+            nd = self.nd(arg)
+            axis = s.attr("axis")
+            keep = s.attr("keepdims")
+            if axis is None:
+                n = X(B.attr(f"{arg.name}.size"))
+                mean = X(B.binop(B.call("np.sum", a), "/", B.attr(f"{arg.name}.size")))
+                gg = g
+            else:
+                ax = axis % nd
+                n = X(B.subscript(B.attr(f"{arg.name}.shape"), ax))
+                mean = X(B.call("np.expand_dims", B.binop(B.call("np.sum", a, axis=ax), "/", n), ax), True)
+                gg = g if keep else X(B.call("np.expand_dims", g, ax), True)
+            dev = a - mean
+            if op == "var":
+                contrib = gg * (2.0 * dev / n)
+            else:
+                if axis is None:
+                    sd = X(B.call("np.sqrt", B.binop(B.call("np.sum", B.binop(dev, "*", dev)), "/", n)))
+                else:
+                    sd = X(B.call("np.expand_dims", B.call("np.sqrt", B.binop(
+                        B.call("np.sum", B.binop(dev, "*", dev), axis=ax), "/", n)), ax), True)
+                contrib = gg * (dev / (n * sd))
+            self.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
+            return out
+        if op in ("amax", "amin"):
+            nd = self.nd(arg)
+            if nd == 0:
+                self.accumulate(arg.name, g, pre_fwd, pre_rev, out)
+                return out
+            fname = "np.max" if op == "amax" else "np.min"
+            axis = s.attr("axis")
+            if axis is None:
+                m = X(B.call(fname, a))
+                mask = X(B.compare(a, "==", m), True)
+                contrib = X(B.call("np.where", mask, g / X(B.call("np.sum", mask)), 0.0), True)
+            else:  # 1-D with axis 0
+                m = X(B.call(fname, a))
+                mask = X(B.compare(a, "==", m), True)
+                gs = g if not s.attr("keepdims") else X(B.subscript(B.ex(g), 0))
+                contrib = X(B.call("np.where", mask, gs / X(B.call("np.sum", mask)), 0.0), True)
+            self.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
+            return out
+        if op == "prod":
+            if self.nd(arg) == 0:
+                self.accumulate(arg.name, g, pre_fwd, pre_rev, out)
+                return out
+            contrib = g * X(B.call(self.helper("_prod_grad"), a), True)
+            self.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
+            return out
+        if op in ("matmul", "dot"):
+            A, Bv = args
+            na, nb = self.nd(A), self.nd(Bv)
+            other = self.val(args[1 - p])
+            if na == 0 or nb == 0:   # scalar dot
+                contrib = g * other
+                contrib = self.reduce_to(arg, contrib, max(na, nb), False, pre_fwd, pre_rev)
+                self.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
+                return out
+            o = X(B.attr(f"{args[1 - p].name}.T"), True) if self.nd(args[1 - p]) == 2 else other
+            if (na, nb) == (2, 2):
+                contrib = B.call(self.helper("_mm22"), g, o) if p == 0 else B.call(self.helper("_mm22"), o, g)
+            elif (na, nb) == (2, 1):
+                contrib = B.call(self.helper("_outer"), g, other) if p == 0 else B.call(self.helper("_mm21"), o, g)
+            elif (na, nb) == (1, 2):
+                contrib = B.call(self.helper("_mm21"), other, g) if p == 0 else B.call(self.helper("_outer"), other, g)
+            else:
+                contrib = B.binop(g, "*", other)
+            self.accumulate(arg.name, X(contrib, True), pre_fwd, pre_rev, out)
+            return out
+        if op == "transpose":
+            self.accumulate(arg.name, X(B.attr(f"{self.bar(s.target)}.T") if B.ex(g).__class__ is gast.Name and B.ex(g).id == self.bar(s.target)
+                                        else gast.Attribute(value=B.ex(g), attr="T", ctx=gast.Load()), True),
+                            pre_fwd, pre_rev, out)
+            return out
+        if op in ("reshape", "ravel", "expand_dims"):
+            shape = self.shape_of(arg, pre_fwd, pre_rev) if arg.name in self.f.set_temps \
+                else B.attr(f"{self.bar(arg.name)}.shape")
+            contrib = B.call(gast.Attribute(value=B.call("np.ascontiguousarray", g), attr="reshape",
+                                            ctx=gast.Load()), shape)
+            self.accumulate(arg.name, X(contrib, True), pre_fwd, pre_rev, out)
+            return out
+        if op == "flip":
+            self.accumulate(arg.name, X(B.call("np.flip", g), True), pre_fwd, pre_rev, out)
+            return out
+        if op in ("copyarr", "copy", "astype"):
+            self.accumulate(arg.name, g, pre_fwd, pre_rev, out)
+            return out
+        if op in ("full", "full_like"):
+            self.accumulate(arg.name, X(B.call("np.sum", g)), pre_fwd, pre_rev, out)
+            return out
+        raise _err(s, f"no derivative rule for {op!r}")
+
+    def broadcast_into(self, arg, gg, pre_fwd, pre_rev, out):
+        """arg_bar += gg broadcast to arg's shape."""
+        if arg.name in self.f.set_temps:
+            shape = self.shape_of(arg, pre_fwd, pre_rev)
+            out.append(B.assign(self.bar(arg.name), B.binop(B.call("np.zeros", shape), "+", gg)))
+        else:
+            out.append(B.augassign(self.bar(arg.name), "+", gg))
+
+    # ------------------------------------------------------------------ stores
+    def store(self, s):
+        a = s.array
+        fwd, rev = [], []
+        if a in self.tbr:
+            fwd += self.push_region(a, s.index)
+        region = B.subscript(a, self.index_node(s.index))
+        v = self.val(s.value)
+        if s.aug is None:
+            fwd.append(B.assign(region, v))
+        else:
+            fwd.append(B.augassign(region, "+" if s.aug == "add" else "-", v))
+        if a in self.tbr:
+            rev += self.pop_region(a, s.index)
+        if a not in self.active:
+            return fwd, rev
+        pre_fwd, pre_rev = [], []
+        body = []
+        rnd = self.region_ndim(a, s.index)
+        if isinstance(s.value, Var) and s.value.name in self.active:
+            g = X(B.subscript(self.bar(a), self.index_node(s.index)), rnd > 0)
+            if s.aug == "sub":
+                g = -g
+            contrib = self.reduce_to(s.value, g, rnd, rnd > 0 and self.nd(s.value) > 0, pre_fwd, pre_rev)
+            self.accumulate(s.value.name, contrib, pre_fwd, pre_rev, body)
+        if s.aug is None:
+            body.append(B.assign(B.subscript(self.bar(a), self.index_node(s.index)), 0.0))
+        return pre_fwd + fwd, rev + pre_rev + body
+
+
+def _names_read(nodes):
+    out = set()
+    for n in nodes:
+        for sub in gast.walk(n):
+            if isinstance(sub, gast.Name) and isinstance(sub.ctx, gast.Load):
+                out.add(sub.id)
+    return out
+
+
+def _init_value(t):
+    if isinstance(t, Array):
+        dt = {"f64": [], "i64": [B.attr("np.int64")], "bool": [B.attr("np.bool_")]}[t.dtype]
+        return B.call("np.empty", B.tuple_(*([0] * t.ndim)), *dt)
+    return {"f64": B.const(0.0), "i64": B.const(0), "bool": B.const(False)}[t.kind]
+
+
+def _comment_pass(stmts, last=None):
+    for st in stmts:
+        loc = getattr(st, "_coarsen_loc", None)
+        if loc is not None:
+            key = (loc.filename, loc.lineno)
+            if key != last:
+                st.coarsen_comment = f"{loc.text}"
+                last = key
+        for field in ("body", "orelse"):
+            sub = getattr(st, field, None)
+            if isinstance(sub, list) and sub and field in ("body", "orelse"):
+                _comment_pass(sub, last)
+    return last
+
+
+def differentiate_ir(fn, wrt, facts, entry_name):
+    """Build the derivative module for a typed IR function (see the module docstring)."""
+    types = fn.types
+    # phase 1: which primal variables does the reverse sweep read?
+    probe = Emitter(fn, wrt, facts)
+    _, rev = probe.block(fn.body)
+    reads = {n for n in _names_read(rev) if n in types}
+    tbr = set(reads)
+    for v in facts.active:
+        if isinstance(types.get(v), Array) and not intact(facts, v) and v not in facts.set_temps:
+            tbr.add(v)
+    # phase 2
+    em = Emitter(fn, wrt, facts, tbr)
+    fwd, rev = em.block(fn.body)
+    prologue = []
+    for p in fn.params:
+        if p in facts.stored and isinstance(types[p], Array):
+            prologue.append(B.assign(p, B.call(gast.Attribute(value=B.name(p), attr="copy", ctx=gast.Load()))))
+    inits = {}
+    for v in sorted(tbr):
+        if v not in fn.params and em.taped(v) and v in types:
+            inits[v] = types[v]
+    for v in sorted(facts.active):
+        if v not in fn.params and isinstance(types.get(v), Array) and v not in facts.set_temps:
+            inits[v] = types[v]
+    for v, t in em.extra_inits:
+        inits.setdefault(v, t)
+    for v in sorted(inits):
+        prologue.append(B.assign(v, _init_value(inits[v])))
+    if em.uses_ftape:
+        prologue.append(B.assign(FT, B.call("np.empty", 1024)))
+        prologue.append(B.assign(FP, 0))
+    if em.uses_itape:
+        prologue.append(B.assign(IT, B.call("np.empty", 256, B.attr("np.int64"))))
+        prologue.append(B.assign(IP, 0))
+    if prologue:
+        prologue[0].coarsen_comment = "prologue: copies of written inputs, tapes, initial values"
+    value_name = "_value"
+    mid = [B.assign(value_name, B.call("float", fn.result), comment="reverse sweep")]
+    adj_init = []
+    for v in sorted(facts.active | set(wrt)):
+        if v in facts.set_temps:
+            continue
+        t = types.get(v)
+        if isinstance(t, Array):
+            adj_init.append(B.assign(Emitter.bar(v), B.call("np.zeros", B.attr(f"{v}.shape"))))
+        else:
+            adj_init.append(B.assign(Emitter.bar(v), 0.0))
+    seed = []
+    if fn.result in facts.active:
+        seed = [B.assign(Emitter.bar(fn.result), 1.0)]
+    grads = []
+    for w in wrt:
+        grads.append(B.name(Emitter.bar(w)))
+    ret = B.return_(B.tuple_(value_name, gast.Tuple(elts=grads, ctx=gast.Load())))
+    if fwd:
+        fwd[0].coarsen_comment = "forward sweep" + (("\n" + fwd[0].coarsen_comment) if getattr(fwd[0], "coarsen_comment", None) else "")
+    body = prologue + fwd + mid + adj_init + seed + rev + [ret]
+    _comment_pass(fwd)
+    _comment_pass(rev)
+    for st in fwd[:1]:
+        loc = getattr(st, "_coarsen_loc", None)
+        if loc is not None:
+            st.coarsen_comment = "forward sweep\n" + loc.text
+    func = B.funcdef(entry_name, fn.params, body)
+    helpers = helper_source(sorted(em.helpers)) if em.helpers else ""
+    header = gast.parse("import math\nimport numpy as np\n")
+    helper_mod = gast.parse(helpers) if helpers else gast.Module(body=[], type_ignores=[])
+    module = gast.Module(body=header.body + helper_mod.body + [func], type_ignores=[])
+    return module, em

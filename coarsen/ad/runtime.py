@@ -1,0 +1,198 @@
+"""Runtime helpers written into every generated module (they travel with exported code).
+
+Requires: nothing.
+Guarantees: ``helper_source(names)`` returns the Python source of the requested helpers and
+of those they call, in a fixed order, so generated modules are deterministic and need only
+``math``, NumPy and Numba.  Tapes are typed NumPy buffers (float64 values, int64 control
+data) that grow geometrically; ``_grow`` refuses sizes beyond ``MAX_TAPE_BYTES`` with a
+``MemoryError`` before allocating.  Matrix products are written as loops: they accept any
+memory layout (slices, transposes) and need no BLAS.
+"""
+from __future__ import annotations
+
+MAX_TAPE_BYTES = 8 * 1024 ** 3
+
+_SOURCES = {
+    "_grow": f'''
+def _grow(tape, need):
+    size = tape.shape[0] * 2
+    if size < need:
+        size = need
+    if size * 8 > {MAX_TAPE_BYTES}:
+        raise MemoryError("coarsen: the tape would exceed {MAX_TAPE_BYTES // 1024 ** 3} GiB; use fewer loop trips")
+    out = np.empty(size, tape.dtype)
+    out[:tape.shape[0]] = tape
+    return out
+''',
+    "_push": '''
+def _push(tape, pos, value):
+    if pos >= tape.shape[0]:
+        tape = _grow(tape, pos + 1)
+    tape[pos] = value
+    return tape, pos + 1
+''',
+    "_push_array": '''
+def _push_array(tape, pos, a):
+    flat = a.ravel()
+    n = flat.shape[0]
+    if pos + n > tape.shape[0]:
+        tape = _grow(tape, pos + n)
+    tape[pos:pos + n] = flat
+    return tape, pos + n
+''',
+    "_range_len": '''
+def _range_len(start, stop, step):
+    if step > 0:
+        if stop <= start:
+            return 0
+        return (stop - start + step - 1) // step
+    if stop >= start:
+        return 0
+    return (start - stop - step - 1) // (-step)
+''',
+    "_range_cont": '''
+def _range_cont(i, stop, step):
+    if step > 0:
+        return i < stop
+    return i > stop
+''',
+    "_mm22": '''
+def _mm22(a, b):
+    n, k = a.shape
+    m = b.shape[1]
+    out = np.zeros((n, m))
+    for i in range(n):
+        for p in range(k):
+            aip = a[i, p]
+            for j in range(m):
+                out[i, j] += aip * b[p, j]
+    return out
+''',
+    "_mm21": '''
+def _mm21(a, x):
+    n, k = a.shape
+    out = np.zeros(n)
+    for i in range(n):
+        s = 0.0
+        for p in range(k):
+            s += a[i, p] * x[p]
+        out[i] = s
+    return out
+''',
+    "_mm12": '''
+def _mm12(x, b):
+    k, m = b.shape
+    out = np.zeros(m)
+    for p in range(k):
+        xp = x[p]
+        for j in range(m):
+            out[j] += xp * b[p, j]
+    return out
+''',
+    "_mm11": '''
+def _mm11(x, y):
+    s = 0.0
+    for p in range(x.shape[0]):
+        s += x[p] * y[p]
+    return s
+''',
+    "_outer": '''
+def _outer(x, y):
+    out = np.empty((x.shape[0], y.shape[0]))
+    for i in range(x.shape[0]):
+        for j in range(y.shape[0]):
+            out[i, j] = x[i] * y[j]
+    return out
+''',
+    "_prod_grad": '''
+def _prod_grad(a):
+    flat = a.ravel()
+    n = flat.shape[0]
+    left = np.ones(n)
+    right = np.ones(n)
+    for i in range(1, n):
+        left[i] = left[i - 1] * flat[i - 1]
+    for i in range(n - 2, -1, -1):
+        right[i] = right[i + 1] * flat[i + 1]
+    return (left * right).reshape(a.shape)
+''',
+}
+
+_DEPS = {"_push": ("_grow",), "_push_array": ("_grow",)}
+
+
+def _sum_to_source(gnd, tnd):
+    """_sum_to_G_T(g, shape): sum a G-D adjoint over the axes NumPy broadcast to reach a T-D
+    operand of the given shape."""
+    lines = [f"def _sum_to_{gnd}_{tnd}(g, shape):"]
+    cur = "g"
+    nd = gnd
+    k = 0
+    while nd > tnd:
+        k += 1
+        lines.append(f"    s{k} = np.sum({cur}, axis=0)")
+        cur = f"s{k}"
+        nd -= 1
+    if tnd == 0:
+        lines.append(f"    return {cur}")
+        return "\n".join(lines) + "\n"
+    lines.append(f"    out = np.ascontiguousarray({cur})")
+    for ax in range(tnd):
+        keep = ", ".join(f"out.shape[{d}]" if d != ax else "1" for d in range(tnd))
+        lines.append(f"    if shape[{ax}] == 1 and out.shape[{ax}] != 1:")
+        lines.append(f"        out = np.sum(out, axis={ax}).reshape(({keep},))")
+    lines.append("    return out")
+    return "\n".join(lines) + "\n"
+
+
+def _pop_array_source(nd):
+    dims = ", ".join(f"itape[ipos + {d}]" for d in range(nd))
+    return f'''
+def _pop_array{nd}(ftape, fpos, itape, ipos):
+    ipos -= {nd}
+    shape = ({dims},)
+    n = 1
+    for d in shape:
+        n *= d
+    fpos -= n
+    return ftape[fpos:fpos + n].copy().reshape(shape), fpos, ipos
+'''
+
+
+def _pop_into_source(nd):
+    idx = ", ".join(f"i{d}" for d in range(nd))
+    loops = []
+    for d in range(nd):
+        loops.append("    " * (d + 1) + f"for i{d} in range(view.shape[{d}]):")
+    body = "    " * (nd + 1) + f"view[{idx}] = tape[pos]\n" + "    " * (nd + 1) + "pos += 1"
+    return (f"\ndef _pop_into{nd}(tape, pos, view):\n    pos -= view.size\n    start = pos\n"
+            + "\n".join(loops) + "\n" + body + "\n    return start\n")
+
+
+def helper_source(names):
+    """Source of the named helpers plus their dependencies, deterministic order."""
+    want = set()
+
+    def add(n):
+        if n in want:
+            return
+        want.add(n)
+        for d in _DEPS.get(n, ()):
+            add(d)
+
+    for n in names:
+        add(n)
+    out = []
+    for n in sorted(want):
+        if n in _SOURCES:
+            out.append(_SOURCES[n].strip("\n"))
+        elif n.startswith("_sum_to_"):
+            g, t = n[len("_sum_to_"):].split("_")
+            out.append(_sum_to_source(int(g), int(t)).strip("\n"))
+        elif n.startswith("_pop_array"):
+            out.append(_pop_array_source(int(n[len("_pop_array"):])).strip("\n"))
+        elif n.startswith("_pop_into"):
+            out.append(_pop_into_source(int(n[len("_pop_into"):])).strip("\n"))
+        else:
+            raise KeyError(n)
+    return "\n\n\n".join(out) + "\n"

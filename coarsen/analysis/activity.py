@@ -1,0 +1,155 @@
+"""Activity analysis and the facts the reverse sweep needs about variables.
+
+Requires: a typed ``ir.Function`` (``coarsen.ir.typeinfer``).
+Guarantees: ``Facts`` with
+* ``active``: float variables that depend on a differentiated input (varied) and on which the
+  result depends (useful); only they get adjoints;
+* ``defs``/``in_loop``: how many places assign each variable and whether one is in a loop (a
+  variable assigned once outside every loop keeps its value for the whole reverse sweep);
+* ``stored``: arrays written by element or slice;
+* ``set_temps``: compiler temporaries defined once and used once, in the same block, as a
+  differentiable operand: their adjoint is *set* by that one use instead of accumulated;
+* ``materialize``: temporaries that view an array written elsewhere: they are copied when made,
+  so later writes cannot change them.
+Named views of an array that is written, and writes through views, are refused: NumPy's
+aliasing would make their values (and gradients) depend on write order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import CoarsenError
+from ..ir.nodes import (Array, Assign, For, If, Store, Var, While, is_float, uses, walk,
+                        walk_with_depth)
+from ..ad.rules import diff_positions
+
+
+@dataclass
+class Facts:
+    active: set
+    defs: dict
+    in_loop: set
+    stored: set
+    set_temps: set
+    materialize: set
+    use_counts: dict = field(default_factory=dict)
+
+
+def _err(stmt, problem, hint=None):
+    loc = stmt.loc
+    return CoarsenError(problem, filename=loc.filename, lineno=loc.lineno, col_offset=loc.col,
+                        source_line=loc.text, hint=hint)
+
+
+def is_temp(name):
+    return name.startswith("_t") and name[2:].isdigit()
+
+
+def analyze(fn, wrt):
+    types = fn.types
+    defs, in_loop, stored = {}, set(), set()
+    for p in fn.params:
+        defs[p] = 1
+    for s, depth in walk_with_depth(fn.body):
+        target = s.target if isinstance(s, Assign) else s.var if isinstance(s, For) else None
+        if target is not None:
+            defs[target] = defs.get(target, 0) + 1
+            if depth > 0 or isinstance(s, For):
+                in_loop.add(target)
+        if isinstance(s, Store):
+            stored.add(s.array)
+
+    # varied: forward closure from the differentiated inputs
+    varied = set(wrt)
+    changed = True
+    while changed:
+        changed = False
+        for s in walk(fn.body):
+            if isinstance(s, Assign) and s.target not in varied and is_float(types[s.target]):
+                pos = diff_positions(s.op, len(s.args))
+                if any(isinstance(s.args[p], Var) and s.args[p].name in varied for p in pos):
+                    varied.add(s.target)
+                    changed = True
+            elif isinstance(s, Store) and s.array not in varied:
+                if isinstance(s.value, Var) and s.value.name in varied:
+                    varied.add(s.array)
+                    changed = True
+    # useful: backward closure from the result
+    useful = {fn.result}
+    changed = True
+    while changed:
+        changed = False
+        for s in walk(fn.body):
+            if isinstance(s, Assign) and s.target in useful:
+                for p in diff_positions(s.op, len(s.args)):
+                    a = s.args[p]
+                    if isinstance(a, Var) and a.name not in useful:
+                        useful.add(a.name)
+                        changed = True
+            elif isinstance(s, Store) and s.array in useful:
+                if isinstance(s.value, Var) and s.value.name not in useful:
+                    useful.add(s.value.name)
+                    changed = True
+    active = {v for v in varied & useful if is_float(types.get(v))}
+
+    # aliasing rules
+    views = fn.views
+    written_roots = {views.get(a, a) for a in stored}
+    materialize = set()
+    for s in walk(fn.body):
+        if isinstance(s, Store) and s.array in views:
+            raise _err(s, f"writing into {s.array!r}, which is a view of {views[s.array]!r}",
+                       f"write into {views[s.array]!r} directly, or make a copy with .copy()")
+    for s in walk(fn.body):
+        if isinstance(s, Assign) and s.target in views and views[s.target] in written_roots:
+            if is_temp(s.target):
+                materialize.add(s.target)
+            else:
+                raise _err(s, f"{s.target!r} is a view of {views[s.target]!r}, which is modified "
+                           "elsewhere in the function",
+                           f"take a snapshot with {s.target} = ....copy(), or index "
+                           f"{views[s.target]!r} directly where you need it")
+
+    # use counts and block-local single uses
+    use_counts = {}
+    for s in walk(fn.body):
+        for u in uses(s):
+            if isinstance(u, Var):
+                use_counts[u.name] = use_counts.get(u.name, 0) + 1
+    set_temps = set()
+
+    def scan(block):
+        defined_here = set()
+        for s in block:
+            if isinstance(s, Assign) and is_temp(s.target):
+                defined_here.add(s.target)
+            if isinstance(s, Assign) and s.target in active:
+                for p in diff_positions(s.op, len(s.args)):
+                    a = s.args[p]
+                    if isinstance(a, Var) and a.name in defined_here and use_counts.get(a.name) == 1 \
+                            and defs.get(a.name) == 1 and a.name in active:
+                        set_temps.add(a.name)
+            if isinstance(s, Store) and s.array in active and isinstance(s.value, Var):
+                a = s.value.name
+                if a in defined_here and use_counts.get(a) == 1 and defs.get(a) == 1 and a in active:
+                    set_temps.add(a)
+            if isinstance(s, If):
+                scan(s.body)
+                scan(s.orelse)
+            elif isinstance(s, For):
+                scan(s.body)
+            elif isinstance(s, While):
+                scan(s.test_body)
+                scan(s.body)
+
+    scan(fn.body)
+    return Facts(active, defs, in_loop, stored, set_temps, materialize, use_counts)
+
+
+def intact(facts, name):
+    """True when a variable keeps one value for the whole reverse sweep."""
+    return facts.defs.get(name, 0) <= 1 and name not in facts.in_loop
+
+
+def is_array(types, name):
+    return isinstance(types.get(name), Array)

@@ -1,0 +1,1015 @@
+"""Lowering a gast function to the IR, with the fence built in.
+
+Requires: a ``FunctionSource`` (``coarsen.frontend.source``).
+Guarantees: an ``ir.Function`` in A-normal form whose control flow is structured: early
+``return``, ``break`` and ``continue`` become boolean flags and guards; ``for`` loops that
+break, return or leak their variable become ``While`` loops with an explicit counter;
+``and``/``or``/conditional expressions keep Python's short-circuit order; calls to other
+user functions are inlined (recursion is refused); NumPy conveniences (``mean``, ``var``,
+``std``, ``outer``, ``clip``, ``keepdims``, ``dot``) are desugared into primitives.  Every
+construct outside the language raises ``CoarsenError`` with file, line, column and a hint,
+before any code is generated (this is the fence).
+"""
+from __future__ import annotations
+
+import gast
+
+from ..errors import CoarsenError
+from ..ir.nodes import (Assign, Const, For, Function, If, Loc, NEWAXIS, Slice, Store, Var,
+                        While)
+from .source import FunctionSource, Known, Module, UserFunction, get_source, resolve
+
+_BINOPS = {gast.Add: "add", gast.Sub: "sub", gast.Mult: "mul", gast.Div: "div",
+           gast.Pow: "pow", gast.FloorDiv: "floordiv", gast.Mod: "mod", gast.MatMult: "matmul"}
+_CMPOPS = {gast.Lt: "lt", gast.LtE: "le", gast.Gt: "gt", gast.GtE: "ge", gast.Eq: "eq",
+           gast.NotEq: "ne"}
+
+_UNSUPPORTED_STMTS = {
+    gast.Try: ("try/except", "handle errors outside the differentiated function"),
+    gast.With: ("with blocks", "move the context manager outside the differentiated function"),
+    gast.Raise: ("raise", "validate inputs before calling the gradient"),
+    gast.Global: ("global declarations", "pass the value as a parameter and return results"),
+    gast.Nonlocal: ("nonlocal declarations", "pass the value as a parameter"),
+    gast.Delete: ("del", "let the variable go out of scope instead"),
+    gast.Assert: ("assert", "check the condition before calling the gradient"),
+    gast.ClassDef: ("class definitions", "define classes outside the function"),
+    gast.FunctionDef: ("nested function definitions", "define helpers at module level; coarsen inlines calls to them"),
+    gast.AsyncFunctionDef: ("async functions", "write a plain function"),
+    gast.Import: ("import statements", "import at module level"),
+    gast.ImportFrom: ("import statements", "import at module level"),
+    gast.AsyncFor: ("async for", "use a plain for loop over range(...)"),
+    gast.AsyncWith: ("async with", "remove it from the differentiated function"),
+}
+_UNSUPPORTED_EXPRS = {
+    gast.Lambda: ("lambda expressions", "define a module-level function and call it"),
+    gast.GeneratorExp: ("generator expressions", "write an explicit for loop"),
+    gast.ListComp: ("list comprehensions", "write an explicit for loop over a preallocated array"),
+    gast.SetComp: ("set comprehensions", "write an explicit loop"),
+    gast.DictComp: ("dict comprehensions", "write an explicit loop"),
+    gast.Dict: ("dicts", "use arrays or separate variables"),
+    gast.Set: ("sets", "use arrays"),
+    gast.List: ("lists", "use NumPy arrays (np.zeros(n) and element writes)"),
+    gast.Yield: ("yield (generators)", "return one value"),
+    gast.YieldFrom: ("yield from (generators)", "return one value"),
+    gast.Await: ("await", "write a plain function"),
+    gast.NamedExpr: ("assignment expressions (:=)", "assign in a separate statement"),
+    gast.JoinedStr: ("string formatting", "remove string handling from the differentiated function"),
+    gast.Starred: ("star-arguments", "pass arguments one by one"),
+}
+
+_REDUCTIONS = {"sum", "amax", "amin", "prod", "mean", "std", "var"}
+
+
+class _Flags:
+    def __init__(self):
+        self.ret = None     # name of the "returned" flag, when early returns exist
+
+
+class _Loop:
+    def __init__(self, brk, cont):
+        self.brk = brk
+        self.cont = cont
+
+
+def _contains(node, types_, stop_at_loops=False):
+    for child in gast.iter_child_nodes(node):
+        if isinstance(child, types_):
+            return True
+        if stop_at_loops and isinstance(child, (gast.For, gast.While)):
+            continue
+        if isinstance(child, (gast.FunctionDef, gast.Lambda)):
+            continue
+        if _contains(child, types_, stop_at_loops):
+            return True
+    return False
+
+
+def _stmts_contain(stmts, types_, stop_at_loops=False):
+    return any(isinstance(s, types_) or _contains(s, types_, stop_at_loops) for s in stmts)
+
+
+class Lowerer:
+    """Lowers one function (and, by inlining, the user functions it calls)."""
+
+    def __init__(self, src: FunctionSource, namer, prefix="", stack=()):
+        self.src = src
+        self.namer = namer
+        self.prefix = prefix           # renaming prefix of inlined helpers' locals
+        self.stack = stack + (src.fn,)
+        self.rename = {}               # source name -> IR name
+        self.out = None
+        self.loops = []
+        self.flags = _Flags()
+        node = src.node
+        self.params = [a.id for a in node.args.args]
+        self.local_names = set(self.params)
+        for sub in gast.walk(node):
+            if isinstance(sub, gast.Name) and isinstance(sub.ctx, gast.Store):
+                self.local_names.add(sub.id)
+        self._check_signature(node)
+
+    # ------------------------------------------------------------------ helpers
+    def err(self, node, problem, hint=None):
+        return self.src.error(node, problem, hint)
+
+    def loc(self, node):
+        ln = getattr(node, "lineno", None) or self.src.node.lineno
+        text = self.src.line(ln) or ""
+        return Loc(self.src.filename, ln, getattr(node, "col_offset", 0) or 0, text.strip())
+
+    def tmp(self):
+        return self.namer.temp()
+
+    def emit(self, stmt):
+        self.out.append(stmt)
+
+    def name(self, src_name):
+        """IR name of a source variable (renamed inside inlined helpers)."""
+        if src_name in self.rename:
+            return self.rename[src_name]
+        if self.prefix:
+            new = self.namer.fresh(self.prefix + src_name)
+        else:
+            new = self.namer.user(src_name)
+        self.rename[src_name] = new
+        return new
+
+    def _check_signature(self, node):
+        a = node.args
+        if a.vararg is not None or a.kwarg is not None:
+            bad = a.vararg or a.kwarg
+            raise self.err(bad, "*args and **kwargs parameters are not supported",
+                           "list the parameters explicitly")
+        if a.kwonlyargs or getattr(a, "posonlyargs", None):
+            pass
+        if node.decorator_list:
+            for d in node.decorator_list:
+                # numba.njit-style decorators are fine (we read .py_func); anything else is not
+                text = gast.dump(d)
+                if "jit" not in text and "vectorize" not in text:
+                    raise self.err(d, "decorated functions are not supported",
+                                   "differentiate the undecorated function")
+
+    # ------------------------------------------------------------------ entry
+    def lower_function(self):
+        node = self.src.node
+        body = list(node.body)
+        if body and isinstance(body[0], gast.Expr) and isinstance(body[0].value, gast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body = body[1:]
+        self._fence(body)
+        self.result = self.namer.fresh(self.prefix + "result" if self.prefix else "_ret")
+        returns = [s for s in gast.walk(gast.Module(body=body, type_ignores=[]))
+                   if isinstance(s, gast.Return)]
+        if not returns:
+            raise self.err(node, "the function has no return statement",
+                           "return a float scalar")
+        tail_only = len(returns) == 1 and body and body[-1] is returns[0]
+        self.out = []
+        if not tail_only:
+            self.flags.ret = self.namer.fresh(self.prefix + "returned" if self.prefix else "_returned")
+            self.emit(Assign(self.flags.ret, "copy", (Const(False),), self.loc(node)))
+            self.emit(Assign(self.result, "copy", (Const(0.0),), self.loc(node)))
+        self.lower_block(body, self.out)
+        return self.out
+
+    def _fence(self, body):
+        for stmt in body:
+            for sub in gast.walk(stmt):
+                info = _UNSUPPORTED_STMTS.get(type(sub)) or _UNSUPPORTED_EXPRS.get(type(sub))
+                if info is not None:
+                    what, hint = info
+                    raise self.err(sub, f"{what} are not supported in differentiated code"
+                                   if not what.startswith(("raise", "del", "assert", "yield", "await", "lambda", "async"))
+                                   else f"{what} is not supported in differentiated code", hint)
+                if isinstance(sub, gast.Attribute) and isinstance(sub.ctx, gast.Store):
+                    raise self.err(sub, "attribute assignment is not supported",
+                                   "use local variables or array element writes")
+                if isinstance(sub, gast.Constant) and isinstance(sub.value, (str, bytes)) \
+                        and not (isinstance(stmt, gast.Expr) and stmt.value is sub):
+                    raise self.err(sub, "strings are not supported in differentiated code",
+                                   "remove string handling from the differentiated function")
+                if isinstance(sub, gast.Constant) and isinstance(sub.value, complex):
+                    raise self.err(sub, "complex numbers are not supported", "split into real and imaginary parts")
+                if isinstance(sub, gast.Name) and sub.id.startswith("__"):
+                    raise self.err(sub, "names starting with '__' are reserved", "rename the variable")
+
+    # ------------------------------------------------------------------ blocks
+    def lower_block(self, stmts, out):
+        saved = self.out
+        self.out = out
+        try:
+            for k, s in enumerate(stmts):
+                exits = self.lower_stmt(s)
+                if isinstance(s, (gast.Return, gast.Break, gast.Continue)):
+                    return  # the rest of the block is dead code
+                if exits and k + 1 < len(stmts):
+                    guard = self.not_any(exits, s)
+                    rest = []
+                    self.emit(If(guard, rest, [], self.loc(stmts[k + 1])))
+                    self.lower_block(stmts[k + 1:], rest)
+                    return
+        finally:
+            self.out = saved
+
+    def not_any(self, flags, node):
+        flags = sorted(flags)
+        loc = self.loc(node)
+        acc = Var(flags[0])
+        for f in flags[1:]:
+            t = self.tmp()
+            self.emit(Assign(t, "or", (acc, Var(f)), loc))
+            acc = Var(t)
+        t = self.tmp()
+        self.emit(Assign(t, "not", (acc,), loc))
+        return Var(t)
+
+    def exits_of(self, node):
+        """Flags a statement may set that the rest of its block must respect."""
+        flags = set()
+        if self.flags.ret and _contains_or_is(node, gast.Return):
+            flags.add(self.flags.ret)
+        if self.loops and not isinstance(node, (gast.For, gast.While)):
+            if _contains_or_is(node, gast.Break, stop_at_loops=True):
+                flags.add(self.loops[-1].brk)
+            if _contains_or_is(node, gast.Continue, stop_at_loops=True):
+                flags.add(self.loops[-1].cont)
+        return flags
+
+    # ------------------------------------------------------------------ statements
+    def lower_stmt(self, s):
+        method = getattr(self, "stmt_" + type(s).__name__, None)
+        if method is None:
+            raise self.err(s, f"{type(s).__name__} statements are not supported")
+        method(s)
+        return self.exits_of(s)
+
+    def stmt_Pass(self, s):
+        pass
+
+    def stmt_Expr(self, s):
+        if isinstance(s.value, gast.Constant):
+            return  # docstrings and bare constants
+        raise self.err(s, "expression statements (calls for their side effects) are not supported",
+                       "assign the result, or remove the call (print and other I/O cannot be differentiated)")
+
+    def stmt_Return(self, s):
+        if s.value is None:
+            raise self.err(s, "the function must return a float scalar", "return a value")
+        if isinstance(s.value, gast.Tuple):
+            raise self.err(s.value, "returning a tuple is not supported",
+                           "return one float scalar (the objective)")
+        self.lower_expr(s.value, target=self.result)
+        if self.flags.ret:
+            self.emit(Assign(self.flags.ret, "copy", (Const(True),), self.loc(s)))
+            for loop in self.loops:
+                pass  # enclosing loops test the returned flag themselves
+
+    def stmt_Break(self, s):
+        if not self.loops:
+            raise self.err(s, "break outside a loop")
+        self.emit(Assign(self.loops[-1].brk, "copy", (Const(True),), self.loc(s)))
+
+    def stmt_Continue(self, s):
+        if not self.loops:
+            raise self.err(s, "continue outside a loop")
+        self.emit(Assign(self.loops[-1].cont, "copy", (Const(True),), self.loc(s)))
+
+    def stmt_AnnAssign(self, s):
+        if s.value is None:
+            return
+        self.assign_to(s.target, s.value, s)
+
+    def stmt_Assign(self, s):
+        if len(s.targets) == 1:
+            self.assign_to(s.targets[0], s.value, s)
+            return
+        # chained assignment a = b = e: evaluate e once
+        val = self.lower_expr(s.value)
+        for t in s.targets:
+            self.assign_operand(t, val, s)
+
+    def assign_to(self, target, value, s):
+        if isinstance(target, gast.Name):
+            self.check_target_name(target)
+            self.lower_expr(value, target=self.name(target.id))
+        elif isinstance(target, gast.Tuple):
+            self.assign_tuple(target, value, s)
+        elif isinstance(target, gast.Subscript):
+            val = self.lower_expr(value)
+            self.store(target, val, None, s)
+        else:
+            raise self.err(target, f"cannot assign to {type(target).__name__}",
+                           "assign to names, tuples of names, or array elements")
+
+    def check_target_name(self, target):
+        for loop in self._for_vars:
+            if loop == target.id:
+                raise self.err(target, f"assigning to the loop variable {target.id!r} inside its loop",
+                               "use another variable")
+
+    _for_vars = ()
+
+    def assign_operand(self, target, val, s):
+        if isinstance(target, gast.Name):
+            self.check_target_name(target)
+            self.emit(Assign(self.name(target.id), "copy", (val,), self.loc(s)))
+        elif isinstance(target, gast.Subscript):
+            self.store(target, val, None, s)
+        elif isinstance(target, gast.Tuple):
+            raise self.err(target, "tuple targets in chained assignment are not supported")
+        else:
+            raise self.err(target, f"cannot assign to {type(target).__name__}")
+
+    def assign_tuple(self, target, value, s):
+        elts = target.elts
+        if isinstance(value, gast.Tuple):
+            if len(value.elts) != len(elts):
+                raise self.err(s, "tuple unpacking with mismatched lengths")
+            vals = []
+            for v in value.elts:
+                op = self.lower_expr(v)
+                if isinstance(op, Var):
+                    t = self.tmp()
+                    self.emit(Assign(t, "copy", (op,), self.loc(v)))
+                    op = Var(t)
+                vals.append(op)
+            for t, v in zip(elts, vals):
+                self.assign_operand(t, v, s)
+            return
+        if isinstance(value, gast.Attribute) and value.attr == "shape":
+            arr = self.lower_expr(value.value)
+            for k, t in enumerate(elts):
+                tmp = self.tmp()
+                self.emit(Assign(tmp, "dim", (arr, Const(k)), self.loc(value)))
+                self.assign_operand(t, Var(tmp), s)
+            return
+        if isinstance(value, gast.Call) and self._is_shape_call(value):
+            arr = self.lower_expr(value.args[0])
+            for k, t in enumerate(elts):
+                tmp = self.tmp()
+                self.emit(Assign(tmp, "dim", (arr, Const(k)), self.loc(value)))
+                self.assign_operand(t, Var(tmp), s)
+            return
+        raise self.err(value, "tuple unpacking is supported from tuples and from .shape only",
+                       "assign the values one by one")
+
+    def _is_shape_call(self, call):
+        f = call.func
+        return isinstance(f, gast.Attribute) and f.attr == "shape" and \
+            isinstance(self.resolve_value(f.value, quiet=True), Module)
+
+    def stmt_AugAssign(self, s):
+        op = _BINOPS.get(type(s.op))
+        if op is None or op == "matmul":
+            raise self.err(s, f"augmented assignment {type(s.op).__name__} is not supported")
+        t = s.target
+        if isinstance(t, gast.Name):
+            self.check_target_name(t)
+            name = self.name(t.id)
+            val = self.lower_expr(s.value)
+            self.emit(Assign(name, op, (Var(name), val), self.loc(s)))
+        elif isinstance(t, gast.Subscript):
+            val = self.lower_expr(s.value)
+            if op in ("add", "sub"):
+                self.store(t, val, op, s)
+            else:
+                arr, index = self.lower_subscript_parts(t)
+                old = self.tmp()
+                self.emit(Assign(old, "getitem", (arr,), self.loc(s), index=index))
+                new = self.tmp()
+                self.emit(Assign(new, op, (Var(old), val), self.loc(s)))
+                self.emit(Store(arr.name, index, Var(new), None, self.loc(s)))
+        else:
+            raise self.err(t, "cannot assign to this target")
+
+    def store(self, target, val, aug, s):
+        arr, index = self.lower_subscript_parts(target)
+        self.emit(Store(arr.name, index, val, aug, self.loc(s)))
+
+    def lower_subscript_parts(self, node):
+        base = node.value
+        if not isinstance(base, gast.Name):
+            raise self.err(base, "only subscripts of named arrays can be assigned",
+                           "assign to a named array, e.g. a[i, j] = ...")
+        if base.id not in self.local_names:
+            raise self.err(base, f"{base.id!r} is not a local array or parameter")
+        arr = Var(self.name(base.id))
+        return arr, self.lower_index(node.slice)
+
+    def lower_index(self, sl):
+        items = sl.elts if isinstance(sl, gast.Tuple) else [sl]
+        out = []
+        for it in items:
+            if isinstance(it, gast.Slice):
+                parts = []
+                for p in (it.lower, it.upper, it.step):
+                    parts.append(None if p is None else self.lower_expr(p))
+                out.append(Slice(*parts))
+            elif isinstance(it, gast.Constant) and it.value is None:
+                out.append(NEWAXIS)
+            elif isinstance(it, gast.Attribute) and it.attr == "newaxis":
+                out.append(NEWAXIS)
+            elif isinstance(it, gast.Constant) and it.value is Ellipsis:
+                raise self.err(it, "Ellipsis (...) indexing is not supported", "write the slices out")
+            else:
+                out.append(self.lower_expr(it))
+        return tuple(out)
+
+    def stmt_If(self, s):
+        cond = self.lower_cond(s.test)
+        body, orelse = [], []
+        self.emit(If(cond, body, orelse, self.loc(s)))
+        self.lower_block(s.body, body)
+        self.lower_block(s.orelse, orelse)
+
+    def lower_cond(self, test):
+        return self.lower_expr(test)
+
+    def stmt_While(self, s):
+        if s.orelse:
+            raise self.err(s, "while ... else is not supported", "use a flag after the loop")
+        brk = self.namer.fresh("_brk")
+        cont = self.namer.fresh("_cont")
+        has_brk = _stmts_contain(s.body, gast.Break, stop_at_loops=True)
+        has_cont = _stmts_contain(s.body, gast.Continue, stop_at_loops=True)
+        has_ret = self.flags.ret is not None and _stmts_contain(s.body, gast.Return)
+        loc = self.loc(s)
+        if has_brk:
+            self.emit(Assign(brk, "copy", (Const(False),), loc))
+        test_body = []
+        saved = self.out
+        self.out = test_body
+        stops = ([brk] if has_brk else []) + ([self.flags.ret] if has_ret else [])
+        test = self.tmp()
+        if stops:
+            g = self.not_any(stops, s)
+            inner = []
+            self.emit(If(g, inner, [Assign(test, "copy", (Const(False),), loc)], loc))
+            self.out = inner
+            self.lower_expr(s.test, target=test)
+        else:
+            self.lower_expr(s.test, target=test)
+        self.out = saved
+        body = []
+        self.loops.append(_Loop(brk, cont))
+        try:
+            if has_cont:
+                body.append(Assign(cont, "copy", (Const(False),), loc))
+            self.lower_block(s.body, body)
+        finally:
+            self.loops.pop()
+        self.emit(While(test_body, Var(test), body, loc))
+
+    def stmt_For(self, s):
+        if s.orelse:
+            raise self.err(s, "for ... else is not supported", "use a flag after the loop")
+        if not isinstance(s.target, gast.Name):
+            raise self.err(s.target, "only `for name in range(...)` loops are supported",
+                           "loop over an index: for i in range(len(a)): ...")
+        it = s.iter
+        if not (isinstance(it, gast.Call) and isinstance(self.resolve_value(it.func, quiet=True), Known)
+                and self.resolve_value(it.func, quiet=True).op == "range"):
+            raise self.err(it, "only `for ... in range(...)` loops are supported",
+                           "loop over an index: for i in range(len(a)): ...")
+        if it.keywords or not 1 <= len(it.args) <= 3:
+            raise self.err(it, "range() takes 1 to 3 positional arguments")
+        args = [self.lower_expr(a) for a in it.args]
+        if len(args) == 1:
+            start, stop, step = Const(0), args[0], Const(1)
+        elif len(args) == 2:
+            start, stop, step = args[0], args[1], Const(1)
+        else:
+            start, stop, step = args
+        if isinstance(step, Const) and step.value == 0:
+            raise self.err(it, "range() step must not be zero")
+        loc = self.loc(s)
+        var_src = s.target.id
+        has_brk = _stmts_contain(s.body, gast.Break, stop_at_loops=True)
+        has_cont = _stmts_contain(s.body, gast.Continue, stop_at_loops=True)
+        has_ret = self.flags.ret is not None and _stmts_contain(s.body, gast.Return)
+        leaks = self._var_used_outside(s, var_src) or _assigns(s.body, var_src)
+        brk = self.namer.fresh("_brk")
+        cont = self.namer.fresh("_cont")
+        # freeze the bounds: Python evaluates them once
+        bounds = []
+        for b in (start, stop, step):
+            if isinstance(b, Var):
+                t = self.tmp()
+                self.emit(Assign(t, "copy", (b,), loc))
+                b = Var(t)
+            bounds.append(b)
+        start, stop, step = bounds
+        var = self.name(var_src)
+        if not (has_brk or has_ret or leaks):
+            body = []
+            self.loops.append(_Loop(brk, cont))
+            saved_vars = self._for_vars
+            self._for_vars = saved_vars + (var_src,)
+            try:
+                if has_cont:
+                    body.append(Assign(cont, "copy", (Const(False),), loc))
+                self.lower_block(s.body, body)
+            finally:
+                self.loops.pop()
+                self._for_vars = saved_vars
+            self.emit(For(var, start, stop, step, body, loc))
+            return
+        # while form: an explicit counter, the user's variable assigned from it each trip
+        counter = self.namer.fresh("_" + var_src + "_next")
+        self.emit(Assign(counter, "copy", (start,), loc))
+        if has_brk:
+            self.emit(Assign(brk, "copy", (Const(False),), loc))
+        test_body = []
+        saved = self.out
+        self.out = test_body
+        test = self.tmp()
+        stops = ([brk] if has_brk else []) + ([self.flags.ret] if has_ret else [])
+        if stops:
+            g = self.not_any(stops, s)
+            inner = []
+            self.emit(If(g, inner, [Assign(test, "copy", (Const(False),), loc)], loc))
+            inner.append(Assign(test, "range_cont", (Var(counter), stop, step), loc))
+        else:
+            self.emit(Assign(test, "range_cont", (Var(counter), stop, step), loc))
+        self.out = saved
+        body = [Assign(var, "copy", (Var(counter),), loc),
+                Assign(counter, "add", (Var(counter), step), loc)]
+        self.loops.append(_Loop(brk, cont))
+        try:
+            if has_cont:
+                body.append(Assign(cont, "copy", (Const(False),), loc))
+            self.lower_block(s.body, body)
+        finally:
+            self.loops.pop()
+        self.emit(While(test_body, Var(test), body, loc))
+
+    def _var_used_outside(self, loop, name):
+        inside = {id(n) for n in gast.walk(loop)}
+        for n in gast.walk(self.src.node):
+            if isinstance(n, gast.Name) and n.id == name and id(n) not in inside:
+                if isinstance(n.ctx, gast.Load):
+                    return True
+        return False
+
+    # ------------------------------------------------------------------ expressions
+    def lower_expr(self, node, target=None):
+        """Lower an expression; returns its operand. With ``target``, the result is assigned
+        to that variable (and Var(target) is returned)."""
+        method = getattr(self, "expr_" + type(node).__name__, None)
+        if method is None:
+            raise self.err(node, f"{type(node).__name__} expressions are not supported")
+        res = method(node, target)
+        if target is not None and not (isinstance(res, Var) and res.name == target):
+            self.emit(Assign(target, "copy", (res,), self.loc(node)))
+            return Var(target)
+        return res
+
+    def op(self, node, target, op, args, index=(), attrs=()):
+        t = target or self.tmp()
+        self.emit(Assign(t, op, tuple(args), self.loc(node), index=tuple(index), attrs=tuple(attrs)))
+        return Var(t)
+
+    def expr_Constant(self, node, target):
+        v = node.value
+        if isinstance(v, bool) or isinstance(v, (int, float)):
+            return Const(v)
+        if v is None:
+            raise self.err(node, "None is not supported here")
+        raise self.err(node, f"constants of type {type(v).__name__} are not supported")
+
+    def expr_Name(self, node, target):
+        if node.id in self.local_names:
+            return Var(self.name(node.id))
+        val = self.resolve_value(node)
+        if isinstance(val, bool) or isinstance(val, (int, float)):
+            return Const(val)
+        raise self.err(node, f"{node.id!r} cannot be used as a value here",
+                       "only numbers, arrays and local variables are values in differentiated code")
+
+    def resolve_value(self, node, quiet=False):
+        """Static meaning of a non-local name or module attribute."""
+        if isinstance(node, gast.Name):
+            if node.id in self.local_names:
+                return None
+            try:
+                kind, _ = resolve(self.src, node.id)
+            except KeyError:
+                if quiet:
+                    return None
+                raise self.err(node, f"name {node.id!r} is not defined") from None
+            if kind is None and not quiet:
+                raise self.err(node, f"{node.id!r} refers to something coarsen cannot differentiate",
+                               "use numbers, NumPy arrays, math/NumPy functions and plain functions")
+            return kind
+        if isinstance(node, gast.Attribute):
+            base = self.resolve_value(node.value, quiet=True)
+            if isinstance(base, Module):
+                from .source import CONSTANTS, MATH_FUNCS, NUMPY_FUNCS
+                if node.attr in CONSTANTS:
+                    return CONSTANTS[node.attr]
+                table = MATH_FUNCS if base.kind == "math" else NUMPY_FUNCS
+                if node.attr in table:
+                    return Known(table[node.attr], base.kind)
+                if base.kind == "numpy" and node.attr in ("float64", "float32", "int64", "newaxis"):
+                    return Known(node.attr, "dtype")
+                if quiet:
+                    return None
+                raise self.err(node, f"{base.kind}.{node.attr} is not supported",
+                               "see the README's list of supported functions")
+        return None
+
+    def expr_Attribute(self, node, target):
+        val = self.resolve_value(node, quiet=True)
+        if isinstance(val, (int, float)) and not isinstance(val, bool):
+            return Const(val)
+        if node.attr == "T":
+            a = self.lower_expr(node.value)
+            return self.op(node, target, "transpose", [a])
+        if node.attr in ("size",):
+            a = self.lower_expr(node.value)
+            return self.op(node, target, "size", [a])
+        if node.attr == "ndim":
+            raise self.err(node, ".ndim is not supported", "the rank is fixed per signature: write it as a constant")
+        if node.attr == "shape":
+            raise self.err(node, "use .shape[k] or unpack it: n, m = a.shape")
+        raise self.err(node, f"attribute .{node.attr} is not supported here")
+
+    def expr_BinOp(self, node, target):
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            raise self.err(node, f"operator {type(node.op).__name__} is not supported",
+                           "use arithmetic operators (+ - * / ** // % @)")
+        a = self.lower_expr(node.left)
+        b = self.lower_expr(node.right)
+        return self.op(node, target, op, [a, b])
+
+    def expr_UnaryOp(self, node, target):
+        a = self.lower_expr(node.operand)
+        if isinstance(node.op, gast.USub):
+            if isinstance(a, Const) and not isinstance(a.value, bool):
+                return Const(-a.value)
+            return self.op(node, target, "neg", [a])
+        if isinstance(node.op, gast.UAdd):
+            return a
+        if isinstance(node.op, gast.Not):
+            return self.op(node, target, "not", [a])
+        raise self.err(node, "bitwise inversion (~) is not supported")
+
+    def expr_BoolOp(self, node, target):
+        # short-circuit: result = first; if result (and) / if not result (or): result = next
+        res = target or self.tmp()
+        first = self.lower_expr(node.values[0])
+        self.emit(Assign(res, "truth", (first,), self.loc(node)))
+        out = self.out
+        for v in node.values[1:]:
+            cond = Var(res)
+            if isinstance(node.op, gast.Or):
+                t = self.tmp()
+                self.emit(Assign(t, "not", (cond,), self.loc(node)))
+                cond = Var(t)
+            inner = []
+            self.emit(If(cond, inner, [], self.loc(node)))
+            self.out = inner
+            val = self.lower_expr(v)
+            self.emit(Assign(res, "truth", (val,), self.loc(v)))
+        self.out = out
+        return Var(res)
+
+    def expr_Compare(self, node, target):
+        ops = [_CMPOPS.get(type(o)) for o in node.ops]
+        if None in ops:
+            raise self.err(node, "only < <= > >= == != comparisons are supported",
+                           "`in`, `is` and their negations are not supported")
+        left = self.lower_expr(node.left)
+        if len(ops) == 1:
+            right = self.lower_expr(node.comparators[0])
+            return self.op(node, target, ops[0], [left, right])
+        res = target or self.tmp()
+        right = self.lower_expr(node.comparators[0])
+        self.emit(Assign(res, ops[0], (left, right), self.loc(node)))
+        out = self.out
+        prev = right
+        for o, comp in zip(ops[1:], node.comparators[1:]):
+            inner = []
+            self.emit(If(Var(res), inner, [], self.loc(node)))
+            self.out = inner
+            nxt = self.lower_expr(comp)
+            self.emit(Assign(res, o, (prev, nxt), self.loc(node)))
+            prev = nxt
+        self.out = out
+        return Var(res)
+
+    def expr_IfExp(self, node, target):
+        cond = self.lower_expr(node.test)
+        res = target or self.tmp()
+        body, orelse = [], []
+        self.emit(If(cond, body, orelse, self.loc(node)))
+        out = self.out
+        self.out = body
+        self.lower_expr(node.body, target=res)
+        self.out = orelse
+        self.lower_expr(node.orelse, target=res)
+        self.out = out
+        return Var(res)
+
+    def expr_Subscript(self, node, target):
+        if isinstance(node.value, gast.Attribute) and node.value.attr == "shape":
+            arr = self.lower_expr(node.value.value)
+            k = self.lower_expr(node.slice)
+            if not isinstance(k, Const) or not isinstance(k.value, int):
+                raise self.err(node.slice, "shape must be indexed with an integer constant")
+            return self.op(node, target, "dim", [arr, k])
+        arr = self.lower_expr(node.value)
+        if not isinstance(arr, Var):
+            raise self.err(node.value, "only arrays can be indexed")
+        index = self.lower_index(node.slice)
+        return self.op(node, target, "getitem", [arr], index=index)
+
+    def expr_Tuple(self, node, target):
+        raise self.err(node, "tuples are supported only in unpacking assignments and shapes")
+
+    def expr_Call(self, node, target):
+        f = node.func
+        # methods on arrays: a.sum(), a.copy(), a.reshape(...), a.astype(...)
+        if isinstance(f, gast.Attribute) and not isinstance(self.resolve_value(f.value, quiet=True), Module) \
+                and not (isinstance(f.value, gast.Name) and f.value.id not in self.local_names
+                         and isinstance(self.resolve_value(f.value, quiet=True), Module)):
+            return self.method_call(node, target)
+        kind = self.resolve_value(f)
+        if isinstance(kind, UserFunction):
+            return self.inline(node, kind.fn, target)
+        if isinstance(kind, Known):
+            return self.known_call(node, kind, target)
+        raise self.err(f, "this call cannot be differentiated",
+                       "call math/NumPy functions or plain Python functions defined in files")
+
+    def _kw(self, node, allowed):
+        out = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise self.err(node, "**kwargs in calls are not supported")
+            if kw.arg not in allowed:
+                raise self.err(kw.value, f"keyword argument {kw.arg!r} is not supported here")
+            out[kw.arg] = kw.value
+        return out
+
+    def _static_int(self, node, what):
+        if node is None:
+            return None
+        if isinstance(node, gast.Constant) and node.value is None:
+            return None
+        if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub) and isinstance(node.operand, gast.Constant):
+            return -node.operand.value
+        if isinstance(node, gast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            return node.value
+        raise self.err(node, f"{what} must be an integer constant")
+
+    def _static_bool(self, node, what):
+        if node is None:
+            return False
+        if isinstance(node, gast.Constant) and isinstance(node.value, bool):
+            return node.value
+        raise self.err(node, f"{what} must be True or False")
+
+    def _dtype(self, node):
+        if node is None:
+            return "f64"
+        k = self.resolve_value(node, quiet=True)
+        if isinstance(k, Known) and k.origin == "dtype":
+            return {"float64": "f64", "float32": "f64", "int64": "i64"}.get(k.op, "f64")
+        if isinstance(node, gast.Name) and node.id == "float":
+            return "f64"
+        if isinstance(node, gast.Name) and node.id == "int":
+            return "i64"
+        raise self.err(node, "dtype must be np.float64, np.int64, float or int")
+
+    def method_call(self, node, target):
+        f = node.func
+        name = f.attr
+        obj = self.lower_expr(f.value)
+        if name == "copy":
+            self._kw(node, ())
+            return self.op(node, target, "copyarr", [obj])
+        if name in ("sum", "mean", "max", "min", "prod", "std", "var"):
+            kw = self._kw(node, ("axis", "keepdims"))
+            axis_node = node.args[0] if node.args else kw.get("axis")
+            canon = {"max": "amax", "min": "amin"}.get(name, name)
+            return self.reduction(node, target, canon, obj, axis_node, kw.get("keepdims"))
+        if name == "reshape":
+            self._kw(node, ())
+            dims = node.args[0].elts if len(node.args) == 1 and isinstance(node.args[0], gast.Tuple) else node.args
+            return self.op(node, target, "reshape", [obj] + [self.lower_expr(d) for d in dims])
+        if name == "transpose":
+            if node.args:
+                raise self.err(node, "transpose with axes is not supported", "use .T for 2-D arrays")
+            return self.op(node, target, "transpose", [obj])
+        if name == "astype":
+            dt = self._dtype(node.args[0] if node.args else None)
+            return self.op(node, target, "astype", [obj], attrs=(("dtype", dt),))
+        if name == "dot":
+            return self.op(node, target, "dot", [obj, self.lower_expr(node.args[0])])
+        if name == "flatten" or name == "ravel":
+            return self.op(node, target, "ravel", [obj])
+        raise self.err(f, f"method .{name}() is not supported",
+                       "supported methods: copy, sum, mean, max, min, prod, std, var, reshape, transpose, astype, dot, ravel")
+
+    def reduction(self, node, target, op, arr, axis_node, keepdims_node):
+        axis = self._static_int(axis_node, "axis")
+        keep = self._static_bool(keepdims_node, "keepdims")
+        attrs = (("axis", axis), ("keepdims", keep))
+        return self.op(node, target, op, [arr], attrs=attrs)
+
+    def known_call(self, node, kind, target):
+        op = kind.op
+        if kind.origin == "dtype":
+            if op in ("float64", "float32"):
+                op = "float"
+            else:
+                raise self.err(node.func, f"np.{op}(...) is not supported here")
+        args = node.args
+        if op in ("sum", "mean", "prod", "amax", "amin", "std", "var"):
+            kw = self._kw(node, ("axis", "keepdims"))
+            if not args:
+                raise self.err(node, f"{op} needs an array argument")
+            if kind.origin == "builtin":
+                pass
+            arr = self.lower_expr(args[0])
+            axis_node = args[1] if len(args) > 1 else kw.get("axis")
+            return self.reduction(node, target, op, arr, axis_node, kw.get("keepdims"))
+        if op in ("zeros", "ones", "empty", "full"):
+            kw = self._kw(node, ("dtype",) + (("fill_value",) if op == "full" else ()))
+            if not args:
+                raise self.err(node, f"np.{op} needs a shape")
+            shape = args[0]
+            dims = shape.elts if isinstance(shape, gast.Tuple) else [shape]
+            dimops = [self.lower_expr(d) for d in dims]
+            extra = []
+            if op == "full":
+                fv = args[1] if len(args) > 1 else kw.get("fill_value")
+                if fv is None:
+                    raise self.err(node, "np.full needs a fill value")
+                extra = [self.lower_expr(fv)]
+            dt = self._dtype(args[2] if op == "full" and len(args) > 2 else
+                             (args[1] if op != "full" and len(args) > 1 else kw.get("dtype")))
+            return self.op(node, target, op, dimops + extra, attrs=(("dtype", dt), ("ndim", len(dimops))))
+        if op in ("zeros_like", "ones_like", "empty_like", "full_like"):
+            kw = self._kw(node, ("dtype",))
+            a = self.lower_expr(args[0])
+            extra = [self.lower_expr(args[1])] if op == "full_like" else []
+            dt = self._dtype(kw.get("dtype")) if "dtype" in kw else None
+            return self.op(node, target, op, [a] + extra, attrs=(("dtype", dt),))
+        if op == "eye":
+            kw = self._kw(node, ("dtype",))
+            return self.op(node, target, "eye", [self.lower_expr(args[0])],
+                           attrs=(("dtype", self._dtype(kw.get("dtype"))),))
+        self._kw(node, ())
+        if op == "range":
+            raise self.err(node, "range() is only supported as the iterable of a for loop")
+        if op == "len":
+            a = self.lower_expr(args[0])
+            return self.op(node, target, "dim", [a, Const(0)])
+        if op == "shape":
+            raise self.err(node, "np.shape(a) is supported only in unpacking: n, m = np.shape(a)")
+        if op in ("min", "max"):
+            if len(args) < 2:
+                raise self.err(node, f"{op}() of one iterable is not supported",
+                               f"use np.{op}(a) for arrays, or {op}(a, b) for scalars")
+            acc = self.lower_expr(args[0])
+            prim = "minimum" if op == "min" else "maximum"
+            for k, a in enumerate(args[1:]):
+                b = self.lower_expr(a)
+                acc = self.op(node, target if k == len(args) - 2 else None, prim, [acc, b])
+            return acc
+        if op == "bool":
+            return self.op(node, target, "truth", [self.lower_expr(args[0])])
+        if op == "log" and len(args) == 2:
+            x = self.op(node, None, "log", [self.lower_expr(args[0])])
+            base = self.op(node, None, "log", [self.lower_expr(args[1])])
+            return self.op(node, target, "div", [x, base])
+        if op == "square":
+            x = self.lower_expr(args[0])
+            return self.op(node, target, "mul", [x, x])
+        if op == "clip":
+            x, lo, hi = (self.lower_expr(a) for a in args)
+            t = self.op(node, None, "maximum", [x, lo])
+            return self.op(node, target, "minimum", [t, hi])
+        if op == "outer":
+            a, b = (self.lower_expr(x) for x in args)
+            ra = self.op(node, None, "ravel", [a])
+            rb = self.op(node, None, "ravel", [b])
+            col = self.op(node, None, "getitem", [ra], index=(Slice(None, None, None), NEWAXIS))
+            row = self.op(node, None, "getitem", [rb], index=(NEWAXIS, Slice(None, None, None)))
+            return self.op(node, target, "mul", [col, row])
+        if op == "expand_dims":
+            a = self.lower_expr(args[0])
+            ax = self._static_int(args[1], "axis")
+            return self.op(node, target, "expand_dims", [a], attrs=(("axis", ax),))
+        if op == "transpose":
+            return self.op(node, target, "transpose", [self.lower_expr(args[0])])
+        if op == "reshape":
+            a = self.lower_expr(args[0])
+            dims = args[1].elts if isinstance(args[1], gast.Tuple) else args[1:]
+            return self.op(node, target, "reshape", [a] + [self.lower_expr(d) for d in dims])
+        if op == "copyarr":
+            return self.op(node, target, "copyarr", [self.lower_expr(args[0])])
+        arity = {"arctan2": 2, "hypot": 2, "pow": 2, "minimum": 2, "maximum": 2, "where": 3,
+                 "dot": 2, "matmul": 2, "logaddexp": 2}.get(op, 1)
+        if len(args) != arity:
+            raise self.err(node, f"{op} takes {arity} argument(s) here")
+        ops = [self.lower_expr(a) for a in args]
+        return self.op(node, target, op, ops)
+
+    # ------------------------------------------------------------------ inlining
+    def inline(self, node, fn, target):
+        if fn in self.stack:
+            raise self.err(node, f"recursive call to {fn.__name__}() is not supported",
+                           "rewrite the recursion as a loop")
+        if node.keywords:
+            raise self.err(node, "keyword arguments in calls to user functions are not supported",
+                           "pass arguments by position")
+        sub_src = get_source(fn)
+        k = self.namer.inline_count(fn.__name__)
+        sub = Lowerer(sub_src, self.namer, prefix=f"{fn.__name__}{k}_", stack=self.stack)
+        if len(node.args) != len(sub.params):
+            raise self.err(node, f"{fn.__name__}() takes {len(sub.params)} arguments, got {len(node.args)}")
+        args = [self.lower_expr(a) for a in node.args]
+        rebound = set()
+        for n in gast.walk(sub_src.node):
+            if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
+                rebound.add(n.id)
+        loc = self.loc(node)
+        for p, a in zip(sub.params, args):
+            if isinstance(a, Var) and p not in rebound:
+                sub.rename[p] = a.name          # arrays pass by reference, as in Python
+            else:
+                sub.rename[p] = self.namer.fresh(sub.prefix + p)
+                self.emit(Assign(sub.rename[p], "copy", (a,), loc))
+        body = sub.lower_function()
+        self.out.extend(body)
+        res = Var(sub.result)
+        if target is not None:
+            self.emit(Assign(target, "copy", (res,), loc))
+            return Var(target)
+        return res
+
+
+def _contains_or_is(node, types_, stop_at_loops=False):
+    return isinstance(node, types_) or _contains(node, types_, stop_at_loops)
+
+
+def _assigns(stmts, name):
+    for s in stmts:
+        for n in gast.walk(s):
+            if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store) and n.id == name:
+                return True
+    return False
+
+
+class Namer:
+    """Deterministic names: user names kept (a trailing ``_`` added on clashes with compiler
+    names), temporaries ``_t1, _t2, ...``, flags and inlined locals numbered."""
+
+    def __init__(self):
+        self.used = set()
+        self.count = 0
+        self.inlines = {}
+
+    def user(self, name):
+        new = name
+        if new.startswith("_") or new.endswith("_bar"):
+            new = "u" + new if new.startswith("_") else new + "_v"
+        while new in self.used and False:
+            new += "_"
+        self.used.add(new)
+        return new
+
+    def temp(self):
+        self.count += 1
+        name = f"_t{self.count}"
+        self.used.add(name)
+        return name
+
+    def fresh(self, base):
+        name = base
+        k = 1
+        while name in self.used:
+            k += 1
+            name = f"{base}{k}"
+        self.used.add(name)
+        return name
+
+    def inline_count(self, fname):
+        self.inlines[fname] = self.inlines.get(fname, 0) + 1
+        return "" if self.inlines[fname] == 1 else str(self.inlines[fname])
+
+
+def lower(fn) -> Function:
+    src = get_source(fn)
+    namer = Namer()
+    lw = Lowerer(src, namer)
+    params = [namer.user(p) for p in lw.params]
+    for p, q in zip(lw.params, params):
+        lw.rename[p] = q
+    body = lw.lower_function()
+    return Function(src.fn.__name__, params, body, lw.result, src.filename), lw.params

@@ -1,0 +1,105 @@
+"""Build: generated source -> an imported module backed by a real file in the cache directory.
+
+Requires: ``source`` is complete Python source (e.g. from ``printer.render``) whose imports are
+available in this process (math, NumPy, Numba for target "cpu"); ``name`` is a Python identifier
+(typically the gradient function's name).
+
+Guarantees:
+    * The source is written to ``<cache_dir>/<name>_<sha256[:20]>.py`` atomically (temp file +
+      ``os.replace``); concurrent processes never see a partial file.
+    * Code is only ever executed from the in-memory ``source`` whose hash names the file, and the
+      file on disk is made to hold exactly that text: an existing file whose content hash differs
+      from the hash in its name (tampered, truncated, foreign) is rewritten, never executed.
+    * The module is imported under the deterministic, unique name ``_coarsen_gen_<name>_<sha[:20]>``
+      and registered in ``sys.modules`` (Numba's cache and ``inspect`` look modules up there); a
+      second ``build`` of the same source in the same process returns the same module object
+      (no re-execution, no recompilation) after re-verifying the file on disk.
+    * Functions' ``co_filename`` is the real file, so tracebacks and ``inspect.getsource`` work and
+      ``numba.njit(cache=True)`` stores machine code in ``__pycache__`` beside it (reused by later
+      processes that build the same source). The source is also registered in ``linecache``
+      (with no mtime, so ``linecache.checkcache`` keeps it even if the file is deleted).
+    * The module has ``__coarsen_sha256__`` (full content hash) and ``__coarsen_target__``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import linecache
+import sys
+import threading
+import types
+from pathlib import Path
+
+from .cache import atomic_write_text, cache_dir, sha256_hex
+from .errors import LoweringError
+from .targets import check_target
+
+__all__ = ["build", "module_path"]
+
+_PREFIX_LEN = 20
+_lock = threading.Lock()
+
+
+def module_path(source: str, *, name: str) -> Path:
+    """The cache file that ``build(source, name=name, ...)`` uses."""
+    _check_name(name)
+    return cache_dir() / f"{name}_{sha256_hex(source)[:_PREFIX_LEN]}.py"
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not name.isidentifier():
+        raise LoweringError(f"build: name must be a Python identifier, got {name!r}")
+
+
+def _ensure_file(path: Path, source: str, digest: str) -> None:
+    """Make ``path`` hold exactly ``source``; verify by content hash, rewrite on mismatch."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        data = None
+    if data is None or hashlib.sha256(data).hexdigest() != digest:
+        atomic_write_text(path, source)
+
+
+def _register_linecache(path: Path, source: str) -> None:
+    lines = source.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    # mtime None: linecache.checkcache leaves the entry alone (as for loader-provided source).
+    linecache.cache[str(path)] = (len(source), None, lines, str(path))
+
+
+def build(source: str, *, name: str, target: str) -> types.ModuleType:
+    """Write ``source`` into the cache directory and import it; see the module docstring."""
+    check_target(target)
+    _check_name(name)
+    if not isinstance(source, str):
+        raise TypeError("build: source must be a str")
+    digest = sha256_hex(source)
+    path = cache_dir() / f"{name}_{digest[:_PREFIX_LEN]}.py"
+    modname = f"_coarsen_gen_{name}_{digest[:_PREFIX_LEN]}"
+    with _lock:
+        _ensure_file(path, source, digest)
+        _register_linecache(path, source)
+        module = sys.modules.get(modname)
+        if (
+            module is not None
+            and getattr(module, "__coarsen_sha256__", None) == digest
+            and getattr(module, "__file__", None) == str(path)
+        ):
+            return module
+        code = compile(source, str(path), "exec", dont_inherit=True)
+        module = types.ModuleType(modname)
+        module.__file__ = str(path)
+        module.__spec__ = importlib.machinery.ModuleSpec(modname, None, origin=str(path))
+        module.__spec__.has_location = True
+        module.__coarsen_sha256__ = digest
+        module.__coarsen_target__ = target
+        sys.modules[modname] = module
+        try:
+            exec(code, module.__dict__)
+        except BaseException:
+            sys.modules.pop(modname, None)
+            raise
+        return module

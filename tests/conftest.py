@@ -1,0 +1,13 @@
+"""Shared pytest setup for the test suite.
+
+The zoo of example functions lives in the package ``tests.zoo`` and the oracle in
+``tests.oracle``; both are imported by their dotted names (the zoo's own modules import their
+helpers as ``tests.zoo.helpers_mod``), so the repository root must be importable whichever way
+pytest was started (``pytest`` from any folder, ``python -m pytest``, an IDE).
+"""
+import os
+import sys
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)

@@ -1,0 +1,61 @@
+"""The fence: constructs outside the input language raise ``CoarsenError`` at the right line.
+
+Each function of ``tests/zoo/unsupported.py`` marks its offending line(s) with
+``# <- unsupported``.  The error may be raised by ``coarsen.differentiate(fn)`` (constructs
+refused from the source alone: the preferred place for syntax) or at the first call
+``g(*args)`` (constructs that depend on the argument types, such as returning an array or an
+int, since types specialize at the first call): both are accepted, and nothing else is, since
+both calls sit inside ``pytest.raises(CoarsenError)``: any other exception, or no exception,
+fails the test.
+
+The error must carry the file, the line of a marked construct, a column inside that line, the
+source line itself, a problem statement and a hint (DESIGN.md: "file, line, column, a caret
+under the construct and what to do instead"), and ``str(err)`` must show them.
+"""
+import inspect
+import os
+
+import pytest
+
+import coarsen
+from coarsen import CoarsenError
+from tests.zoo.unsupported import FENCE
+
+MARK = "# <- unsupported"
+
+
+def _marked_lines(fn):
+    lines, start = inspect.getsourcelines(fn)
+    marked = {start + i for i, text in enumerate(lines) if MARK in text}
+    assert marked, f"{fn.__name__} has no marked line"
+    return marked
+
+
+def test_fence_size():
+    assert len(FENCE) >= 18
+
+
+@pytest.mark.parametrize("fn,factory,why", FENCE, ids=[w for _, _, w in FENCE])
+def test_fence(fn, factory, why):
+    marked = _marked_lines(fn)
+    path = inspect.getsourcefile(fn)
+    with open(path) as f:
+        file_lines = f.read().splitlines()
+    with pytest.raises(CoarsenError) as info:
+        g = coarsen.differentiate(fn)
+        g(*factory())
+    err = info.value
+    assert err.lineno in marked, \
+        f"{why}: error at line {err.lineno}, expected one of {sorted(marked)}:\n{err}"
+    assert err.filename is not None and os.path.exists(err.filename) \
+        and os.path.samefile(err.filename, path), f"{why}: filename {err.filename!r}"
+    line = file_lines[err.lineno - 1]
+    assert err.source_line is not None and err.source_line.strip() == line.strip(), \
+        f"{why}: source_line {err.source_line!r}"
+    assert isinstance(err.col_offset, int) and 0 <= err.col_offset < len(line.rstrip()), \
+        f"{why}: col_offset {err.col_offset!r}"
+    assert isinstance(err.problem, str) and err.problem.strip(), f"{why}: empty problem"
+    assert isinstance(err.hint, str) and err.hint.strip(), f"{why}: no hint"
+    text = str(err)
+    assert f"line {err.lineno}" in text and err.problem in text and line.strip() in text
+    assert "^" in text
