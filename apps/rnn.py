@@ -45,29 +45,45 @@ primal_numba = numba.njit(objective)
 
 @numba.njit
 def handwritten_grad(Wx, Wh, bh, wo, xs, ys):
-    """Backpropagation through time."""
+    """Backpropagation through time, in loops."""
     T, D = xs.shape
     H = Wh.shape[0]
     hs = np.zeros((T + 1, H))
     errs = np.zeros(T)
     for t in range(T):
-        a = Wx @ xs[t] + Wh @ hs[t] + bh
-        hs[t + 1] = np.tanh(a)
-        errs[t] = wo @ hs[t + 1] - ys[t]
+        for i in range(H):
+            a = bh[i]
+            for j in range(D):
+                a += Wx[i, j] * xs[t, j]
+            for j in range(H):
+                a += Wh[i, j] * hs[t, j]
+            hs[t + 1, i] = math.tanh(a)
+        out = 0.0
+        for i in range(H):
+            out += wo[i] * hs[t + 1, i]
+        errs[t] = out - ys[t]
     gWx = np.zeros_like(Wx)
     gWh = np.zeros_like(Wh)
     gbh = np.zeros_like(bh)
     gwo = np.zeros_like(wo)
     hbar = np.zeros(H)
+    abar = np.zeros(H)
     for t in range(T - 1, -1, -1):
         ob = 2.0 * errs[t] / T
-        gwo += ob * hs[t + 1]
-        hbar += ob * wo
-        abar = hbar * (1.0 - hs[t + 1] * hs[t + 1])
-        gbh += abar
-        gWx += np.outer(abar, xs[t])
-        gWh += np.outer(abar, hs[t])
-        hbar = Wh.T @ abar
+        for i in range(H):
+            hi = hs[t + 1, i]
+            gwo[i] += ob * hi
+            abar[i] = (hbar[i] + ob * wo[i]) * (1.0 - hi * hi)
+            gbh[i] += abar[i]
+            for j in range(D):
+                gWx[i, j] += abar[i] * xs[t, j]
+            for j in range(H):
+                gWh[i, j] += abar[i] * hs[t, j]
+        for j in range(H):
+            s = 0.0
+            for i in range(H):
+                s += Wh[i, j] * abar[i]
+            hbar[j] = s
     return gWx, gWh, gbh, gwo
 
 

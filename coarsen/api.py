@@ -32,6 +32,37 @@ from . import lowering
 TARGETS = ("cpu", "python")
 
 
+def _code_fingerprint():
+    """Hash of coarsen's own source: a cache entry made by other compiler code never loads."""
+    import os
+    h = hashlib.sha256(__version__.encode())
+    roots = [os.path.dirname(__file__), os.path.dirname(lowering.__file__)]
+    try:
+        from . import symbolic
+        roots.append(os.path.dirname(symbolic.__file__))
+    except ImportError:
+        pass
+    for root in roots:
+        for dirpath, dirnames, filenames in sorted(os.walk(root)):
+            dirnames.sort()
+            for fname in sorted(filenames):
+                if fname.endswith(".py"):
+                    with open(os.path.join(dirpath, fname), "rb") as fh:
+                        h.update(fname.encode())
+                        h.update(fh.read())
+    return h.hexdigest()[:16]
+
+
+_FINGERPRINT = None
+
+
+def code_fingerprint():
+    global _FINGERPRINT
+    if _FINGERPRINT is None:
+        _FINGERPRINT = _code_fingerprint()
+    return _FINGERPRINT
+
+
 def _arg_type(name, value):
     if isinstance(value, (bool, np.bool_)):
         return Scalar("bool"), "bool"
@@ -145,7 +176,7 @@ class Gradient:
         cache_key = lowering.cache_key(source=self._source_hash, function=self.fn.__qualname__,
                                        file=self.src.filename, signature=list(sig), wrt=list(wrt),
                                        coarsen=bool(self.coarsen), target=self.target,
-                                       version=__version__)
+                                       version=__version__, code=code_fingerprint())
         cached = None
         try:
             cached = lowering.load(cache_key)
@@ -161,9 +192,13 @@ class Gradient:
             rt = fn_ir.types.get(fn_ir.result)
             if not (isinstance(rt, Scalar) and rt.kind == "f64"):
                 what = "an array" if isinstance(rt, Array) else ("an integer" if rt == Scalar("i64") else str(rt))
+                import gast as _gast
+                rets = [n for n in _gast.walk(self.src.node) if isinstance(n, _gast.Return)]
+                at = rets[-1] if rets else self.src.node
                 raise CoarsenError(f"{self.fn.__name__} returns {what}; coarsen differentiates functions "
                                    "that return one float scalar",
-                                   filename=self.src.filename, lineno=self.src.node.lineno,
+                                   filename=self.src.filename, lineno=at.lineno, col_offset=at.col_offset,
+                                   source_line=self.src.line(at.lineno),
                                    hint="return a scalar objective, e.g. np.sum(...) or float(...)")
             facts = analyze(fn_ir, wrt)
             module, _ = differentiate_ir(fn_ir, wrt, facts, entry_name)

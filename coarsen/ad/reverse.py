@@ -48,6 +48,8 @@ class Emitter:
         self.uses_itape = False
         self.extra_inits = []     # (name, type) of emitter-made variables to pre-initialize
         self.depth = 0
+        self.recompute = {}
+        self.find_recomputable(fn.body)
 
     # ------------------------------------------------------------------ naming
     def fresh(self, base):
@@ -80,8 +82,35 @@ class Emitter:
     # ------------------------------------------------------------------ operands
     def val(self, operand):
         if isinstance(operand, Var):
+            if self.in_reverse and operand.name in self.recompute:
+                s = self.recompute[operand.name]
+                return X(B.subscript(s.args[0].name, self.index_node(s.index)), False)
             return X(B.name(operand.name), self.is_arr(operand))
         return X(B.const(operand.value))
+
+    in_reverse = False
+
+    def find_recomputable(self, block, loop_vars=()):
+        """Scalar temporaries read from an array that is never written, at indices that hold
+        still while the temporary lives: the reverse sweep re-reads the element instead of
+        saving it on the tape."""
+        for s in block:
+            if isinstance(s, Assign) and s.op == "getitem" and is_temp(s.target) \
+                    and self.f.defs.get(s.target) == 1 and not self.is_arr(Var(s.target)):
+                base = s.args[0].name
+                ok = base not in self.f.stored and intact(self.f, base) and base not in self.fn.views
+                for it in s.index:
+                    if isinstance(it, Var) and not (it.name in loop_vars or intact(self.f, it.name)):
+                        ok = False
+                if ok:
+                    self.recompute[s.target] = s
+            elif isinstance(s, If):
+                self.find_recomputable(s.body, loop_vars)
+                self.find_recomputable(s.orelse, loop_vars)
+            elif isinstance(s, For):
+                self.find_recomputable(s.body, loop_vars + (s.var,))
+            elif isinstance(s, While):
+                self.find_recomputable(s.body, loop_vars)
 
     def index_node(self, index):
         items = []
@@ -365,6 +394,10 @@ class Emitter:
             if arr:
                 return B.call("np.where", *v)
             return B.ifexp(v[0], v[1], v[2])
+        if op in ("lgamma", "gamma"):
+            if arr:
+                raise _err(s, f"math.{op} of arrays is not supported", "apply it to elements in a loop")
+            return B.call(f"math.{op}", v[0])
         if op in ("erf", "erfc") and arr:
             raise _err(s, f"np/math {op} of arrays is not supported", "apply math.erf to elements in a loop")
         if op in PARTIALS or op in ("floor", "ceil", "sign"):
@@ -442,7 +475,8 @@ class Emitter:
                 return B.call("np.full", B.tuple_(*([1] * nd)), red)
             return red
         if op in ("prod", "amax", "amin") and nd > 1:
-            raise _err(s, f"{op} with axis is not supported", "write the reduction as a loop")
+            red = B.call(self.helper(f"_red_{op}_{nd}_{axis}"), v[0])
+            return B.call("np.expand_dims", red, axis) if keep else red
         count = B.subscript(B.attr(f"{a.name}.shape"), axis)
         if nd == 1:
             red = B.call(fname, v[0]) if op not in ("mean",) else B.binop(B.call("np.sum", v[0]), "/", count)
@@ -484,6 +518,14 @@ class Emitter:
         is_set = t in self.f.set_temps
         self_ref = any(isinstance(a, Var) and a.name == t for a in s.args)
         needs_reset = not is_set and not intact(self.f, t)
+        # accumulation t = t + e / t = t - e: the adjoint of t flows through unchanged
+        if self_ref and s.op in ("add", "sub") and isinstance(s.args[0], Var) and s.args[0].name == t \
+                and not (isinstance(s.args[1], Var) and s.args[1].name == t) \
+                and self.nd(s.args[0]) == self.nd(Var(t)):
+            body = []
+            if 1 in active_args:
+                body += self.vjp(s, 1, g, pre_fwd, pre_rev)
+            return pre_fwd + fwd, rev + pre_rev + body
         capture = []
         if self_ref and needs_reset and active_args:
             gname = self.fresh("_g")
@@ -505,6 +547,13 @@ class Emitter:
         return pre_fwd + fwd, rev + pre_rev + body
 
     def vjp(self, s, p, g, pre_fwd, pre_rev):
+        self.in_reverse = True
+        try:
+            return self._vjp(s, p, g, pre_fwd, pre_rev)
+        finally:
+            self.in_reverse = False
+
+    def _vjp(self, s, p, g, pre_fwd, pre_rev):
         op, args = s.op, s.args
         arg = args[p]
         out = []
@@ -588,18 +637,34 @@ class Emitter:
                 m = X(B.call(fname, a))
                 mask = X(B.compare(a, "==", m), True)
                 contrib = X(B.call("np.where", mask, g / X(B.call("np.sum", mask)), 0.0), True)
-            else:  # 1-D with axis 0
+            elif nd == 1:
                 m = X(B.call(fname, a))
                 mask = X(B.compare(a, "==", m), True)
                 gs = g if not s.attr("keepdims") else X(B.subscript(B.ex(g), 0))
                 contrib = X(B.call("np.where", mask, gs / X(B.call("np.sum", mask)), 0.0), True)
+            else:  # ties along the axis share the adjoint evenly, as in JAX
+                ax = axis % nd
+                m = X(B.call("np.expand_dims", B.call(self.helper(f"_red_{op}_{nd}_{ax}"), a), ax), True)
+                mask = X(B.compare(a, "==", m), True)
+                count = X(B.call("np.expand_dims", B.call("np.sum", mask, axis=ax), ax), True)
+                gs = g if s.attr("keepdims") else X(B.call("np.expand_dims", g, ax), True)
+                contrib = mask * (gs / count)
             self.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
             return out
         if op == "prod":
             if self.nd(arg) == 0:
                 self.accumulate(arg.name, g, pre_fwd, pre_rev, out)
                 return out
-            contrib = g * X(B.call(self.helper("_prod_grad"), a), True)
+            axis = s.attr("axis")
+            if axis is None:
+                contrib = g * X(B.call(self.helper("_prod_grad"), a), True)
+            elif self.nd(arg) == 1:
+                gs = X(B.subscript(B.ex(g), 0)) if s.attr("keepdims") else g
+                contrib = gs * X(B.call(self.helper("_prod_grad"), a), True)
+            else:
+                ax = axis % self.nd(arg)
+                gs = g if s.attr("keepdims") else X(B.call("np.expand_dims", g, ax), True)
+                contrib = gs * X(B.call(self.helper(f"_prod_grad_{self.nd(arg)}_{ax}"), a), True)
             self.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
             return out
         if op in ("matmul", "dot"):

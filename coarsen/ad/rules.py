@@ -92,6 +92,10 @@ ZERO = {"floordiv", "floor", "ceil", "sign", "lt", "le", "gt", "ge", "eq", "ne",
         "or", "and", "range_cont", "dim", "size", "int", "zeros", "ones", "empty", "eye",
         "zeros_like", "ones_like", "empty_like"}
 
+# primitives coarsen evaluates but cannot differentiate (math has no digamma): allowed only
+# where no differentiated value flows into them (activity analysis refuses the rest)
+NO_DERIVATIVE = {"lgamma", "gamma"}
+
 # primitives whose vector-Jacobian products are structural (coarsen.ad.reverse)
 STRUCTURAL = {"getitem": (0,), "sum": (0,), "mean": (0,), "prod": (0,), "amax": (0,),
               "amin": (0,), "std": (0,), "var": (0,), "matmul": (0, 1), "dot": (0, 1),
@@ -103,6 +107,8 @@ def diff_positions(op, nargs):
     """Operand positions through which derivatives flow."""
     if op in ZERO:
         return ()
+    if op in NO_DERIVATIVE:
+        return tuple(range(nargs))
     if op in PARTIALS:
         return tuple(i for i, p in enumerate(PARTIALS[op]) if p is not None)
     if op in STRUCTURAL:

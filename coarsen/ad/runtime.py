@@ -136,11 +136,15 @@ def _sum_to_source(gnd, tnd):
     if tnd == 0:
         lines.append(f"    return {cur}")
         return "\n".join(lines) + "\n"
-    lines.append(f"    out = np.ascontiguousarray({cur})")
+    # a fresh array: the caller may zero the adjoint region it was given
+    lines.append(f"    out = {cur}.copy()" if cur == "g" else f"    out = np.ascontiguousarray({cur})")
     for ax in range(tnd):
         keep = ", ".join(f"out.shape[{d}]" if d != ax else "1" for d in range(tnd))
         lines.append(f"    if shape[{ax}] == 1 and out.shape[{ax}] != 1:")
-        lines.append(f"        out = np.sum(out, axis={ax}).reshape(({keep},))")
+        if tnd == 1:
+            lines.append("        out = np.full((1,), np.sum(out))")
+        else:
+            lines.append(f"        out = np.sum(out, axis={ax}).reshape(({keep},))")
     lines.append("    return out")
     return "\n".join(lines) + "\n"
 
@@ -169,6 +173,53 @@ def _pop_into_source(nd):
             + "\n".join(loops) + "\n" + body + "\n    return start\n")
 
 
+def _fiber_loops(nd, ax, body, out_idx=True):
+    """Loops over every index except ``ax``; ``body`` lines see i0.. and the fiber axis as k."""
+    others = [d for d in range(nd) if d != ax]
+    lines = []
+    for depth, d in enumerate(others):
+        lines.append("    " * (depth + 1) + f"for i{d} in range(a.shape[{d}]):")
+    pad = "    " * (len(others) + 1)
+    for b in body:
+        lines.append(pad + b)
+    return lines
+
+
+def _at(nd, ax, k):
+    return "a[" + ", ".join(k if d == ax else f"i{d}" for d in range(nd)) + "]"
+
+
+def _reduce_source(op, nd, ax):
+    """_red_<op>_<nd>_<ax>(a): max/min/prod of an nd-array along axis ax (Numba lacks axis=)."""
+    out_shape = ", ".join(f"a.shape[{d}]" for d in range(nd) if d != ax)
+    oidx = ", ".join(f"i{d}" for d in range(nd) if d != ax)
+    if op == "prod":
+        body = ["acc = 1.0", f"for k in range(a.shape[{ax}]):", f"    acc *= {_at(nd, ax, 'k')}",
+                f"out[{oidx}] = acc"]
+    else:
+        cmp = ">" if op == "amax" else "<"
+        body = [f"acc = {_at(nd, ax, '0')}", f"for k in range(1, a.shape[{ax}]):",
+                f"    v = {_at(nd, ax, 'k')}", f"    if v {cmp} acc or v != v:", "        acc = v",
+                f"out[{oidx}] = acc"]
+    lines = [f"def _red_{op}_{nd}_{ax}(a):", f"    out = np.empty(({out_shape},))"]
+    lines += _fiber_loops(nd, ax, body)
+    lines.append("    return out")
+    return "\n".join(lines) + "\n"
+
+
+def _prod_grad_axis_source(nd, ax):
+    """_prod_grad_<nd>_<ax>(a): d prod(a, axis=ax) / d a, exact with zeros (no division)."""
+    body = [f"n = a.shape[{ax}]", "acc = 1.0", "for k in range(n):",
+            f"    out[{', '.join('k' if d == ax else f'i{d}' for d in range(nd))}] = acc",
+            f"    acc *= {_at(nd, ax, 'k')}", "acc = 1.0", "for k in range(n - 1, -1, -1):",
+            f"    out[{', '.join('k' if d == ax else f'i{d}' for d in range(nd))}] *= acc",
+            f"    acc *= {_at(nd, ax, 'k')}"]
+    lines = [f"def _prod_grad_{nd}_{ax}(a):", "    out = np.empty(a.shape)"]
+    lines += _fiber_loops(nd, ax, body)
+    lines.append("    return out")
+    return "\n".join(lines) + "\n"
+
+
 def helper_source(names):
     """Source of the named helpers plus their dependencies, deterministic order."""
     want = set()
@@ -191,6 +242,12 @@ def helper_source(names):
             out.append(_sum_to_source(int(g), int(t)).strip("\n"))
         elif n.startswith("_pop_array"):
             out.append(_pop_array_source(int(n[len("_pop_array"):])).strip("\n"))
+        elif n.startswith("_red_"):
+            op, nd, ax = n[len("_red_"):].rsplit("_", 2)
+            out.append(_reduce_source(op, int(nd), int(ax)).strip("\n"))
+        elif n.startswith("_prod_grad_"):
+            nd, ax = n[len("_prod_grad_"):].split("_")
+            out.append(_prod_grad_axis_source(int(nd), int(ax)).strip("\n"))
         elif n.startswith("_pop_into"):
             out.append(_pop_into_source(int(n[len("_pop_into"):])).strip("\n"))
         else:

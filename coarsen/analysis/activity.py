@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from ..errors import CoarsenError
 from ..ir.nodes import (Array, Assign, For, If, Store, Var, While, is_float, uses, walk,
                         walk_with_depth)
-from ..ad.rules import diff_positions
+from ..ad.rules import NO_DERIVATIVE, diff_positions
 
 
 @dataclass
@@ -91,6 +91,10 @@ def analyze(fn, wrt):
                     useful.add(s.value.name)
                     changed = True
     active = {v for v in varied & useful if is_float(types.get(v))}
+    for s in walk(fn.body):
+        if isinstance(s, Assign) and s.op in NO_DERIVATIVE and s.target in active:
+            raise _err(s, f"math.{s.op} of a differentiated value has no derivative rule",
+                       f"{s.op} may only see values that do not depend on the differentiated inputs")
 
     # aliasing rules
     views = fn.views
@@ -100,10 +104,13 @@ def analyze(fn, wrt):
         if isinstance(s, Store) and s.array in views:
             raise _err(s, f"writing into {s.array!r}, which is a view of {views[s.array]!r}",
                        f"write into {views[s.array]!r} directly, or make a copy with .copy()")
+    order, loops_of = _positions(fn.body)
     for s in walk(fn.body):
         if isinstance(s, Assign) and s.target in views and views[s.target] in written_roots:
             if is_temp(s.target):
                 materialize.add(s.target)
+            elif not _write_after_view(s, views[s.target], views, order, loops_of, fn.body):
+                continue
             else:
                 raise _err(s, f"{s.target!r} is a view of {views[s.target]!r}, which is modified "
                            "elsewhere in the function",
@@ -153,3 +160,50 @@ def intact(facts, name):
 
 def is_array(types, name):
     return isinstance(types.get(name), Array)
+
+
+def _positions(body):
+    """Walk-order position of every statement, and the loops enclosing each."""
+    order, loops_of = {}, {}
+
+    def visit(block, loops):
+        for st in block:
+            order[id(st)] = len(order)
+            loops_of[id(st)] = loops
+            if isinstance(st, If):
+                visit(st.body, loops)
+                visit(st.orelse, loops)
+            elif isinstance(st, (For, While)):
+                inner = loops + (st,)
+                if isinstance(st, While):
+                    visit(st.test_body, inner)
+                visit(st.body, inner)
+    visit(body, ())
+    return order, loops_of
+
+
+def _write_after_view(view_def, root, views, order, loops_of, body):
+    """May the array ``root`` be written while the view made by ``view_def`` still sees it?
+
+    A write later in program order counts unless ``root`` is rebound to a new array between
+    the two; a write earlier in an enclosing loop counts unless ``root`` is rebound earlier in
+    that loop (the next trip's writes then go to a new array).
+    """
+    p = order[id(view_def)]
+    stmts = list(walk(body))
+    rebinds = [order[id(st)] for st in stmts if isinstance(st, Assign) and st.target == root
+               and st.op not in ("copy",)]
+    for st in stmts:
+        if not isinstance(st, Store) or views.get(st.array, st.array) != root:
+            continue
+        q = order[id(st)]
+        if q > p:
+            if not any(p < r < q for r in rebinds):
+                return True
+        else:
+            shared = [lp for lp in loops_of[id(view_def)] if lp in loops_of[id(st)]]
+            for lp in shared:
+                start = order[id(lp)]
+                if not any(start < r < q for r in rebinds):
+                    return True
+    return False

@@ -17,7 +17,8 @@ import gast
 from ..errors import CoarsenError
 from ..ir.nodes import (Assign, Const, For, Function, If, Loc, NEWAXIS, Slice, Store, Var,
                         While)
-from .source import FunctionSource, Known, Module, UserFunction, get_source, resolve
+from .source import (FunctionSource, Known, Module, UserFunction, UserModule, classify,
+                     get_source, resolve)
 
 _BINOPS = {gast.Add: "add", gast.Sub: "sub", gast.Mult: "mul", gast.Div: "div",
            gast.Pow: "pow", gast.FloorDiv: "floordiv", gast.Mod: "mod", gast.MatMult: "matmul"}
@@ -461,9 +462,71 @@ class Lowerer:
             self.loops.pop()
         self.emit(While(test_body, Var(test), body, loc))
 
+    def desugar_iteration(self, s):
+        """``for v in a`` / ``enumerate(a)`` / ``zip(a, b)`` over arrays become index loops."""
+        it = s.iter
+        kind = self.resolve_value(it.func, quiet=True) if isinstance(it, gast.Call) else None
+        is_range = isinstance(kind, Known) and kind.op == "range"
+        if is_range:
+            return s
+        fname = it.func.id if isinstance(it, gast.Call) and isinstance(it.func, gast.Name) else None
+        if isinstance(it, gast.Call) and fname in ("enumerate", "zip") and fname not in self.local_names \
+                and fname not in self.src.globals:
+            seqs = list(it.args)
+            if it.keywords or not seqs or (fname == "enumerate" and len(seqs) != 1):
+                raise self.err(it, f"{fname}() is supported with plain array arguments only")
+        elif isinstance(it, gast.Name) and it.id in self.local_names:
+            fname, seqs = None, [it]
+        else:
+            raise self.err(it, "only `for ... in range(...)`, enumerate(array), zip(arrays) and "
+                           "`for x in array` loops are supported",
+                           "loop over an index: for i in range(len(a)): ...")
+        for q in seqs:
+            if not isinstance(q, gast.Name):
+                raise self.err(q, "iterate over a named array", "assign the array to a variable first")
+        idx = self.namer.fresh("_idx")
+        self.local_names.add(idx)
+
+        def mk(node, like):
+            return gast.copy_location(node, like)
+
+        def length(q):
+            return mk(gast.Call(func=gast.Name(id="len", ctx=gast.Load(), annotation=None, type_comment=None),
+                                args=[q], keywords=[]), q)
+
+        def elem(q):
+            return mk(gast.Subscript(value=gast.Name(id=q.id, ctx=gast.Load(), annotation=None, type_comment=None),
+                                     slice=gast.Name(id=idx, ctx=gast.Load(), annotation=None, type_comment=None),
+                                     ctx=gast.Load()), q)
+
+        stop = length(seqs[0])
+        for q in seqs[1:]:
+            stop = mk(gast.Call(func=gast.Name(id="min", ctx=gast.Load(), annotation=None, type_comment=None),
+                                args=[stop, length(q)], keywords=[]), q)
+        pre = []
+        tgt = s.target
+        if fname == "enumerate":
+            if not (isinstance(tgt, gast.Tuple) and len(tgt.elts) == 2):
+                raise self.err(tgt, "unpack enumerate() as `for i, v in enumerate(a)`")
+            pre.append(mk(gast.Assign(targets=[tgt.elts[0]], value=gast.Name(id=idx, ctx=gast.Load(), annotation=None, type_comment=None), type_comment=None), s))
+            pre.append(mk(gast.Assign(targets=[tgt.elts[1]], value=elem(seqs[0]), type_comment=None), s))
+        elif fname == "zip":
+            if not (isinstance(tgt, gast.Tuple) and len(tgt.elts) == len(seqs)):
+                raise self.err(tgt, "unpack zip() into one name per array")
+            for t, q in zip(tgt.elts, seqs):
+                pre.append(mk(gast.Assign(targets=[t], value=elem(q), type_comment=None), s))
+        else:
+            pre.append(mk(gast.Assign(targets=[tgt], value=elem(seqs[0]), type_comment=None), s))
+        rng = mk(gast.Call(func=gast.Name(id="range", ctx=gast.Load(), annotation=None, type_comment=None),
+                           args=[stop], keywords=[]), s.iter)
+        new = gast.For(target=gast.Name(id=idx, ctx=gast.Store(), annotation=None, type_comment=None),
+                       iter=rng, body=pre + list(s.body), orelse=s.orelse, type_comment=None)
+        return mk(new, s)
+
     def stmt_For(self, s):
         if s.orelse:
             raise self.err(s, "for ... else is not supported", "use a flag after the loop")
+        s = self.desugar_iteration(s)
         if not isinstance(s.target, gast.Name):
             raise self.err(s.target, "only `for name in range(...)` loops are supported",
                            "loop over an index: for i in range(len(a)): ...")
@@ -604,6 +667,16 @@ class Lowerer:
             return kind
         if isinstance(node, gast.Attribute):
             base = self.resolve_value(node.value, quiet=True)
+            if isinstance(base, UserModule):
+                if not hasattr(base.module, node.attr):
+                    if quiet:
+                        return None
+                    raise self.err(node, f"module {base.module.__name__!r} has no attribute {node.attr!r}")
+                kind = classify(getattr(base.module, node.attr))
+                if kind is None and not quiet:
+                    raise self.err(node, f"{node.attr!r} refers to something coarsen cannot differentiate",
+                                   "use numbers, NumPy arrays, math/NumPy functions and plain functions")
+                return kind
             if isinstance(base, Module):
                 from .source import CONSTANTS, MATH_FUNCS, NUMPY_FUNCS
                 if node.attr in CONSTANTS:
@@ -615,7 +688,9 @@ class Lowerer:
                     return Known(node.attr, "dtype")
                 if quiet:
                     return None
-                raise self.err(node, f"{base.kind}.{node.attr} is not supported",
+                raise self.err(node, f"{'np' if base.kind == 'numpy' else 'math'}.{node.attr} is not supported",
+                               "see the README's list of supported functions; random numbers must be "
+                               "drawn outside and passed in as arrays" if node.attr == "random" else
                                "see the README's list of supported functions")
         return None
 
@@ -633,7 +708,8 @@ class Lowerer:
             raise self.err(node, ".ndim is not supported", "the rank is fixed per signature: write it as a constant")
         if node.attr == "shape":
             raise self.err(node, "use .shape[k] or unpack it: n, m = a.shape")
-        raise self.err(node, f"attribute .{node.attr} is not supported here")
+        raise self.err(node, f"attribute .{node.attr} is not supported here",
+                       "see the README's list of supported functions and attributes")
 
     def expr_BinOp(self, node, target):
         op = _BINOPS.get(type(node.op))
@@ -732,9 +808,8 @@ class Lowerer:
     def expr_Call(self, node, target):
         f = node.func
         # methods on arrays: a.sum(), a.copy(), a.reshape(...), a.astype(...)
-        if isinstance(f, gast.Attribute) and not isinstance(self.resolve_value(f.value, quiet=True), Module) \
-                and not (isinstance(f.value, gast.Name) and f.value.id not in self.local_names
-                         and isinstance(self.resolve_value(f.value, quiet=True), Module)):
+        if isinstance(f, gast.Attribute) and not isinstance(self.resolve_value(f.value, quiet=True),
+                                                            (Module, UserModule)):
             return self.method_call(node, target)
         kind = self.resolve_value(f)
         if isinstance(kind, UserFunction):

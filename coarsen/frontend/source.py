@@ -128,6 +128,7 @@ MATH_FUNCS = {
     "acosh": "arccosh", "atanh": "arctanh", "exp": "exp", "expm1": "expm1", "log": "log",
     "log1p": "log1p", "log10": "log10", "log2": "log2", "sqrt": "sqrt", "pow": "pow",
     "fabs": "abs", "hypot": "hypot", "erf": "erf", "erfc": "erfc", "floor": "floor", "ceil": "ceil",
+    "lgamma": "lgamma", "gamma": "gamma",
 }
 NUMPY_FUNCS = {
     "sin": "sin", "cos": "cos", "tan": "tan", "arcsin": "arcsin", "arccos": "arccos",
@@ -163,6 +164,11 @@ class Known:
 
 
 @dataclass(frozen=True)
+class UserModule:
+    module: types.ModuleType
+
+
+@dataclass(frozen=True)
 class UserFunction:
     fn: types.FunctionType
 
@@ -187,6 +193,8 @@ def classify(value):
         return Module("math")
     if value is np:
         return Module("numpy")
+    if isinstance(value, types.ModuleType):
+        return UserModule(value)
     if isinstance(value, bool):
         return value
     if isinstance(value, (int, float, np.integer, np.floating)):

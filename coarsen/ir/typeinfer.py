@@ -15,13 +15,15 @@ from .nodes import (Array, Assign, BOOL, Const, F64, For, I64, If, NEWAXIS, Scal
 
 ELEMENTWISE_UNARY = {"neg", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh",
                      "tanh", "arcsinh", "arccosh", "arctanh", "exp", "expm1", "log", "log1p",
-                     "log10", "log2", "sqrt", "abs", "erf", "erfc", "floor", "ceil", "sign"}
+                     "log10", "log2", "sqrt", "abs", "erf", "erfc", "floor", "ceil", "sign",
+                     "lgamma", "gamma"}
 ELEMENTWISE_BINARY = {"add", "sub", "mul", "div", "pow", "floordiv", "mod", "minimum",
                       "maximum", "arctan2", "hypot", "logaddexp"}
 COMPARE = {"lt", "le", "gt", "ge", "eq", "ne"}
 FLOAT_RESULT = {"div", "arctan2", "hypot", "logaddexp", "sin", "cos", "tan", "arcsin", "arccos",
                 "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "exp",
-                "expm1", "log", "log1p", "log10", "log2", "sqrt", "erf", "erfc"}
+                "expm1", "log", "log1p", "log10", "log2", "sqrt", "erf", "erfc", "lgamma",
+                "gamma"}
 VIEW_OPS = {"copy", "getitem", "transpose", "reshape", "expand_dims", "flip", "ravel"}
 
 

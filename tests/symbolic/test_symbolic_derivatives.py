@@ -146,17 +146,48 @@ def test_pathological_input_raises_within_budget():
         derivatives([(y, e)], [x], [y], b)
     assert ei.value.reason.startswith("size")
     assert time.perf_counter() - t < b.seconds + 1.0
-    # repeated squaring x = x*x + c, 12 times, inlined: degree 4096; a tiny time budget
-    # on the naive path must stop it on time (the clock is checked while counting)
+    # repeated squaring plus a reuse, inlined 12 times: ~3*2**12 ops in the tree
     e = x
     for _ in range(12):
         e = e * e + c + sympy.sin(e)
-    b = Budget(max_ops=10**9, seconds=0.3)
+    b = Budget(max_ops=4000, seconds=1.0)
     t = time.perf_counter()
     with pytest.raises(BudgetExceeded) as ei:
         naive_derivative_ops([(y, e)], [x, c], [y], b)
+    assert ei.value.reason.startswith("size")
+    with pytest.raises(BudgetExceeded):
+        derivatives([(y, e)], [x, c], [y], Budget(max_ops=4000, seconds=1.0))
+    assert time.perf_counter() - t < 2 * b.seconds + 1.0
+
+
+def test_time_budget_stops_between_steps():
+    xs, A = chain(400)
+    b = Budget(max_ops=10**6, seconds=0.05)
+    t = time.perf_counter()
+    with pytest.raises(BudgetExceeded) as ei:
+        derivatives(A, [xs[0]], [xs[400]], b)
     assert ei.value.reason.startswith("time")
-    assert time.perf_counter() - t < b.seconds + 1.5
+    assert time.perf_counter() - t < b.seconds + 1.0
+
+
+def test_repeated_squaring_inlined_is_cheap_and_exact():
+    # x = x*x + c twelve times, inlined (a degree-4096 polynomial, never expanded)
+    x, c, y = sympy.symbols("x c y", real=True)
+    e = x
+    for _ in range(12):
+        e = e * e + c
+    b = Budget(max_ops=4000, seconds=2.0)
+    t = time.perf_counter()
+    jac = derivatives([(y, e)], [x, c], [y], b)
+    assert time.perf_counter() - t < b.seconds + 1.0
+    xv, cv = 0.3, 0.1
+    f, dfx, dfc = xv, 1.0, 0.0
+    for _ in range(12):
+        f, dfx, dfc = f * f + cv, 2 * f * dfx, 2 * f * dfc + 1
+    vals, parts = run_jacobian(jac, {"x": xv, "c": cv})
+    assert vals[y] == pytest.approx(f, rel=1e-12)
+    assert parts[(y, x)] == pytest.approx(dfx, rel=1e-9, abs=1e-300)
+    assert parts[(y, c)] == pytest.approx(dfc, rel=1e-9)
 
 
 def test_stable_rewrites_improve_accuracy():
