@@ -389,8 +389,10 @@ def naive_derivative_ops(assignments, inputs, outputs, budget=None, *, wrt=None)
     wrt = list(inputs) if wrt is None else [sympy.sympify(x) for x in wrt]
     inl = {}
     for s, e in assignments:
+        # check each inlined value before it is built into the next one: constructing
+        # expressions over a huge tree can itself be slow (SymPy evaluates on construction)
         inl[sympy.sympify(s)] = sympy.sympify(e).xreplace(inl)
-        budget.check_time()
+        budget.check(inl[sympy.sympify(s)])
     total = 0
     for o in outputs:
         o = sympy.sympify(o)

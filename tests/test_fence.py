@@ -59,3 +59,30 @@ def test_fence(fn, factory, why):
     text = str(err)
     assert f"line {err.lineno}" in text and err.problem in text and line.strip() in text
     assert "^" in text
+
+
+# ---------------------------------------------------------------- API misuse is refused too
+
+def test_wrt_int_parameter_is_refused():
+    """Int parameters are never differentiated: asking for one is an error, not a zero."""
+    from tests.zoo.scalar import sum_closed_form
+    with pytest.raises(CoarsenError) as info:
+        g = coarsen.differentiate(sum_closed_form, wrt="n")
+        g(1.3, 6)
+    assert info.value.problem.strip()
+
+
+def test_wrt_unknown_name_is_refused():
+    from tests.zoo.scalar import sum_closed_form
+    with pytest.raises(CoarsenError) as info:
+        g = coarsen.differentiate(sum_closed_form, wrt="zzz")
+        g(1.3, 6)
+    assert info.value.problem.strip()
+
+
+def test_int_array_is_never_differentiated():
+    from tests.zoo.loops import gather_int_array
+    import numpy as np
+    with pytest.raises(CoarsenError):
+        g = coarsen.differentiate(gather_int_array, wrt="idx")
+        g(np.ones(5), np.array([3, 0, 3, 4, 1]))

@@ -57,3 +57,26 @@ def test_value_and_grad(case, target, coarse):
     fn, factory, wrt = case
     label = f"{IDS[CASES.index(case)]} target={target} coarsen={coarse}"
     check_value_and_grad(fn, factory, wrt, target, coarse, label)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_one_specialization_per_signature(target):
+    """The same gradient object serves float64 and then float32 arguments (and float64
+    again), each call with its own dtypes and the oracle's tolerance for them."""
+    from tests.oracle import assert_grad_close, tolerances_for
+    from tests.zoo import arrays
+    g = coarsen_differentiate(arrays.float32_fn, target=target)
+    r = np.random.default_rng(3)
+    a64 = r.normal(size=5)
+    for a in (a64, a64.astype(np.float32), a64[:3].copy()):
+        args = (a, 1.3)
+        ga, gx = g(*args)
+        assert ga.dtype == a.dtype and ga.shape == a.shape
+        rtol, floor = tolerances_for(args)
+        assert_grad_close((ga, gx), tuple(fd_grad(arrays.float32_fn, args, [0, 1])),
+                          rtol=rtol, floor=floor, err_msg=f"{target} {a.dtype} {a.shape}")
+
+
+def coarsen_differentiate(fn, **kw):
+    import coarsen
+    return coarsen.differentiate(fn, **kw)

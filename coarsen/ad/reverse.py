@@ -17,8 +17,8 @@ from __future__ import annotations
 import gast
 
 from ..errors import CoarsenError
-from ..ir.nodes import (Array, Assign, Const, For, If, NEWAXIS, Scalar, Slice, Store, Var,
-                        While, walk)
+from ..ir.nodes import (Array, Assign, Const, For, If, NEWAXIS, Scalar, Segment, Slice, Store,
+                        Var, While, walk)
 from ..analysis.activity import intact, is_temp
 from . import build as B
 from .build import X, fn as mfn
@@ -49,6 +49,7 @@ class Emitter:
         self.extra_inits = []     # (name, type) of emitter-made variables to pre-initialize
         self.depth = 0
         self.recompute = {}
+        self.reads_at = {}
         self.find_recomputable(fn.body)
 
     # ------------------------------------------------------------------ naming
@@ -111,6 +112,8 @@ class Emitter:
                 self.find_recomputable(s.body, loop_vars + (s.var,))
             elif isinstance(s, While):
                 self.find_recomputable(s.body, loop_vars)
+            elif isinstance(s, Segment):
+                self.find_recomputable(s.stmts, loop_vars)
 
     def index_node(self, index):
         items = []
@@ -133,14 +136,42 @@ class Emitter:
             self.uses_itape = True
             out = [B.assign(B.tuple_(FT, FP), B.call(self.helper("_push_array"), FT, FP, name))]
             for d in range(t.ndim):
-                out.append(B.assign(B.tuple_(IT, IP), B.call(self.helper("_push"), IT, IP,
-                                                            B.subscript(B.attr(f"{name}.shape"), d))))
+                out += self.push_int(B.subscript(B.attr(f"{name}.shape"), d))
             return out
         if t.kind == "f64":
-            self.uses_ftape = True
-            return [B.assign(B.tuple_(FT, FP), B.call(self.helper("_push"), FT, FP, name))]
+            return self.push_float(B.name(name))
+        return self.push_int(B.name(name))
+
+    # Scalar pushes are plain stores: capacity is reserved ahead, per straight-line region
+    # (before a range loop for all its trips, per trip in a while loop, at entry for the rest).
+    def push_float(self, value):
+        self.uses_ftape = True
+        self.count_f += 1
+        return [B.assign(B.subscript(FT, B.name(FP)), value), B.augassign(FP, "+", 1)]
+
+    def push_int(self, value):
         self.uses_itape = True
-        return [B.assign(B.tuple_(IT, IP), B.call(self.helper("_push"), IT, IP, name))]
+        self.count_i += 1
+        return [B.assign(B.subscript(IT, B.name(IP)), value), B.augassign(IP, "+", 1)]
+
+    count_f = 0
+    count_i = 0
+
+    def enter_region(self):
+        saved = (self.count_f, self.count_i)
+        self.count_f = self.count_i = 0
+        return saved
+
+    def leave_region(self, saved, trips):
+        """Reservation statements for the pushes counted since ``enter_region``."""
+        kf, ki = self.count_f, self.count_i
+        self.count_f, self.count_i = saved
+        out = []
+        for k, tape, pos in ((kf, FT, FP), (ki, IT, IP)):
+            if k:
+                need = X(B.name(pos)) + (X(k) if trips is None else X(k) * trips)
+                out.append(B.assign(tape, B.call(self.helper("_reserve"), tape, need)))
+        return out
 
     def pop(self, name):
         t = self.types[name]
@@ -161,7 +192,7 @@ class Emitter:
         nd = self.region_ndim(array, index)
         self.uses_ftape = True
         if nd == 0:
-            return [B.assign(B.tuple_(FT, FP), B.call(self.helper("_push"), FT, FP, region))]
+            return self.push_float(region)
         return [B.assign(B.tuple_(FT, FP), B.call(self.helper("_push_array"), FT, FP, region))]
 
     def pop_region(self, array, index):
@@ -188,8 +219,7 @@ class Emitter:
         self.uses_itape = True
         dims = []
         for d in range(nd):
-            pre_fwd.append(B.assign(B.tuple_(IT, IP), B.call(self.helper("_push"), IT, IP,
-                                                           B.subscript(B.attr(f"{name}.shape"), d))))
+            pre_fwd.extend(self.push_int(B.subscript(B.attr(f"{name}.shape"), d)))
         for d in reversed(range(nd)):
             v = self.fresh("_shape")
             self.extra_inits.append((v, Scalar("i64")))
@@ -252,6 +282,7 @@ class Emitter:
         fwd, rev = [], []
         for s in stmts:
             f, r = self.stmt(s)
+            self.record_reads(s, r)
             if f:
                 f[0]._coarsen_loc = s.loc
             if r:
@@ -261,6 +292,8 @@ class Emitter:
         return fwd, rev
 
     def stmt(self, s):
+        if isinstance(s, Segment):
+            return self.segment(s)
         if isinstance(s, Assign):
             return self.assign(s)
         if isinstance(s, Store):
@@ -278,10 +311,12 @@ class Emitter:
             return fwd, rev
         if isinstance(s, For):
             self.depth += 1
+            saved = self.enter_region()
             bf, br = self.block(s.body)
+            reserve = self.leave_region(saved, self.trip_count(s))
             self.depth -= 1
             args = self.range_args(s)
-            fwd = [B.for_range(s.var, args, bf)]
+            fwd = reserve + [B.for_range(s.var, args, bf)]
             if not br:
                 return fwd, []
             rev = self.reverse_range(s, br)
@@ -289,7 +324,9 @@ class Emitter:
         if isinstance(s, While):
             self.depth += 1
             tf, tr = self.block(s.test_body)
+            saved = self.enter_region()
             bf, br = self.block(s.body)
+            bf = self.leave_region(saved, None) + bf
             self.depth -= 1
             if tr:
                 raise _err(s, "internal: a loop condition needs reverse code")
@@ -316,6 +353,181 @@ class Emitter:
                 rev += self.pop(trips)
             return fwd, rev
         raise TypeError(s)
+
+    # ------------------------------------------------------------------ segments
+    def fwd_pops(self, s):
+        """Forward code of a lifted statement (with its tape pushes) and the pops that undo it."""
+        if isinstance(s, Assign):
+            fwd, pops = [], []
+            if self.taped(s.target):
+                fwd += self.push(s.target)
+                pops += self.pop(s.target)
+            fwd.append(B.assign(s.target, self.primal(s)))
+            return fwd, pops
+        fb, pb = self.fwd_pops_block(s.body)
+        fo, po = self.fwd_pops_block(s.orelse)
+        fwd = [B.if_(self.val(s.cond), fb, fo)]
+        pops = []
+        if pb or po:
+            pops = [B.if_(self.val(s.cond), pb, po)] if pb else \
+                [B.if_(B.ex(X(gast.UnaryOp(op=gast.Not(), operand=B.ex(self.val(s.cond))))), po)]
+        return fwd, pops
+
+    def fwd_pops_block(self, stmts):
+        fwd, pops = [], []
+        for st in stmts:
+            f, p = self.fwd_pops(st)
+            if f:
+                f[0]._coarsen_loc = st.loc
+            fwd += f
+            pops[:0] = p
+        return fwd, pops
+
+    def segment(self, seg):
+        info = seg.info
+        if "partials" not in info:
+            return self.block(seg.stmts)
+        if info.get("kind") == "loop":
+            return self.loop_segment(seg)
+        fwd, pass_rev = [], []
+        for st in seg.passengers:
+            f, r = self.stmt(st)
+            self.record_reads(st, r)
+            if f:
+                f[0]._coarsen_loc = st.loc
+            fwd += f
+            pass_rev[:0] = r
+        lifted = [st for st in seg.stmts if not any(st is p for p in seg.passengers)]
+        lf, pops = self.fwd_pops_block(lifted)
+        fwd += lf
+        step = self.segment_step(seg)
+        names = {n for n in _names_read(step + pops) if n in self.types}
+        for n in names:
+            self.reads_at.setdefault(n, []).append(seg)
+        return fwd, pops + step + pass_rev
+
+    def loop_segment(self, seg):
+        """A loop replaced by the exact closed form of its carried values."""
+        import sympy
+        info = seg.info
+        n = self.fresh("_n")
+        self.types[n] = Scalar("i64")
+        nsym = sympy.Symbol(n, integer=True)
+        fwd = [B.assign(n, B.call("int", self.sym_expr(info["trip_count"])))]
+        tmps = []
+        for v in info["carried"]:
+            e = info["finals_n"][v].xreplace({info["n_symbol"]: nsym})
+            t = self.fresh("_closed")
+            self.types[t] = self.types[v]
+            conv = "float" if self.types[v].kind == "f64" else "int"
+            fwd.append(B.assign(t, B.call(conv, self.sym_expr(e))))
+            tmps.append((v, t))
+        pops = []
+        for v, t in tmps:
+            if self.taped(v):
+                fwd += self.push(v)
+                pops[:0] = self.pop(v)
+            fwd.append(B.assign(v, B.name(t)))
+        fwd[0].coarsen_comment = f"loop (line {seg.loc.lineno}) in closed form: " + \
+            "; ".join(info["formula"].splitlines())
+        step = self.segment_step(seg)
+        names = {nm for nm in _names_read(step + pops) if nm in self.types}
+        for nm in names:
+            self.reads_at.setdefault(nm, []).append(seg)
+        return fwd, pops + step
+
+    def sym_expr(self, expr):
+        """A SymPy expression as a gast expression (recomputable element reads re-read)."""
+        from .. import symbolic as S
+        node = gast.parse(S.to_python(expr)).body[0].value
+        if self.recompute:
+            rec = self.recompute
+            emitter = self
+
+            class Sub(gast.NodeTransformer):
+                def visit_Name(self, n):
+                    if isinstance(n.ctx, gast.Load) and n.id in rec:
+                        st = rec[n.id]
+                        return B.subscript(st.args[0].name, emitter.index_node(st.index))
+                    return n
+            node = Sub().visit(node)
+        return node
+
+    def segment_step(self, seg):
+        info = seg.info
+        partials = info["partials"]
+        outs = [o for o in seg.outputs if o in self.active and any(k[0] == o for k in partials)]
+        ins = [i for i in seg.inputs if i in self.active and any(k[1] == i for k in partials)]
+        code = []
+        g = {}
+        for o in outs:
+            if o in ins:
+                gname = self.fresh("_g")
+                self.extra_inits.append((gname, self.types[o]))
+                code.append(B.assign(gname, B.name(self.bar(o))))
+                g[o] = X(B.name(gname))
+            else:
+                g[o] = X(B.name(self.bar(o)))
+        late_reset = []
+        for o in seg.outputs:
+            if o not in self.active or o in self.f.set_temps:
+                continue
+            if intact(self.f, o) and o not in ins:
+                continue
+            (code if o in ins else late_reset).append(B.assign(self.bar(o), 0.0))
+        # only the replacements the partials need (values are recomputed by the forward code)
+        needed = set()
+        for (o, i), e in partials.items():
+            if o in outs and i in ins:
+                needed |= e.free_symbols
+        keep = []
+        for sym, e in reversed(info["jac"].replacements):
+            if sym in needed:
+                keep.append((sym, e))
+                needed |= e.free_symbols
+        for sym, e in reversed(keep):
+            code.append(B.assign(sym.name, self.sym_expr(e)))
+        pre_fwd, pre_rev = [], []
+        for i in ins:
+            total = None
+            for o in outs:
+                if (o, i) not in partials:
+                    continue
+                p = X(self.sym_expr(partials[(o, i)]))
+                term = g[o] if (isinstance(p.node, gast.Constant) and p.node.value == 1) else g[o] * p
+                total = term if total is None else total + term
+            if total is not None:
+                self.accumulate(i, total, pre_fwd, pre_rev, code)
+        code += late_reset
+        if code:
+            a, b = info["lines"]
+            where = f"line {a}" if a == b else f"lines {a}-{b}"
+            code[0].coarsen_comment = f"segment {seg.index} ({where}), one preaccumulated step: {info.get('formula', '')}"
+        return code
+
+    def trip_count(self, s):
+        start, stop, step = s.start, s.stop, s.step
+        if isinstance(step, Const) and step.value == 1:
+            if isinstance(start, Const) and start.value == 0:
+                return self.val(stop)
+            return self.val(stop) - self.val(start)
+        return X(B.call(self.helper("_range_len"), self.val(start), self.val(stop), self.val(step)))
+
+    def record_reads(self, s, rev):
+        """Which primal variables the reverse code of ``s`` (its own part) reads."""
+        if isinstance(s, Segment):
+            return   # recorded by segment() itself
+        if isinstance(s, (Assign, Store)):
+            names = _names_read(rev)
+        elif isinstance(s, If):
+            names = {s.cond.name} if isinstance(s.cond, Var) and rev else set()
+        elif isinstance(s, For):
+            names = {b.name for b in (s.start, s.stop, s.step) if isinstance(b, Var)} if rev else set()
+        else:
+            names = set()
+        for n in names:
+            if n in self.types:
+                self.reads_at.setdefault(n, []).append(s)
 
     def range_args(self, s):
         start, stop, step = s.start, s.stop, s.step
@@ -748,12 +960,63 @@ class Emitter:
         return pre_fwd + fwd, rev + pre_rev + body
 
 
+def _replace_loop(block, loop, seg):
+    """Put the loop segment ``seg`` where ``loop`` stands (its statements keep the loop)."""
+    for k, st in enumerate(block):
+        if st is loop:
+            loop.body = list(seg.stmts)
+            seg.stmts = [loop]
+            block[k] = seg
+            return True
+        for sub in (getattr(st, "body", None), getattr(st, "orelse", None), getattr(st, "stmts", None)):
+            if isinstance(sub, list) and sub is not seg.stmts and _replace_loop(sub, loop, seg):
+                return True
+    return False
+
+
 def _names_read(nodes):
     out = set()
     for n in nodes:
         for sub in gast.walk(n):
             if isinstance(sub, gast.Name) and isinstance(sub.ctx, gast.Load):
                 out.add(sub.id)
+    return out
+
+
+def _to_be_recorded(fn, reads_at):
+    """Variables whose values the reverse sweep reads at a point where a later assignment
+    (later in program order, or in a loop around both) may have overwritten them: exactly
+    these are saved before each assignment and restored when it is reversed.  A value read
+    only after its last assignment (an accumulator used after its loop) needs no tape."""
+    from ..analysis.activity import _positions
+    order, loops_of = _positions(fn.body)
+    defs = {}
+    for st in walk(fn.body):
+        if isinstance(st, Assign):
+            defs.setdefault(st.target, []).append(st)
+        elif isinstance(st, For):
+            defs.setdefault(st.var, []).append(st)
+    out = set()
+    for v, readers in reads_at.items():
+        if v in fn.params and v not in defs:
+            continue
+        for r in readers:
+            pr = order[id(r)]
+            hit = False
+            for d in defs.get(v, ()):
+                if isinstance(d, For) and d.var == v:
+                    continue   # the reverse loop sets its own index
+                if order[id(d)] >= pr or any(lp in loops_of[id(r)] for lp in loops_of[id(d)]):
+                    hit = True
+                    break
+            if hit:
+                out.add(v)
+                break
+    # arrays whose elements the reverse sweep reads must be restored across stores
+    stored = {st.array for st in walk(fn.body) if isinstance(st, Store)}
+    for v in reads_at:
+        if v in stored and isinstance(fn.types.get(v), Array):
+            out.add(v)
     return out
 
 
@@ -769,7 +1032,9 @@ def _comment_pass(stmts, last=None):
         loc = getattr(st, "_coarsen_loc", None)
         if loc is not None:
             key = (loc.filename, loc.lineno)
-            if key != last:
+            if getattr(st, "coarsen_comment", None):
+                last = key
+            elif key != last:
                 st.coarsen_comment = f"{loc.text}"
                 last = key
         for field in ("body", "orelse"):
@@ -779,20 +1044,45 @@ def _comment_pass(stmts, last=None):
     return last
 
 
-def differentiate_ir(fn, wrt, facts, entry_name):
+def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_seconds=2.0):
     """Build the derivative module for a typed IR function (see the module docstring)."""
     types = fn.types
+    segments = []
+    if coarsen:
+        from ..analysis.segments import plan_segments
+        from .lift import closed_form_segment, differentiate_segment
+        from .. import symbolic as S
+        segments = plan_segments(fn, facts)
+        loop_bodies = {}
+        for st in walk(fn.body):
+            if isinstance(st, For) and len(st.body) == 1 and isinstance(st.body[0], Segment):
+                loop_bodies[id(st.body[0])] = st
+        for seg in list(segments):
+            budget = S.Budget(max_ops=4000, seconds=budget_seconds)
+            loop = loop_bodies.get(id(seg))
+            if loop is not None:
+                info = closed_form_segment(loop, seg, types, facts.active, budget)
+                if "partials" in info:
+                    seg.info.update(info)
+                    seg.info["kind"] = "loop"
+                    seg.info["loop"] = loop
+                    seg.outputs = list(info["carried"])
+                    seg.inputs = sorted({i for (_, i) in info["partials"]})
+                    _replace_loop(fn.body, loop, seg)
+                    continue
+                seg.info["closed_form_fallback"] = info.get("fallback")
+            seg.info.update(differentiate_segment(seg, types, facts.active, budget))
     # phase 1: which primal variables does the reverse sweep read?
     probe = Emitter(fn, wrt, facts)
-    _, rev = probe.block(fn.body)
-    reads = {n for n in _names_read(rev) if n in types}
-    tbr = set(reads)
+    probe.block(fn.body)
+    tbr = _to_be_recorded(fn, probe.reads_at)
     for v in facts.active:
         if isinstance(types.get(v), Array) and not intact(facts, v) and v not in facts.set_temps:
             tbr.add(v)
     # phase 2
     em = Emitter(fn, wrt, facts, tbr)
     fwd, rev = em.block(fn.body)
+    top_f, top_i = em.count_f, em.count_i
     prologue = []
     for p in fn.params:
         if p in facts.stored and isinstance(types[p], Array):
@@ -809,10 +1099,10 @@ def differentiate_ir(fn, wrt, facts, entry_name):
     for v in sorted(inits):
         prologue.append(B.assign(v, _init_value(inits[v])))
     if em.uses_ftape:
-        prologue.append(B.assign(FT, B.call("np.empty", 1024)))
+        prologue.append(B.assign(FT, B.call("np.empty", top_f + 64)))
         prologue.append(B.assign(FP, 0))
     if em.uses_itape:
-        prologue.append(B.assign(IT, B.call("np.empty", 256, B.attr("np.int64"))))
+        prologue.append(B.assign(IT, B.call("np.empty", top_i + 64, B.attr("np.int64"))))
         prologue.append(B.assign(IP, 0))
     if prologue:
         prologue[0].coarsen_comment = "prologue: copies of written inputs, tapes, initial values"
@@ -848,4 +1138,5 @@ def differentiate_ir(fn, wrt, facts, entry_name):
     header = gast.parse("import math\nimport numpy as np\n")
     helper_mod = gast.parse(helpers) if helpers else gast.Module(body=[], type_ignores=[])
     module = gast.Module(body=header.body + helper_mod.body + [func], type_ignores=[])
+    em.segments = segments
     return module, em

@@ -24,6 +24,12 @@ def _grow(tape, need):
     out[:tape.shape[0]] = tape
     return out
 ''',
+    "_reserve": '''
+def _reserve(tape, need):
+    if need > tape.shape[0]:
+        return _grow(tape, need)
+    return tape
+''',
     "_push": '''
 def _push(tape, pos, value):
     if pos >= tape.shape[0]:
@@ -118,7 +124,7 @@ def _prod_grad(a):
 ''',
 }
 
-_DEPS = {"_push": ("_grow",), "_push_array": ("_grow",)}
+_DEPS = {"_push": ("_grow",), "_push_array": ("_grow",), "_reserve": ("_grow",)}
 
 
 def _sum_to_source(gnd, tnd):

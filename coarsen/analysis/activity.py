@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import CoarsenError
-from ..ir.nodes import (Array, Assign, For, If, Store, Var, While, is_float, uses, walk,
-                        walk_with_depth)
+from ..ir.nodes import (Array, Assign, For, If, Segment, Store, Var, While, is_float, uses,
+                        walk, walk_with_depth)
 from ..ad.rules import NO_DERIVATIVE, diff_positions
 
 
@@ -178,6 +178,8 @@ def _positions(body):
                 if isinstance(st, While):
                     visit(st.test_body, inner)
                 visit(st.body, inner)
+            elif isinstance(st, Segment):
+                visit(st.stmts, loops)
     visit(body, ())
     return order, loops_of
 

@@ -164,7 +164,23 @@ class Function:
     views: dict = field(default_factory=dict)   # view variable -> base variable
 
 
-Stmt = Union[Assign, Store, If, For, While]
+@dataclass
+class Segment:
+    """A segment of interest: statements differentiated as one unit (symbolically).
+
+    ``stmts`` run in order in the forward sweep (``passengers`` first: inactive or element-read
+    statements whose results the segment takes as inputs); the reverse sweep takes one
+    preaccumulated step with the local Jacobian ``jac`` (filled in by ``coarsen.ad.lift``)."""
+    stmts: list
+    loc: Loc
+    index: int
+    passengers: list = field(default_factory=list)
+    inputs: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+
+
+Stmt = Union[Assign, Store, If, For, While, Segment]
 
 
 # ------------------------------------------------------------------------------- walking
@@ -190,6 +206,8 @@ def uses(stmt):
         return [stmt.start, stmt.stop, stmt.step]
     if isinstance(stmt, While):
         return [stmt.test]
+    if isinstance(stmt, Segment):
+        return []
     raise TypeError(stmt)
 
 
@@ -209,6 +227,8 @@ def walk(block):
         elif isinstance(s, While):
             yield from walk(s.test_body)
             yield from walk(s.body)
+        elif isinstance(s, Segment):
+            yield from walk(s.stmts)
 
 
 def walk_with_depth(block, depth=0):
@@ -223,3 +243,5 @@ def walk_with_depth(block, depth=0):
         elif isinstance(s, While):
             yield from walk_with_depth(s.test_body, depth + 1)
             yield from walk_with_depth(s.body, depth + 1)
+        elif isinstance(s, Segment):
+            yield from walk_with_depth(s.stmts, depth)

@@ -31,7 +31,8 @@ def test_count_ops_lists_pairs_dicts():
 def test_count_ops_limit_is_fast_on_exponential_dag():
     e = x
     for _ in range(60):               # tree of size ~3**60 held as a small DAG
-        e = sympy.sin(e) * e + sympy.cos(e)
+        e = sympy.Add(sympy.Mul(sympy.sin(e, evaluate=False), e, evaluate=False),
+                      sympy.cos(e, evaluate=False), evaluate=False)
     t = time.perf_counter()
     n = count_ops(e, limit=1000)
     assert n > 1000
@@ -70,7 +71,7 @@ def test_gamma_auto_evaluation():
 
 def test_gamma_boolean_and_symbol_conditions():
     c = sympy.Symbol("c")  # a plain symbol used as a flag
-    b = sympy.Symbol("b", bool=True) if False else sympy.And(x > 0, y < 1)
+    b = sympy.And(x > 0, y < 1)
     g = gamma(b, x, y)
     assert g.subs({x: 1, y: 0}) == 1
     assert g.subs({x: -1, y: 0}) == 0
@@ -139,7 +140,7 @@ def test_to_python_roundtrip_numeric(expr):
         pt = {x: rng.uniform(0.1, 3.0) * rng.choice([-1, 1]), y: rng.uniform(0.2, 3.0),
               z: rng.uniform(-3.0, 3.0)}
         got = eval_py(expr, {str(k): v for k, v in pt.items()})
-        ref = ref_value(expr.rewrite(sympy.exp) if False else expr, pt)
+        ref = ref_value(expr, pt)
         assert got == pytest.approx(ref, rel=1e-10, abs=1e-12), (expr, pt)
 
 

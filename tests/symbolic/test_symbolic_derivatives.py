@@ -135,11 +135,13 @@ def test_naive_growth_is_exponential_and_guarded():
 
 
 def test_pathological_input_raises_within_budget():
-    # one assignment holding an inlined 40-deep chain: a tree of ~3**40 nodes
+    # one assignment holding an inlined 40-deep chain: a tree of ~3**40 nodes (built without
+    # evaluation: evaluating constructors may walk the tree themselves)
     x, c, y = sympy.symbols("x c y", real=True)
     e = x
     for _ in range(40):
-        e = sympy.sin(e) * e + sympy.cos(e)
+        e = sympy.Add(sympy.Mul(sympy.sin(e, evaluate=False), e, evaluate=False),
+                      sympy.cos(e, evaluate=False), evaluate=False)
     b = Budget(max_ops=4000, seconds=1.0)
     t = time.perf_counter()
     with pytest.raises(BudgetExceeded) as ei:
@@ -149,7 +151,8 @@ def test_pathological_input_raises_within_budget():
     # repeated squaring plus a reuse, inlined 12 times: ~3*2**12 ops in the tree
     e = x
     for _ in range(12):
-        e = e * e + c + sympy.sin(e)
+        e = sympy.Add(sympy.Mul(e, e, evaluate=False), c, sympy.sin(e, evaluate=False),
+                      evaluate=False)
     b = Budget(max_ops=4000, seconds=1.0)
     t = time.perf_counter()
     with pytest.raises(BudgetExceeded) as ei:
@@ -263,3 +266,40 @@ def test_local_step_jacobian_two_carried():
     assert parts[(bn, a)] == 1 and parts[(bn, b)] == pytest.approx(2 * 2.0 * 1.5)
     assert parts[(bn, r)] == pytest.approx(1.5**2)
     assert stored_per_trip(jac, [a, b]) == [b]
+
+
+def _random_dag(rng, n_inputs, n_stmts):
+    ins = list(sympy.symbols(f"i0:{n_inputs}", real=True))
+    pool = list(ins)
+    A = []
+    unary = [sympy.exp, sympy.sin, sympy.tanh, lambda u: sympy.log(1 + u * u),
+             lambda u: sympy.sqrt(1 + u * u), lambda u: 1 / (1 + sympy.exp(-u))]
+    for idx in range(n_stmts):
+        u, v = rng.choice(pool), rng.choice(pool)
+        kind = rng.randrange(6)
+        if kind == 0:
+            e = u * v + rng.choice([1, -2, sympy.Rational(1, 3)]) * u
+        elif kind == 1:
+            e = u / (1 + v * v) - v
+        elif kind == 2:
+            e = rng.choice(unary)(u) * v
+        elif kind == 3:
+            e = gamma(u > v, u * u, sympy.cos(v))
+        elif kind == 4:
+            e = rng.choice(unary)(u - v) + u
+        else:
+            e = sympy.Max(u, v) * u + sympy.Abs(v)
+        s = sympy.Symbol(f"s{idx}", real=True)
+        A.append((s, e))
+        pool.append(s)
+    outs = [s for s, _ in A[-2:]]
+    return ins, A, outs
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_dags_against_inlined_diff(seed):
+    rng = random.Random(100 + seed)
+    ins, A, outs = _random_dag(rng, 3, 7)
+    pts = [{x: rng.uniform(-1.5, 1.5) for x in ins} for _ in range(4)]
+    jac = check_against_inlined(A, ins, outs, pts, rel=1e-8)
+    assert jac.ops_after <= jac.ops_before

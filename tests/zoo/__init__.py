@@ -12,7 +12,7 @@ Every module defines ``CASES``, a list of ``(fn, args_factory, wrt)``:
 Inputs are chosen well away from branch thresholds, kinks and trip-count changes: the oracle
 (``tests/oracle.py``) refuses points where it cannot converge, and the tests check that too.
 
-``all_zoo_cases()`` gathers the zoo (scalar, loops, arrays, hard modules); ``realistic.CASES`` holds the
+``all_zoo_cases()`` gathers the zoo (scalar, loops, arrays, hard, reach modules); ``realistic.CASES`` holds the
 realistic programs and ``unsupported.FENCE`` the constructs outside the language.
 """
 
@@ -30,5 +30,6 @@ def case_ids(cases):
 
 
 def all_zoo_cases():
-    from tests.zoo import arrays, hard, loops, scalar
-    return list(scalar.CASES) + list(loops.CASES) + list(arrays.CASES) + list(hard.CASES)
+    from tests.zoo import arrays, hard, loops, reach, scalar
+    return (list(scalar.CASES) + list(loops.CASES) + list(arrays.CASES) + list(hard.CASES)
+            + list(reach.CASES))

@@ -154,6 +154,29 @@ def reassigned_param_array(a, x):
     return np.sum(a * a)
 
 
+def unary_ops_and_casts(x, n):
+    y = -x
+    z = +y
+    k = n // 2
+    return z * float(n) + k * x - (-(x * x)) + (not (x > 2.0)) * x
+
+
+def _clipped_step(t, lo):
+    if t < lo:
+        return lo * t
+    t2 = t * t
+    if t2 > 1.0:
+        return 1.0 + math.log(t2)
+    return t2
+
+
+def helper_with_returns_in_loop(a):
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += _clipped_step(a[i], 0.1) * (i + 1)
+    return s
+
+
 CASES = [
     (power_series, lambda: (0.8, 6), None),
     (power_series, lambda: (1.0, 6), None),       # ratio exactly 1
@@ -181,4 +204,7 @@ CASES = [
                                  np.array([0.1, 0.3, 1.4, -0.6])), None),
     (where_scalar_branches, lambda: (np.array([0.5, -0.2, 0.9, 0.1, -1.2]),), None),
     (reassigned_param_array, lambda: (_rng(75).normal(size=4), 0.8), None),
+    (unary_ops_and_casts, lambda: (0.8, 5), None),
+    (unary_ops_and_casts, lambda: (2.6, 5), None),
+    (helper_with_returns_in_loop, lambda: (np.array([0.05, -0.4, 0.6, 1.3, 2.2]),), None),
 ]

@@ -1,0 +1,300 @@
+"""Lifting a segment of interest from the IR into SymPy, and differentiating it there.
+
+Requires: a planned ``Segment`` (``coarsen.analysis.segments``) of a typed function, and
+``coarsen.symbolic``.
+Guarantees: ``lift(segment)`` builds the segment's SSA DAG as SymPy assignments: each
+assignment of a variable gets a fresh symbol ``_s<k>_<name><n>`` (values used more than once stay
+symbols, never inlined), branches merge through the phi-function ``gamma(c, a, b)``, inputs are
+symbols named as the variables themselves (their values on entry), and booleans stay inside the
+conditions of the ``gamma``s.  ``differentiate_segment`` then asks ``coarsen.symbolic`` for the
+local Jacobian (reverse accumulation over the DAG, CSE, stable rewrites) within a size guard and
+a time budget; on ``BudgetExceeded`` it returns ``None`` and the reason, and the caller falls
+back to fine-grained AD for that segment.
+"""
+from __future__ import annotations
+
+import math
+
+import sympy
+
+from ..ir.nodes import Assign, Const, If, Var
+from .. import symbolic as S
+
+
+def _const(v):
+    if isinstance(v, bool):
+        return sympy.true if v else sympy.false
+    if isinstance(v, int):
+        return sympy.Integer(v)
+    if math.isfinite(v) and float(v).is_integer():
+        return sympy.Float(v)
+    if not math.isfinite(v):
+        raise _Unliftable("non-finite constant")
+    return sympy.Float(v, 17)
+
+
+class _Unliftable(Exception):
+    pass
+
+
+_UNARY = {"sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "arcsin": sympy.asin,
+          "arccos": sympy.acos, "arctan": sympy.atan, "sinh": sympy.sinh, "cosh": sympy.cosh,
+          "tanh": sympy.tanh, "arcsinh": sympy.asinh, "arccosh": sympy.acosh,
+          "arctanh": sympy.atanh, "exp": sympy.exp, "log": sympy.log, "sqrt": sympy.sqrt,
+          "erf": sympy.erf,
+          "expm1": lambda a: sympy.exp(a) - 1, "log1p": lambda a: sympy.log(1 + a),
+          "log10": lambda a: sympy.log(a) / sympy.log(10), "log2": lambda a: sympy.log(a) / sympy.log(2)}
+
+
+class Lifter:
+    def __init__(self, seg, types):
+        self.seg = seg
+        self.types = types
+        self.assignments = []
+        self.inputs = {}
+        self.counts = {}
+
+    def symbol_for(self, name):
+        t = self.types[name]
+        if t.kind == "f64":
+            return sympy.Symbol(name, real=True)
+        if t.kind == "i64":
+            return sympy.Symbol(name, integer=True)
+        return sympy.Symbol(name)
+
+    def fresh(self, name):
+        k = self.counts.get(name, 0) + 1
+        self.counts[name] = k
+        t = self.types[name]
+        return sympy.Symbol(f"_s{self.seg.index}_{name.lstrip('_')}{k}",
+                            **({"real": True} if t.kind == "f64" else {"integer": True}))
+
+    def val(self, operand, env):
+        if isinstance(operand, Const):
+            return _const(operand.value)
+        if operand.name in env:
+            return env[operand.name]
+        if operand.name not in self.inputs:
+            self.inputs[operand.name] = self.symbol_for(operand.name)
+        return self.inputs[operand.name]
+
+    def expr(self, s, env):
+        a = [self.val(x, env) for x in s.args]
+        op = s.op
+        if op == "add":
+            return a[0] + a[1]
+        if op == "sub":
+            return a[0] - a[1]
+        if op == "mul":
+            return a[0] * a[1]
+        if op == "div":
+            return a[0] / a[1]
+        if op == "pow":
+            e = a[1]
+            if isinstance(e, sympy.Float) and float(e).is_integer():
+                e = sympy.Integer(int(e))
+            return a[0] ** e
+        if op == "neg":
+            return -a[0]
+        if op in ("copy", "float", "truth"):
+            return a[0]
+        if op in _UNARY:
+            return _UNARY[op](a[0])
+        if op == "arctan2":
+            return sympy.atan2(a[0], a[1])
+        if op == "hypot":
+            return sympy.sqrt(a[0] ** 2 + a[1] ** 2)
+        rel = {"lt": sympy.Lt, "le": sympy.Le, "gt": sympy.Gt, "ge": sympy.Ge, "eq": sympy.Eq,
+               "ne": sympy.Ne}
+        if op in rel:
+            return rel[op](a[0], a[1], evaluate=False)
+        if op == "not":
+            return sympy.Not(a[0])
+        if op == "or":
+            return sympy.Or(a[0], a[1])
+        if op == "and":
+            return sympy.And(a[0], a[1])
+        raise _Unliftable(op)
+
+    def block(self, stmts, env):
+        for s in stmts:
+            if isinstance(s, Assign):
+                e = self.expr(s, env)
+                if self.types[s.target].kind == "bool" or s.op in ("copy", "float", "truth") \
+                        or isinstance(e, (sympy.Symbol, sympy.Number)):
+                    env[s.target] = e        # booleans and copies stay inline
+                else:
+                    sym = self.fresh(s.target)
+                    self.assignments.append((sym, e))
+                    env[s.target] = sym
+            elif isinstance(s, If):
+                c = self.val(s.cond, env)
+                then = self.block(s.body, dict(env))
+                other = self.block(s.orelse, dict(env))
+                for v in sorted(set(then) | set(other)):
+                    a = then.get(v) if v in then else self.val(Var(v), env)
+                    b = other.get(v) if v in other else self.val(Var(v), env)
+                    if a is b or a == b:
+                        env[v] = a
+                        continue
+                    if self.types[v].kind == "bool":
+                        env[v] = sympy.Or(sympy.And(c, a), sympy.And(sympy.Not(c), b))
+                        continue
+                    sym = self.fresh(v)
+                    self.assignments.append((sym, S.gamma(c, a, b)))
+                    env[v] = sym
+            else:
+                raise _Unliftable(type(s).__name__)
+        return env
+
+
+def differentiate_segment(seg, types, active, budget):
+    """Lift ``seg`` and compute its local Jacobian; returns (info dict) or raises nothing."""
+    lifter = Lifter(seg, types)
+    lifted = [s for s in seg.stmts if not any(s is p for p in seg.passengers)]
+    try:
+        env = lifter.block(lifted, {})
+        outs = {}
+        for o in seg.outputs:
+            outs[o] = env.get(o, lifter.val(Var(o), env))
+        inputs = list(lifter.inputs.values())
+        wrt = [sym for name, sym in lifter.inputs.items() if name in active]
+        out_syms = []
+        bind = []
+        for o, e in outs.items():
+            if isinstance(e, sympy.Symbol):
+                out_syms.append(e)
+            else:   # an output that is a constant or boolean expression: bind it
+                sym = sympy.Symbol(f"_s{seg.index}_{o.lstrip('_')}_out", real=True)
+                bind.append((sym, e))
+                out_syms.append(sym)
+        jac = S.derivatives(lifter.assignments + bind, inputs, out_syms, budget, wrt=wrt,
+                            prefix=f"_s{seg.index}_t")
+    except S.BudgetExceeded as exc:
+        return {"fallback": f"symbolic budget exceeded ({exc.reason})"}
+    except _Unliftable as exc:
+        return {"fallback": f"cannot lift {exc}"}
+    out_names = dict(zip(out_syms, outs.keys()))
+    in_names = {sym: name for name, sym in lifter.inputs.items()}
+    partials = {}
+    for (o, i), e in jac.partials.items():
+        partials[(out_names[o], in_names[i])] = e
+    return {"jac": jac, "partials": partials, "inputs": in_names, "outputs": out_names,
+            "formula": _formula(outs, lifter.assignments)}
+
+
+def _formula(outs, assignments):
+    """Each output as a formula of the segment's inputs, when that stays short."""
+    parts = []
+    for o, e in outs.items():
+        try:
+            full = _inline(assignments, e, S.Budget(max_ops=60, seconds=0.2))
+            text = S.to_python(full)
+        except (S.BudgetExceeded, Exception):
+            text = "..."
+        parts.append(f"{o} = {text}")
+    return "; ".join(parts)
+
+
+def _inline(assignments, expr, budget):
+    """``expr`` with the assignments substituted (for small loop bodies only)."""
+    for sym, e in reversed(assignments):
+        if sym in expr.free_symbols:
+            expr = expr.xreplace({sym: e})
+            budget.check(expr)
+    return expr
+
+
+def closed_form_segment(loop, seg, types, active, budget):
+    """Try the phi-calculus on ``for k in range(...)`` whose body is the one segment ``seg``.
+
+    Returns an info dict for a loop segment (``finals``: exact final values of the loop's
+    carried variables in terms of their entry values, the bounds and loop invariants, with
+    ``partials`` of those finals), or a dict with ``fallback`` saying why not."""
+    if seg.passengers:
+        return {"fallback": "the loop body reads arrays or computes indices"}
+    lifter = Lifter(seg, types)
+    try:
+        env = lifter.block(seg.stmts, {})
+        k = lifter.symbol_for(loop.var) if loop.var in lifter.inputs else sympy.Symbol(loop.var, integer=True)
+        carried = {}
+        evolving = [v for v in env if v in seg.outputs or v in lifter.inputs]
+        for v in evolving:
+            e = env.get(v)
+            if e is None:
+                continue
+            e = _inline(lifter.assignments, e, budget)
+            if types[v].kind == "bool":
+                return {"fallback": f"{v} is a boolean carried by the loop"}
+            carried[lifter.symbol_for(v)] = e
+        if not carried:
+            return {"fallback": "nothing carried"}
+
+        def bound(op):
+            if isinstance(op, Const):
+                return sympy.Integer(op.value)
+            return sympy.Symbol(op.name, integer=True)
+
+        start, stop, step = bound(loop.start), bound(loop.stop), bound(loop.step)
+        cf = S.closed_form_loop(carried, sympy.Symbol(loop.var, integer=True), start, stop, step, budget)
+        if cf is None:
+            return {"fallback": "no closed form: one coarse step per trip"}
+        finals = {}
+        assignments = []
+        outs = []
+        for sym, e in cf.finals.items():
+            fin = sympy.Symbol(f"_s{seg.index}_{sym.name.lstrip('_')}_final", real=True)
+            assignments.append((fin, e))
+            outs.append(fin)
+            finals[sym.name] = e
+        inputs = {}
+        for e in cf.finals.values():
+            for fs in e.free_symbols:
+                if fs.name in types and fs.name != loop.var:
+                    inputs[fs.name] = fs
+        wrt = [sym for name, sym in inputs.items() if name in active]
+        # Partials of the closed form by direct differentiation, without CSE: CSE would hoist
+        # divisions out of the guarded branches (a == 1) and evaluate them unconditionally.
+        partial_exprs = {}
+        for fin, e in zip(outs, cf.finals.values()):
+            for w in wrt:
+                d = sympy.diff(e, w)
+                budget.check(d)
+                if d != 0:
+                    why = _inexact(d, set(wrt))
+                    if why:
+                        return {"fallback": f"closed form kept out: its derivative {why}"}
+                    partial_exprs[(fin, w)] = d
+        jac = S.LocalJacobian(replacements=[], values={}, partials=partial_exprs,
+                              ops_before=0, ops_after=S.count_ops(list(partial_exprs.values())))
+    except S.BudgetExceeded as exc:
+        return {"fallback": f"symbolic budget exceeded ({exc.reason})"}
+    except _Unliftable as exc:
+        return {"fallback": f"cannot lift {exc}"}
+    out_names = {fin: sym.name for fin, sym in zip(outs, cf.finals)}
+    partials = {}
+    for (o, i), e in jac.partials.items():
+        partials[(out_names[o], i.name)] = e
+    return {"jac": jac, "partials": partials, "closed_form": cf, "finals": finals,
+            "n_symbol": cf.n_symbol, "finals_n": {s.name: e for s, e in cf.finals_n.items()},
+            "trip_count": cf.trip_count, "formula": cf.description,
+            "carried": [sym.name for sym in cf.finals]}
+
+
+def _inexact(expr, active):
+    """Why differentiating this closed form would not be exact everywhere, or None.
+
+    A guard on a differentiated variable (``a == 1``) has a derivative of zero on the guarded
+    point, which is wrong for removable singularities; a symbolic power of a differentiated
+    base (``a**n``) or a division by a differentiated expression breaks at zero."""
+    for node in sympy.preorder_traversal(expr):
+        if isinstance(node, sympy.Piecewise) or S.is_branch_phi(node):
+            conds = [c for _, c in node.args] if isinstance(node, sympy.Piecewise) else [node.args[0]]
+            for c in conds:
+                if not isinstance(c, bool) and getattr(c, "free_symbols", set()) & active:
+                    return "has a guard on a differentiated variable"
+        if isinstance(node, sympy.Pow):
+            base, e = node.args
+            if base.free_symbols & active and (e.free_symbols or (e.is_number and e < 0)):
+                return "has a power of a differentiated variable with a symbolic or negative exponent"
+    return None

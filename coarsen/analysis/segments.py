@@ -1,0 +1,169 @@
+"""Segment planning: which statements are differentiated together, symbolically.
+
+Requires: a typed ``ir.Function`` and its activity ``Facts``.
+Guarantees: every maximal run of *liftable* statements in a block (scalar arithmetic,
+``math`` functions, comparisons, and ``if`` statements made only of those) that holds at least
+two active operations becomes one ``Segment`` (segment of interest).  Statements the run needs
+but cannot lift (*passengers*: inactive scalar operations such as index arithmetic, and
+element reads ``a[i]``) ride along when they read nothing the run computes; they are hoisted to
+the front of the segment, which keeps Python's semantics because they depend only on values
+from before the segment.  The reverse sweep then takes one preaccumulated step per segment
+instead of one adjoint step per operation, and the tape holds only the segment's inputs.
+Segments are cut at statements that are not liftable (array operations, stores, loops):
+values used more than once inside a segment stay shared symbols when lifted, so there is no
+expression swell to cut for; the symbolic stage's size guard and time budget bound the rest.
+"""
+from __future__ import annotations
+
+from ..ir.nodes import Assign, For, If, Scalar, Segment, Store, Var, While, walk
+
+LIFT_OPS = {"add", "sub", "mul", "div", "pow", "neg", "copy", "float", "sin", "cos", "tan",
+            "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh",
+            "arctanh", "exp", "expm1", "log", "log1p", "log10", "log2", "sqrt", "erf",
+            "arctan2", "hypot", "lt", "le", "gt", "ge", "eq", "ne", "not", "truth", "or", "and"}
+BOOL_OPS = {"lt", "le", "gt", "ge", "eq", "ne", "not", "truth", "or", "and"}
+PASSENGER_OPS = {"getitem", "dim", "size", "int", "floor", "ceil", "floordiv", "mod", "add",
+                 "sub", "mul", "neg", "copy", "lt", "le", "gt", "ge", "eq", "ne", "not", "truth",
+                 "or", "and", "range_cont", "sign", "abs", "minimum", "maximum"}
+
+
+class Planner:
+    def __init__(self, fn, facts):
+        self.fn = fn
+        self.types = fn.types
+        self.f = facts
+        self.segments = []
+
+    def scalar(self, operand):
+        if isinstance(operand, Var):
+            return isinstance(self.types.get(operand.name), Scalar)
+        return True
+
+    def lifted(self, s):
+        """A statement the segment differentiates symbolically."""
+        if isinstance(s, Assign):
+            if s.op not in LIFT_OPS or not isinstance(self.types.get(s.target), Scalar):
+                return False
+            if not all(self.scalar(a) for a in s.args):
+                return False
+            t = self.types[s.target].kind
+            if s.op in BOOL_OPS:
+                return t == "bool"
+            if t == "i64" and s.op not in ("add", "sub", "mul", "neg", "copy"):
+                return False
+            return True
+        if isinstance(s, If):
+            if not self.scalar(s.cond):
+                return False
+            return all(self.lifted(x) for x in s.body + s.orelse) and (s.body or s.orelse)
+        return False
+
+    def passenger(self, s, run_defs, run_reads):
+        """A statement that may ride along: it reads nothing the run computes."""
+        if not isinstance(s, Assign) or s.op not in PASSENGER_OPS:
+            return False
+        if not isinstance(self.types.get(s.target), Scalar):
+            return False
+        if s.target in self.f.active and s.op != "getitem":
+            return False
+        if s.op == "getitem" and s.target in self.f.active and not isinstance(self.types.get(s.target), Scalar):
+            return False
+        from ..ir.nodes import uses
+        for u in uses(s):
+            if isinstance(u, Var) and u.name in run_defs:
+                return False
+        if s.target in run_defs or s.target in run_reads:
+            return False
+        return True
+
+    def active_ops(self, stmts):
+        n = 0
+        for s in walk(stmts):
+            if isinstance(s, Assign) and s.target in self.f.active and s.op not in ("copy",):
+                n += 1
+        return n
+
+    def plan(self):
+        self.fn.body = self.block(self.fn.body)
+        return self.segments
+
+    def block(self, stmts):
+        out = []
+        run, passengers = [], []
+        defs, reads = set(), set()
+
+        def flush():
+            nonlocal run, passengers, defs, reads
+            if run:
+                out.extend(self.make(run, passengers))
+            else:
+                out.extend(passengers)
+            run, passengers, defs, reads = [], [], set(), set()
+
+        for s in stmts:
+            if self.lifted(s):
+                run.append(s)
+                for st in walk([s]):
+                    if isinstance(st, Assign):
+                        defs.add(st.target)
+                    for u in _reads(st):
+                        reads.add(u)
+                continue
+            if (run or passengers) and self.passenger(s, defs, reads):
+                passengers.append(s)
+                defs.add(s.target)
+                continue
+            flush()
+            if self.passenger(s, set(), set()):
+                passengers.append(s)
+                defs.add(s.target)
+                continue
+            if isinstance(s, If):
+                s.body = self.block(s.body)
+                s.orelse = self.block(s.orelse)
+            elif isinstance(s, For):
+                s.body = self.block(s.body)
+            elif isinstance(s, While):
+                s.body = self.block(s.body)
+            out.append(s)
+        flush()
+        return out
+
+    def make(self, run, passengers):
+        if self.active_ops(run) < 2:
+            return passengers + run
+        inside = {id(x) for x in walk(run)} | {id(x) for x in passengers}
+        defined = set()
+        for st in walk(run):
+            if isinstance(st, Assign):
+                defined.add(st.target)
+        used_outside = set()
+        for st in walk(self.fn.body):
+            if id(st) in inside:
+                continue
+            for u in _reads(st):
+                used_outside.add(u)
+        outputs = sorted(v for v in defined if v in used_outside or v == self.fn.result)
+        inputs = []
+        for st in walk(run):
+            for u in _reads(st):
+                if u not in inputs:
+                    inputs.append(u)
+        loc = run[0].loc
+        seg = Segment(passengers + run, loc, len(self.segments) + 1, passengers=list(passengers),
+                      inputs=inputs, outputs=outputs)
+        lines = sorted({st.loc.lineno for st in walk(run)})
+        seg.info["lines"] = (lines[0], lines[-1])
+        self.segments.append(seg)
+        return [seg]
+
+
+def _reads(st):
+    from ..ir.nodes import uses
+    if isinstance(st, (Assign, Store, If, For, While)):
+        return [u.name for u in uses(st) if isinstance(u, Var)]
+    return []
+
+
+def plan_segments(fn, facts):
+    return Planner(fn, facts).plan()
