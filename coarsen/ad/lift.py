@@ -81,6 +81,10 @@ class Lifter:
     def expr(self, s, env):
         a = [self.val(x, env) for x in s.args]
         op = s.op
+        if op not in ("not", "or", "and", "truth", "copy"):
+            # booleans in arithmetic count as 0 and 1
+            a = [S.gamma(x, sympy.Integer(1), sympy.Integer(0)) if isinstance(x, sympy.logic.boolalg.Boolean)
+                 and not isinstance(x, sympy.Symbol) else x for x in a]
         if op == "add":
             return a[0] + a[1]
         if op == "sub":
@@ -148,10 +152,70 @@ class Lifter:
         return env
 
 
+MAX_PATHS = 4
+
+
+class _TooManyPaths(Exception):
+    pass
+
+
+def _paths(stmts):
+    """The straight-line paths through a lifted statement list: (decisions, statements)."""
+    result = [((), [])]
+    for s in stmts:
+        if isinstance(s, Assign):
+            for _, st in result:
+                st.append(s)
+            continue
+        new = []
+        for dec, st in result:
+            for flag, branch in ((True, s.body), (False, s.orelse)):
+                for dec2, st2 in _paths(branch):
+                    new.append((dec + ((s.cond, flag),) + dec2, st + st2))
+        result = new
+        if len(result) > MAX_PATHS:
+            raise _TooManyPaths()
+    return result
+
+
 def differentiate_segment(seg, types, active, budget):
-    """Lift ``seg`` and compute its local Jacobian; returns (info dict) or raises nothing."""
-    lifter = Lifter(seg, types)
+    """Lift ``seg`` and compute its local Jacobian on each path through its branches.
+
+    A segment with ``if`` statements is differentiated once per path (at most ``MAX_PATHS``),
+    each path a straight-line DAG: the reverse sweep chooses the path by the recorded
+    conditions.  (Differentiating the merged ``gamma`` form instead would let CSE evaluate a
+    branch's subexpressions, say ``sqrt(x)``, on the path where the program never does.)
+    Returns an info dict with ``paths``: [(decisions, partials, jac)], or ``fallback``."""
     lifted = [s for s in seg.stmts if not any(s is p for p in seg.passengers)]
+    try:
+        paths = _paths(lifted)
+    except _TooManyPaths:
+        return {"fallback": f"more than {MAX_PATHS} paths through its branches"}
+    out = []
+    formula = None
+    total_before = total_after = 0
+    for decisions, straight in paths:
+        info = _differentiate_path(seg, straight, types, active, budget)
+        if "fallback" in info:
+            return info
+        out.append((decisions, info["partials"], info["jac"]))
+        total_before = max(total_before, info["jac"].ops_before)
+        total_after = max(total_after, info["jac"].ops_after)
+        if formula is None or len(paths) == 1:
+            formula = info["formula"]
+    if len(paths) > 1:
+        formula = f"{len(paths)} paths through its branches"
+    merged = {}
+    for _, partials, _ in out:
+        merged.update(partials)
+    from .. import symbolic as _S
+    jac = _S.LocalJacobian(replacements=[], values={}, partials={}, ops_before=total_before,
+                           ops_after=total_after)
+    return {"paths": out, "partials": merged, "jac": jac, "formula": formula}
+
+
+def _differentiate_path(seg, lifted, types, active, budget):
+    lifter = Lifter(seg, types)
     try:
         env = lifter.block(lifted, {})
         outs = {}

@@ -356,32 +356,38 @@ class Emitter:
 
     # ------------------------------------------------------------------ segments
     def fwd_pops(self, s):
-        """Forward code of a lifted statement (with its tape pushes) and the pops that undo it."""
+        """Forward code of a lifted statement (with its tape pushes) and the pops that undo it:
+        float pops (run before the segment's step, which needs entry values) and condition pops
+        (run after it: the step chooses its path by the conditions' values in the segment)."""
         if isinstance(s, Assign):
-            fwd, pops = [], []
+            fwd, fpops, cpops = [], [], []
             if self.taped(s.target):
                 fwd += self.push(s.target)
-                pops += self.pop(s.target)
+                (fpops if self.types[s.target].kind == "f64" else cpops).extend(self.pop(s.target))
             fwd.append(B.assign(s.target, self.primal(s)))
-            return fwd, pops
-        fb, pb = self.fwd_pops_block(s.body)
-        fo, po = self.fwd_pops_block(s.orelse)
+            return fwd, fpops, cpops
+        fb, fpb, cpb = self.fwd_pops_block(s.body)
+        fo, fpo, cpo = self.fwd_pops_block(s.orelse)
         fwd = [B.if_(self.val(s.cond), fb, fo)]
-        pops = []
-        if pb or po:
-            pops = [B.if_(self.val(s.cond), pb, po)] if pb else \
-                [B.if_(B.ex(X(gast.UnaryOp(op=gast.Not(), operand=B.ex(self.val(s.cond))))), po)]
-        return fwd, pops
+
+        def branch(pb, po):
+            if not (pb or po):
+                return []
+            if pb:
+                return [B.if_(self.val(s.cond), pb, po)]
+            return [B.if_(B.ex(X(gast.UnaryOp(op=gast.Not(), operand=B.ex(self.val(s.cond))))), po)]
+        return fwd, branch(fpb, fpo), branch(cpb, cpo)
 
     def fwd_pops_block(self, stmts):
-        fwd, pops = [], []
+        fwd, fpops, cpops = [], [], []
         for st in stmts:
-            f, p = self.fwd_pops(st)
+            f, fp, cp = self.fwd_pops(st)
             if f:
                 f[0]._coarsen_loc = st.loc
             fwd += f
-            pops[:0] = p
-        return fwd, pops
+            fpops[:0] = fp
+            cpops[:0] = cp
+        return fwd, fpops, cpops
 
     def segment(self, seg):
         info = seg.info
@@ -398,13 +404,13 @@ class Emitter:
             fwd += f
             pass_rev[:0] = r
         lifted = [st for st in seg.stmts if not any(st is p for p in seg.passengers)]
-        lf, pops = self.fwd_pops_block(lifted)
+        lf, fpops, cpops = self.fwd_pops_block(lifted)
         fwd += lf
         step = self.segment_step(seg)
-        names = {n for n in _names_read(step + pops) if n in self.types}
+        names = {n for n in _names_read(step + fpops + cpops) if n in self.types}
         for n in names:
             self.reads_at.setdefault(n, []).append(seg)
-        return fwd, pops + step + pass_rev
+        return fwd, fpops + step + cpops + pass_rev
 
     def loop_segment(self, seg):
         """A loop replaced by the exact closed form of its carried values."""
@@ -457,7 +463,10 @@ class Emitter:
         info = seg.info
         partials = info["partials"]
         outs = [o for o in seg.outputs if o in self.active and any(k[0] == o for k in partials)]
-        ins = [i for i in seg.inputs if i in self.active and any(k[1] == i for k in partials)]
+        ins = []
+        for o, i in sorted(partials, key=lambda k: (k[1], k[0])):
+            if i in self.active and i not in ins:
+                ins.append(i)
         code = []
         g = {}
         for o in outs:
@@ -475,13 +484,43 @@ class Emitter:
             if intact(self.f, o) and o not in ins:
                 continue
             (code if o in ins else late_reset).append(B.assign(self.bar(o), 0.0))
+        paths = info.get("paths") or [((), partials, info["jac"])]
+        branches = []
+        for decisions, path_partials, jac in paths:
+            body = self.path_step(path_partials, jac, outs, ins, g)
+            branches.append((decisions, body))
+        if len(branches) == 1:
+            code += branches[0][1]
+        else:
+            chain = None
+            for decisions, body in reversed(branches):
+                if chain is None:
+                    chain = body or [gast.Pass()]
+                    continue
+                tests = []
+                for cond, flag in decisions:
+                    t = B.ex(self.val(cond))
+                    tests.append(t if flag else gast.UnaryOp(op=gast.Not(), operand=t))
+                test = tests[0] if len(tests) == 1 else gast.BoolOp(op=gast.And(), values=tests)
+                chain = [B.if_(test, body, chain)]
+            code += chain
+        code += late_reset
+        if code:
+            a, b = info["lines"]
+            where = f"line {a}" if a == b else f"lines {a}-{b}"
+            code[0].coarsen_comment = f"segment {seg.index} ({where}), one preaccumulated step: {info.get('formula', '')}"
+        return code
+
+    def path_step(self, partials, jac, outs, ins, g):
+        """The preaccumulated step of one straight-line path: ``in_bar += sum(d out/d in * out_bar)``."""
+        code = []
         # only the replacements the partials need (values are recomputed by the forward code)
         needed = set()
         for (o, i), e in partials.items():
             if o in outs and i in ins:
                 needed |= e.free_symbols
         keep = []
-        for sym, e in reversed(info["jac"].replacements):
+        for sym, e in reversed(jac.replacements):
             if sym in needed:
                 keep.append((sym, e))
                 needed |= e.free_symbols
@@ -498,11 +537,6 @@ class Emitter:
                 total = term if total is None else total + term
             if total is not None:
                 self.accumulate(i, total, pre_fwd, pre_rev, code)
-        code += late_reset
-        if code:
-            a, b = info["lines"]
-            where = f"line {a}" if a == b else f"lines {a}-{b}"
-            code[0].coarsen_comment = f"segment {seg.index} ({where}), one preaccumulated step: {info.get('formula', '')}"
         return code
 
     def trip_count(self, s):
@@ -625,6 +659,8 @@ class Emitter:
             return B.subscript(B.attr(f"{args[0].name}.shape"), args[1].value)
         if op == "size":
             return B.attr(f"{args[0].name}.size")
+        if op == "ndim":
+            return B.const(self.nd(args[0]))
         if op in ("sum", "mean", "prod", "amax", "amin", "std", "var"):
             return self.primal_reduction(s, v)
         if op in ("matmul", "dot"):
@@ -1108,6 +1144,9 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
         prologue[0].coarsen_comment = "prologue: copies of written inputs, tapes, initial values"
     value_name = "_value"
     mid = [B.assign(value_name, B.call("float", fn.result), comment="reverse sweep")]
+    # tape high-water marks (pushes happen only in the forward sweep), for reports
+    mid.append(B.assign("_tape_floats", B.name(FP) if em.uses_ftape else 0))
+    mid.append(B.assign("_tape_ints", B.name(IP) if em.uses_itape else 0))
     adj_init = []
     for v in sorted(facts.active | set(wrt)):
         if v in facts.set_temps:
@@ -1123,7 +1162,8 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     grads = []
     for w in wrt:
         grads.append(B.name(Emitter.bar(w)))
-    ret = B.return_(B.tuple_(value_name, gast.Tuple(elts=grads, ctx=gast.Load())))
+    ret = B.return_(B.tuple_(value_name, gast.Tuple(elts=grads, ctx=gast.Load()),
+                             B.tuple_("_tape_floats", "_tape_ints")))
     if fwd:
         fwd[0].coarsen_comment = "forward sweep" + (("\n" + fwd[0].coarsen_comment) if getattr(fwd[0], "coarsen_comment", None) else "")
     body = prologue + fwd + mid + adj_init + seed + rev + [ret]

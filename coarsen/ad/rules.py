@@ -89,7 +89,7 @@ defvjp("logaddexp", lambda x, y: fn("exp", x - fn("logaddexp", x, y)),
 
 # primitives with zero derivative everywhere they are defined
 ZERO = {"floordiv", "floor", "ceil", "sign", "lt", "le", "gt", "ge", "eq", "ne", "not", "truth",
-        "or", "and", "range_cont", "dim", "size", "int", "zeros", "ones", "empty", "eye",
+        "or", "and", "range_cont", "dim", "size", "ndim", "int", "zeros", "ones", "empty", "eye",
         "zeros_like", "ones_like", "empty_like"}
 
 # primitives coarsen evaluates but cannot differentiate (math has no digamma): allowed only

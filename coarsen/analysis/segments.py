@@ -49,9 +49,8 @@ class Planner:
             t = self.types[s.target].kind
             if s.op in BOOL_OPS:
                 return t == "bool"
-            if t == "i64" and s.op not in ("add", "sub", "mul", "neg", "copy"):
-                return False
-            return True
+            # integers ride as passengers (index arithmetic), never lifted
+            return t == "f64"
         if isinstance(s, If):
             if not self.scalar(s.cond):
                 return False
@@ -101,7 +100,9 @@ class Planner:
             run, passengers, defs, reads = [], [], set(), set()
 
         for s in stmts:
-            if self.lifted(s):
+            if self.lifted(s) and not (isinstance(s, Assign) and self.types[s.target].kind == "bool"
+                                       and s.target in defs):
+                # (a condition assigned twice in one segment could not choose its path twice)
                 run.append(s)
                 for st in walk([s]):
                     if isinstance(st, Assign):
@@ -145,10 +146,13 @@ class Planner:
                 used_outside.add(u)
         outputs = sorted(v for v in defined if v in used_outside or v == self.fn.result)
         inputs = []
+        seen = set()
         for st in walk(run):
             for u in _reads(st):
-                if u not in inputs:
+                if u not in inputs and u not in seen:
                     inputs.append(u)
+            if isinstance(st, Assign):
+                seen.add(st.target)
         loc = run[0].loc
         seg = Segment(passengers + run, loc, len(self.segments) + 1, passengers=list(passengers),
                       inputs=inputs, outputs=outputs)

@@ -17,8 +17,8 @@ import gast
 from ..errors import CoarsenError
 from ..ir.nodes import (Assign, Const, For, Function, If, Loc, NEWAXIS, Slice, Store, Var,
                         While)
-from .source import (FunctionSource, Known, Module, UserFunction, UserModule, classify,
-                     get_source, resolve)
+from .source import (FunctionSource, GlobalArray, Known, Module, UserFunction, UserModule,
+                     classify, get_source, resolve)
 
 _BINOPS = {gast.Add: "add", gast.Sub: "sub", gast.Mult: "mul", gast.Div: "div",
            gast.Pow: "pow", gast.FloorDiv: "floordiv", gast.Mod: "mod", gast.MatMult: "matmul"}
@@ -162,10 +162,11 @@ class Lowerer:
         self.result = self.namer.fresh(self.prefix + "result" if self.prefix else "_ret")
         returns = [s for s in gast.walk(gast.Module(body=body, type_ignores=[]))
                    if isinstance(s, gast.Return)]
-        if not returns:
+        if not returns and not self.prefix:
             raise self.err(node, "the function has no return statement",
                            "return a float scalar")
-        tail_only = len(returns) == 1 and body and body[-1] is returns[0]
+        self.has_return = bool(returns)
+        tail_only = (len(returns) == 1 and body and body[-1] is returns[0]) or not returns
         self.out = []
         if not tail_only:
             self.flags.ret = self.namer.fresh(self.prefix + "returned" if self.prefix else "_returned")
@@ -251,6 +252,9 @@ class Lowerer:
     def stmt_Expr(self, s):
         if isinstance(s.value, gast.Constant):
             return  # docstrings and bare constants
+        if isinstance(s.value, gast.Call) and isinstance(self.resolve_value(s.value.func, quiet=True), UserFunction):
+            self.inline(s.value, self.resolve_value(s.value.func).fn, None, discard=True)
+            return
         raise self.err(s, "expression statements (calls for their side effects) are not supported",
                        "assign the result, or remove the call (print and other I/O cannot be differentiated)")
 
@@ -393,6 +397,9 @@ class Lowerer:
         if not isinstance(base, gast.Name):
             raise self.err(base, "only subscripts of named arrays can be assigned",
                            "assign to a named array, e.g. a[i, j] = ...")
+        if base.id not in self.local_names and base.id in self.src.globals:
+            raise self.err(base, f"writing into the module-level array {base.id!r} is not supported",
+                           "pass the array as a parameter, or copy it into a local array first")
         if base.id not in self.local_names:
             raise self.err(base, f"{base.id!r} is not a local array or parameter")
         arr = Var(self.name(base.id))
@@ -645,6 +652,8 @@ class Lowerer:
         if node.id in self.local_names:
             return Var(self.name(node.id))
         val = self.resolve_value(node)
+        if isinstance(val, GlobalArray):
+            return Var(self.namer.global_array(val, self.src))
         if isinstance(val, bool) or isinstance(val, (int, float)):
             return Const(val)
         raise self.err(node, f"{node.id!r} cannot be used as a value here",
@@ -677,6 +686,15 @@ class Lowerer:
                     raise self.err(node, f"{node.attr!r} refers to something coarsen cannot differentiate",
                                    "use numbers, NumPy arrays, math/NumPy functions and plain functions")
                 return kind
+            if isinstance(base, Module) and base.kind == "linalg":
+                if node.attr == "norm":
+                    return Known("norm", "numpy")
+                if quiet:
+                    return None
+                raise self.err(node, f"np.linalg.{node.attr} is not supported",
+                               "np.linalg.norm(x) is; write other linear algebra with loops and @")
+            if isinstance(base, Module) and base.kind == "numpy" and node.attr == "linalg":
+                return Module("linalg")
             if isinstance(base, Module):
                 from .source import CONSTANTS, MATH_FUNCS, NUMPY_FUNCS
                 if node.attr in CONSTANTS:
@@ -705,7 +723,8 @@ class Lowerer:
             a = self.lower_expr(node.value)
             return self.op(node, target, "size", [a])
         if node.attr == "ndim":
-            raise self.err(node, ".ndim is not supported", "the rank is fixed per signature: write it as a constant")
+            a = self.lower_expr(node.value)
+            return self.op(node, target, "ndim", [a])
         if node.attr == "shape":
             raise self.err(node, "use .shape[k] or unpack it: n, m = a.shape")
         raise self.err(node, f"attribute .{node.attr} is not supported here",
@@ -976,6 +995,13 @@ class Lowerer:
             col = self.op(node, None, "getitem", [ra], index=(Slice(None, None, None), NEWAXIS))
             row = self.op(node, None, "getitem", [rb], index=(NEWAXIS, Slice(None, None, None)))
             return self.op(node, target, "mul", [col, row])
+        if op == "norm":
+            if len(args) != 1:
+                raise self.err(node, "np.linalg.norm is supported with one argument (the 2-norm / Frobenius norm)")
+            x = self.lower_expr(args[0])
+            sq = self.op(node, None, "mul", [x, x])
+            tot = self.op(node, None, "sum", [sq], attrs=(("axis", None), ("keepdims", False)))
+            return self.op(node, target, "sqrt", [tot])
         if op == "expand_dims":
             a = self.lower_expr(args[0])
             ax = self._static_int(args[1], "axis")
@@ -996,19 +1022,38 @@ class Lowerer:
         return self.op(node, target, op, ops)
 
     # ------------------------------------------------------------------ inlining
-    def inline(self, node, fn, target):
+    def inline(self, node, fn, target, discard=False):
         if fn in self.stack:
             raise self.err(node, f"recursive call to {fn.__name__}() is not supported",
                            "rewrite the recursion as a loop")
-        if node.keywords:
-            raise self.err(node, "keyword arguments in calls to user functions are not supported",
-                           "pass arguments by position")
         sub_src = get_source(fn)
         k = self.namer.inline_count(fn.__name__)
-        sub = Lowerer(sub_src, self.namer, prefix=f"{fn.__name__}{k}_", stack=self.stack)
-        if len(node.args) != len(sub.params):
+        sub = Lowerer(sub_src, self.namer, prefix=f"{fn.__name__.strip('_')}{k}_", stack=self.stack)
+        # bind positional, keyword and default arguments as Python does
+        bound = [None] * len(sub.params)
+        if len(node.args) > len(sub.params):
             raise self.err(node, f"{fn.__name__}() takes {len(sub.params)} arguments, got {len(node.args)}")
-        args = [self.lower_expr(a) for a in node.args]
+        for j, a in enumerate(node.args):
+            bound[j] = a
+        for kw in node.keywords:
+            if kw.arg is None or kw.arg not in sub.params:
+                raise self.err(node, f"{fn.__name__}() has no parameter {kw.arg!r}")
+            j = sub.params.index(kw.arg)
+            if bound[j] is not None:
+                raise self.err(node, f"{fn.__name__}() got two values for {kw.arg!r}")
+            bound[j] = kw.value
+        defaults = fn.__defaults__ or ()
+        for j in range(len(sub.params)):
+            if bound[j] is None:
+                d = j - (len(sub.params) - len(defaults))
+                if d < 0:
+                    raise self.err(node, f"{fn.__name__}() is missing the argument {sub.params[j]!r}")
+                dv = defaults[d]
+                if not isinstance(dv, (int, float, bool)):
+                    raise self.err(node, f"the default of {sub.params[j]!r} is not a number",
+                                   "pass the argument explicitly")
+                bound[j] = gast.Constant(value=dv, kind=None)
+        args = [self.lower_expr(a) for a in bound]
         rebound = set()
         for n in gast.walk(sub_src.node):
             if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
@@ -1022,6 +1067,10 @@ class Lowerer:
                 self.emit(Assign(sub.rename[p], "copy", (a,), loc))
         body = sub.lower_function()
         self.out.extend(body)
+        if not sub.has_return:
+            if not discard:
+                raise self.err(node, f"{fn.__name__}() returns nothing, so its value cannot be used")
+            return Const(0.0)
         res = Var(sub.result)
         if target is not None:
             self.emit(Assign(target, "copy", (res,), loc))
@@ -1049,6 +1098,7 @@ class Namer:
         self.used = set()
         self.count = 0
         self.inlines = {}
+        self.globals = {}
 
     def user(self, name):
         new = name
@@ -1074,6 +1124,15 @@ class Namer:
         self.used.add(name)
         return name
 
+    def global_array(self, ga, src):
+        """The parameter name under which a module-level array enters the gradient."""
+        for name, (obj, _) in self.globals.items():
+            if obj is ga.value:
+                return name
+        name = self.fresh("g_" + ga.name.lower().strip("_"))
+        self.globals[name] = (ga.value, ga.name)
+        return name
+
     def inline_count(self, fname):
         self.inlines[fname] = self.inlines.get(fname, 0) + 1
         return "" if self.inlines[fname] == 1 else str(self.inlines[fname])
@@ -1087,4 +1146,6 @@ def lower(fn) -> Function:
     for p, q in zip(lw.params, params):
         lw.rename[p] = q
     body = lw.lower_function()
-    return Function(src.fn.__name__, params, body, lw.result, src.filename), lw.params
+    fn_ir = Function(src.fn.__name__, params + list(namer.globals), body, lw.result, src.filename)
+    fn_ir.global_arrays = [obj for obj, _ in namer.globals.values()]
+    return fn_ir, lw.params

@@ -14,7 +14,7 @@ import inspect
 import math
 import textwrap
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import gast
 import numpy as np
@@ -164,6 +164,13 @@ class Known:
 
 
 @dataclass(frozen=True)
+class GlobalArray:
+    """A NumPy array bound to a module-level name: a read-only input of the gradient."""
+    name: str
+    value: object = field(compare=False, hash=False)
+
+
+@dataclass(frozen=True)
 class UserModule:
     module: types.ModuleType
 
@@ -212,10 +219,12 @@ def classify(value):
 
 def resolve(src: FunctionSource, name: str):
     """Resolve a free (non-local) name of ``src``; returns a classification or raises KeyError."""
-    if name in src.closure:
-        return classify(src.closure[name]), src.closure[name]
-    if name in src.globals:
-        return classify(src.globals[name]), src.globals[name]
+    for scope in (src.closure, src.globals):
+        if name in scope:
+            value = scope[name]
+            if isinstance(value, np.ndarray):
+                return GlobalArray(name, value), value
+            return classify(value), value
     if hasattr(builtins, name) and name in BUILTIN_FUNCS:
         return Known(BUILTIN_FUNCS[name], "builtin"), getattr(builtins, name)
     raise KeyError(name)

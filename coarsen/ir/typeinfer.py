@@ -241,7 +241,7 @@ class Inference:
             if not 0 <= k < ts[0].ndim:
                 raise _err(s, f"shape index {k} out of range for a {ts[0].ndim}-D array")
             return I64
-        if op == "size":
+        if op in ("size", "ndim"):
             return I64
         if op in ("sum", "prod", "amax", "amin", "mean", "std", "var"):
             a = ts[0]
