@@ -170,8 +170,20 @@ class Emitter:
         for k, tape, pos in ((kf, FT, FP), (ki, IT, IP)):
             if k:
                 need = X(B.name(pos)) + (X(k) if trips is None else X(k) * trips)
-                out.append(B.assign(tape, B.call(self.helper("_reserve"), tape, need)))
+                if self.workspace:
+                    out.append(self.workspace_check(tape, need))
+                else:
+                    out.append(B.assign(tape, B.call(self.helper("_reserve"), tape, need)))
         return out
+
+    workspace = False
+
+    def workspace_check(self, tape, need):
+        """Workspace mode (CUDA): tapes are fixed slices; on overflow flag it and stop."""
+        zeros = [B.const(0.0) for _ in self.wrt]
+        ret = B.return_(B.tuple_(0.0, gast.Tuple(elts=zeros, ctx=gast.Load()), B.tuple_(0, 0)))
+        return B.if_(B.compare(need, ">", B.subscript(B.attr(f"{tape}.shape"), 0)),
+                     [B.assign(B.subscript("_status", 0), 1), ret])
 
     def pop(self, name):
         t = self.types[name]
@@ -1080,9 +1092,21 @@ def _comment_pass(stmts, last=None):
     return last
 
 
-def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_seconds=2.0):
-    """Build the derivative module for a typed IR function (see the module docstring)."""
+def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_seconds=2.0,
+                     workspace=False):
+    """Build the derivative module for a typed IR function (see the module docstring).
+
+    ``workspace=True`` (for CUDA) requires scalar code only: the tapes are not allocated but
+    passed in as the extra parameters ``_ftape``, ``_itape`` (per-thread slices of one
+    preallocated workspace) with ``_status`` (an int64 array: ``_status[0] = 1`` when a tape
+    would overflow, and the function returns zeros at once)."""
     types = fn.types
+    if workspace:
+        for v, t in types.items():
+            if isinstance(t, Array):
+                raise CoarsenError(f"the CUDA target supports functions of scalars only; {v!r} is an array",
+                                   filename=fn.filename,
+                                   hint="use target='cpu' (batched with prange) for functions with arrays")
     segments = []
     if coarsen:
         from ..analysis.segments import plan_segments
@@ -1117,6 +1141,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
             tbr.add(v)
     # phase 2
     em = Emitter(fn, wrt, facts, tbr)
+    em.workspace = workspace
     fwd, rev = em.block(fn.body)
     top_f, top_i = em.count_f, em.count_i
     prologue = []
@@ -1134,12 +1159,19 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
         inits.setdefault(v, t)
     for v in sorted(inits):
         prologue.append(B.assign(v, _init_value(inits[v])))
-    if em.uses_ftape:
-        prologue.append(B.assign(FT, B.call("np.empty", top_f + 64)))
+    if workspace:
         prologue.append(B.assign(FP, 0))
-    if em.uses_itape:
-        prologue.append(B.assign(IT, B.call("np.empty", top_i + 64, B.attr("np.int64"))))
         prologue.append(B.assign(IP, 0))
+        for k, tape in ((top_f, FT), (top_i, IT)):
+            if k:
+                prologue.append(em.workspace_check(tape, X(k)))
+    else:
+        if em.uses_ftape:
+            prologue.append(B.assign(FT, B.call("np.empty", top_f + 64)))
+            prologue.append(B.assign(FP, 0))
+        if em.uses_itape:
+            prologue.append(B.assign(IT, B.call("np.empty", top_i + 64, B.attr("np.int64"))))
+            prologue.append(B.assign(IP, 0))
     if prologue:
         prologue[0].coarsen_comment = "prologue: copies of written inputs, tapes, initial values"
     value_name = "_value"
@@ -1173,7 +1205,8 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
         loc = getattr(st, "_coarsen_loc", None)
         if loc is not None:
             st.coarsen_comment = "forward sweep\n" + loc.text
-    func = B.funcdef(entry_name, fn.params, body)
+    params = list(fn.params) + ([FT, IT, "_status"] if workspace else [])
+    func = B.funcdef(entry_name, params, body)
     helpers = helper_source(sorted(em.helpers)) if em.helpers else ""
     header = gast.parse("import math\nimport numpy as np\n")
     helper_mod = gast.parse(helpers) if helpers else gast.Module(body=[], type_ignores=[])
