@@ -221,6 +221,58 @@ def _tangent_fn(mod, args):
     return run
 
 
+#: tools whose generated, unchecked machine code could crash the process: probed in a child
+CRASH_GUARDED = ("coarsen", "coarsen_fine")
+PROBE_TIMEOUT_S = 600.0
+
+
+class Crashed(Exception):
+    """The tool's first call killed a forked child (e.g. a segfault): reported, not run."""
+
+
+def probe_crash(fn, timeout_s=PROBE_TIMEOUT_S):
+    """Run ``fn()`` once in a forked child; return a message when the child died of a signal
+    (segfault, abort), else None.  Python exceptions are not reported here: the parent's own
+    call raises them again with their message.  Numba's on-disk cache (``cache=True``) makes
+    the parent's compilation after the child's a cache load.  Without ``os.fork`` (Windows),
+    or when the child does not finish within ``timeout_s``, the probe is inconclusive (None)."""
+    if not hasattr(os, "fork"):
+        return None
+    sys.stdout.flush()
+    sys.stderr.flush()
+    import warnings
+    with warnings.catch_warnings():
+        # JAX warns about fork() with its threads; the child runs only the Numba gradient
+        warnings.simplefilter("ignore", RuntimeWarning)
+        pid = os.fork()
+    if pid == 0:  # child
+        code = 0
+        try:
+            fn()
+        except BaseException:
+            code = 3
+        os._exit(code)
+    t_end = time.monotonic() + timeout_s
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > t_end:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(0.02)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            import signal
+            name = signal.Signals(sig).name
+        except (ValueError, AttributeError):
+            name = str(sig)
+        return f"crashed with {name} in the compiled gradient (probed in a child process)"
+    return None
+
+
 @dataclass
 class Prepared:
     fn: Callable
@@ -249,6 +301,12 @@ def prepare(tool, mod, args) -> Prepared:
         fn = _tangent_fn(mod, args)
     else:
         raise ValueError(f"unknown tool {tool!r}")
+    if tool in CRASH_GUARDED:
+        # generated code runs without bounds checks: a wrong tape size is a segfault, which
+        # would end the whole run; probe the first call in a forked child first
+        crash = probe_crash(fn)
+        if crash:
+            raise Crashed(crash)
     t0 = time.perf_counter()
     out = fn()
     info["first_call_s"] = time.perf_counter() - t0
@@ -383,6 +441,8 @@ def _measure_group(mod, size, tools, cfg, prog, label):
             r = {"status": "missing", "message": str(e)}
         except Unsupported as e:
             r = {"status": "unsupported", "message": str(e)}
+        except Crashed as e:
+            r = {"status": "crashed", "message": str(e)}
         except Exception as e:
             r = {"status": "failed", "message": f"{type(e).__name__}: {_first_line(e)}"}
         res[tool] = r
@@ -598,7 +658,7 @@ def _status_cell(r):
     st = r.get("status")
     if st == "mismatch":
         return f"MISMATCH {r.get('err', float('nan')):.1e} vs {r.get('ref')}"
-    if st in ("failed", "unsupported", "missing"):
+    if st in ("failed", "unsupported", "missing", "crashed"):
         return f"{st.upper()}: {r.get('message', '')}"[:90].replace("|", "/")
     return None
 
@@ -624,6 +684,70 @@ def _geomean(vals):
     return float(math.exp(sum(math.log(v) for v in vals) / len(vals)))
 
 
+def _tool_median(case, tool):
+    r = case["tools"].get(tool, {})
+    if r.get("status") != "ok" or r.get("reduced_size"):
+        return None
+    return r.get("median_s")
+
+
+def render_summary(result) -> str:
+    """The headline table: coarse against fine-grained AD (the paper's claim) per app and size,
+    with the hand-written gradient, ``g.tape_bytes`` and tracemalloc peaks; geomeans per size."""
+    cases = result["cases"]
+    tools = result["meta"]["tools"]
+    if not ("coarsen" in tools and "coarsen_fine" in tools):
+        return ""
+    lines = ["## Coarse vs fine-grained AD (summary)", "",
+             "speedup = fine median / coarse median; tape = `g.tape_bytes` of one call; peak = "
+             "tracemalloc peak of one call; hw = hand-written gradient.", ""]
+    lines.append("| app | size | coarse | fine | speedup fine/coarse | coarse / hw "
+                 "| tape coarse | tape fine | peak coarse | peak fine |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+    per_size: dict = {}
+    for c in cases:
+        rc, rf = c["tools"].get("coarsen", {}), c["tools"].get("coarsen_fine", {})
+        tc, tf = _tool_median(c, "coarsen"), _tool_median(c, "coarsen_fine")
+        th = _tool_median(c, "handwritten")
+        sp = tf / tc if tc and tf else None
+        vh = tc / th if tc and th else None
+        tbc, tbf = rc.get("tape_bytes"), rf.get("tape_bytes")
+        tape_ratio = (tbf / tbc) if tbc and tbf else None
+        pc, pf = rc.get("peak_bytes"), rf.get("peak_bytes")
+        ps = per_size.setdefault(c["size"], {"speedup": [], "vs_hw": [], "tape": [], "peak": []})
+        ps["speedup"].append(sp)
+        ps["vs_hw"].append(vh)
+        ps["tape"].append(tape_ratio)
+        ps["peak"].append(pf / pc if pc and pf else None)
+
+        def cell(r, t):
+            st = _status_cell(r) if r else "-"
+            return st[:40] if st else _fmt_time(t)
+
+        def tape(b, r):
+            if r.get("status") != "ok":
+                return "-"
+            return "0 B" if b == 0 else (_fmt_bytes(b) if b is not None else "n/a")
+
+        lines.append(
+            f"| {c['app']} {_dims(c)} | {c['size']} | {cell(rc, tc)} | {cell(rf, tf)} | "
+            f"{'-' if sp is None else f'{sp:.3g}x'} | {'-' if vh is None else f'{vh:.3g}'} | "
+            f"{tape(tbc, rc)} | {tape(tbf, rf)} | "
+            f"{_fmt_bytes(pc) if pc is not None else '-'} | "
+            f"{_fmt_bytes(pf) if pf is not None else '-'} |")
+    lines.append("")
+    for size, ps in per_size.items():
+        def g(k):
+            v = _geomean(ps[k])
+            n = len([x for x in ps[k] if x])
+            return "-" if v is None else f"{v:.3g} (over {n} apps)"
+        lines.append(f"- size {size}: geomean speedup fine/coarse {g('speedup')}; coarse / "
+                     f"hand-written {g('vs_hw')}; tape fine/coarse {g('tape')} (apps where both "
+                     f"tapes are non-empty); peak fine/coarse {g('peak')}")
+    lines.append("")
+    return "\n".join(lines)
+
+
 def render_markdown(result) -> str:
     meta = result["meta"]
     cases = result["cases"]
@@ -645,6 +769,9 @@ def render_markdown(result) -> str:
                  f"compilation plus one run); both use on-disk caches, so a rerun shows cache "
                  f"loads.")
     lines.append("")
+    summary = render_summary(result)
+    if summary:
+        lines += [summary, ""]
     sizes = [s for s in apps.SIZES if any(c["size"] == s for c in cases)]
     missing_notes = {}
     for size in sizes:
@@ -832,6 +959,9 @@ def main(argv=None):
     )
     result = run(cfg)
     print(render_markdown(result))
+    summary = render_summary(result)
+    if summary:  # the headline again, last, so it is what a terminal shows
+        print("\n" + summary)
     print(f"\nwrote {cfg.out / 'results.md'}, {cfg.out / 'results.json'}"
           + (f" and {len(result.get('plots', []))} plots" if result.get("plots") else ""))
     return 0

@@ -50,6 +50,7 @@ class Emitter:
         self.depth = 0
         self.recompute = {}
         self.reads_at = {}
+        self.region = self.new_region()
         self.find_recomputable(fn.body)
 
     # ------------------------------------------------------------------ naming
@@ -146,35 +147,69 @@ class Emitter:
     # (before a range loop for all its trips, per trip in a while loop, at entry for the rest).
     def push_float(self, value):
         self.uses_ftape = True
-        self.count_f += 1
+        self.region["f"] += 1
         return [B.assign(B.subscript(FT, B.name(FP)), value), B.augassign(FP, "+", 1)]
 
     def push_int(self, value):
         self.uses_itape = True
-        self.count_i += 1
+        self.region["i"] += 1
         return [B.assign(B.subscript(IT, B.name(IP)), value), B.augassign(IP, "+", 1)]
 
-    count_f = 0
-    count_i = 0
+    @property
+    def count_f(self):
+        return self.region["f"]
+
+    @property
+    def count_i(self):
+        return self.region["i"]
+
+    def new_region(self):
+        return {"f": 0, "i": 0, "nested": False, "holders": []}
 
     def enter_region(self):
-        saved = (self.count_f, self.count_i)
-        self.count_f = self.count_i = 0
+        saved = self.region
+        self.region = self.new_region()
         return saved
 
-    def leave_region(self, saved, trips):
-        """Reservation statements for the pushes counted since ``enter_region``."""
-        kf, ki = self.count_f, self.count_i
-        self.count_f, self.count_i = saved
+    def reserve_stmt(self, tape, pos, k_node, trips=None):
+        need = X(B.name(pos)) + (X(k_node) if trips is None else X(k_node) * trips)
+        if self.workspace:
+            return self.workspace_check(tape, need)
+        return B.assign(tape, B.call(self.helper("_reserve"), tape, need))
+
+    def rest_holders(self):
+        """Placeholders, after a nested loop, re-reserving the enclosing region's pushes per
+        trip (the nested loop may have used the room reserved before it)."""
         out = []
-        for k, tape, pos in ((kf, FT, FP), (ki, IT, IP)):
-            if k:
-                need = X(B.name(pos)) + (X(k) if trips is None else X(k) * trips)
-                if self.workspace:
-                    out.append(self.workspace_check(tape, need))
-                else:
-                    out.append(B.assign(tape, B.call(self.helper("_reserve"), tape, need)))
+        for tape, pos, key in ((FT, FP, "f"), (IT, IP, "i")):
+            k = gast.Constant(value=0, kind=None)
+            node = self.reserve_stmt(tape, pos, k)
+            self.region["holders"].append((key, k, node))
+            out.append(node)
+        self.region["nested"] = True
         return out
+
+    def close_holders(self, region):
+        for key, k, node in region["holders"]:
+            k.value = region[key]
+            if region[key] == 0:
+                node._coarsen_drop = True
+
+    def leave_region(self, saved, trips):
+        """Reservation statements for the pushes counted since ``enter_region``: all trips
+        up front for a loop body without nested loops, else per trip (and after each nested
+        loop, through the placeholders)."""
+        region = self.region
+        self.region = saved
+        self.close_holders(region)
+        out = []
+        for tape, pos, key in ((FT, FP, "f"), (IT, IP, "i")):
+            k = region[key]
+            if k:
+                per_trip = trips is None or region["nested"]
+                out.append(self.reserve_stmt(tape, pos, k, None if per_trip else trips))
+        per_trip = trips is None or region["nested"]
+        return out, per_trip
 
     workspace = False
 
@@ -325,10 +360,14 @@ class Emitter:
             self.depth += 1
             saved = self.enter_region()
             bf, br = self.block(s.body)
-            reserve = self.leave_region(saved, self.trip_count(s))
+            reserve, per_trip = self.leave_region(saved, self.trip_count(s))
             self.depth -= 1
             args = self.range_args(s)
-            fwd = reserve + [B.for_range(s.var, args, bf)]
+            if per_trip:
+                fwd = [B.for_range(s.var, args, reserve + bf)]
+            else:
+                fwd = reserve + [B.for_range(s.var, args, bf)]
+            fwd += self.rest_holders()
             if not br:
                 return fwd, []
             rev = self.reverse_range(s, br)
@@ -338,13 +377,14 @@ class Emitter:
             tf, tr = self.block(s.test_body)
             saved = self.enter_region()
             bf, br = self.block(s.body)
-            bf = self.leave_region(saved, None) + bf
+            reserve, _ = self.leave_region(saved, None)
+            bf = reserve + bf
             self.depth -= 1
             if tr:
                 raise _err(s, "internal: a loop condition needs reverse code")
             if not br:
                 body = tf + [B.if_(B.ex(X(gast.UnaryOp(op=gast.Not(), operand=B.ex(self.val(s.test))))), [B.break_()])] + bf
-                return [B.while_(B.const(True), body)], []
+                return [B.while_(B.const(True), body)] + self.rest_holders(), []
             trips = self.fresh("_trips")
             self.types[trips] = Scalar("i64")
             self.f.defs[trips] = 1
@@ -359,6 +399,7 @@ class Emitter:
             body = tf + [B.if_(B.ex(X(gast.UnaryOp(op=gast.Not(), operand=B.ex(self.val(s.test))))), [B.break_()])] \
                 + bf + [B.augassign(trips, "+", 1)]
             fwd.append(B.while_(B.const(True), body))
+            fwd += self.rest_holders()
             r = self.fresh("_trip")
             rev = [B.for_range(r, [B.name(trips)], br)]
             if self.taped(trips):
@@ -1022,6 +1063,21 @@ def _replace_loop(block, loop, seg):
     return False
 
 
+def _drop_marked(stmts):
+    """Remove the reservation placeholders that turned out to reserve nothing."""
+    out = []
+    for st in stmts:
+        if getattr(st, "_coarsen_drop", False):
+            continue
+        for field in ("body", "orelse"):
+            sub = getattr(st, field, None)
+            if isinstance(sub, list) and sub:
+                new = _drop_marked(sub)
+                setattr(st, field, new or [gast.Pass()])
+        out.append(st)
+    return out
+
+
 def _names_read(nodes):
     out = set()
     for n in nodes:
@@ -1144,6 +1200,8 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     em.workspace = workspace
     fwd, rev = em.block(fn.body)
     top_f, top_i = em.count_f, em.count_i
+    em.close_holders(em.region)
+    fwd = _drop_marked(fwd)
     prologue = []
     for p in fn.params:
         if p in facts.stored and isinstance(types[p], Array):
