@@ -152,7 +152,8 @@ class _Gen:
             return self.read(ctx)
         if ctx["ints"] and r < 0.9:
             self.features.add("int_in_float")
-            return f"{self.choice(ctx['ints'])[0]}"
+            i = self.choice(ctx["ints"])[0]
+            return self.choice([f"({i} + 0.5)", f"0.25 * {i}", f"{i} * 1.0"])
         return self.choice(ctx["floats"])
 
     def index(self, ctx, arr):
@@ -689,7 +690,7 @@ def _replace(tree, old, new):
                         return
 
 
-def minimize(source, make_args, args_text, kind, *, targets=("python",), max_checks=400,
+def minimize(source, make_args, args_text, kind, *, targets=("python",), max_checks=200,
              log=None):
     """Shrink ``source`` while ``check_source`` keeps failing with the same ``kind``.
 

@@ -26,8 +26,9 @@ def _const(v):
         return sympy.true if v else sympy.false
     if isinstance(v, int):
         return sympy.Integer(v)
-    if math.isfinite(v) and float(v).is_integer():
-        return sympy.Float(v)
+    if math.isfinite(v) and float(v).is_integer() and abs(v) < 2 ** 53:
+        # exact small integers: SymPy simplifies 1 - p, 2*x... (true division keeps Python floats)
+        return sympy.Integer(int(v))
     if not math.isfinite(v):
         raise _Unliftable("non-finite constant")
     return sympy.Float(v, 17)
@@ -120,12 +121,14 @@ class Lifter:
             return sympy.And(a[0], a[1])
         raise _Unliftable(op)
 
+    inline = frozenset()
+
     def block(self, stmts, env):
         for s in stmts:
             if isinstance(s, Assign):
                 e = self.expr(s, env)
                 if self.types[s.target].kind == "bool" or s.op in ("copy", "float", "truth") \
-                        or isinstance(e, (sympy.Symbol, sympy.Number)):
+                        or isinstance(e, (sympy.Symbol, sympy.Number)) or s.target in self.inline:
                     env[s.target] = e        # booleans and copies stay inline
                 else:
                     sym = self.fresh(s.target)
@@ -214,8 +217,28 @@ def differentiate_segment(seg, types, active, budget):
     return {"paths": out, "partials": merged, "jac": jac, "formula": formula}
 
 
+def _single_use_temps(seg, lifted):
+    """Compiler temporaries used once inside the segment and nowhere else: they are inlined
+    into their one use (shared values stay symbols), so SymPy sees whole formulas such as the
+    logistic sigmoid ``1/(1 + exp(-z))``."""
+    from ..analysis.activity import is_temp
+    from ..ir.nodes import uses, walk
+    counts = {}
+    for st in walk(lifted):
+        for u in uses(st):
+            if isinstance(u, Var):
+                counts[u.name] = counts.get(u.name, 0) + 1
+    defs = {}
+    for st in walk(lifted):
+        if isinstance(st, Assign):
+            defs[st.target] = defs.get(st.target, 0) + 1
+    return frozenset(v for v, n in counts.items() if n == 1 and defs.get(v) == 1 and is_temp(v)
+                     and v not in seg.outputs)
+
+
 def _differentiate_path(seg, lifted, types, active, budget):
     lifter = Lifter(seg, types)
+    lifter.inline = _single_use_temps(seg, lifted)
     try:
         env = lifter.block(lifted, {})
         outs = {}

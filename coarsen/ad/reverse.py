@@ -77,6 +77,16 @@ class Emitter:
     def taped(self, name):
         return name in self.tbr and not intact(self.f, name)
 
+    tape_sites = frozenset()
+
+    def taped_at(self, s):
+        """Must the assignment ``s`` save the value it overwrites?  Arrays: when the variable
+        is to be recorded at all; scalars: when ``s`` may overwrite a value the reverse sweep
+        still reads (``_tape_sites``)."""
+        if isinstance(self.types.get(s.target), Array):
+            return self.taped(s.target)
+        return id(s) in self.tape_sites and not intact(self.f, s.target)
+
     def helper(self, name):
         self.helpers.add(name)
         return name
@@ -414,7 +424,7 @@ class Emitter:
         (run after it: the step chooses its path by the conditions' values in the segment)."""
         if isinstance(s, Assign):
             fwd, fpops, cpops = [], [], []
-            if self.taped(s.target):
+            if self.taped_at(s):
                 fwd += self.push(s.target)
                 (fpops if self.types[s.target].kind == "f64" else cpops).extend(self.pop(s.target))
             fwd.append(B.assign(s.target, self.primal(s)))
@@ -461,8 +471,14 @@ class Emitter:
         fwd += lf
         step = self.segment_step(seg)
         names = {n for n in _names_read(step + fpops + cpops) if n in self.types}
+        inner_defs = {p.target for p in seg.passengers}
+        for st in walk(lifted):
+            if isinstance(st, Assign) and self.types[st.target].kind == "bool":
+                inner_defs.add(st.target)
         for n in names:
-            self.reads_at.setdefault(n, []).append(seg)
+            # values made inside the segment (passengers, conditions) are read at its end,
+            # the others (entry values) at its start
+            self.reads_at.setdefault(n, []).append(("end", seg) if n in inner_defs else seg)
         return fwd, fpops + step + cpops + pass_rev
 
     def loop_segment(self, seg):
@@ -482,8 +498,12 @@ class Emitter:
             fwd.append(B.assign(t, B.call(conv, self.sym_expr(e))))
             tmps.append((v, t))
         pops = []
+        inner = {}
+        for st in walk(seg.stmts):
+            if isinstance(st, Assign):
+                inner[st.target] = inner.get(st.target, False) or self.taped_at(st)
         for v, t in tmps:
-            if self.taped(v):
+            if inner.get(v):
                 fwd += self.push(v)
                 pops[:0] = self.pop(v)
             fwd.append(B.assign(v, B.name(t)))
@@ -804,11 +824,12 @@ class Emitter:
         t = s.target
         fwd = []
         pre_fwd, pre_rev = [], []
-        if self.taped(t):
+        taped = self.taped_at(s)
+        if taped:
             fwd += self.push(t)
         fwd.append(B.assign(t, self.primal(s)))
         rev = []
-        if self.taped(t):
+        if taped:
             rev += self.pop(t)
         if t not in self.active:
             return fwd, rev
@@ -1124,6 +1145,58 @@ def _to_be_recorded(fn, reads_at):
     return out
 
 
+def _tape_sites(fn, reads_at):
+    """The scalar assignments that must save the value they overwrite.
+
+    A forward may-analysis over the structured IR: a variable is *pending* from a point whose
+    reverse code reads its value until the next assignment to it; an assignment met while its
+    variable is pending overwrites a value the reverse sweep will read, so it is taped.
+    (An accumulator read only after its loop, say, is then taped once per outer trip, not once
+    per inner trip.)  Loops iterate to a fixpoint; both arms of an ``if`` are joined."""
+    from ..ir.nodes import Segment
+    start, end = {}, {}
+    for v, readers in reads_at.items():
+        for r in readers:
+            if isinstance(r, tuple):
+                end.setdefault(id(r[1]), set()).add(v)
+            else:
+                start.setdefault(id(r), set()).add(v)
+    marked = set()
+
+    def flow(block, pending):
+        pending = set(pending)
+        for st in block:
+            pending |= start.get(id(st), set())
+            if isinstance(st, Assign):
+                if st.target in pending:
+                    marked.add(id(st))
+                pending.discard(st.target)
+            elif isinstance(st, If):
+                pending = flow(st.body, pending) | flow(st.orelse, pending)
+            elif isinstance(st, For):
+                pending = loop(st.body, pending)
+            elif isinstance(st, While):
+                pending = flow(st.test_body, pending)
+                pending = loop(st.test_body + st.body, pending)
+            elif isinstance(st, Segment):
+                pending = flow(st.stmts, pending)
+            pending |= end.get(id(st), set())
+        return pending
+
+    def loop(body, pending):
+        entry = set(pending)
+        out = set()
+        for _ in range(4):
+            new = flow(body, entry | out)
+            if new <= out:
+                break
+            out |= new
+        return entry | out
+
+    flow(fn.body, set())
+    return frozenset(marked)
+
+
 def _init_value(t):
     if isinstance(t, Array):
         dt = {"f64": [], "i64": [B.attr("np.int64")], "bool": [B.attr("np.bool_")]}[t.dtype]
@@ -1191,12 +1264,16 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     # phase 1: which primal variables does the reverse sweep read?
     probe = Emitter(fn, wrt, facts)
     probe.block(fn.body)
-    tbr = _to_be_recorded(fn, probe.reads_at)
+    plain_reads = {v: [r for r in rs if not isinstance(r, tuple)] + [r[1] for r in rs if isinstance(r, tuple)]
+                   for v, rs in probe.reads_at.items()}
+    tbr = _to_be_recorded(fn, plain_reads)
+    sites = _tape_sites(fn, probe.reads_at)
     for v in facts.active:
         if isinstance(types.get(v), Array) and not intact(facts, v) and v not in facts.set_temps:
             tbr.add(v)
     # phase 2
     em = Emitter(fn, wrt, facts, tbr)
+    em.tape_sites = sites
     em.workspace = workspace
     fwd, rev = em.block(fn.body)
     top_f, top_i = em.count_f, em.count_i
@@ -1208,8 +1285,11 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
             prologue.append(B.assign(p, B.call(gast.Attribute(value=B.name(p), attr="copy", ctx=gast.Load()))))
     inits = {}
     for v in sorted(tbr):
-        if v not in fn.params and em.taped(v) and v in types:
+        if v not in fn.params and em.taped(v) and v in types and isinstance(types[v], Array):
             inits[v] = types[v]
+    for st in walk(fn.body):
+        if isinstance(st, Assign) and st.target not in fn.params and em.taped_at(st):
+            inits[st.target] = types[st.target]
     for v in sorted(facts.active):
         if v not in fn.params and isinstance(types.get(v), Array) and v not in facts.set_temps:
             inits[v] = types[v]

@@ -144,7 +144,6 @@ class Planner:
                 continue
             for u in _reads(st):
                 used_outside.add(u)
-        outputs = sorted(v for v in defined if v in used_outside or v == self.fn.result)
         inputs = []
         seen = set()
         for st in walk(run):
@@ -153,6 +152,9 @@ class Planner:
                     inputs.append(u)
             if isinstance(st, Assign):
                 seen.add(st.target)
+        # live out: read after the segment, or read by it before being assigned (in a loop, the
+        # next trip reads the value this trip leaves: a loop-carried value)
+        outputs = sorted(v for v in defined if v in used_outside or v in inputs or v == self.fn.result)
         loc = run[0].loc
         seg = Segment(passengers + run, loc, len(self.segments) + 1, passengers=list(passengers),
                       inputs=inputs, outputs=outputs)

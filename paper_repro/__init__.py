@@ -1,0 +1,1 @@
+"""Regenerate the claims of "Coarsening Optimization for Differentiable Programming" on coarsen."""
