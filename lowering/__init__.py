@@ -9,12 +9,16 @@ Speaks Python ASTs (gast) and Numba only; never imports ``coarsen``. Modules:
 * ``export``: ``export_module(source, path, *, header)`` (standalone file: math/numpy/numba only)
 * ``batch``: ``batch_source(fn_name, params, batched, *, wrt, value_type, target, driver_name)``
   (vmap-style batched driver: numba.prange on the CPU)
+* ``cuda``: ``cuda_batch_source(fn_name, params, batched, *, wrt, device_source, threads_per_block)``
+  (one thread per set calling a ``numba.cuda.jit(device=True)`` function, tapes in one global
+  workspace, shared gradients reduced per block; imports numba.cuda only when the source runs)
 * ``targets``: the supported targets ("cpu", "python"); ``errors``: ``LoweringError``,
   ``CacheSecurityError``
 """
 
 from .batch import batch_source
 from .build import build, module_path
+from .cuda import cuda_batch_source
 from .cache import cache_dir, cache_key, clear_cache, load, load_meta, load_source, store_source
 from .errors import CacheSecurityError, LoweringError
 from .export import export_module
@@ -34,6 +38,7 @@ __all__ = [
     "store_source",
     "export_module",
     "batch_source",
+    "cuda_batch_source",
     "TARGETS",
     "LoweringError",
     "CacheSecurityError",

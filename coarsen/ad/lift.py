@@ -249,9 +249,9 @@ def _differentiate_path(seg, lifted, types, active, budget):
         out_syms = []
         bind = []
         for o, e in outs.items():
-            if isinstance(e, sympy.Symbol):
+            if isinstance(e, sympy.Symbol) and e not in out_syms:
                 out_syms.append(e)
-            else:   # an output that is a constant or boolean expression: bind it
+            else:   # a constant, a boolean, or a value two outputs share (y = x): bind it
                 sym = sympy.Symbol(f"_s{seg.index}_{o.lstrip('_')}_out", real=True)
                 bind.append((sym, e))
                 out_syms.append(sym)

@@ -1,0 +1,357 @@
+"""Batched gradients over many argument sets, in the spirit of ``jax.vmap``'s ``in_axes``.
+
+    bg = g.batch((0, None, 0))          # per parameter: 0 = leading batch axis, None = shared
+    values, grads = bg(X, w, n)         # values: (B,); grads like g's (tuple, or single value)
+
+Requires: a ``Gradient``; ``in_axes`` a tuple (or list) with one entry per parameter of the
+user's function, each ``0`` or ``None`` (a bare ``0`` means every parameter is batched); at least
+one batched parameter; batched arguments are arrays (or sequences) whose first axis is the batch
+axis, all of the same length ``B >= 1``.
+
+Guarantees: ``bg(*args)`` returns ``(values, grads)``:
+
+* ``values``: float64 array ``(B,)``, ``values[b]`` the function's value on set ``b``;
+* for a batched parameter, its gradient per set, shape ``(B, *per-set shape)``;
+* for a shared parameter, the gradient SUMMED over the sets, the parameter's shape (a Python float
+  for a scalar);
+* in ``g``'s convention: a tuple in ``wrt`` order, or a single value when ``g`` was built with a
+  single ``wrt``; float32 arguments are computed in float64 and their gradients returned in
+  float32, like ``g``.
+
+Per set, the numbers are those of ``g`` on that set (the same generated entry, specialized on the
+per-set signature: ``B`` calls of ``g`` and one batched call agree bit for bit on the CPU).
+
+Targets:
+
+* ``"cpu"`` (default when ``g.target == "cpu"``): the specialization's module with a
+  ``numba.prange`` driver appended (``coarsen.lowering.batch_source``), built once per per-set
+  signature with ``coarsen.lowering.build`` (so Numba's on-disk cache serves later processes).
+  Shared gradients are reduced in at most 128 contiguous blocks, then in block order:
+  deterministic, independent of the thread count; see ``coarsen.lowering.batch``.
+* ``"python"``: the same driver in plain Python (debugging).
+* ``"cuda"``: scalar-only functions (every per-set parameter a scalar, no module-level arrays).
+  The workspace variant of the gradient (``g._specialize(..., workspace=True)``: tapes passed in,
+  no allocation) becomes a ``numba.cuda.jit(device=True)`` function; a kernel runs one thread per
+  set, each thread using its own slice of one preallocated global workspace; shared gradients are
+  reduced per block in shared memory and added with one atomic add per block and parameter
+  (``coarsen.lowering.cuda`` documents the kernel; their sum is reproducible to rounding only).
+
+  Workspace size: before the launch, the CPU entry runs on a sample of the sets (the first
+  ``TAPE_SAMPLE_FIRST`` and up to ``TAPE_SAMPLE_SPREAD`` more, evenly spaced over the batch) and
+  reads their tape high-water marks (the entry's third return value); each thread gets
+  ``ceil(SAFETY_FACTOR * max)`` floats and ints (at least 1). When the batch would need more
+  than ``bg.max_workspace_bytes`` of workspace, it runs in several launches that reuse it.
+
+  Overflow policy (``bg.on_overflow``): a set whose tape does not fit sets its status flag and
+  returns zeros (it is left out of the block sums). With ``"cpu"`` (the default) those sets are
+  recomputed on the CPU path (the same gradient's CPU entry) and their results written in place
+  and added to the shared sums, so the result is always complete and correct; ``bg.last_overflow``
+  holds their indices (inspect it: many reruns mean the sample under-estimated the tape, raise
+  ``bg.safety_factor``). With ``"raise"`` a ``CoarsenError`` names the count and the fix. The CPU
+  rerun was chosen over raising because tape lengths that depend on the data (``while`` loops,
+  per-set trip counts) are normal, and a rare long set should cost one CPU call, not the batch.
+
+  ``bg.threads_per_block`` (default 128; 32 under the simulator) and ``bg.last_timings``
+  (seconds in host-to-device copies, kernels, device-to-host copies) are exposed for tuning and
+  benchmarks. Under ``NUMBA_ENABLE_CUDASIM=1`` the same code runs in Numba's CUDA simulator.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .errors import CoarsenError
+from .ir.nodes import Array, Scalar
+from . import lowering
+
+__all__ = ["batched_gradient", "BatchedGradient", "SAFETY_FACTOR"]
+
+#: tape size per thread = ceil(SAFETY_FACTOR * largest high-water mark of the sampled sets)
+SAFETY_FACTOR = 2.0
+TAPE_SAMPLE_FIRST = 4
+TAPE_SAMPLE_SPREAD = 12
+#: default cap on the CUDA workspace of one launch (larger batches run in chunks)
+MAX_WORKSPACE_BYTES = 1 << 30
+
+_BATCH_TARGETS = ("cpu", "python", "cuda")
+
+
+def batched_gradient(g, in_axes, *, target=None):
+    """``g.batch(in_axes, target=...)``: see the module docstring."""
+    return BatchedGradient(g, in_axes, target=target)
+
+
+def _numba_text(t):
+    if isinstance(t, Scalar):
+        return {"f64": "float64", "i64": "int64", "bool": "boolean"}[t.kind]
+    dt = {"f64": "float64", "i64": "int64", "bool": "boolean"}[t.dtype]
+    return f"{dt}[{', '.join(':' * t.ndim)}]"
+
+
+def _convert(value, batched):
+    """Convert an argument the way ``Gradient`` converts one (floats to float64, ints to int64)."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind == "f" and value.dtype != np.float64:
+            return value.astype(np.float64)
+        if value.dtype.kind in "iu" and value.dtype != np.int64:
+            return value.astype(np.int64)
+        return value
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+class BatchedGradient:
+    """A gradient evaluated over a batch of argument sets; see ``coarsen.batching``."""
+
+    def __init__(self, g, in_axes, *, target=None):
+        self.g = g
+        n = len(g.params)
+        if isinstance(in_axes, (int, np.integer)) and not isinstance(in_axes, bool):
+            in_axes = (int(in_axes),) * n
+        if not isinstance(in_axes, (tuple, list)):
+            raise CoarsenError(f"in_axes must be a tuple with 0 or None per parameter, got {in_axes!r}")
+        in_axes = tuple(in_axes)
+        if len(in_axes) != n:
+            raise CoarsenError(f"in_axes has {len(in_axes)} entries but {g.fn.__name__} has {n} "
+                               f"parameters ({', '.join(g.params)})")
+        for p, ax in zip(g.params, in_axes):
+            if ax is not None and (isinstance(ax, bool) or ax != 0):
+                raise CoarsenError(f"in_axes for {p!r} is {ax!r}; coarsen batches along a leading "
+                                   "axis only (0) or shares the argument (None)",
+                                   hint="move the batch axis first (np.moveaxis) and use 0")
+        if all(ax is None for ax in in_axes):
+            raise CoarsenError("in_axes batches no parameter; call the gradient directly")
+        self.in_axes = in_axes
+        self.batched = tuple(ax == 0 for ax in in_axes)
+        if target is None:
+            target = "cpu" if g.target == "cpu" else "python"
+        if target not in _BATCH_TARGETS:
+            raise CoarsenError(f"unknown batch target {target!r}", hint=f"use one of {_BATCH_TARGETS}")
+        if target == "cpu" and g.target != "cpu":
+            raise CoarsenError("a 'cpu' batch needs a gradient built with target='cpu'",
+                               hint="use target='python' or differentiate(..., target='cpu')")
+        self.target = target
+        self.safety_factor = SAFETY_FACTOR
+        self.max_workspace_bytes = MAX_WORKSPACE_BYTES
+        self.on_overflow = "cpu"
+        self.threads_per_block = None
+        self.last_overflow = np.zeros(0, dtype=np.int64)
+        self.last_tape_size = None
+        self.last_timings = {}
+        self._drivers = {}
+        self.__name__ = f"batched_{g.__name__}"
+
+    def __repr__(self):
+        return f"<coarsen batched gradient of {self.g.fn.__qualname__}, in_axes={self.in_axes}, " \
+               f"target={self.target!r}>"
+
+    # ------------------------------------------------------------------ arguments
+    def _split(self, args):
+        g = self.g
+        if len(args) != len(g.params):
+            raise CoarsenError(f"{g.fn.__name__} takes {len(g.params)} arguments "
+                               f"({', '.join(g.params)}), got {len(args)}")
+        args = list(args)
+        size = None
+        first = None
+        for k, (p, b) in enumerate(zip(g.params, self.batched)):
+            if not b:
+                continue
+            a = args[k]
+            if not isinstance(a, np.ndarray):
+                if isinstance(a, (list, tuple)):
+                    a = np.asarray(a)
+                    args[k] = a
+                else:
+                    raise CoarsenError(f"argument {p!r} is batched (in_axes 0) but is a "
+                                       f"{type(a).__name__}, not an array",
+                                       hint="pass an array whose first axis runs over the sets, "
+                                            "or use None in in_axes for a shared argument")
+            if a.ndim == 0:
+                raise CoarsenError(f"argument {p!r} is batched (in_axes 0) but is a 0-d array")
+            if size is None:
+                size, first = a.shape[0], p
+            elif a.shape[0] != size:
+                raise CoarsenError(f"batched arguments {first!r} and {p!r} have different batch sizes "
+                                   f"({size} and {a.shape[0]})")
+        if size == 0:
+            raise CoarsenError("the batch is empty (batch size 0)")
+        examples = [a[0] if b else a for a, b in zip(args, self.batched)]
+        types, sig = g._signature(tuple(examples))
+        return args, size, types, sig
+
+    def _result(self, args, wrt, values, grads):
+        g = self.g
+        out = []
+        for name, gr in zip(wrt, grads):
+            k = g.params.index(name)
+            a = args[k]
+            if self.batched[k]:
+                dt = a.dtype if a.dtype.kind == "f" else np.float64
+                out.append(np.asarray(gr).astype(dt, copy=False))
+            elif isinstance(a, np.ndarray):
+                out.append(np.asarray(gr).astype(a.dtype, copy=False))
+            else:
+                out.append(float(gr))
+        grads = out[0] if g._single else tuple(out)
+        return np.asarray(values, dtype=np.float64), grads
+
+    # ------------------------------------------------------------------ CPU
+    def _cpu_driver(self, types, sig):
+        key = ("host", types, self.batched, self.target)
+        hit = self._drivers.get(key)
+        if hit is not None:
+            return hit
+        g = self.g
+        spec = g._specialize(types, sig)
+        entry = f"value_and_grad_{g.fn.__name__}"
+        n_user = len(g.params)
+        params = [(p, _numba_text(t)) for p, t in zip(g.params, types[:n_user])]
+        params += [(f"_coarsen_module_array_{j}", _numba_text(t)) for j, t in enumerate(types[n_user:])]
+        batched = list(self.batched) + [False] * (len(types) - n_user)
+        driver = f"batch_value_and_grad_{g.fn.__name__}"
+        try:
+            text = lowering.batch_source(entry, params, batched, wrt=list(spec.wrt), target=self.target,
+                                         driver_name=driver)
+            mod = lowering.build(spec.source.rstrip("\n") + "\n\n\n" + text,
+                                 name=f"{g.fn.__name__}_batch", target=self.target)
+        except lowering.LoweringError as exc:
+            raise CoarsenError(f"batch: {exc}") from None
+        hit = (spec, getattr(mod, driver), mod.__file__)
+        self._drivers[key] = hit
+        return hit
+
+    def source_for(self, *args):
+        """The generated source of the batched driver (and device code, for CUDA) for ``args``."""
+        args, size, types, sig = self._split(args)
+        hit = self._cuda_driver(types, sig) if self.target == "cuda" else self._cpu_driver(types, sig)
+        with open(hit[2], encoding="utf-8") as fh:
+            return fh.read()
+
+    def __call__(self, *args):
+        args, size, types, sig = self._split(args)
+        if self.target == "cuda":
+            return self._call_cuda(args, size, types, sig)
+        spec, driver, _ = self._cpu_driver(types, sig)
+        conv = [_convert(a, b) for a, b in zip(args, self.batched)] + list(self.g._global_arrays)
+        values, grads = driver(*conv)
+        return self._result(args, spec.wrt, values, grads)
+
+    # ------------------------------------------------------------------ CUDA
+    def _cuda_driver(self, types, sig):
+        g = self.g
+        if g._global_arrays:
+            raise CoarsenError(f"target='cuda' cannot batch {g.fn.__name__}: it reads module-level "
+                               "arrays, and CUDA batches take scalar-only functions",
+                               hint="pass the values as scalar parameters, or use target='cpu'")
+        arrays = [p for p, t in zip(g.params, types) if isinstance(t, Array)]
+        if arrays:
+            raise CoarsenError(f"target='cuda' batches scalar-only functions; in one set, "
+                               f"{', '.join(arrays)} {'is an array' if len(arrays) == 1 else 'are arrays'}",
+                               hint="use target='cpu' (numba.prange) for functions of arrays")
+        from numba import cuda, config
+        if not config.ENABLE_CUDASIM and not cuda.is_available():
+            raise CoarsenError("target='cuda': no CUDA GPU is available",
+                               hint="use target='cpu', or set NUMBA_ENABLE_CUDASIM=1 before "
+                                    "importing numba to run the (slow) simulator")
+        tpb = self._tpb()
+        key = ("cuda", types, self.batched, tpb)
+        hit = self._drivers.get(key)
+        if hit is not None:
+            return hit
+        ws = g._specialize(types, sig, workspace=True)
+        entry = f"value_and_grad_{g.fn.__name__}"
+        params = [(p, _numba_text(t)) for p, t in zip(g.params, types)]
+        driver = f"cuda_batch_value_and_grad_{g.fn.__name__}"
+        try:
+            text = lowering.cuda_batch_source(entry, params, list(self.batched), wrt=list(ws.wrt),
+                                              device_source=ws.source, threads_per_block=tpb,
+                                              kernel_name=f"kernel_value_and_grad_{g.fn.__name__}",
+                                              driver_name=driver)
+            # the module holds CUDA code: built as plain Python (numba.cuda compiles on launch)
+            mod = lowering.build(text, name=f"{g.fn.__name__}_cuda", target="python")
+        except lowering.LoweringError as exc:
+            raise CoarsenError(f"batch: {exc}") from None
+        hit = (ws, getattr(mod, driver), mod.__file__)
+        self._drivers[key] = hit
+        return hit
+
+    def _tpb(self):
+        if self.threads_per_block:
+            return int(self.threads_per_block)
+        from numba import config
+        return 32 if config.ENABLE_CUDASIM else lowering.cuda.DEFAULT_THREADS_PER_BLOCK
+
+    def _tape_size(self, cpu_entry, conv, size):
+        idx = list(range(min(size, TAPE_SAMPLE_FIRST)))
+        if size > TAPE_SAMPLE_FIRST:
+            spread = np.linspace(0, size - 1, min(size, TAPE_SAMPLE_SPREAD)).astype(np.int64)
+            idx += [int(i) for i in spread]
+        idx = sorted(set(idx))
+        nf = ni = 0
+        for i in idx:
+            _, _, tape = cpu_entry(*self._set_args(conv, i))
+            nf, ni = max(nf, int(tape[0])), max(ni, int(tape[1]))
+        sf = float(self.safety_factor)
+        return max(1, math.ceil(sf * nf)), max(1, math.ceil(sf * ni))
+
+    def _set_args(self, conv, i):
+        out = []
+        for a, b in zip(conv, self.batched):
+            if b:
+                v = a[i]
+                if isinstance(v, np.floating):
+                    v = float(v)
+                elif isinstance(v, np.integer):
+                    v = int(v)
+                out.append(v)
+            else:
+                out.append(a)
+        return out
+
+    def _call_cuda(self, args, size, types, sig):
+        g = self.g
+        ws, driver, mod = self._cuda_driver(types, sig)
+        cpu = g._specialize(types, sig)
+        conv = []
+        for a, b in zip(args, self.batched):
+            if b:
+                a = np.ascontiguousarray(a, dtype=np.float64 if a.dtype.kind == "f" else
+                                         (np.int64 if a.dtype.kind in "iu" else a.dtype))
+            else:
+                a = _convert(a, False)
+            conv.append(a)
+        nf, ni = self._tape_size(cpu.entry, conv, size)
+        self.last_tape_size = (nf, ni)
+        per_set = 8 * (nf + ni)
+        tpb = self._tpb()
+        chunk = max(1, int(self.max_workspace_bytes) // per_set)
+        if chunk >= tpb:
+            chunk -= chunk % tpb
+        timings = {}
+        values, grads, status = driver(*conv, nf, ni, chunk, timings)
+        self.last_timings = timings
+        grads = list(grads)
+        bad = np.nonzero(status)[0]
+        self.last_overflow = bad
+        if bad.size:
+            if self.on_overflow == "raise":
+                raise CoarsenError(f"target='cuda': the tape of {bad.size} of {size} sets did not fit the "
+                                   f"workspace ({nf} floats, {ni} ints per thread)",
+                                   hint="raise bg.safety_factor, or set bg.on_overflow = 'cpu' to "
+                                        "recompute those sets on the CPU")
+            wrt = ws.wrt
+            for i in bad:
+                v, gr, _ = cpu.entry(*self._set_args(conv, int(i)))
+                values[i] = v
+                for j, name in enumerate(wrt):
+                    k = g.params.index(name)
+                    if self.batched[k]:
+                        grads[j][i] = gr[j]
+                    else:
+                        grads[j] += gr[j]
+        return self._result(args, ws.wrt, values, grads)

@@ -1,0 +1,306 @@
+"""CUDA batches: one GPU thread per argument set, tapes in one preallocated global workspace.
+
+Requires:
+    * ``device_source``: complete generated source whose function ``fn_name`` takes the
+      parameters ``params`` followed by three workspace parameters ``_ftape`` (float64[:]),
+      ``_itape`` (int64[:]) and ``_status`` (int64[1]), allocates nothing, and returns
+      ``(value, (g_1, ..., g_k), (tape_floats, tape_ints))``; when a tape would overflow it sets
+      ``_status[0] = 1`` and returns zeros. Its top-level functions carry no decorators (the
+      client renders it for target "python"); every top-level function becomes a
+      ``numba.cuda.jit(device=True)`` function, so it may use only what CUDA device code
+      supports (scalar arithmetic, ``math``, tuples, array element access);
+    * ``params``: ``(name, type)`` pairs of SCALAR Numba types for one set ("float64",
+      "int64", "boolean"...); ``batched`` marks parameters that carry a batch axis (passed to the
+      host driver as 1-D arrays); ``wrt``: names of float parameters, in gradient order;
+    * ``threads_per_block``: a power of two between 1 and 1024.
+
+Guarantees: ``cuda_batch_source(...)`` returns module source text (import it with ``build``)
+that adds to ``device_source``:
+
+    * ``<kernel_name>``: a ``numba.cuda.jit`` kernel, one thread per set (``cuda.grid(1)``).
+      Thread ``i`` calls the device function on set ``i`` with its own slices
+      ``ftape[i*n_f:(i+1)*n_f]``, ``itape[i*n_i:(i+1)*n_i]`` and ``status[i:i+1]`` of three
+      preallocated global arrays (the workspace), and writes the value and the gradients of
+      batched parameters to per-set output arrays.
+    * Shared-parameter gradients (parameters without a batch axis) are reduced in two levels:
+      each thread writes its set's gradient (0 for idle threads and for sets whose status
+      reports an overflow) into a ``(n_shared, threads_per_block)`` float64 array in shared
+      memory; a tree reduction (halving strides, ``cuda.syncthreads`` between steps) sums the
+      block's entries in a fixed order; thread 0 then does ONE ``cuda.atomic.add`` per shared
+      parameter into a global accumulator. Traffic to global memory and atomics are
+      ``n_blocks * n_shared`` instead of ``n_sets * n_shared``. The order of the per-block
+      atomic additions is decided by the hardware: shared gradients are reproducible to
+      rounding, not bit for bit, from run to run (per-set outputs are deterministic).
+    * ``<driver_name>(*params, n_f, n_i, max_sets_per_launch, timings)``: a host function that
+      checks the batch sizes, copies the inputs to the device, allocates the workspace once
+      (``min(n_sets, max_sets_per_launch) * (n_f + n_i)`` words), launches the kernel once per
+      chunk of at most ``max_sets_per_launch`` sets (the chunks share the workspace and the
+      global accumulator), copies the results back and returns
+      ``(values, (G_1, ..., G_k), status)``: ``values`` and batched gradients as float64 arrays
+      ``(n_sets,)``, shared gradients as floats summed over the sets, ``status`` an int64 array
+      ``(n_sets,)`` that is non-zero for the sets whose tape did not fit (their value and
+      gradients are zeros and left out of the sums: the client recomputes them). ``timings``,
+      if a dict, receives the seconds spent in ``"h2d"``, ``"kernel"``, ``"d2h"`` and the number
+      of ``"launches"`` (each phase ends with ``cuda.synchronize``).
+
+Under ``NUMBA_ENABLE_CUDASIM=1`` (read by Numba at import) the same source runs in Numba's CUDA
+simulator: slowly, for tests.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+
+from .batch import _Names, _parse_type
+from .errors import LoweringError
+
+__all__ = ["cuda_batch_source", "add_device_decorators", "DEFAULT_THREADS_PER_BLOCK"]
+
+DEFAULT_THREADS_PER_BLOCK = 128
+
+_DEVICE_DECORATOR = "@cuda.jit(device=True)"
+
+
+def add_device_decorators(source: str) -> str:
+    """``source`` with ``@cuda.jit(device=True)`` above every top-level function and
+    ``import numba`` / ``from numba import cuda`` after its last top-level import."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise LoweringError(f"cuda: the device source does not parse: {exc}") from None
+    lines = source.splitlines()
+    before: dict[int, list[str]] = {}
+    last_import = None
+    first_def = None
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            last_import = node.end_lineno or node.lineno
+        elif isinstance(node, ast.FunctionDef):
+            if node.decorator_list:
+                raise LoweringError(
+                    f"cuda: function {node.name!r} already has decorators; render the device "
+                    "source for target 'python'"
+                )
+            if first_def is None:
+                first_def = node.lineno - 1
+            before.setdefault(node.lineno - 1, []).append(_DEVICE_DECORATOR)
+        elif isinstance(node, (ast.AsyncFunctionDef, ast.ClassDef)):
+            raise LoweringError(f"cuda: unsupported top-level statement {type(node).__name__}")
+    # the imports go after the last top-level import (0-based: before the line that follows it)
+    at = last_import if last_import is not None else (first_def or 0)
+    before.setdefault(at, []).insert(0, "import numba\nfrom numba import cuda")
+    out: list[str] = []
+    for k, line in enumerate(lines):
+        out.extend(before.get(k, ()))
+        out.append(line)
+    out.extend(before.get(len(lines), ()))
+    return "\n".join(out) + "\n"
+
+
+def cuda_batch_source(
+    fn_name: str,
+    params: Sequence[tuple[str, str]],
+    batched: Sequence[bool],
+    *,
+    wrt: Sequence[str],
+    device_source: str,
+    threads_per_block: int = DEFAULT_THREADS_PER_BLOCK,
+    kernel_name: str | None = None,
+    driver_name: str | None = None,
+) -> str:
+    """Source of the device functions, the kernel and the host driver; see the module docstring."""
+    if not isinstance(fn_name, str) or not fn_name.isidentifier():
+        raise LoweringError(f"cuda: fn_name must be an identifier, got {fn_name!r}")
+    tpb = threads_per_block
+    if not isinstance(tpb, int) or tpb < 1 or tpb > 1024 or tpb & (tpb - 1):
+        raise LoweringError(f"cuda: threads_per_block must be a power of two <= 1024, got {tpb!r}")
+    kernel_name = kernel_name or f"{fn_name}_kernel"
+    driver_name = driver_name or f"{fn_name}_cuda_batch"
+    params = list(params)
+    batched = [bool(b) for b in batched]
+    if len(batched) != len(params):
+        raise LoweringError(f"cuda: {len(params)} parameters but {len(batched)} entries in batched")
+    if not any(batched):
+        raise LoweringError("cuda: no parameter is batched")
+    kinds = {}
+    for name, text in params:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise LoweringError(f"cuda: invalid parameter name {name!r}")
+        dtype, rank = _parse_type(name, text)
+        if rank:
+            raise LoweringError(
+                f"cuda: parameter {name!r} has the array type {text!r}; CUDA batches take scalar "
+                "parameters only (one set = one thread's scalars)"
+            )
+        kinds[name] = dtype
+    names_list = [p for p, _ in params]
+    if len(set(names_list)) != len(names_list):
+        raise LoweringError(f"cuda: duplicate parameter names in {names_list}")
+    wrt = list(wrt)
+    for w in wrt:
+        if w not in kinds:
+            raise LoweringError(f"cuda: wrt names {w!r}, which is not a parameter")
+        if kinds[w] not in ("np.float64", "np.float32"):
+            raise LoweringError(f"cuda: parameter {w!r} is not a float; it has no gradient")
+    reserved = set(names_list) | {fn_name, kernel_name, driver_name, "np", "numba", "math", "cuda",
+                                  "time"}
+    try:
+        tree = ast.parse(device_source)
+    except SyntaxError as exc:
+        raise LoweringError(f"cuda: the device source does not parse: {exc}") from None
+    top = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    if fn_name not in top:
+        raise LoweringError(f"cuda: the device source defines no function {fn_name!r}")
+    if kernel_name in top or driver_name in top:
+        raise LoweringError("cuda: the kernel or driver name is taken in the device source")
+    nm = _Names(reserved | top)
+
+    is_b = dict(zip(names_list, batched))
+    shared_w = [w for w in wrt if not is_b[w]]
+    batched_w = [w for w in wrt if is_b[w]]
+    # kernel parameter names
+    k_nsets = nm.fresh("n_sets")
+    k_ft, k_it, k_nf, k_ni = nm.fresh("ftape"), nm.fresh("itape"), nm.fresh("n_f"), nm.fresh("n_i")
+    k_status, k_values = nm.fresh("status"), nm.fresh("values")
+    k_out = {w: nm.fresh(f"{w}_bar") for w in batched_w}
+    k_total = nm.fresh("shared_bar") if shared_w else None
+    i, tid, part, res, grads, stride = (nm.fresh(s) for s in ("i", "tid", "part", "res", "grads",
+                                                               "stride"))
+    kparams = ([k_nsets] + names_list + [k_ft, k_it, k_nf, k_ni, k_status, k_values]
+               + [k_out[w] for w in batched_w] + ([k_total] if k_total else []))
+    call = ", ".join(f"{p}[{i}]" if is_b[p] else p for p in names_list)
+    K: list[str] = [
+        "",
+        "",
+        "@cuda.jit",
+        f"def {kernel_name}({', '.join(kparams)}):",
+        f"    # One thread per argument set; set {i} uses its own slice of the global workspace.",
+        f"    {i} = cuda.grid(1)",
+    ]
+    if shared_w:
+        K += [
+            f"    {tid} = cuda.threadIdx.x",
+            "    # shared-parameter gradients: one row per parameter, one column per thread",
+            f"    {part} = cuda.shared.array(({len(shared_w)}, {tpb}), numba.float64)",
+        ]
+        K += [f"    {part}[{j}, {tid}] = 0.0" for j in range(len(shared_w))]
+    K += [
+        f"    if {i} < {k_nsets}:",
+        f"        {res} = {fn_name}({call}, {k_ft}[{i} * {k_nf}:({i} + 1) * {k_nf}], "
+        f"{k_it}[{i} * {k_ni}:({i} + 1) * {k_ni}], {k_status}[{i}:{i} + 1])",
+        f"        if {k_status}[{i}] == 0:",
+        f"            {k_values}[{i}] = {res}[0]",
+        f"            {grads} = {res}[1]",
+    ]
+    for j, w in enumerate(wrt):
+        if is_b[w]:
+            K.append(f"            {k_out[w]}[{i}] = {grads}[{j}]")
+        else:
+            K.append(f"            {part}[{shared_w.index(w)}, {tid}] = {grads}[{j}]")
+    if shared_w:
+        K += [
+            "    # block reduction in shared memory (fixed order), then one atomic add per parameter",
+            "    cuda.syncthreads()",
+            f"    {stride} = {tpb // 2}",
+            f"    while {stride} > 0:",
+            f"        if {tid} < {stride}:",
+        ]
+        K += [f"            {part}[{j}, {tid}] += {part}[{j}, {tid} + {stride}]"
+              for j in range(len(shared_w))]
+        K += [
+            "        cuda.syncthreads()",
+            f"        {stride} //= 2",
+            f"    if {tid} == 0:",
+        ]
+        K += [f"        cuda.atomic.add({k_total}, {j}, {part}[{j}, 0])" for j in range(len(shared_w))]
+
+    # ------------------------------------------------------------------ host driver
+    h = _Names(reserved | top | {kernel_name})
+    n_sets, chunk, start, stop, m, blocks = (h.fresh(s) for s in ("n_sets", "chunk", "start", "stop",
+                                                                   "m", "blocks"))
+    values, status, total = h.fresh("values"), h.fresh("status"), h.fresh("shared_bar")
+    d_ft, d_it, d_tot, d_st, d_val = (h.fresh(s) for s in ("d_ftape", "d_itape", "d_shared_bar",
+                                                         "d_status", "d_values"))
+    n_f, n_i, maxl, timings = (h.fresh(s) for s in ("n_f", "n_i", "max_sets_per_launch", "timings"))
+    t0, t1, t2 = h.fresh("t0"), h.fresh("t1"), h.fresh("t2")
+    h_out = {w: h.fresh(f"{w}_bar") for w in wrt}
+    d_in = {p: h.fresh(f"d_{p}") for p in names_list if is_b[p]}
+    d_out = {w: h.fresh(f"d_{w}_bar") for w in batched_w}
+    bnames = [p for p in names_list if is_b[p]]
+    H: list[str] = [
+        "",
+        "",
+        f"def {driver_name}({', '.join(names_list + [n_f, n_i, maxl, timings])}):",
+        f'    """Batched {fn_name} on the GPU: returns (values, gradients, status); see '
+        'coarsen.lowering.cuda."""',
+        f"    {n_sets} = {bnames[0]}.shape[0]",
+    ]
+    for p in bnames[1:]:
+        H += [f"    if {p}.shape[0] != {n_sets}:",
+              f"        raise ValueError('{driver_name}: batched arguments {bnames[0]} and {p} have "
+              "different batch sizes')"]
+    H += [
+        f"    {values} = np.zeros({n_sets}, dtype=np.float64)",
+        f"    {status} = np.zeros({n_sets}, dtype=np.int64)",
+    ]
+    H += [f"    {h_out[w]} = np.zeros({n_sets}, dtype=np.float64)" for w in batched_w]
+    H += [
+        f"    if {n_sets} == 0:",
+        f"        return {values}, ({_tuple([h_out[w] if is_b[w] else '0.0' for w in wrt])}), {status}",
+        f"    {chunk} = max(1, min({n_sets}, {maxl}))",
+        f"    {d_ft} = cuda.device_array({chunk} * {n_f}, dtype=np.float64)",
+        f"    {d_it} = cuda.device_array({chunk} * {n_i}, dtype=np.int64)",
+    ]
+    if shared_w:
+        H.append(f"    {d_tot} = cuda.to_device(np.zeros({len(shared_w)}, dtype=np.float64))")
+    H += [
+        f"    if isinstance({timings}, dict):",
+        f"        for _k in ('h2d', 'kernel', 'd2h', 'launches'):",
+        f"            {timings}.setdefault(_k, 0)",
+        f"    for {start} in range(0, {n_sets}, {chunk}):",
+        f"        {stop} = min({start} + {chunk}, {n_sets})",
+        f"        {m} = {stop} - {start}",
+        f"        {t0} = time.perf_counter()",
+    ]
+    H += [f"        {d_in[p]} = cuda.to_device(np.ascontiguousarray({p}[{start}:{stop}]))" for p in bnames]
+    H += [
+        f"        {d_st} = cuda.to_device(np.zeros({m}, dtype=np.int64))",
+        f"        {d_val} = cuda.device_array({m}, dtype=np.float64)",
+    ]
+    H += [f"        {d_out[w]} = cuda.device_array({m}, dtype=np.float64)" for w in batched_w]
+    kargs = ([m] + [d_in[p] if is_b[p] else p for p in names_list]
+             + [d_ft, d_it, n_f, n_i, d_st, d_val] + [d_out[w] for w in batched_w]
+             + ([d_tot] if shared_w else []))
+    H += [
+        "        cuda.synchronize()",
+        f"        {t1} = time.perf_counter()",
+        f"        {blocks} = ({m} + {tpb - 1}) // {tpb}",
+        f"        {kernel_name}[{blocks}, {tpb}]({', '.join(kargs)})",
+        "        cuda.synchronize()",
+        f"        {t2} = time.perf_counter()",
+        f"        {d_val}.copy_to_host({values}[{start}:{stop}])",
+        f"        {d_st}.copy_to_host({status}[{start}:{stop}])",
+    ]
+    H += [f"        {d_out[w]}.copy_to_host({h_out[w]}[{start}:{stop}])" for w in batched_w]
+    H += [
+        f"        if isinstance({timings}, dict):",
+        f"            {timings}['h2d'] += {t1} - {t0}",
+        f"            {timings}['kernel'] += {t2} - {t1}",
+        f"            {timings}['d2h'] += time.perf_counter() - {t2}",
+        f"            {timings}['launches'] += 1",
+    ]
+    if shared_w:
+        H.append(f"    {total} = {d_tot}.copy_to_host()")
+        for j, w in enumerate(shared_w):
+            H.append(f"    {h_out[w]} = float({total}[{j}])")
+    H.append(f"    return {values}, ({_tuple([h_out[w] for w in wrt])}), {status}")
+
+    src = add_device_decorators(device_source)
+    if "import time" not in src:
+        src = src.replace("from numba import cuda\n", "from numba import cuda\nimport time\n", 1)
+    return src.rstrip("\n") + "\n" + "\n".join(K) + "\n" + "\n".join(H) + "\n"
+
+
+def _tuple(items: list[str]) -> str:
+    return ", ".join(items) + ("," if len(items) == 1 else "")

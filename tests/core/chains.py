@@ -1,0 +1,92 @@
+"""Chains x = sin(x)*x + cos(x) of several lengths (generated once, committed)."""
+import math
+
+def chain5(x):
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    return x
+
+
+def chain10(x):
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    return x
+
+
+def chain20(x):
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    return x
+
+
+def chain40(x):
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    x = math.sin(x) * x + math.cos(x)
+    return x

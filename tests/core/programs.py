@@ -1,0 +1,78 @@
+"""Programs pinned by the coarsening tests (they must live in a file: coarsen reads source)."""
+import math
+
+import numpy as np
+
+
+def arith(a, n):
+    s = 0.0
+    for i in range(n):
+        s += a * i
+    return s
+
+
+def arith_sq(a, b, n):
+    s = b
+    for i in range(n):
+        s += a * i * i
+    return s * b
+
+
+def stepped(a, lo, hi, step):
+    s = 1.0
+    for i in range(lo, hi, step):
+        s += a * i
+    return s * a
+
+
+def affine(a, b, x0, n):
+    x = x0
+    for i in range(n):
+        x = a * x + b
+    return x
+
+
+def power(p0, a, n):
+    p = p0
+    for i in range(n):
+        p *= a
+    return p
+
+
+def logistic_map(r, x0, n):
+    x = x0
+    for i in range(n):
+        x = r * x * (1.0 - x)
+    return x
+
+
+def logistic_loss(z, y):
+    p = 1.0 / (1.0 + math.exp(-z))
+    return -(y * math.log(p) + (1.0 - y) * math.log(1.0 - p))
+
+
+def branchy(x, y):
+    t = x * y + math.sin(x)
+    if t > 0.5:
+        u = math.sqrt(t) * y
+    else:
+        u = t * t - x
+    return u * math.exp(-y * u)
+
+
+def carried_inside(a, x0, n):
+    """x is carried from trip to trip but read after the loop only through s."""
+    x = x0
+    s = 0.0
+    for i in range(n):
+        k = a * x * (1.0 - x)
+        x = x + 0.1 * k
+        s = s + x * x
+    return s
+
+
+def poly_blowup(x, c):
+    """A degree-2**12 polynomial by repeated squaring: the symbolic stage must give up."""
+    for i in range(12):
+        x = x * x + c
+    return x

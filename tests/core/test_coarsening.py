@@ -1,0 +1,169 @@
+"""Coarsening (issue: segments, phi-calculus, combination with reverse mode).
+
+Every check compares numbers: coarse against fine-grained AD (1e-10) and against the
+extended-precision finite-difference oracle; the plan's data (closed forms, op counts, tapes)
+is asserted where the issue pins it."""
+import math
+
+import gast
+import numpy as np
+import pytest
+
+import coarsen
+from coarsen import symbolic as S
+from tests.core import chains, programs as P
+from tests.oracle import assert_grad_close, fd_grad
+
+_CACHE = {}
+
+
+def grad(fn, coarse=True, target="python", wrt=None):
+    key = (fn, coarse, target, wrt)
+    if key not in _CACHE:
+        _CACHE[key] = coarsen.differentiate(fn, wrt=wrt, coarsen=coarse, target=target)
+    return _CACHE[key]
+
+
+def check(fn, args, wrt_pos, target="python", oracle=True):
+    gc, gf = grad(fn, True, target), grad(fn, False, target)
+    vc, dc = gc.value_and_grad(*args)
+    vf, df = gf.value_and_grad(*args)
+    assert vc == pytest.approx(fn(*args), rel=1e-12, abs=1e-300)
+    for a, b in zip(dc, df):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-300)
+    if oracle:
+        assert_grad_close(list(dc), fd_grad(fn, args, wrt_pos))
+    return gc
+
+
+def loops_in(source, name):
+    fn = [n for n in gast.parse(source).body if isinstance(n, gast.FunctionDef) and n.name == name][0]
+    return [n for n in gast.walk(fn) if isinstance(n, (gast.For, gast.While))]
+
+
+@pytest.mark.parametrize("a,n", [(1.3, 7), (1.0, 5), (-0.4, 1), (2.0, 0), (0.7, -3)])
+def test_closed_form_sum_has_no_loop(a, n):
+    g = check(P.arith, (a, n), [0])
+    assert loops_in(g.source, "value_and_grad_arith") == []
+    rep = g.report(file=open("/dev/null", "w"))
+    assert rep[0]["kind"] == "loop" and "n*(n - 1)/2" in rep[0]["closed_form"]
+
+
+def test_closed_form_sum_of_squares_and_time_is_flat():
+    g = check(P.arith_sq, (0.3, 1.5, 9), [0, 1])
+    assert loops_in(g.source, "value_and_grad_arith_sq") == []
+    # exact at a large trip count, no loop executed: d/da = b * sum(i^2)
+    n = 10 ** 6
+    da, db = g(0.3, 1.5, n)
+    assert da == pytest.approx(1.5 * (n - 1) * n * (2 * n - 1) / 6, rel=1e-12)
+
+
+@pytest.mark.parametrize("lo,hi,step", [(2, 17, 3), (10, -4, -2), (5, 5, 1), (3, 9, -1), (-6, 7, 4)])
+def test_closed_form_stepped_and_negative_ranges(lo, hi, step):
+    g = check(P.stepped, (0.8, lo, hi, step), [0])
+    assert loops_in(g.source, "value_and_grad_stepped") == []
+
+
+@pytest.mark.parametrize("a", [0.5, 1.0, -1.0, 0.0, 1.7])
+def test_affine_and_power_recurrences(a):
+    # a is differentiated: the closed form's a == 1 guard has no derivative there, so coarsen
+    # keeps the loop with one coarse step per trip; the numbers must be right at a = 1, a = 0
+    check(P.affine, (a, 0.3, 0.9, 6), [0, 1, 2])
+    check(P.power, (0.9, a, 5), [0, 1])
+
+
+def test_affine_closed_form_when_ratio_is_not_differentiated():
+    g = coarsen.differentiate(P.affine, wrt=("b", "x0"), target="python")
+    for a in (1.0, 0.5, -2.0):
+        for n in (0, 1, 6):
+            got = g(a, 0.3, 0.9, n)
+            exp = fd_grad(P.affine, (a, 0.3, 0.9, n), [1, 2])
+            assert_grad_close(list(got), exp)
+    assert loops_in(g.source, "value_and_grad_affine") == []
+
+
+def test_logistic_map_coarse_step_tapes_one_value_per_trip():
+    n = 50
+    gc = check(P.logistic_map, (3.1, 0.3, n), [0, 1])
+    gf = grad(P.logistic_map, False)
+    gc(3.1, 0.3, n)
+    gf(3.1, 0.3, n)
+    # exactly one float per trip: x before its update
+    assert gc.tape_bytes == 8 * n
+    assert gf.tape_bytes > gc.tape_bytes
+    rep = gc.report(3.1, 0.3, n, file=open("/dev/null", "w"))
+    assert rep[0]["ops_after"] < rep[0]["ops_before"]
+
+
+def test_logistic_loss_is_p_minus_y():
+    g = check(P.logistic_loss, (0.37, 1.0), [0, 1])
+    check(P.logistic_loss, (-1.2, 0.0), [0, 1])
+    rep = g.report(0.37, 1.0, file=open("/dev/null", "w"))
+    (seg,) = rep.segments
+    # the whole loss is one segment whose derivative is a handful of operations
+    assert seg["ops_after"] <= 14 < seg["ops_before"]
+    # the symbolic stage itself gives dL/dz = p - y on the canonical form
+    z, y, p, L = (S.sympy if hasattr(S, "sympy") else __import__("sympy")).symbols("z y p L", real=True)
+    import sympy
+    jac = S.derivatives([(p, 1 / (1 + sympy.exp(-z))), (L, -(y * sympy.log(p) + (1 - y) * sympy.log(1 - p)))],
+                        [z, y], [L], wrt=[z])
+    dz = jac.partials[(L, z)]
+    val = float(dz.subs({z: 0.37, y: 1.0}).subs(p, 1 / (1 + math.exp(-0.37))).evalf()) if dz.free_symbols - {z, y} \
+        else float(dz.subs({z: 0.37, y: 1.0}))
+    assert val == pytest.approx(1 / (1 + math.exp(-0.37)) - 1.0, rel=1e-12)
+    assert S.count_ops(dz) <= 3
+
+
+def test_branch_inside_segment_both_paths():
+    for x, y in [(0.9, 0.8), (0.1, 0.2), (-0.5, 1.5)]:
+        g = check(P.branchy, (x, y), [0, 1])
+    rep = g.report(0.9, 0.8, file=open("/dev/null", "w"))
+    assert any("paths" in (e["formula"] or "") for e in rep) or len(rep) >= 1
+
+
+def test_loop_carried_value_used_only_inside_the_loop():
+    check(P.carried_inside, (2.5, 0.3, 12), [0, 1])
+
+
+def test_chain_ops_grow_linearly_while_naive_inlining_explodes():
+    after = {}
+    for L in (5, 10, 20, 40):
+        fn = getattr(chains, f"chain{L}")
+        # long chains contract to ~1e-77: finite differences cannot resolve that, so the
+        # long ones are checked against fine-grained AD only
+        g = check(fn, (0.4,), [0], oracle=L <= 5)
+        rep = g.report(0.4, file=open("/dev/null", "w"))
+        after[L] = sum(e["ops_after"] for e in rep if e["ops_after"])
+    # linear: doubling the chain at most ~doubles the derivative's size
+    assert after[40] <= 2.3 * after[20] and after[20] <= 2.3 * after[10]
+    # the naive approach (inline everything, then differentiate) grows much faster
+    import sympy
+    x = sympy.Symbol("x", real=True)
+    naive = {}
+    for L in (2, 4, 6):
+        syms = [sympy.Symbol(f"x{k}", real=True) for k in range(1, L + 1)]
+        prev, asg = x, []
+        for s in syms:
+            asg.append((s, sympy.sin(prev) * prev + sympy.cos(prev)))
+            prev = s
+        naive[L] = S.naive_derivative_ops(asg, [x], [syms[-1]], S.Budget(max_ops=10 ** 6, seconds=20))
+    assert naive[6] / naive[2] > 20 * (6 / 2)
+
+
+def test_pathological_segment_falls_back_within_budget():
+    import time
+    t0 = time.perf_counter()
+    g = check(P.poly_blowup, (0.3, 0.1), [0, 1])
+    elapsed = time.perf_counter() - t0
+    rep = g.report(0.3, 0.1, file=open("/dev/null", "w"))
+    reasons = [e["fallback"] or e.get("closed_form_fallback") or "" for e in rep]
+    assert any("budget" in r or "closed form" in r for r in reasons) or all(e["ops_after"] for e in rep)
+    assert elapsed < 30
+
+
+def test_cpu_target_matches_python_target():
+    for fn, args in [(P.arith, (1.3, 9)), (P.logistic_map, (3.1, 0.3, 20)), (P.branchy, (0.9, 0.8))]:
+        gp = grad(fn, True, "python")
+        gc = grad(fn, True, "cpu")
+        for a, b in zip(gp(*args), gc(*args)):
+            np.testing.assert_allclose(a, b, rtol=1e-13)
