@@ -41,6 +41,7 @@ Targets:
   reads their tape high-water marks (the entry's third return value); each thread gets
   ``ceil(SAFETY_FACTOR * max)`` floats and ints (at least 1). When the batch would need more
   than ``bg.max_workspace_bytes`` of workspace, it runs in several launches that reuse it.
+  ``bg.tape_size = (floats, ints)`` fixes the per-thread sizes instead (a known bound; tests).
 
   Overflow policy (``bg.on_overflow``): a set whose tape does not fit sets its status flag and
   returns zeros (it is left out of the block sums). With ``"cpu"`` (the default) those sets are
@@ -51,6 +52,8 @@ Targets:
   rerun was chosen over raising because tape lengths that depend on the data (``while`` loops,
   per-set trip counts) are normal, and a rare long set should cost one CPU call, not the batch.
 
+  ``bg.tape_layout``: "interleaved" (default: word k of every thread's tape side by side, so
+  a warp's tape accesses coalesce) or "contiguous" (one block of words per thread).
   ``bg.threads_per_block`` (default 128; 32 under the simulator) and ``bg.last_timings``
   (seconds in host-to-device copies, kernels, device-to-host copies) are exposed for tuning and
   benchmarks. Under ``NUMBA_ENABLE_CUDASIM=1`` the same code runs in Numba's CUDA simulator.
@@ -139,6 +142,8 @@ class BatchedGradient:
         self.max_workspace_bytes = MAX_WORKSPACE_BYTES
         self.on_overflow = "cpu"
         self.threads_per_block = None
+        self.tape_size = None
+        self.tape_layout = "interleaved"
         self.last_overflow = np.zeros(0, dtype=np.int64)
         self.last_tape_size = None
         self.last_timings = {}
@@ -259,7 +264,7 @@ class BatchedGradient:
                                hint="use target='cpu', or set NUMBA_ENABLE_CUDASIM=1 before "
                                     "importing numba to run the (slow) simulator")
         tpb = self._tpb()
-        key = ("cuda", types, self.batched, tpb)
+        key = ("cuda", types, self.batched, tpb, self.tape_layout)
         hit = self._drivers.get(key)
         if hit is not None:
             return hit
@@ -271,7 +276,7 @@ class BatchedGradient:
             text = lowering.cuda_batch_source(entry, params, list(self.batched), wrt=list(ws.wrt),
                                               device_source=ws.source, threads_per_block=tpb,
                                               kernel_name=f"kernel_value_and_grad_{g.fn.__name__}",
-                                              driver_name=driver)
+                                              driver_name=driver, tape_layout=self.tape_layout)
             # the module holds CUDA code: built as plain Python (numba.cuda compiles on launch)
             mod = lowering.build(text, name=f"{g.fn.__name__}_cuda", target="python")
         except lowering.LoweringError as exc:
@@ -325,7 +330,10 @@ class BatchedGradient:
             else:
                 a = _convert(a, False)
             conv.append(a)
-        nf, ni = self._tape_size(cpu.entry, conv, size)
+        if self.tape_size is not None:
+            nf, ni = (max(1, int(v)) for v in self.tape_size)
+        else:
+            nf, ni = self._tape_size(cpu.entry, conv, size)
         self.last_tape_size = (nf, ni)
         per_set = 8 * (nf + ni)
         tpb = self._tpb()

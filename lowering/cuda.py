@@ -18,10 +18,14 @@ Guarantees: ``cuda_batch_source(...)`` returns module source text (import it wit
 that adds to ``device_source``:
 
     * ``<kernel_name>``: a ``numba.cuda.jit`` kernel, one thread per set (``cuda.grid(1)``).
-      Thread ``i`` calls the device function on set ``i`` with its own slices
-      ``ftape[i*n_f:(i+1)*n_f]``, ``itape[i*n_i:(i+1)*n_i]`` and ``status[i:i+1]`` of three
-      preallocated global arrays (the workspace), and writes the value and the gradients of
-      batched parameters to per-set output arrays.
+      Thread ``i`` calls the device function on set ``i`` with its own views of two
+      preallocated global arrays (the workspace, ``n_f`` floats and ``n_i`` ints per set) and
+      ``status[i:i+1]``, and writes the value and the gradients of batched parameters to
+      per-set output arrays. ``tape_layout="interleaved"`` (default) gives thread ``i`` the
+      strided view ``ftape[i : n_f*n_sets : n_sets]``: at the same tape position the threads of
+      a warp touch consecutive words, so tape traffic is coalesced; ``"contiguous"`` gives it
+      ``ftape[i*n_f : (i+1)*n_f]`` (one cache line per thread and access: slower on GPUs, kept
+      for comparison).
     * Shared-parameter gradients (parameters without a batch axis) are reduced in two levels:
       each thread writes its set's gradient (0 for idle threads and for sets whose status
       reports an overflow) into a ``(n_shared, threads_per_block)`` float64 array in shared
@@ -55,9 +59,10 @@ from collections.abc import Sequence
 from .batch import _Names, _parse_type
 from .errors import LoweringError
 
-__all__ = ["cuda_batch_source", "add_device_decorators", "DEFAULT_THREADS_PER_BLOCK"]
+__all__ = ["cuda_batch_source", "add_device_decorators", "DEFAULT_THREADS_PER_BLOCK", "TAPE_LAYOUTS"]
 
 DEFAULT_THREADS_PER_BLOCK = 128
+TAPE_LAYOUTS = ("interleaved", "contiguous")
 
 _DEVICE_DECORATOR = "@cuda.jit(device=True)"
 
@@ -108,6 +113,7 @@ def cuda_batch_source(
     threads_per_block: int = DEFAULT_THREADS_PER_BLOCK,
     kernel_name: str | None = None,
     driver_name: str | None = None,
+    tape_layout: str = "interleaved",
 ) -> str:
     """Source of the device functions, the kernel and the host driver; see the module docstring."""
     if not isinstance(fn_name, str) or not fn_name.isidentifier():
@@ -115,6 +121,8 @@ def cuda_batch_source(
     tpb = threads_per_block
     if not isinstance(tpb, int) or tpb < 1 or tpb > 1024 or tpb & (tpb - 1):
         raise LoweringError(f"cuda: threads_per_block must be a power of two <= 1024, got {tpb!r}")
+    if tape_layout not in TAPE_LAYOUTS:
+        raise LoweringError(f"cuda: tape_layout must be one of {TAPE_LAYOUTS}, got {tape_layout!r}")
     kernel_name = kernel_name or f"{fn_name}_kernel"
     driver_name = driver_name or f"{fn_name}_cuda_batch"
     params = list(params)
@@ -170,12 +178,22 @@ def cuda_batch_source(
     kparams = ([k_nsets] + names_list + [k_ft, k_it, k_nf, k_ni, k_status, k_values]
                + [k_out[w] for w in batched_w] + ([k_total] if k_total else []))
     call = ", ".join(f"{p}[{i}]" if is_b[p] else p for p in names_list)
+    if tape_layout == "interleaved":
+        ft_slice = f"{k_ft}[{i}:{k_nf} * {k_nsets}:{k_nsets}]"
+        it_slice = f"{k_it}[{i}:{k_ni} * {k_nsets}:{k_nsets}]"
+        layout_note = (f"    # Tapes interleaved: word k of set {i}'s tape is {k_ft}[k * {k_nsets} + {i}], so the "
+                       "threads of a warp touch consecutive words (coalesced).")
+    else:
+        ft_slice = f"{k_ft}[{i} * {k_nf}:({i} + 1) * {k_nf}]"
+        it_slice = f"{k_it}[{i} * {k_ni}:({i} + 1) * {k_ni}]"
+        layout_note = f"    # Tapes contiguous per set: set {i} owns {k_ft}[{i} * {k_nf}:({i} + 1) * {k_nf}]."
     K: list[str] = [
         "",
         "",
         "@cuda.jit",
         f"def {kernel_name}({', '.join(kparams)}):",
         f"    # One thread per argument set; set {i} uses its own slice of the global workspace.",
+        layout_note,
         f"    {i} = cuda.grid(1)",
     ]
     if shared_w:
@@ -187,8 +205,7 @@ def cuda_batch_source(
         K += [f"    {part}[{j}, {tid}] = 0.0" for j in range(len(shared_w))]
     K += [
         f"    if {i} < {k_nsets}:",
-        f"        {res} = {fn_name}({call}, {k_ft}[{i} * {k_nf}:({i} + 1) * {k_nf}], "
-        f"{k_it}[{i} * {k_ni}:({i} + 1) * {k_ni}], {k_status}[{i}:{i} + 1])",
+        f"        {res} = {fn_name}({call}, {ft_slice}, {it_slice}, {k_status}[{i}:{i} + 1])",
         f"        if {k_status}[{i}] == 0:",
         f"            {k_values}[{i}] = {res}[0]",
         f"            {grads} = {res}[1]",

@@ -11,7 +11,8 @@ Every program is written to ``/tmp/fuzz/prog_<hash>.py`` (``$COARSEN_FUZZ_DIR``)
 ``tests.progen.check_program``: coarse and fine gradients on the ``python`` target (and on
 ``cpu`` for the first ``--cpu`` programs), against each other, against the extended-precision
 oracle where it vouches for the point, and the primal value against the original function.
-Failures are minimized (``--no-minimize`` to skip) and written, with their arguments and
+The first failure of each signature (kind plus, for crashes, the error line with numbers
+removed: ``progen.failure_signature``) is minimized (``--no-minimize`` to skip); all are written, with their arguments and
 ``g.ir``, to ``/tmp/fuzz/failures/<kind>_<seed>.txt``; the summary at the end gives counts per
 outcome and per failure kind, and the seeds of every failure.  Set ``COARSEN_CACHE_DIR`` to keep
 the soak's compiled-gradient cache out of your user cache (the script defaults it to
@@ -29,7 +30,8 @@ if _ROOT not in sys.path:
 
 os.environ.setdefault("COARSEN_CACHE_DIR", os.path.join(os.environ.get("COARSEN_FUZZ_DIR", "/tmp/fuzz"), "cache"))
 
-from tests.progen import FUZZ_DIR, FuzzFailure, check_program, generate, minimize  # noqa: E402
+from tests.progen import (FUZZ_DIR, FuzzFailure, check_program, failure_signature,  # noqa: E402
+                          generate, minimize)
 
 
 def main(argv=None):
@@ -63,14 +65,17 @@ def main(argv=None):
             out = check_program(prog, targets=targets)
         except FuzzFailure as e:
             counts["failed"] += 1
-            kinds[e.kind].append(s)
+            sig = failure_signature(e)
+            first = sig not in kinds
+            kinds[sig].append(s)
             text = str(e)
-            if not opts.no_minimize:
-                small, small_fail = minimize(prog.source, prog.make_args, prog.args_text(), e.kind,
+            if not opts.no_minimize and (first or opts.one is not None):
+                small, small_fail = minimize(prog.source, prog.make_args, prog.args_text(), sig,
                                              targets=("python",))
                 if small_fail is not None:
                     text += "\n\n======== minimized ========\n" + str(small_fail)
             path = os.path.join(outdir, f"{e.kind}_{s}.txt")
+            text = f"signature: {sig}\n" + text
             with open(path, "w") as fh:
                 fh.write(text)
             print(f"FAIL seed={s} kind={e.kind} -> {path}", flush=True)
@@ -94,8 +99,8 @@ def main(argv=None):
     print(f"\n{len(seeds)} programs (base seed {opts.seed}) in {dt:.0f} s: {dict(counts)}")
     print("discarded:", dict(discards))
     print("features:", dict(sorted(features.items())))
-    for kind, ss in sorted(kinds.items()):
-        print(f"failures [{kind}]: {len(ss)}: seeds {ss[:50]}")
+    for sig, ss in sorted(kinds.items()):
+        print(f"failures [{sig}]: {len(ss)}: seeds {ss[:40]}")
     return 1 if kinds else 0
 
 

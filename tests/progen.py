@@ -520,6 +520,25 @@ class Outcome:
     oracle: bool = False   # whether the oracle vouched for the point
 
 
+def _tb(e):
+    return "".join(traceback.format_exception(type(e), e, e.__traceback__, chain=False))
+
+
+def failure_signature(e: "FuzzFailure"):
+    """A short key grouping failures that are likely the same bug: the kind, plus for crashes
+    and refusals the last line of the error with numbers and names of temporaries removed."""
+    import re
+    if e.kind in ("crash", "refused"):
+        lines = [ln for ln in e.detail.splitlines() if "Error" in ln and not ln.startswith(" ")]
+        last = lines[-1] if lines else ""
+        last = re.sub(r"_t\d+", "_tN", last)
+        last = re.sub(r"\d+", "N", last)
+        return f"{e.kind}: {last[:120]}"
+    if e.kind == "primal" and "value nan" in e.detail:
+        return "primal: value nan"
+    return e.kind
+
+
 def _ir_text(g, args):
     try:
         return g.ir(*args)
@@ -554,8 +573,8 @@ def check_source(source, make_args, args_text, *, targets=("python",), modes=(Tr
                 g = coarsen.differentiate(fn, coarsen=coarse, target=target)
             except CoarsenError as e:
                 fail("refused", f"{tag}: differentiate raised CoarsenError:\n{e}")
-            except Exception:  # noqa: BLE001
-                fail("crash", f"{tag}: differentiate crashed:\n{traceback.format_exc()}")
+            except Exception as e:  # noqa: BLE001
+                fail("crash", f"{tag}: differentiate crashed:\n{_tb(e)}")
             args = make_args()
             before = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
             try:
@@ -563,8 +582,8 @@ def check_source(source, make_args, args_text, *, targets=("python",), modes=(Tr
                     v, grads = g.value_and_grad(*args)
             except CoarsenError as e:
                 fail("refused", f"{tag}: the gradient call raised CoarsenError:\n{e}", g)
-            except Exception:  # noqa: BLE001
-                fail("crash", f"{tag}: the gradient call crashed:\n{traceback.format_exc()}", g)
+            except Exception as e:  # noqa: BLE001
+                fail("crash", f"{tag}: the gradient call crashed:\n{_tb(e)}", g)
             for k, (b0, a1) in enumerate(zip(before, args)):
                 if isinstance(b0, np.ndarray) and not np.array_equal(b0, a1):
                     fail("mutated_input", f"{tag}: argument {k} modified: {b0!r} -> {a1!r}", g)
@@ -637,7 +656,8 @@ def _candidates(source):
     for li, (node, fld) in enumerate(lists):
         body = getattr(node, fld)
         for k in range(len(body)):
-            if isinstance(node, ast.Module):
+            if isinstance(node, ast.Module) and not (isinstance(body[k], ast.FunctionDef)
+                                                     and body[k].name != "f"):
                 continue
             if isinstance(body[k], ast.Return) and isinstance(node, ast.FunctionDef) \
                     and k == len(body) - 1:
@@ -690,9 +710,10 @@ def _replace(tree, old, new):
                         return
 
 
-def minimize(source, make_args, args_text, kind, *, targets=("python",), max_checks=200,
+def minimize(source, make_args, args_text, signature, *, targets=("python",), max_checks=200,
              log=None):
-    """Shrink ``source`` while ``check_source`` keeps failing with the same ``kind``.
+    """Shrink ``source`` while ``check_source`` keeps failing with the same ``signature``
+    (see :func:`failure_signature`).
 
     Returns (source, failure).  Greedy: restart from the first smaller variant that still
     fails; stop when none does or after ``max_checks`` checks."""
@@ -709,7 +730,7 @@ def minimize(source, make_args, args_text, kind, *, targets=("python",), max_che
             try:
                 check_source(cand, make_args, args_text, targets=targets)
             except FuzzFailure as e:
-                if e.kind == kind:
+                if failure_signature(e) == signature:
                     best, best_fail = cand, e
                     progress = True
                     if log:
