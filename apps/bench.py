@@ -15,10 +15,14 @@ Protocol (in the spirit of ADBench)
     1. Preparation is untimed but recorded: coarsen's transformation time
        (``coarsen.differentiate``) separately from its first call (Numba compilation plus one
        run); the first call of every other tool (JIT compilation, tracing).
-    2. Every tool's gradient is checked against coarsen's (against the hand-written one when
-       coarsen failed) with ADBench's measure ``|x - y| / max(1, |x| + |y|) <= 1e-8``.  A tool
-       that disagrees is reported as a mismatch and is not timed; a tool that raises is reported
-       with the first line of its exception.  The harness never stops because a tool failed.
+    2. Every tool's gradient is checked against the hand-written one (itself checked against
+       central differences in ``tests/apps``; against coarsen's when the hand-written one is
+       not run or failed) with ADBench's measure ``|x - y| / max(1, |x| + |y|) <= 1e-8``.  A
+       tool that disagrees is reported as a mismatch and is not timed; a tool that raises is
+       reported with the first line of its exception.  The harness never stops because a tool
+       failed: coarsen's generated gradients make their first call at each size in a forked
+       child first (:func:`probe_crash`), so a crash in generated code is reported as
+       ``crashed`` instead of ending the run.
     3. Calibration: repeats double until one batch takes at least ``--min-time`` (0.5 s; 0.05 s
        with ``--quick``).
     4. Samples are interleaved round-robin across the tools (the starting tool rotates every
@@ -28,7 +32,8 @@ Protocol (in the spirit of ADBench)
     5. A tool whose predicted time per call at the requested size exceeds ``--slow-limit`` (the
        Python-level peers on large sizes) is measured at the next smaller size instead, together
        with the primal and the hand-written gradient at that size, and its cell is marked
-       ``@<size>``.
+       ``@<size>``.  The prediction scales the peer's time at the previous size by the growth of
+       the hand-written gradient's time, measured before the peers run.
 
 Memory
     Peak memory is measured in one extra, untimed call per tool with :mod:`tracemalloc`
@@ -38,7 +43,9 @@ Memory
     JAX (XLA's allocator) and PyTorch (c10's allocator) allocate outside it; their peaks are
     reported as ``n/a``.  When the gradient object exposes ``tape_bytes`` it is reported too.
 
-Output (``--out``, default ``bench_out/``): ``results.md`` (tables), ``results.json``
+Output (``--out``, default ``bench_out/``): ``results.md`` (tables; first the summary of coarse
+against fine-grained AD with ``g.tape_bytes`` and peaks, which is also printed last on stdout),
+``results.json``
 (everything measured) and ``ratio_vs_handwritten_<size>.png`` / ``ratio_vs_primal_<size>.png``
 (log-scale bars; skipped without matplotlib).  Progress goes to stderr.
 """
@@ -247,6 +254,11 @@ def probe_crash(fn, timeout_s=PROBE_TIMEOUT_S):
         pid = os.fork()
     if pid == 0:  # child
         code = 0
+        try:  # the parent reports the crash; no traceback dump from the child
+            import faulthandler
+            faulthandler.disable()
+        except Exception:
+            pass
         try:
             fn()
         except BaseException:
@@ -448,7 +460,10 @@ def _measure_group(mod, size, tools, cfg, prog, label):
         res[tool] = r
 
     # correctness: against coarsen, or against the hand-written gradient when coarsen failed
-    ref_tool = next((t for t in ("coarsen", "coarsen_fine", "handwritten") if t in prepared),
+    # the hand-written gradient is the reference (it is checked against central differences
+    # in tests/apps); coarsen's gradients are checked like every other tool's, so a wrong coarse
+    # gradient shows as coarsen's mismatch, not as every peer's
+    ref_tool = next((t for t in ("handwritten", "coarsen", "coarsen_fine") if t in prepared),
                     None)
     if ref_tool is None:
         try:
@@ -536,6 +551,8 @@ def run(cfg: Config) -> dict:
             label = f"{name}/{size}"
             case = {"app": name, "size": size, "dims": mod.SIZES[size], "tools": {}}
             main_tools, reduced = [], []
+            if any(t in PY_LEVEL for t in cfg.tools):
+                history["__hwquick__" + size] = _hw_quick_time(mod, size, cfg.seed)
             for tool in cfg.tools:
                 if tool in PY_LEVEL and _predict_slow(tool, size, history, cfg):
                     reduced.append(tool)
@@ -592,15 +609,33 @@ def _predict_slow(tool, size, history, cfg):
     the hand-written gradient's time grew (conservative: small sizes are overhead-bound)."""
     if tool not in history:
         return False
-    prev_size, t_prev, hw_prev = history[tool]
+    prev_size, t_prev, _ = history[tool]
     if prev_size == size:
         return False
     if t_prev > cfg.slow_limit_s:
         return True
-    hw_now = history.get("__hw__" + size)
+    hw_prev = history.get("__hwquick__" + prev_size)
+    hw_now = history.get("__hwquick__" + size)
     if hw_prev and hw_now:
         return t_prev * hw_now / hw_prev > cfg.slow_limit_s
     return False
+
+
+def _hw_quick_time(mod, size, seed):
+    """Best of three calls of the hand-written gradient at ``size`` (after one warm-up call):
+    the yardstick :func:`_predict_slow` scales the Python-level peers' times by, measured
+    before they run, so a slow peer is never prepared at a size where it would take minutes."""
+    try:
+        args = mod.make_inputs(size, seed=seed)
+        mod.handwritten_grad(*args)
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            mod.handwritten_grad(*args)
+            best = min(best, time.perf_counter() - t0)
+        return best
+    except Exception:
+        return None
 
 
 def _json_default(o):
@@ -712,13 +747,14 @@ def render_summary(result) -> str:
         sp = tf / tc if tc and tf else None
         vh = tc / th if tc and th else None
         tbc, tbf = rc.get("tape_bytes"), rf.get("tape_bytes")
-        tape_ratio = (tbf / tbc) if tbc and tbf else None
+        both_ok = rc.get("status") == "ok" and rf.get("status") == "ok"
+        tape_ratio = (tbf / tbc) if tbc and tbf and both_ok else None
         pc, pf = rc.get("peak_bytes"), rf.get("peak_bytes")
         ps = per_size.setdefault(c["size"], {"speedup": [], "vs_hw": [], "tape": [], "peak": []})
         ps["speedup"].append(sp)
         ps["vs_hw"].append(vh)
         ps["tape"].append(tape_ratio)
-        ps["peak"].append(pf / pc if pc and pf else None)
+        ps["peak"].append(pf / pc if pc and pf and both_ok else None)
 
         def cell(r, t):
             st = _status_cell(r) if r else "-"
@@ -757,8 +793,8 @@ def render_markdown(result) -> str:
                  f"({meta['cpus']} CPUs); " + ", ".join(f"{k} {v}" for k, v in
                                                         meta["versions"].items() if v))
     lines.append("")
-    lines.append(f"Protocol: untimed preparation; gradients checked against coarsen's (else the "
-                 f"hand-written one) with |x-y|/max(1,|x|+|y|) <= {meta['tolerance']:g}; "
+    lines.append(f"Protocol: untimed preparation; gradients checked against the hand-written "
+                 f"one (else coarsen's) with |x-y|/max(1,|x|+|y|) <= {meta['tolerance']:g}; "
                  f"repeats doubled until a batch takes {meta['min_time_s']:g} s; up to "
                  f"{meta['samples']} interleaved round-robin samples; medians [min, max]. "
                  f"`@s` marks a peer measured at a smaller size (slower than "

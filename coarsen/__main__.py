@@ -122,7 +122,7 @@ def main(argv=None):
     try:
         return args.run(args)
     except CoarsenError as exc:
-        print(f"coarsen: error: {exc}", file=sys.stderr)
+        print(exc, file=sys.stderr)
         return 1
 
 

@@ -92,7 +92,7 @@ def _numba_text(t):
     return f"{dt}[{', '.join(':' * t.ndim)}]"
 
 
-def _convert(value, batched):
+def _convert(value):
     """Convert an argument the way ``Gradient`` converts one (floats to float64, ints to int64)."""
     if isinstance(value, np.ndarray):
         if value.dtype.kind == "f" and value.dtype != np.float64:
@@ -242,7 +242,7 @@ class BatchedGradient:
         if self.target == "cuda":
             return self._call_cuda(args, size, types, sig)
         spec, driver, _ = self._cpu_driver(types, sig)
-        conv = [_convert(a, b) for a, b in zip(args, self.batched)] + list(self.g._global_arrays)
+        conv = [_convert(a) for a in args] + list(self.g._global_arrays)
         values, grads = driver(*conv)
         return self._result(args, spec.wrt, values, grads)
 
@@ -320,7 +320,9 @@ class BatchedGradient:
 
     def _call_cuda(self, args, size, types, sig):
         g = self.g
-        ws, driver, mod = self._cuda_driver(types, sig)
+        if self.on_overflow not in ("cpu", "raise"):
+            raise CoarsenError(f"bg.on_overflow must be 'cpu' or 'raise', got {self.on_overflow!r}")
+        ws, driver, _ = self._cuda_driver(types, sig)
         cpu = g._specialize(types, sig)
         conv = []
         for a, b in zip(args, self.batched):
@@ -328,7 +330,7 @@ class BatchedGradient:
                 a = np.ascontiguousarray(a, dtype=np.float64 if a.dtype.kind == "f" else
                                          (np.int64 if a.dtype.kind in "iu" else a.dtype))
             else:
-                a = _convert(a, False)
+                a = _convert(a)
             conv.append(a)
         if self.tape_size is not None:
             nf, ni = (max(1, int(v)) for v in self.tape_size)

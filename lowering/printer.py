@@ -16,7 +16,7 @@ Guarantees:
     * ``header`` (optional) becomes a comment block at the very top, followed by one blank line.
     * Layout of the top level: two blank lines around top-level function definitions (PEP 8),
       none between consecutive simple statements such as imports.
-    * Target ``"cpu"``: every top-level ``FunctionDef`` gets ``@numba.njit(cache=True)`` above its
+    * Target ``"cpu"``: every top-level ``FunctionDef`` gets ``@numba.njit(cache=True, error_model="numpy")`` (division by zero gives inf or nan as in NumPy, not an exception) above its
       own decorators, and ``import numba`` is added after the leading import block unless the
       module already has it. Target ``"python"``: no decorators are added. Nested functions never
       get target decorators.

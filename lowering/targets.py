@@ -19,7 +19,7 @@ __all__ = ["TARGETS", "check_target", "function_decorator", "target_imports"]
 
 #: target name -> (decorator text for top-level functions or None, modules the target imports)
 _TARGET_TABLE: dict[str, tuple[str | None, tuple[str, ...]]] = {
-    "cpu": ("numba.njit(cache=True)", ("numba",)),
+    "cpu": ("numba.njit(cache=True, error_model='numpy')", ("numba",)),
     "python": (None, ()),
 }
 

@@ -52,29 +52,43 @@ def main(argv=None):
     st = ex.Settings.make(a.quick)
     t_start = time.perf_counter()
     res: dict = {}
+    errors: dict = {}
+
+    def part(key, fn):
+        try:
+            res[key] = fn()
+        except Exception as e:  # one failing part must not lose the others
+            import traceback
+            errors[key] = f"{type(e).__name__}: {e}"
+            traceback.print_exc()
     if parts & {"a", "b"}:
         _log("(a)+(b) applications, coarse vs fine (size m)")
         apps_sel = [x for x in a.apps.split(",")] if a.apps else None
-        res["apps"] = ex.apps_coarse_vs_fine(st, "m", apps_sel, progress=not a.no_progress)
+        part("apps", lambda: ex.apps_coarse_vs_fine(st, "m", apps_sel,
+                                                    progress=not a.no_progress))
         _log("(a)+(b) our small programs")
-        res["kernels"] = ex.kernels_coarse_vs_fine(st, "m")
+        part("kernels", lambda: ex.kernels_coarse_vs_fine(st, "m"))
     if "c" in parts:
         _log("(c) expression swell")
-        res["swell"] = ex.swell(L_max=24 if a.quick else 40,
-                                naive_max_ops=100_000,
-                                report_Ls=(1, 2, 4, 8) if a.quick else (1, 2, 4, 8, 16, 32))
+        part("swell", lambda: ex.swell(L_max=24 if a.quick else 40,
+                                       naive_max_ops=100_000,
+                                       report_Ls=(1, 2, 4, 8) if a.quick
+                                       else (1, 2, 4, 8, 16, 32)))
     if "d" in parts:
         _log("(d) closed-form loops")
-        res["closed_forms"] = ex.closed_forms(st)
+        part("closed_forms", lambda: ex.closed_forms(st))
     if "e" in parts:
         _log("(e) segment size")
-        res["segment_size"] = ex.segment_size(st, Ls=(1, 2, 4, 8, 16) if a.quick
-                                              else (1, 2, 4, 8, 16, 32),
-                                              n=5000 if a.quick else 20000)
+        part("segment_size", lambda: ex.segment_size(st, Ls=(1, 2, 4, 8, 16) if a.quick
+                                                     else (1, 2, 4, 8, 16, 32),
+                                                     n=5000 if a.quick else 20000))
+    _log("bug reproducers")
+    part("bugs", ex.bugs)
     meta = {"quick": a.quick, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
             "machine": platform.machine(), "cpus": os.cpu_count(),
             "python": platform.python_version(), "versions": _versions(),
-            "elapsed_s": time.perf_counter() - t_start, "parts": sorted(parts)}
+            "elapsed_s": time.perf_counter() - t_start, "parts": sorted(parts),
+            "errors": errors}
     a.out.mkdir(parents=True, exist_ok=True)
     files = report.make_figures(res, a.out / "figures")
     md = report.render(res, files, meta)

@@ -261,6 +261,10 @@ def _differentiate_path(seg, lifted, types, active, budget):
         return {"fallback": f"symbolic budget exceeded ({exc.reason})"}
     except _Unliftable as exc:
         return {"fallback": f"cannot lift {exc}"}
+    except Exception as exc:  # a SymPy failure must never become a wrong gradient
+        return {"fallback": f"symbolic stage failed ({type(exc).__name__}: {str(exc)[:80]})"}
+    if _non_finite(list(jac.partials.values()) + [e for _, e in jac.replacements]):
+        return {"fallback": "the symbolic derivative has a non-finite constant"}
     out_names = dict(zip(out_syms, outs.keys()))
     in_names = {sym: name for name, sym in lifter.inputs.items()}
     partials = {}
@@ -358,6 +362,13 @@ def closed_form_segment(loop, seg, types, active, budget):
         return {"fallback": f"symbolic budget exceeded ({exc.reason})"}
     except _Unliftable as exc:
         return {"fallback": f"cannot lift {exc}"}
+    except Exception as exc:  # a SymPy failure must never become a wrong gradient
+        return {"fallback": f"symbolic stage failed ({type(exc).__name__}: {str(exc)[:80]})"}
+    if _non_finite(list(cf.finals.values()) + list(partial_exprs.values())):
+        return {"fallback": "the closed form has a non-finite constant"}
+    why = _validate_closed_form(carried, cf, loop, types)
+    if why:
+        return {"fallback": f"closed form failed its numerical check ({why})"}
     out_names = {fin: sym.name for fin, sym in zip(outs, cf.finals)}
     partials = {}
     for (o, i), e in jac.partials.items():
@@ -384,4 +395,60 @@ def _inexact(expr, active):
             base, e = node.args
             if base.free_symbols & active and (e.free_symbols or (e.is_number and e < 0)):
                 return "has a power of a differentiated variable with a symbolic or negative exponent"
+    return None
+
+
+def _non_finite(exprs):
+    bad = (sympy.zoo, sympy.nan, sympy.oo, -sympy.oo)
+    return any(e.has(*bad) for e in exprs)
+
+
+def _validate_closed_form(carried, cf, loop, types):
+    """Check the closed form against running the recurrence, at a few random points and trip
+    counts (0 to 4, several starts and steps): a guard against any slip in the symbolic stage."""
+    import random
+    rnd = random.Random(1234)
+    free = set()
+    for e in list(carried.values()) + list(cf.finals.values()):
+        free |= e.free_symbols
+    k = sympy.Symbol(loop.var, integer=True)
+    bound_syms = {}
+    for op, name in ((loop.start, "start"), (loop.stop, "stop"), (loop.step, "step")):
+        if isinstance(op, Var):
+            bound_syms[name] = sympy.Symbol(op.name, integer=True)
+    for trial in range(6):
+        vals = {}
+        for sym in free:
+            if sym == k or sym in bound_syms.values():
+                continue
+            vals[sym] = sympy.Rational(rnd.randint(-9, 9), rnd.randint(1, 5)) if sym.is_integer is not True \
+                else sympy.Integer(rnd.randint(-3, 6))
+        start = loop.start.value if isinstance(loop.start, Const) else rnd.randint(-3, 3)
+        step = loop.step.value if isinstance(loop.step, Const) else rnd.choice([1, 2, 3, -1, -2])
+        trips = trial % 5
+        stop = loop.stop.value if isinstance(loop.stop, Const) else start + step * trips
+        if "start" in bound_syms:
+            vals[bound_syms["start"]] = sympy.Integer(start)
+        if "stop" in bound_syms:
+            vals[bound_syms["stop"]] = sympy.Integer(stop)
+        if "step" in bound_syms:
+            vals[bound_syms["step"]] = sympy.Integer(step)
+        state = {x: vals.get(x, sympy.Integer(0)) for x in carried}
+        for x in carried:
+            vals.setdefault(x, state[x])
+        state = {x: vals[x] for x in carried}
+        for kv in range(start, stop, step):
+            env = dict(vals)
+            env.update(state)
+            env[k] = sympy.Integer(kv)
+            state = {x: e.xreplace(env) for x, e in carried.items()}
+        for x, fin in cf.finals.items():
+            got = fin.xreplace(vals)
+            try:
+                diff = abs(complex(sympy.N(got - state[x], 30)))
+                scale = max(1.0, abs(complex(sympy.N(state[x], 30))))
+            except (TypeError, ValueError):
+                return f"{x} does not evaluate"
+            if not diff <= 1e-12 * scale:
+                return f"{x} differs after {len(range(start, stop, step))} trips"
     return None

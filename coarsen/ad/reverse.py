@@ -471,14 +471,19 @@ class Emitter:
         fwd += lf
         step = self.segment_step(seg)
         names = {n for n in _names_read(step + fpops + cpops) if n in self.types}
-        inner_defs = {p.target for p in seg.passengers}
-        for st in walk(lifted):
-            if isinstance(st, Assign) and self.types[st.target].kind == "bool":
-                inner_defs.add(st.target)
+        passenger_defs = {p.target for p in seg.passengers}
+        cond_defs = {st.target for st in walk(lifted)
+                     if isinstance(st, Assign) and self.types[st.target].kind == "bool"}
         for n in names:
-            # values made inside the segment (passengers, conditions) are read at its end,
-            # the others (entry values) at its start
-            self.reads_at.setdefault(n, []).append(("end", seg) if n in inner_defs else seg)
+            # when the step reads each value: conditions as they stand at the segment's end,
+            # passengers' results after the passengers (before the lifted statements, which
+            # may reassign them), everything else on entry
+            if n in cond_defs:
+                self.reads_at.setdefault(n, []).append(("end", seg))
+            elif n in passenger_defs:
+                self.reads_at.setdefault(n, []).append(("mid", seg))
+            else:
+                self.reads_at.setdefault(n, []).append(seg)
         return fwd, fpops + step + cpops + pass_rev
 
     def loop_segment(self, seg):
@@ -561,6 +566,8 @@ class Emitter:
         branches = []
         for decisions, path_partials, jac in paths:
             body = self.path_step(path_partials, jac, outs, ins, g)
+            got = {i for (o, i) in path_partials if o in outs}
+            body += self.zero_unset_inputs(seg, got)
             branches.append((decisions, body))
         if len(branches) == 1:
             code += branches[0][1]
@@ -611,6 +618,15 @@ class Emitter:
             if total is not None:
                 self.accumulate(i, total, pre_fwd, pre_rev, code)
         return code
+
+    def zero_unset_inputs(self, seg, ins_with_contrib):
+        """A set-once temporary fed into the segment whose partials are all zero (its value
+        was overwritten) still needs its adjoint defined: zero."""
+        out = []
+        for i in seg.inputs:
+            if i in self.f.set_temps and i in self.active and i not in ins_with_contrib:
+                out.append(B.assign(self.bar(i), 0.0))
+        return out
 
     def trip_count(self, s):
         start, stop, step = s.start, s.stop, s.step
@@ -1154,11 +1170,11 @@ def _tape_sites(fn, reads_at):
     (An accumulator read only after its loop, say, is then taped once per outer trip, not once
     per inner trip.)  Loops iterate to a fixpoint; both arms of an ``if`` are joined."""
     from ..ir.nodes import Segment
-    start, end = {}, {}
+    start, mid, end = {}, {}, {}
     for v, readers in reads_at.items():
         for r in readers:
             if isinstance(r, tuple):
-                end.setdefault(id(r[1]), set()).add(v)
+                (end if r[0] == "end" else mid).setdefault(id(r[1]), set()).add(v)
             else:
                 start.setdefault(id(r), set()).add(v)
     marked = set()
@@ -1179,7 +1195,9 @@ def _tape_sites(fn, reads_at):
                 pending = flow(st.test_body, pending)
                 pending = loop(st.test_body + st.body, pending)
             elif isinstance(st, Segment):
-                pending = flow(st.stmts, pending)
+                pending = flow(st.passengers, pending)
+                pending |= mid.get(id(st), set())
+                pending = flow([x for x in st.stmts if not any(x is p for p in st.passengers)], pending)
             pending |= end.get(id(st), set())
         return pending
 

@@ -9,7 +9,8 @@ needed), so the reverse sweep needs exactly the operands a rule mentions: the ta
 reads them off the generated expressions.  Non-element-wise primitives (indexing, reductions,
 matrix products, reshapes) have their vector-Jacobian products in ``coarsen.ad.reverse``.
 
-Conventions at non-differentiable points (those of JAX): ``abs'(0) = 0``;
+Conventions at non-differentiable points (those of JAX, checked against jax.grad):
+``abs'(0) = 1``;
 ``max``/``min``/``maximum``/``minimum`` split the adjoint evenly between tied operands;
 comparisons, ``floor``, ``ceil``, ``sign``, ``//`` and integer operations have zero derivative.
 """
@@ -71,7 +72,7 @@ defvjp("log1p", lambda x: 1.0 / (1.0 + x))
 defvjp("log10", lambda x: 1.0 / (x * math.log(10.0)))
 defvjp("log2", lambda x: 1.0 / (x * math.log(2.0)))
 defvjp("sqrt", lambda x: 0.5 / fn("sqrt", x))
-defvjp("abs", lambda x: select(x.cmp(">", 0.0), 1.0, select(x.cmp("<", 0.0), -1.0, 0.0)))
+defvjp("abs", lambda x: select(x.cmp(">=", 0.0), 1.0, -1.0))
 defvjp("erf", lambda x: (2.0 / math.sqrt(math.pi)) * fn("exp", -(x * x)))
 defvjp("erfc", lambda x: (-2.0 / math.sqrt(math.pi)) * fn("exp", -(x * x)))
 defvjp("arctan2", lambda y, x: x / (x * x + y * y), lambda y, x: -y / (x * x + y * y))

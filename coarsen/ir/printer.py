@@ -8,7 +8,7 @@ merging through ``gamma`` at the end of its ``if``, and each variable a loop car
 """
 from __future__ import annotations
 
-from .nodes import Assign, For, If, Store, While, walk
+from .nodes import Assign, For, If, Segment, Store, While, walk
 
 
 def _assigned(block):
@@ -56,6 +56,10 @@ def format_function(fn):
                 lines.append(f"{pad}for {s.var} in range({s.start}, {s.stop}, {s.step}):"
                              + (f"  # mu: {', '.join(carried)}" if carried else ""))
                 block(s.body, ind + 1)
+            elif isinstance(s, Segment):
+                kind = s.info.get("kind", "block")
+                lines.append(f"{pad}segment {s.index} ({kind}; in {', '.join(s.inputs)}; out {', '.join(s.outputs)}):")
+                block(s.stmts, ind + 1)
             elif isinstance(s, While):
                 carried = [v for v in _assigned(s.body) if not v.startswith("_t")]
                 lines.append(f"{pad}while:" + (f"  # mu: {', '.join(carried)}" if carried else ""))

@@ -111,3 +111,41 @@ def test_cli_quick_smoke(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Gradient time / hand-written gradient time" in out
     assert (tmp_path / "ratio_vs_handwritten_s.png").stat().st_size > 1000
+
+
+def test_probe_crash_reports_a_segfault_and_passes_normal_calls():
+    import os
+
+    if not hasattr(os, "fork"):
+        pytest.skip("needs os.fork")
+    import ctypes
+
+    msg = bench.probe_crash(lambda: ctypes.string_at(0))
+    assert msg is not None and "SIGSEGV" in msg
+    assert bench.probe_crash(lambda: 1 + 1) is None
+    assert bench.probe_crash(lambda: 1 / 0) is None  # exceptions are the parent's to report
+
+
+def test_summary_table_coarse_vs_fine_with_tapes():
+    def tool(med, tape, peak, status="ok"):
+        return {"status": status, "median_s": med, "min_s": med, "max_s": med,
+                "tape_bytes": tape, "peak_bytes": peak}
+
+    result = {"meta": {"tools": ["primal", "coarsen", "coarsen_fine", "handwritten"]},
+              "cases": [
+                  {"app": "a", "size": "m", "dims": 10, "tools": {
+                      "coarsen": tool(1e-3, 0, 100), "coarsen_fine": tool(4e-3, 800, 900),
+                      "handwritten": tool(5e-4, None, 50)}},
+                  {"app": "b", "size": "m", "dims": 20, "tools": {
+                      "coarsen": tool(2e-3, 100, 200), "coarsen_fine": tool(2e-3, 400, 400),
+                      "handwritten": tool(1e-3, None, 50)}},
+                  {"app": "c", "size": "m", "dims": 5, "tools": {
+                      "coarsen": {"status": "crashed", "message": "crashed with SIGSEGV"},
+                      "coarsen_fine": tool(1e-3, 8, 8), "handwritten": tool(1e-3, None, 8)}},
+              ]}
+    md = bench.render_summary(result)
+    assert "| a (10) | m | 1.00 ms | 4.00 ms | 4x | 2 | 0 B | 800 B |" in md
+    assert "CRASHED" in md
+    # geomean speedup over a and b: sqrt(4 * 1) = 2; tape ratio only where both are non-empty
+    assert "geomean speedup fine/coarse 2 (over 2 apps)" in md
+    assert "tape fine/coarse 4 (over 1 apps)" in md

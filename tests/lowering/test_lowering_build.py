@@ -87,7 +87,7 @@ def test_tampered_file_is_never_executed(own_cache, damage, tmp_path):
 
 def test_cpu_build_caches_machine_code_beside_file(own_cache):
     src = SOURCE.replace("import numpy as np\n", "import numpy as np\nimport numba\n").replace(
-        "\ndef scale", "\n@numba.njit(cache=True)\ndef scale"
+        "\ndef scale", "\n@numba.njit(cache=True, error_model='numpy')\ndef scale"
     )
     mod = build(src, name="cpu_demo", target="cpu")
     x = np.arange(4.0)

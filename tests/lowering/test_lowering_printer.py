@@ -146,11 +146,11 @@ def test_golden_cpu_target_adds_decorators_and_numba_import():
     text = render(sample_module(), target="cpu", header="header line\n\nthird line")
     expected = EXPECTED_PYTHON.replace(
         "import numpy as np\n", "import numpy as np\nimport numba\n"
-    ).replace("# gradient of f\ndef f", "# gradient of f\n@numba.njit(cache=True)\ndef f").replace(
-        "\ndef g", "\n@numba.njit(cache=True)\ndef g"
+    ).replace("# gradient of f\ndef f", "# gradient of f\n@numba.njit(cache=True, error_model='numpy')\ndef f").replace(
+        "\ndef g", "\n@numba.njit(cache=True, error_model='numpy')\ndef g"
     )
     assert text == expected
-    assert text.count("@numba.njit(cache=True)") == 2
+    assert text.count("@numba.njit(cache=True, error_model='numpy')") == 2
     assert text.count("import numba\n") == 1
     assert "numba" not in render(sample_module(), target="python")
 
