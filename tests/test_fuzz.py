@@ -26,34 +26,13 @@ N_PYTHON = int(os.environ.get("COARSEN_FUZZ_N", "200"))
 N_CPU = int(os.environ.get("COARSEN_FUZZ_N_CPU", "12"))
 CPU_SEED_BASE = 500_000
 
-# Known coarsen bugs, each with a minimal reproducer in the fuzzing report.
-BUG_DEAD_READ = ("coarsen bug: an array element read whose value is dead (overwritten before use) "
-                 "makes the coarse reverse sweep read an undefined adjoint: NameError '_tN_bar' "
-                 "(e.g. s = a[0]*x; s = x; return s + 1.0)")
-BUG_CLOSED_FORM_NAN = ("coarsen bug: the closed form of a coupled loop recurrence "
-                       "(s0 = 0.8*s0 + i; s1 = s1 + s0) contains SymPy zoo (ratio 0.8*1.25 = 1 "
-                       "unguarded): the primal value is nan")
-
-BUG_RELATIONAL_REWRITE = ("coarsen bug: symbolic/rewrite.stable_rewrite runs sympy's expm1_opt on a "
-                          "relational (a lifted branch condition containing math.exp): "
-                          "AttributeError: 'LessThan' object has no attribute 'factor'")
-
-# failure signature (progen.failure_signature) -> bug
-KNOWN_SIGNATURES = {
-    "crash: NameError: name '_tN_bar' is not defined": BUG_DEAD_READ,
-    "primal: value nan": BUG_CLOSED_FORM_NAN,
-    "nonfinite": BUG_CLOSED_FORM_NAN,
-    "crash: AttributeError: 'LessThan' object has no attribute 'factor'": BUG_RELATIONAL_REWRITE,
-    "crash: AttributeError: 'StrictLessThan' object has no attribute 'factor'": BUG_RELATIONAL_REWRITE,
-    "crash: AttributeError: 'GreaterThan' object has no attribute 'factor'": BUG_RELATIONAL_REWRITE,
-    "crash: AttributeError: 'StrictGreaterThan' object has no attribute 'factor'": BUG_RELATIONAL_REWRITE,
-}
-
-# fixed seeds that currently hit a known bug (seed -> bug)
+# Known coarsen bugs (none open): a fixed seed that hits a reported bug goes into KNOWN as
+# seed -> description, so that it is xfail(strict=True) until the fix lands; failure signatures
+# of reported bugs go into KNOWN_SIGNATURES so that the Hypothesis search reports new bugs only.
+# Fixed so far: dead element reads (NameError on an adjoint), closed forms with SymPy's zoo,
+# stable_rewrite on relationals, passenger values reassigned inside a segment.
+KNOWN_SIGNATURES = {}
 KNOWN = {}
-KNOWN.update({s: BUG_DEAD_READ for s in (6, 22, 29, 61, 124, 132, 134, 142, 178, 195, 500001)})
-KNOWN.update({s: BUG_CLOSED_FORM_NAN for s in (45, 50, 119, 162)})
-KNOWN.update({s: BUG_RELATIONAL_REWRITE for s in (63, 84, 101, 155, 163, 190)})
 
 
 def _param(seed):
