@@ -347,12 +347,13 @@ def closed_form_segment(loop, seg, types, active, budget):
         # Partials of the closed form by direct differentiation, without CSE: CSE would hoist
         # divisions out of the guarded branches (a == 1) and evaluate them unconditionally.
         partial_exprs = {}
+        singular = []
         for fin, e in zip(outs, cf.finals.values()):
             for w in wrt:
                 d = sympy.diff(e, w)
                 budget.check(d)
                 if d != 0:
-                    why = _inexact(d, set(wrt))
+                    why = _singular_points(d, set(wrt), singular)
                     if why:
                         return {"fallback": f"closed form kept out: its derivative {why}"}
                     partial_exprs[(fin, w)] = d
@@ -374,27 +375,37 @@ def closed_form_segment(loop, seg, types, active, budget):
     for (o, i), e in jac.partials.items():
         partials[(out_names[o], i.name)] = e
     return {"jac": jac, "partials": partials, "closed_form": cf, "finals": finals,
+            "singular": sorted(set(singular), key=sympy.default_sort_key),
             "n_symbol": cf.n_symbol, "finals_n": {s.name: e for s, e in cf.finals_n.items()},
             "trip_count": cf.trip_count, "formula": cf.description,
             "carried": [sym.name for sym in cf.finals]}
 
 
-def _inexact(expr, active):
-    """Why differentiating this closed form would not be exact everywhere, or None.
+def _singular_points(expr, active, out):
+    """Collect the points where differentiating this closed form term by term is not exact;
+    returns a reason when that cannot be handled.
 
-    A guard on a differentiated variable (``a == 1``) has a derivative of zero on the guarded
-    point, which is wrong for removable singularities; a symbolic power of a differentiated
-    base (``a**n``) or a division by a differentiated expression breaks at zero."""
+    A guard ``a == c`` on a differentiated variable has a zero derivative on the guarded point
+    (wrong for a removable singularity such as ``(a**n - 1)/(a - 1)`` at ``a = 1``); a symbolic
+    power of a differentiated base breaks at base 0.  Such points are appended to ``out``: at
+    run time the gradient takes the loop (one coarse step per trip) when one holds, and the
+    closed form everywhere else, so it is exact on the whole domain."""
     for node in sympy.preorder_traversal(expr):
         if isinstance(node, sympy.Piecewise) or S.is_branch_phi(node):
             conds = [c for _, c in node.args] if isinstance(node, sympy.Piecewise) else [node.args[0]]
             for c in conds:
-                if not isinstance(c, bool) and getattr(c, "free_symbols", set()) & active:
-                    return "has a guard on a differentiated variable"
+                if isinstance(c, bool) or not (getattr(c, "free_symbols", set()) & active):
+                    continue
+                if isinstance(c, sympy.Eq):
+                    out.append(c)
+                elif c == sympy.true:
+                    continue
+                else:
+                    return "has a guard on a differentiated variable that is not a single point"
         if isinstance(node, sympy.Pow):
             base, e = node.args
             if base.free_symbols & active and (e.free_symbols or (e.is_number and e < 0)):
-                return "has a power of a differentiated variable with a symbolic or negative exponent"
+                out.append(sympy.Eq(base, 0))
     return None
 
 

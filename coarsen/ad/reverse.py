@@ -516,9 +516,19 @@ class Emitter:
             "; ".join(info["formula"].splitlines())
         step = self.segment_step(seg)
         names = {nm for nm in _names_read(step + pops) if nm in self.types}
+        rev = pops + step
+        if info.get("singular"):
+            # at the closed form's singular points the loop runs, one coarse step per trip
+            import sympy
+            guard = self.sym_expr(sympy.Or(*info["singular"]))
+            names |= {nm for nm in _names_read([guard]) if nm in self.types}
+            loop_fwd, loop_rev = self.stmt(info["loop"])
+            fwd = [B.if_(guard, loop_fwd, fwd)]
+            fwd[0].coarsen_comment = "exact closed form, except at its singular points (the loop)"
+            rev = [B.if_(self.sym_expr(sympy.Or(*info["singular"])), loop_rev or [gast.Pass()], rev)]
         for nm in names:
             self.reads_at.setdefault(nm, []).append(seg)
-        return fwd, pops + step
+        return fwd, rev
 
     def sym_expr(self, expr):
         """A SymPy expression as a gast expression (recomputable element reads re-read)."""
@@ -1090,7 +1100,8 @@ def _replace_loop(block, loop, seg):
     """Put the loop segment ``seg`` where ``loop`` stands (its statements keep the loop)."""
     for k, st in enumerate(block):
         if st is loop:
-            loop.body = list(seg.stmts)
+            body = seg.info.get("singular_body")
+            loop.body = [body] if body is not None else list(seg.stmts)
             seg.stmts = [loop]
             block[k] = seg
             return True
@@ -1269,6 +1280,17 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
             loop = loop_bodies.get(id(seg))
             if loop is not None:
                 info = closed_form_segment(loop, seg, types, facts.active, budget)
+                if "partials" in info and info["singular"]:
+                    # the loop stays as the path for the singular points (exactness there)
+                    from ..ir.nodes import Segment as _Seg
+                    body = _Seg(list(seg.stmts), seg.loc, seg.index, passengers=list(seg.passengers),
+                                inputs=list(seg.inputs), outputs=list(seg.outputs), info=dict(seg.info))
+                    body.info.update(differentiate_segment(body, types, facts.active, budget))
+                    if "partials" not in body.info:
+                        info = {"fallback": "closed form needs the loop at singular points, and the "
+                                "loop body could not be lifted"}
+                    else:
+                        info["singular_body"] = body
                 if "partials" in info:
                     seg.info.update(info)
                     seg.info["kind"] = "loop"

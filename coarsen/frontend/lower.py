@@ -1036,8 +1036,12 @@ class Lowerer:
         for j, a in enumerate(node.args):
             bound[j] = a
         for kw in node.keywords:
-            if kw.arg is None or kw.arg not in sub.params:
-                raise self.err(node, f"{fn.__name__}() has no parameter {kw.arg!r}")
+            if kw.arg is None:
+                raise self.err(kw.value, "**-unpacking of keyword arguments is not supported",
+                               "pass the arguments by name or position")
+            if kw.arg not in sub.params:
+                raise self.err(node, f"{fn.__name__}() has no parameter {kw.arg!r}",
+                               f"its parameters are {', '.join(sub.params)}")
             j = sub.params.index(kw.arg)
             if bound[j] is not None:
                 raise self.err(node, f"{fn.__name__}() got two values for {kw.arg!r}")
