@@ -102,18 +102,43 @@ class Emitter:
 
     in_reverse = False
 
+    def _written_before_use(self, block, getitem, base, idx_vars):
+        """Is ``base`` written, or an index variable reassigned, between the element read
+        ``getitem`` and a use of its value (then re-reading the element later would not give
+        the value that was used)?"""
+        from ..ir.nodes import uses
+        k = next(i for i, st in enumerate(block) if st is getitem)
+        changed = False
+        for st in block[k + 1:]:
+            for sub in walk([st]):
+                if changed and any(isinstance(u, Var) and u.name == getitem.target for u in uses(sub)):
+                    return True
+            for sub in walk([st]):
+                if (isinstance(sub, Store) and sub.array == base) or \
+                        (isinstance(sub, Assign) and sub.target in idx_vars) or \
+                        (isinstance(sub, For) and sub.var in idx_vars):
+                    changed = True
+                    if any(isinstance(u, Var) and u.name == getitem.target for u in uses(sub)):
+                        return True
+        return False
+
     def find_recomputable(self, block, loop_vars=()):
-        """Scalar temporaries read from an array that is never written, at indices that hold
-        still while the temporary lives: the reverse sweep re-reads the element instead of
-        saving it on the tape."""
+        """Scalar temporaries read from an array, at indices that hold still while the
+        temporary lives: the reverse sweep re-reads the element instead of saving it on the
+        tape."""
         for s in block:
             if isinstance(s, Assign) and s.op == "getitem" and is_temp(s.target) \
                     and self.f.defs.get(s.target) == 1 and not self.is_arr(Var(s.target)):
                 base = s.args[0].name
-                ok = base not in self.f.stored and intact(self.f, base) and base not in self.fn.views
-                for it in s.index:
-                    if isinstance(it, Var) and not (it.name in loop_vars or intact(self.f, it.name)):
-                        ok = False
+                # a written array qualifies too: re-reading it in the reverse sweep makes it
+                # recorded, so every write saves and restores the element it overwrites, and
+                # the array holds its forward contents at each reverse point
+                # indices: any integer variable works (the reverse sweep restores what it
+                # reads), unless it is reassigned between the read and the use
+                ok = intact(self.f, base) and base not in self.fn.views
+                idx_vars = {it.name for it in s.index if isinstance(it, Var)}
+                if ok and self._written_before_use(block, s, base, idx_vars):
+                    ok = False
                 if ok:
                     self.recompute[s.target] = s
             elif isinstance(s, If):

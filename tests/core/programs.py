@@ -76,3 +76,31 @@ def poly_blowup(x, c):
     for i in range(12):
         x = x * x + c
     return x
+
+
+def _write_first(a, x):
+    a[0] = x * 3.0
+    return x
+
+
+def read_write_read(a, x):
+    """a[0] is read, written by the helper, then read again within one statement."""
+    y = a[0] * 2.0 + _write_first(a, x) * a[0]
+    return y * x
+
+
+def rnn_like(W, h0, n):
+    """An array filled row by row and re-read (the reverse sweep re-reads, not tapes, it)."""
+    H = h0.shape[0]
+    hs = np.zeros((n + 1, H))
+    for i in range(H):
+        hs[0, i] = h0[i]
+    loss = 0.0
+    for t in range(n):
+        for i in range(H):
+            a = 0.0
+            for j in range(H):
+                a += W[i, j] * hs[t, j]
+            hs[t + 1, i] = math.tanh(a)
+        loss += hs[t + 1, 0] * hs[t + 1, 0]
+    return loss
