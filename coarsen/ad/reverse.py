@@ -1327,20 +1327,34 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
                 seg.info["closed_form_fallback"] = info.get("fallback")
             seg.info.update(differentiate_segment(seg, types, facts.active, budget))
     # phase 1: which primal variables does the reverse sweep read?
-    probe = Emitter(fn, wrt, facts)
-    probe.block(fn.body)
-    plain_reads = {v: [r for r in rs if not isinstance(r, tuple)] + [r[1] for r in rs if isinstance(r, tuple)]
-                   for v, rs in probe.reads_at.items()}
-    tbr = _to_be_recorded(fn, plain_reads)
-    sites = _tape_sites(fn, probe.reads_at)
-    for v in facts.active:
-        if isinstance(types.get(v), Array) and not intact(facts, v) and v not in facts.set_temps:
-            tbr.add(v)
-    # phase 2
-    em = Emitter(fn, wrt, facts, tbr)
-    em.tape_sites = sites
-    em.workspace = workspace
-    fwd, rev = em.block(fn.body)
+    # The reverse sweep's reads decide what is taped, and taping adds restore code that reads
+    # more (the condition of an if whose branch now restores an array element, a loop's
+    # bounds): emit until the reads no longer grow (monotone, so this ends).
+    reads = {}
+    tbr, sites = set(), frozenset()
+    for _ in range(8):
+        em = Emitter(fn, wrt, facts, tbr)
+        em.tape_sites = sites
+        em.workspace = workspace
+        fwd, rev = em.block(fn.body)
+        grown = False
+        for v, rs in em.reads_at.items():
+            known = reads.setdefault(v, [])
+            for r in rs:
+                key = (r[0], id(r[1])) if isinstance(r, tuple) else id(r)
+                if key not in {((k[0], id(k[1])) if isinstance(k, tuple) else id(k)) for k in known}:
+                    known.append(r)
+                    grown = True
+        if not grown and _ > 0:
+            break
+        plain = {v: [r[1] if isinstance(r, tuple) else r for r in rs] for v, rs in reads.items()}
+        tbr = _to_be_recorded(fn, plain)
+        for v in facts.active:
+            if isinstance(types.get(v), Array) and not intact(facts, v) and v not in facts.set_temps:
+                tbr.add(v)
+        sites = _tape_sites(fn, reads)
+    else:
+        raise CoarsenError("internal: the tape analysis did not settle", filename=fn.filename)
     top_f, top_i = em.count_f, em.count_i
     em.close_holders(em.region)
     fwd = _drop_marked(fwd)

@@ -86,7 +86,7 @@ class Planner:
         self.fn.body = self.block(self.fn.body)
         return self.segments
 
-    def block(self, stmts):
+    def block(self, stmts, whole_loop_body=False):
         out = []
         run, passengers = [], []
         defs, reads = set(), set()
@@ -94,7 +94,8 @@ class Planner:
         def flush():
             nonlocal run, passengers, defs, reads
             if run:
-                out.extend(self.make(run, passengers))
+                whole = whole_loop_body and not out and len(run) + len(passengers) == len(stmts)
+                out.extend(self.make(run, passengers, min_ops=1 if whole else 2))
             else:
                 out.extend(passengers)
             run, passengers, defs, reads = [], [], set(), set()
@@ -123,15 +124,17 @@ class Planner:
                 s.body = self.block(s.body)
                 s.orelse = self.block(s.orelse)
             elif isinstance(s, For):
-                s.body = self.block(s.body)
+                # a loop body that is one liftable run is a segment even with one operation:
+                # the loop may then have a closed form (p *= a)
+                s.body = self.block(s.body, whole_loop_body=True)
             elif isinstance(s, While):
                 s.body = self.block(s.body)
             out.append(s)
         flush()
         return out
 
-    def make(self, run, passengers):
-        if self.active_ops(run) < 2:
+    def make(self, run, passengers, min_ops=2):
+        if self.active_ops(run) < min_ops:
             return passengers + run
         inside = {id(x) for x in walk(run)} | {id(x) for x in passengers}
         defined = set()

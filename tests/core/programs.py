@@ -104,3 +104,18 @@ def rnn_like(W, h0, n):
             hs[t + 1, i] = math.tanh(a)
         loss += hs[t + 1, 0] * hs[t + 1, 0]
     return loss
+
+
+def restore_under_continue(x, a):
+    """Element writes under a `continue` guard: restoring them in the reverse sweep needs the
+    guard's value per trip (found by the fuzzer)."""
+    m = a.shape[0]
+    s1 = math.cos(a[m - 1]) * x
+    s0 = 1.05 + 0.1 * math.sin(s1)
+    for i1 in range(m):
+        if i1 != 1:
+            continue
+        a[i1] -= 0.25 * i1
+    for i2 in range(1, 3):
+        s1 = a[(i2 + 1) % m] * x
+    return s0 + s1

@@ -187,3 +187,9 @@ def test_written_array_is_reread_not_taped():
     g(W6, h6, 4)
     # the tape grows with the H elements of hs written per step, not with the H*H reads
     assert g.tape_bytes < 2.6 * small
+
+
+def test_restores_under_a_continue_guard():
+    a = np.array([-0.987, -0.884, -0.663, -1.048, 0.814])
+    check(P.restore_under_continue, (1.491, a), [0, 1])
+    check(P.restore_under_continue, (1.491, a), [0, 1], target="cpu")
