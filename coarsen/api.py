@@ -36,12 +36,11 @@ def _code_fingerprint():
     """Hash of coarsen's own source: a cache entry made by other compiler code never loads."""
     import os
     h = hashlib.sha256(__version__.encode())
+    import importlib.util
     roots = [os.path.dirname(__file__), os.path.dirname(lowering.__file__)]
-    try:
-        from . import symbolic
-        roots.append(os.path.dirname(symbolic.__file__))
-    except ImportError:
-        pass
+    spec = importlib.util.find_spec("coarsen.symbolic")   # located without importing SymPy
+    if spec is not None and spec.origin:
+        roots.append(os.path.dirname(spec.origin))
     for root in roots:
         for dirpath, dirnames, filenames in sorted(os.walk(root)):
             dirnames.sort()

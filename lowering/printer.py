@@ -72,6 +72,7 @@ def render(module: gast.Module, *, target: str, header: str | None = None) -> st
     for offset, mod in enumerate(extra):
         blocks.insert(insert_at + offset, (gast.Import(names=[]), [f"import {mod}"]))
 
+    blocks = _sort_leading_imports(blocks)
     lines: list[str] = []
     if header is not None:
         lines.extend(_comment_lines(header, ""))
@@ -83,6 +84,27 @@ def render(module: gast.Module, *, target: str, header: str | None = None) -> st
         lines.extend(text)
         previous = stmt
     return "\n".join(lines) + "\n"
+
+
+def _sort_leading_imports(blocks):
+    """The leading plain imports in isort's order: standard library, a blank line, then the
+    rest, each group alphabetical (so generated modules pass ruff's import check)."""
+    import sys as _sys
+    k = 0
+    while k < len(blocks) and isinstance(blocks[k][0], gast.Import) and len(blocks[k][1]) == 1 \
+            and blocks[k][1][0].startswith("import "):
+        k += 1
+    if k == 0:
+        return blocks
+    lines = [text[0] for _, text in blocks[:k]]
+
+    def module(line):
+        return line.split()[1].split(".")[0]
+
+    std = sorted((ln for ln in lines if module(ln) in _sys.stdlib_module_names), key=module)
+    rest = sorted((ln for ln in lines if module(ln) not in _sys.stdlib_module_names), key=module)
+    merged = std + ([""] if std and rest else []) + rest
+    return [(gast.Import(names=[]), merged)] + blocks[k:]
 
 
 def _is_def(stmt: gast.stmt) -> bool:

@@ -1136,6 +1136,51 @@ def _replace_loop(block, loop, seg):
     return False
 
 
+def _drop_dead_adjoint_code(body, primal_names):
+    """Remove compiler-made assignments whose value is never read (adjoints nobody
+    accumulates into, captured adjoints, unused segment temporaries, initial values), until
+    none is left: generated modules have no dead temporaries.  The user's own statements are
+    never removed."""
+    import re
+    made = re.compile(r"^(.*_bar|_g\d+|_s\d+_\w+|_shape\d+|_closed\d+|_n\d+)$")
+
+    def removable(st, loaded):
+        if isinstance(st, gast.AugAssign) and isinstance(st.target, gast.Name):
+            name = st.target.id      # x_bar += ... with x_bar never read
+            return name not in loaded and bool(made.match(name))
+        if not (isinstance(st, gast.Assign) and len(st.targets) == 1
+                and isinstance(st.targets[0], gast.Name)):
+            return False
+        name = st.targets[0].id
+        if name in loaded:
+            return False
+        return bool(made.match(name)) or getattr(st, "_coarsen_init", False)
+
+    while True:
+        loaded = {n.id for st in body for n in gast.walk(st)
+                  if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)}
+        changed = False
+
+        def prune(stmts):
+            nonlocal changed
+            out = []
+            for st in stmts:
+                if removable(st, loaded):
+                    changed = True
+                    continue
+                for field in ("body", "orelse"):
+                    sub = getattr(st, field, None)
+                    if isinstance(sub, list) and sub:
+                        new = prune(sub)
+                        setattr(st, field, new or [gast.Pass()])
+                out.append(st)
+            return out
+
+        body = prune(body)
+        if not changed:
+            return body
+
+
 def _drop_marked(stmts):
     """Remove the reservation placeholders that turned out to reserve nothing."""
     out = []
@@ -1375,7 +1420,9 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     for v, t in em.extra_inits:
         inits.setdefault(v, t)
     for v in sorted(inits):
-        prologue.append(B.assign(v, _init_value(inits[v])))
+        st = B.assign(v, _init_value(inits[v]))
+        st._coarsen_init = True
+        prologue.append(st)
     if workspace:
         prologue.append(B.assign(FP, 0))
         prologue.append(B.assign(IP, 0))
@@ -1423,9 +1470,15 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
         if loc is not None:
             st.coarsen_comment = "forward sweep\n" + loc.text
     params = list(fn.params) + ([FT, IT, "_status"] if workspace else [])
+    body = _drop_dead_adjoint_code(body, set(fn.types))
     func = B.funcdef(entry_name, params, body)
     helpers = helper_source(sorted(em.helpers)) if em.helpers else ""
-    header = gast.parse("import math\nimport numpy as np\n")
+    # import what the code uses (generated modules pass `ruff check`)
+    used = {n.id for node in [func] + list(gast.parse(helpers).body if helpers else [])
+            for n in gast.walk(node) if isinstance(n, gast.Name)}
+    header = gast.parse("".join(line for mod, line in (("math", "import math\n"),
+                                                       ("np", "import numpy as np\n"))
+                                if mod in used) or "\n")
     helper_mod = gast.parse(helpers) if helpers else gast.Module(body=[], type_ignores=[])
     module = gast.Module(body=header.body + helper_mod.body + [func], type_ignores=[])
     em.segments = segments

@@ -15,9 +15,7 @@ MAX_TAPE_BYTES = 8 * 1024 ** 3
 _SOURCES = {
     "_grow": f'''
 def _grow(tape, need):
-    size = tape.shape[0] * 2
-    if size < need:
-        size = need
+    size = max(tape.shape[0] * 2, need)
     if size * 8 > {MAX_TAPE_BYTES}:
         raise MemoryError("coarsen: the tape would exceed {MAX_TAPE_BYTES // 1024 ** 3} GiB; use fewer loop trips")
     out = np.empty(size, tape.dtype)

@@ -55,3 +55,21 @@ def test_same_bytes_under_other_hash_seeds():
         outs.append(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                                    text=True, check=True).stdout)
     assert outs[0] == outs[1] and "value_and_grad_branchy" in outs[0]
+
+
+def test_generated_code_passes_ruff(tmp_path):
+    """Generated modules are clean Python: ruff's default rules (pyflakes, pycodestyle errors)."""
+    import shutil
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed (pip install -e '.[test]' installs it)")
+    paths = []
+    for name, fn, args in CASES:
+        for coarse in (True, False):
+            for target in ("python", "cpu"):
+                src = coarsen.differentiate(fn, coarsen=coarse, target=target).source_for(*args)
+                p = tmp_path / f"{name}_{coarse}_{target}.py"
+                p.write_text(src)
+                paths.append(str(p))
+    out = subprocess.run([ruff, "check", "--isolated", *paths], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr

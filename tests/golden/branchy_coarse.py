@@ -2,7 +2,6 @@
 # signature: (float64, float64); wrt: x, y; coarse AD
 
 import math
-import numpy as np
 
 
 def value_and_grad_branchy(x, y):
@@ -31,8 +30,6 @@ def value_and_grad_branchy(x, y):
     _tape_floats = 0
     _tape_ints = 0
     _ret_bar = 0.0
-    t_bar = 0.0
-    u_bar = 0.0
     x_bar = 0.0
     y_bar = 0.0
     _ret_bar = 1.0

@@ -2,7 +2,6 @@
 # signature: (float64, float64); wrt: z, y; coarse AD
 
 import math
-import numpy as np
 
 
 def value_and_grad_logistic_loss(z, y):
@@ -26,7 +25,6 @@ def value_and_grad_logistic_loss(z, y):
     _tape_floats = 0
     _tape_ints = 0
     _ret_bar = 0.0
-    p_bar = 0.0
     y_bar = 0.0
     z_bar = 0.0
     _ret_bar = 1.0

@@ -2,7 +2,6 @@
 # signature: (float64, float64); wrt: z, y; fine-grained AD
 
 import math
-import numpy as np
 
 
 def value_and_grad_logistic_loss(z, y):
