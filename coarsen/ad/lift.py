@@ -309,7 +309,10 @@ def closed_form_segment(loop, seg, types, active, budget):
         env = lifter.block(seg.stmts, {})
         k = lifter.symbol_for(loop.var) if loop.var in lifter.inputs else sympy.Symbol(loop.var, integer=True)
         carried = {}
-        evolving = [v for v in env if v in seg.outputs or v in lifter.inputs]
+        from ..analysis.activity import is_temp
+        # carried: the variables the loop leaves to later code or to its next trip; compiler
+        # temporaries live within one trip and are never carried
+        evolving = [v for v in env if (v in seg.outputs or v in lifter.inputs) and not is_temp(v)]
         for v in evolving:
             e = env.get(v)
             if e is None:
