@@ -262,8 +262,8 @@ class Gradient:
             if plain:
                 value, grads, tape = spec.entry(*args, *self._global_arrays)
                 self.tape_bytes = 8 * (tape[0] + tape[1])
-                res = grads[0] if self._single else grads
-                return value, res
+                res = tuple(g if arr else float(g) for g, arr in zip(grads, casts))
+                return float(value), (res[0] if self._single else res)
         spec, conv = self._prepare(args)
         t0 = time.perf_counter()
         value, grads, tape = spec.entry(*conv)
@@ -283,7 +283,8 @@ class Gradient:
                 gr = float(gr)
             out.append(gr)
         if len(self._fast) < 64:
-            self._fast[key] = (spec, plain, None)
+            is_array = tuple(isinstance(args[self.params.index(n)], np.ndarray) for n in spec.wrt)
+            self._fast[key] = (spec, plain, is_array)
         res = out[0] if self._single else tuple(out)
         return float(value), res
 
