@@ -222,7 +222,9 @@ class BatchedGradient:
         try:
             text = lowering.batch_source(entry, params, batched, wrt=list(spec.wrt), target=self.target,
                                          driver_name=driver)
-            mod = lowering.build(spec.source.rstrip("\n") + "\n\n\n" + text,
+            # the driver allocates with NumPy, which a scalar gradient module may not import
+            extra = "" if "\nimport numpy as np\n" in spec.source else "\nimport numpy as np\n"
+            mod = lowering.build(spec.source.rstrip("\n") + "\n" + extra + "\n\n" + text,
                                  name=f"{g.fn.__name__}_batch", target=self.target)
         except lowering.LoweringError as exc:
             raise CoarsenError(f"batch: {exc}") from None

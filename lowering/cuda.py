@@ -94,7 +94,10 @@ def add_device_decorators(source: str) -> str:
             raise LoweringError(f"cuda: unsupported top-level statement {type(node).__name__}")
     # the imports go after the last top-level import (0-based: before the line that follows it)
     at = last_import if last_import is not None else (first_def or 0)
-    before.setdefault(at, []).insert(0, "import numba\nfrom numba import cuda")
+    imports = "import numba\nfrom numba import cuda"
+    if not any(isinstance(n, ast.Import) and any(a.name == "numpy" for a in n.names) for n in tree.body):
+        imports = "import numpy as np\n" + imports     # the host driver allocates with NumPy
+    before.setdefault(at, []).insert(0, imports)
     out: list[str] = []
     for k, line in enumerate(lines):
         out.extend(before.get(k, ()))

@@ -107,6 +107,7 @@ EXPECTED_PYTHON = textwrap.dedent('''\
     # third line
 
     import math
+
     import numpy as np
 
 
@@ -144,8 +145,9 @@ def test_golden_python_target():
 
 def test_golden_cpu_target_adds_decorators_and_numba_import():
     text = render(sample_module(), target="cpu", header="header line\n\nthird line")
+    # imports in isort's order: the standard library, a blank line, then numba and numpy
     expected = EXPECTED_PYTHON.replace(
-        "import numpy as np\n", "import numpy as np\nimport numba\n"
+        "import numpy as np\n", "import numba\nimport numpy as np\n"
     ).replace("# gradient of f\ndef f", "# gradient of f\n@numba.njit(cache=True, error_model='numpy')\ndef f").replace(
         "\ndef g", "\n@numba.njit(cache=True, error_model='numpy')\ndef g"
     )
@@ -160,7 +162,7 @@ def test_numba_import_not_duplicated():
     mod.body.insert(2, gast.Import(names=[gast.alias(name="numba", asname=None)]))
     text = render(mod, target="cpu")
     assert text.count("import numba\n") == 1
-    assert text.startswith("import math\nimport numpy as np\nimport numba\n\n\n# gradient of f\n@numba.njit")
+    assert text.startswith("import math\n\nimport numba\nimport numpy as np\n\n\n# gradient of f\n@numba.njit")
 
 
 def test_comment_indentation_nested():
