@@ -615,9 +615,17 @@ class Lowerer:
         self.emit(While(test_body, Var(test), body, loc))
 
     def _var_used_outside(self, loop, name):
+        """Is the loop variable read where this loop's binding may reach it?  Reads inside
+        another (non-enclosing) ``for`` over the same name see that loop's own binding, so the
+        common reuse of ``i``/``j`` in consecutive loops keeps both loops in ``range`` form."""
         inside = {id(n) for n in gast.walk(loop)}
+        other = set()
         for n in gast.walk(self.src.node):
-            if isinstance(n, gast.Name) and n.id == name and id(n) not in inside:
+            if isinstance(n, gast.For) and n is not loop and isinstance(n.target, gast.Name) \
+                    and n.target.id == name and id(loop) not in {id(m) for m in gast.walk(n)}:
+                other |= {id(m) for m in gast.walk(n)}
+        for n in gast.walk(self.src.node):
+            if isinstance(n, gast.Name) and n.id == name and id(n) not in inside and id(n) not in other:
                 if isinstance(n.ctx, gast.Load):
                     return True
         return False

@@ -119,3 +119,33 @@ def restore_under_continue(x, a):
     for i2 in range(1, 3):
         s1 = a[(i2 + 1) % m] * x
     return s0 + s1
+
+
+def loop_var_reused(w, d):
+    """Consecutive loops over the same name stay range loops (no per-trip index tape)."""
+    s = 0.0
+    for j in range(d):
+        s += w[j] * w[j]
+    t = 0.0
+    for j in range(d):
+        t += s * w[j]
+    return t
+
+
+def loop_var_shadowed(w, d):
+    """An inner loop rebinding the outer loop's name: after it, j is the inner's last value."""
+    s = 0.0
+    for j in range(d):
+        for j in range(2):
+            s += w[j]
+        s += w[j] * 2.0
+    return s
+
+
+def loop_var_leaks(w, d):
+    s = 0.0
+    for j in range(d):
+        s += w[j]
+    for k in range(d):
+        s += w[k] * 0.5
+    return s * w[j]

@@ -193,3 +193,11 @@ def test_restores_under_a_continue_guard():
     a = np.array([-0.987, -0.884, -0.663, -1.048, 0.814])
     check(P.restore_under_continue, (1.491, a), [0, 1])
     check(P.restore_under_continue, (1.491, a), [0, 1], target="cpu")
+
+
+@pytest.mark.parametrize("fn", [P.loop_var_reused, P.loop_var_shadowed, P.loop_var_leaks])
+def test_loop_variable_reuse(fn):
+    w = np.array([0.5, -1.2, 2.0, 0.3])
+    g = check(fn, (w, 4), [0])
+    if fn is P.loop_var_reused:
+        assert loops_in(g.source, "value_and_grad_loop_var_reused") and "while" not in g.source
