@@ -459,7 +459,10 @@ class Lowerer:
         else:
             self.lower_expr(s.test, target=test)
         self.out = saved
-        body = []
+        self.emit_loop_body(s, [], test_body, test, brk, cont, has_cont, loc)
+
+    def emit_loop_body(self, s, body, test_body, test, brk, cont, has_cont, loc):
+        """Lower a loop's body (after ``body``'s first statements) and emit the ``While``."""
         self.loops.append(_Loop(brk, cont))
         try:
             if has_cont:
@@ -605,14 +608,7 @@ class Lowerer:
         self.out = saved
         body = [Assign(var, "copy", (Var(counter),), loc),
                 Assign(counter, "add", (Var(counter), step), loc)]
-        self.loops.append(_Loop(brk, cont))
-        try:
-            if has_cont:
-                body.append(Assign(cont, "copy", (Const(False),), loc))
-            self.lower_block(s.body, body)
-        finally:
-            self.loops.pop()
-        self.emit(While(test_body, Var(test), body, loc))
+        self.emit_loop_body(s, body, test_body, test, brk, cont, has_cont, loc)
 
     def _var_used_outside(self, loop, name):
         """Is the loop variable read where this loop's binding may reach it?  Reads inside
