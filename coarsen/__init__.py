@@ -6,6 +6,6 @@
 __version__ = "0.1.0"
 
 from .errors import CoarsenError  # noqa: E402
-from .api import Gradient, differentiate  # noqa: E402
+from .api import Gradient, differentiate, ir_text  # noqa: E402
 
-__all__ = ["CoarsenError", "Gradient", "differentiate", "__version__"]
+__all__ = ["CoarsenError", "Gradient", "differentiate", "ir_text", "__version__"]

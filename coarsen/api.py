@@ -421,6 +421,14 @@ class Report:
         return "\n".join(out)
 
 
+def ir_text(fn, *args):
+    """The IR of ``fn`` specialized for example ``args``, as text (in the spirit of a jaxpr):
+    one primitive per line with its type, loops and branches as nested regions, the gamma and
+    mu phis of merged and loop-carried variables.  For the plan after coarsening, see
+    ``differentiate(fn).ir(*args)`` and ``.report(*args)``."""
+    return Gradient(fn, None, False, "python").ir(*args)
+
+
 def differentiate(fn, wrt=None, *, coarsen=True, target="cpu"):
     """The gradient of ``fn``, a plain Python function returning a float scalar.
 
