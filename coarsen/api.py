@@ -317,6 +317,7 @@ class Gradient:
         if args:
             types, sig = self._signature(args)
             spec = self._specialize(types, sig)
+            self._last = spec
         elif self._last is not None:
             spec = self._last
         else:
