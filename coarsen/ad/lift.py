@@ -38,6 +38,15 @@ class _Unliftable(Exception):
     pass
 
 
+def _fallback_reason(exc):
+    """Why the symbolic stage gave up on a segment (it then falls back to fine-grained AD)."""
+    if isinstance(exc, S.BudgetExceeded):
+        return f"symbolic budget exceeded ({exc.reason})"
+    if isinstance(exc, _Unliftable):
+        return f"cannot lift {exc}"
+    return f"symbolic stage failed ({type(exc).__name__}: {str(exc)[:80]})"
+
+
 _UNARY = {"sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "arcsin": sympy.asin,
           "arccos": sympy.acos, "arctan": sympy.atan, "sinh": sympy.sinh, "cosh": sympy.cosh,
           "tanh": sympy.tanh, "arcsinh": sympy.asinh, "arccosh": sympy.acosh,
@@ -257,12 +266,8 @@ def _differentiate_path(seg, lifted, types, active, budget):
                 out_syms.append(sym)
         jac = S.derivatives(lifter.assignments + bind, inputs, out_syms, budget, wrt=wrt,
                             prefix=f"_s{seg.index}_t")
-    except S.BudgetExceeded as exc:
-        return {"fallback": f"symbolic budget exceeded ({exc.reason})"}
-    except _Unliftable as exc:
-        return {"fallback": f"cannot lift {exc}"}
     except Exception as exc:  # a SymPy failure must never become a wrong gradient
-        return {"fallback": f"symbolic stage failed ({type(exc).__name__}: {str(exc)[:80]})"}
+        return {"fallback": _fallback_reason(exc)}
     if _non_finite(list(jac.partials.values()) + [e for _, e in jac.replacements]):
         return {"fallback": "the symbolic derivative has a non-finite constant"}
     out_names = dict(zip(out_syms, outs.keys()))
@@ -281,7 +286,7 @@ def _formula(outs, assignments):
         try:
             full = _inline(assignments, e, S.Budget(max_ops=60, seconds=0.2))
             text = S.to_python(full)
-        except (S.BudgetExceeded, Exception):
+        except Exception:  # BudgetExceeded or a printing failure: no formula
             text = "..."
         parts.append(f"{o} = {text}")
     return "; ".join(parts)
@@ -362,12 +367,8 @@ def closed_form_segment(loop, seg, types, active, budget):
                     partial_exprs[(fin, w)] = d
         jac = S.LocalJacobian(replacements=[], values={}, partials=partial_exprs,
                               ops_before=0, ops_after=S.count_ops(list(partial_exprs.values())))
-    except S.BudgetExceeded as exc:
-        return {"fallback": f"symbolic budget exceeded ({exc.reason})"}
-    except _Unliftable as exc:
-        return {"fallback": f"cannot lift {exc}"}
     except Exception as exc:  # a SymPy failure must never become a wrong gradient
-        return {"fallback": f"symbolic stage failed ({type(exc).__name__}: {str(exc)[:80]})"}
+        return {"fallback": _fallback_reason(exc)}
     if _non_finite(list(cf.finals.values()) + list(partial_exprs.values())):
         return {"fallback": "the closed form has a non-finite constant"}
     why = _validate_closed_form(carried, cf, loop, types)
