@@ -151,7 +151,16 @@ def test_to_python_logaddexp_is_stable():
 
 def test_to_python_deterministic_and_assignments():
     e = gamma(x > 0, sympy.exp(x) * y + x**2, -x / 3)
-    assert to_python(e) == to_python(e)
+    # pinned text (independent of this process's hashing: set iteration must not leak into it)
+    expected = "(((x*x) + y*math.exp(x)) if ((x > 0)) else (-(1.0/3.0)*x))"
+    assert to_python(e) == expected
+    # the same expression built another way prints the same text
+    e2 = gamma(0 < x, y * sympy.exp(x) + x * x, -(x / 3))
+    assert to_python(e2) == expected
+    # and the text computes the expression: a hand-written reference, both arms
+    for xv, yv in [(0.7, -1.3), (-0.4, 2.1)]:
+        ref = math.exp(xv) * yv + xv ** 2 if xv > 0 else -xv / 3.0
+        assert eval(to_python(e), {"math": math, "x": xv, "y": yv}) == pytest.approx(ref, rel=1e-15)
     lines = assignments_to_python([(z, x + y), (sympy.Symbol("w"), z**2)])
     assert lines == ["z = x + y", "w = z*z"]
     ns = {"x": 1.0, "y": 2.0}
