@@ -76,7 +76,7 @@ class Lifter:
         k = self.counts.get(name, 0) + 1
         self.counts[name] = k
         t = self.types[name]
-        return sympy.Symbol(f"_s{self.seg.index}_{name.lstrip('_')}{k}",
+        return sympy.Symbol(f"_s{self.seg.index}_{name}_{k}",
                             **({"real": True} if t.kind == "f64" else {"integer": True}))
 
     def val(self, operand, env):
@@ -261,7 +261,7 @@ def _differentiate_path(seg, lifted, types, active, budget):
             if isinstance(e, sympy.Symbol) and e not in out_syms:
                 out_syms.append(e)
             else:   # a constant, a boolean, or a value two outputs share (y = x): bind it
-                sym = sympy.Symbol(f"_s{seg.index}_{o.lstrip('_')}_out", real=True)
+                sym = sympy.Symbol(f"_s{seg.index}_{o}_out", real=True)
                 bind.append((sym, e))
                 out_syms.append(sym)
         jac = S.derivatives(lifter.assignments + bind, inputs, out_syms, budget, wrt=wrt,
@@ -342,7 +342,7 @@ def closed_form_segment(loop, seg, types, active, budget):
         assignments = []
         outs = []
         for sym, e in cf.finals.items():
-            fin = sympy.Symbol(f"_s{seg.index}_{sym.name.lstrip('_')}_final", real=True)
+            fin = sympy.Symbol(f"_s{seg.index}_{sym.name}_final", real=True)
             assignments.append((fin, e))
             outs.append(fin)
             finals[sym.name] = e

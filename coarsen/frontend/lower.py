@@ -12,11 +12,14 @@ before any code is generated (this is the fence).
 """
 from __future__ import annotations
 
+import builtins
+
 import gast
 
 from ..errors import CoarsenError
 from ..ir.nodes import (Assign, Const, For, Function, If, Loc, NEWAXIS, Slice, Store, Var,
                         While)
+from ..ir.ssa import split_webs
 from .source import (FunctionSource, GlobalArray, Known, Module, UserFunction, UserModule,
                      classify, get_source, resolve)
 
@@ -129,7 +132,7 @@ class Lowerer:
         if src_name in self.rename:
             return self.rename[src_name]
         if self.prefix:
-            new = self.namer.fresh(self.prefix + src_name)
+            new = self.namer.user_fresh(self.prefix + src_name)
         else:
             new = self.namer.user(src_name)
         self.rename[src_name] = new
@@ -159,7 +162,7 @@ class Lowerer:
                 and isinstance(body[0].value.value, str):
             body = body[1:]
         self._fence(body)
-        self.result = self.namer.fresh(self.prefix + "result" if self.prefix else "_ret")
+        self.result = self.namer.fresh("_" + self.prefix + "result" if self.prefix else "_ret")
         returns = [s for s in gast.walk(gast.Module(body=body, type_ignores=[]))
                    if isinstance(s, gast.Return)]
         if not returns and not self.prefix:
@@ -169,7 +172,7 @@ class Lowerer:
         tail_only = (len(returns) == 1 and body and body[-1] is returns[0]) or not returns
         self.out = []
         if not tail_only:
-            self.flags.ret = self.namer.fresh(self.prefix + "returned" if self.prefix else "_returned")
+            self.flags.ret = self.namer.fresh("_" + self.prefix + "returned" if self.prefix else "_returned")
             self.emit(Assign(self.flags.ret, "copy", (Const(False),), self.loc(node)))
             self.emit(Assign(self.result, "copy", (Const(0.0),), self.loc(node)))
         self.lower_block(body, self.out)
@@ -1071,7 +1074,7 @@ class Lowerer:
             if isinstance(a, Var) and p not in rebound:
                 sub.rename[p] = a.name          # arrays pass by reference, as in Python
             else:
-                sub.rename[p] = self.namer.fresh(sub.prefix + p)
+                sub.rename[p] = self.namer.user_fresh(sub.prefix + p)
                 self.emit(Assign(sub.rename[p], "copy", (a,), loc))
         body = sub.lower_function()
         self.out.extend(body)
@@ -1099,23 +1102,52 @@ def _assigns(stmts, name):
 
 
 class Namer:
-    """Deterministic names: user names kept (a trailing ``_`` added on clashes with compiler
-    names), temporaries ``_t1, _t2, ...``, flags and inlined locals numbered."""
+    """Hygienic, deterministic names for the IR.
 
-    def __init__(self):
-        self.used = set()
+    The name spaces never meet: every name the compiler makes (temporaries ``_t1``, flags,
+    tapes, segment symbols, runtime helpers) starts with ``_``, and adjoints add ``_bar``;
+    every name that stands for a user's variable starts with a letter, does not end with
+    ``_bar`` and is not a builtin or a module the generated code imports.  A user name that
+    breaks those rules is escaped (``_y`` -> ``u_y``, ``x_bar`` -> ``x_bar_v``, ``np`` ->
+    ``np_v``) to a name that no identifier of the function uses (``seed``), so user names never
+    clash with compiler names nor with each other, whatever they are."""
+
+    def __init__(self, seed=()):
+        self.used = set(seed)       # every identifier of the source function: never handed out
+        self.user_map = {}
         self.count = 0
         self.inlines = {}
         self.globals = {}
 
-    def user(self, name):
-        new = name
-        if new.startswith("_") or new.endswith("_bar"):
-            new = "u" + new if new.startswith("_") else new + "_v"
-        while new in self.used and False:
-            new += "_"
+    @staticmethod
+    def compiler_looking(name):
+        return name.startswith("_") or name.endswith("_bar") or name in RESERVED_NAMES
+
+    def _user_space(self, name):
+        """``name`` itself when it may stand for a user variable, else a fresh escape of it."""
+        if not self.compiler_looking(name):
+            return name
+        base = ("u" + name) if name.startswith("_") else name
+        if base.endswith("_bar") or base in RESERVED_NAMES:
+            base += "_v"
+        new, k = base, 1
+        while new in self.used:
+            k += 1
+            new = f"{base}{k}"
         self.used.add(new)
         return new
+
+    def user(self, name):
+        """The IR name of a variable of the differentiated function itself (memoized)."""
+        if name not in self.user_map:
+            new = self._user_space(name)
+            self.used.add(new)
+            self.user_map[name] = new
+        return self.user_map[name]
+
+    def user_fresh(self, base):
+        """A new user-space name (inlined helpers' locals, module-level arrays)."""
+        return self.fresh(self._user_space(base))
 
     def temp(self):
         self.count += 1
@@ -1137,7 +1169,7 @@ class Namer:
         for name, (obj, _) in self.globals.items():
             if obj is ga.value:
                 return name
-        name = self.fresh("g_" + ga.name.lower().strip("_"))
+        name = self.user_fresh("g_" + ga.name.lower().strip("_"))
         self.globals[name] = (ga.value, ga.name)
         return name
 
@@ -1146,9 +1178,19 @@ class Namer:
         return "" if self.inlines[fname] == 1 else str(self.inlines[fname])
 
 
+# Names a user variable must not take in the IR: Python's builtins (the generated code calls
+# float, int, range, len, min, max, abs, ...) and the modules the generated code imports.
+RESERVED_NAMES = frozenset(dir(builtins)) | {"np", "math", "numba", "cuda", "prange", "njit"}
+
+
+def _identifiers(node):
+    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)} | \
+        {a.id for a in node.args.args}
+
+
 def lower(fn) -> Function:
     src = get_source(fn)
-    namer = Namer()
+    namer = Namer(seed=_identifiers(src.node))
     lw = Lowerer(src, namer)
     params = [namer.user(p) for p in lw.params]
     for p, q in zip(lw.params, params):
@@ -1156,4 +1198,4 @@ def lower(fn) -> Function:
     body = lw.lower_function()
     fn_ir = Function(src.fn.__name__, params + list(namer.globals), body, lw.result, src.filename)
     fn_ir.global_arrays = [obj for obj, _ in namer.globals.values()]
-    return fn_ir, lw.params
+    return split_webs(fn_ir), lw.params

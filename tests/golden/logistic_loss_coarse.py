@@ -29,9 +29,9 @@ def value_and_grad_logistic_loss(z, y):
     z_bar = 0.0
     _ret_bar = 1.0
     # segment 1 (lines 50-51), one preaccumulated step: _ret = -y*math.log((1.0/(1 + math.exp(-z)))) - (1 - y)*math.log(1 - 1/(1 + math.exp(-z)))
-    _s1_p1 = 1.0 / (1 + math.exp(-z))
-    _s1_t0 = math.log(_s1_p1)
-    _s1_t1 = math.log1p(-_s1_p1)
+    _s1_p_1 = 1.0 / (1 + math.exp(-z))
+    _s1_t0 = math.log(_s1_p_1)
+    _s1_t1 = math.log1p(-_s1_p_1)
     y_bar += _ret_bar * (-_s1_t0 + _s1_t1)
-    z_bar += _ret_bar * (_s1_p1 - y)
+    z_bar += _ret_bar * (_s1_p_1 - y)
     return (_value, (z_bar, y_bar), (_tape_floats, _tape_ints))

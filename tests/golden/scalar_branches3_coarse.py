@@ -34,16 +34,16 @@ def value_and_grad_branches3(x, y):
     _ret_bar = 1.0
     # segment 1 (lines 41-47), one preaccumulated step: 3 paths through its branches
     if _t1:
-        _s1_z1 = x * y
+        _s1_z_1 = x * y
         x_bar += _ret_bar * (y * y)
-        y_bar += _ret_bar * (2 * _s1_z1)
+        y_bar += _ret_bar * (2 * _s1_z_1)
     elif not _t1 and _t2:
-        _s1_z1 = y + math.sin(x)
+        _s1_z_1 = y + math.sin(x)
         x_bar += _ret_bar * (y * math.cos(x))
-        y_bar += _ret_bar * (_s1_z1 + y)
+        y_bar += _ret_bar * (_s1_z_1 + y)
     else:
         _s1_t0 = -y
-        _s1_z1 = _s1_t0 + x * x
+        _s1_z_1 = _s1_t0 + x * x
         x_bar += _ret_bar * (2 * x * y)
-        y_bar += _ret_bar * (_s1_t0 + _s1_z1)
+        y_bar += _ret_bar * (_s1_t0 + _s1_z_1)
     return (_value, (x_bar, y_bar), (_tape_floats, _tape_ints))
