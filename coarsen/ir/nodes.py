@@ -8,7 +8,10 @@ that are variables or constants (A-normal form); array element and slice writes 
 effects, ordered within their block.  ``break``/``continue``/early ``return`` are gone:
 the frontend turns them into flags and guards.
 
-Variables keep the user's names.  A variable assigned at one place outside every loop is a
+Variables keep the user's names, made hygienic by the frontend's ``Namer`` (a user name that
+looks like a compiler name is escaped), and each name is one SSA web (``coarsen.ir.ssa``): a
+source name with unrelated live ranges becomes several variables (``c``, ``c_2``), each with
+its own type.  A variable assigned at one place outside every loop is a
 single-assignment value; a variable assigned in a loop body and live on entry is a
 loop-carried value (a mu-phi in SSA terms); one assigned in both arms of an ``If`` merges
 through a gamma-phi.  The printer (``coarsen.ir.printer``) shows those phis; the passes read
