@@ -247,6 +247,22 @@ class Emitter:
         return out, per_trip
 
     workspace = False
+    bounds = None      # the BoundsPlan (coarsen.analysis.bounds); None: no index checks
+
+    def index_checks(self, s):
+        """Forward code checking the indices of the element access ``s`` before it runs."""
+        if self.bounds is None:
+            return []
+        from ..analysis.bounds import inline_check
+        return [inline_check(c, self.val) for c in self.bounds.inline.get(id(s), ())]
+
+    def hoisted_checks(self, loop):
+        """Index checks of the accesses in ``loop``'s body, run once before it."""
+        if self.bounds is None:
+            return []
+        from ..analysis.bounds import hoisted_check
+        out = [hoisted_check(c, loop, self.val) for c in self.bounds.hoisted.get(id(loop), ())]
+        return [c for c in out if c is not None]
 
     def workspace_check(self, tape, need):
         """Workspace mode (CUDA): tapes are fixed slices; on overflow flag it and stop."""
@@ -402,6 +418,7 @@ class Emitter:
                 fwd = [B.for_range(s.var, args, reserve + bf)]
             else:
                 fwd = reserve + [B.for_range(s.var, args, bf)]
+            fwd = self.hoisted_checks(s) + fwd
             fwd += self.rest_holders()
             if not br:
                 return fwd, []
@@ -448,7 +465,7 @@ class Emitter:
         float pops (run before the segment's step, which needs entry values) and condition pops
         (run after it: the step chooses its path by the conditions' values in the segment)."""
         if isinstance(s, Assign):
-            fwd, fpops, cpops = [], [], []
+            fwd, fpops, cpops = self.index_checks(s), [], []
             if self.taped_at(s):
                 fwd += self.push(s.target)
                 (fpops if self.types[s.target].kind == "f64" else cpops).extend(self.pop(s.target))
@@ -873,7 +890,7 @@ class Emitter:
     # ------------------------------------------------------------------ assignments
     def assign(self, s):
         t = s.target
-        fwd = []
+        fwd = self.index_checks(s)
         pre_fwd, pre_rev = [], []
         taped = self.taped_at(s)
         if taped:
@@ -1094,13 +1111,18 @@ class Emitter:
     # ------------------------------------------------------------------ stores
     def store(self, s):
         a = s.array
-        fwd, rev = [], []
+        fwd, rev = self.index_checks(s), []
         if a in self.tbr:
             fwd += self.push_region(a, s.index)
         region = B.subscript(a, self.index_node(s.index))
         v = self.val(s.value)
         if s.aug is None:
             fwd.append(B.assign(region, v))
+        elif self.bounds is not None and self.is_arr(s.value):
+            # a[s] = a[s] + v: Numba's in-place a[s] += v does not check that v's shape
+            # broadcasts to the region's (it reads past v's end); the sum checks, as NumPy does
+            fwd.append(B.assign(region, B.binop(B.subscript(a, self.index_node(s.index)),
+                                               "+" if s.aug == "add" else "-", v)))
         else:
             fwd.append(B.augassign(region, "+" if s.aug == "add" else "-", v))
         if a in self.tbr:
@@ -1321,13 +1343,15 @@ def _comment_pass(stmts, last=None):
 
 
 def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_seconds=2.0,
-                     workspace=False):
+                     workspace=False, boundscheck=True):
     """Build the derivative module for a typed IR function (see the module docstring).
 
     ``workspace=True`` (for CUDA) requires scalar code only: the tapes are not allocated but
     passed in as the extra parameters ``_ftape``, ``_itape`` (per-thread slices of one
     preallocated workspace) with ``_status`` (an int64 array: ``_status[0] = 1`` when a tape
-    would overflow, and the function returns zeros at once)."""
+    would overflow, and the function returns zeros at once).  ``boundscheck=True`` checks
+    every array index in the forward sweep before its access (``coarsen.analysis.bounds``):
+    an index out of range raises ``IndexError`` naming the source line."""
     types = fn.types
     if workspace:
         for v, t in types.items():
@@ -1371,6 +1395,9 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
                     continue
                 seg.info["closed_form_fallback"] = info.get("fallback")
             seg.info.update(differentiate_segment(seg, types, facts.active, budget))
+    # index checks (boundscheck): proven, hoisted before loops, or inline before accesses
+    from ..analysis.bounds import plan_bounds
+    bounds = plan_bounds(fn) if boundscheck else None
     # phase 1: which primal variables does the reverse sweep read?
     # The reverse sweep's reads decide what is taped, and taping adds restore code that reads
     # more (the condition of an if whose branch now restores an array element, a loop's
@@ -1381,6 +1408,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
         em = Emitter(fn, wrt, facts, tbr)
         em.tape_sites = sites
         em.workspace = workspace
+        em.bounds = bounds
         fwd, rev = em.block(fn.body)
         grown = False
         for v, rs in em.reads_at.items():

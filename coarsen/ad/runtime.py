@@ -64,6 +64,8 @@ def _range_cont(i, stop, step):
 def _mm22(a, b):
     n, k = a.shape
     m = b.shape[1]
+    if b.shape[0] != k:
+        raise ValueError('matmul/dot: shapes not aligned (the inner dimensions differ)')
     out = np.zeros((n, m))
     for i in range(n):
         for p in range(k):
@@ -75,6 +77,8 @@ def _mm22(a, b):
     "_mm21": '''
 def _mm21(a, x):
     n, k = a.shape
+    if x.shape[0] != k:
+        raise ValueError('matmul/dot: shapes not aligned (the inner dimensions differ)')
     out = np.zeros(n)
     for i in range(n):
         s = 0.0
@@ -86,6 +90,8 @@ def _mm21(a, x):
     "_mm12": '''
 def _mm12(x, b):
     k, m = b.shape
+    if x.shape[0] != k:
+        raise ValueError('matmul/dot: shapes not aligned (the inner dimensions differ)')
     out = np.zeros(m)
     for p in range(k):
         xp = x[p]
@@ -95,6 +101,8 @@ def _mm12(x, b):
 ''',
     "_mm11": '''
 def _mm11(x, y):
+    if y.shape[0] != x.shape[0]:
+        raise ValueError('matmul/dot: shapes not aligned (the inner dimensions differ)')
     s = 0.0
     for p in range(x.shape[0]):
         s += x[p] * y[p]

@@ -1,0 +1,373 @@
+"""Bounds checks: which element accesses need an index check, and where it runs.
+
+Requires: a typed ``ir.Function`` (after segment planning, so the structure is the one the
+reverse mode emits).
+Guarantees: ``plan_bounds(fn)`` returns a ``BoundsPlan``.  Every integer index of every
+element read (``getitem``) and write (``Store``) is either
+
+* *proven* in range, and gets no check: the index is a loop variable (or a loop variable
+  plus a constant) of ``range(a, b)`` whose bounds are the indexed axis's length
+  (``range(X.shape[1])`` indexing ``X[i, j]``, ``range(len(w))`` or ``range(n)`` with
+  ``n = len(w)`` indexing ``w[j]``, ``range(1, n - 1)`` indexing ``u[i - 1]`` and ``u[i + 1]``),
+  or the same array, axis and index were already accessed (and checked) with neither
+  reassigned since;
+* *hoisted*: checked once before the innermost ``for`` loop around it, when the access runs
+  on every trip of that loop (not under an ``if`` in it), the array is not reassigned in the
+  loop and the index is loop-invariant or the loop variable plus a constant with a unit
+  step (the check covers the first and the last index, the loop running at least once);
+* or checked *inline*, just before the access.
+
+A check accepts what Python accepts: ``-n <= index < n`` (negative indices wrap, in NumPy,
+Numba and Python alike) and raises ``IndexError`` naming the source line.  Checks run in the
+forward sweep, before the access; the reverse sweep re-uses the forward index values (tapes
+restore them), so it needs none.  Slices need none: NumPy and Numba clip their bounds.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ..ir.nodes import NEWAXIS, Array, Assign, Const, For, If, Segment, Slice, Store, Var, While, walk
+
+
+@dataclass(frozen=True)
+class Check:
+    """One index check: ``array.shape[axis]`` against ``index`` (an operand), or for a hoisted
+    affine check against ``loop var + offset`` over the loop's range (``index`` is None)."""
+    array: str
+    axis: int
+    index: object          # Var or Const, or None for the loop's range
+    offset: int            # hoisted affine: the index is the loop variable + offset
+    lower: bool            # check index >= -n
+    upper: bool            # check index < n
+    message: str = field(compare=False)
+
+
+@dataclass
+class BoundsPlan:
+    inline: dict = field(default_factory=dict)     # id(stmt) -> [Check]
+    hoisted: dict = field(default_factory=dict)    # id(For) -> [Check]
+    counts: dict = field(default_factory=lambda: {"proven": 0, "hoisted": 0, "inline": 0})
+
+
+def message(array, axis, loc):
+    what = f"axis {axis} of {array}" if not array.startswith("_") else f"axis {axis}"
+    where = f"{os.path.basename(loc.filename)}:{loc.lineno}"
+    return f"index out of range ({what}) at {where}: {loc.text}"
+
+
+# A form is (array, axis, c): the value array.shape[axis] + c, or (None, None, c): the constant c.
+
+class _State:
+    __slots__ = ("eq", "rng", "aff", "ok")
+
+    def __init__(self, eq=None, rng=None, aff=None, ok=None):
+        self.eq = dict(eq or {})      # int variable -> form (its exact value)
+        self.rng = dict(rng or {})    # int variable -> (lo form, hi form): lo <= v <= hi
+        self.aff = dict(aff or {})    # int variable -> (loop variable, k): v == loop var + k
+        self.ok = set(ok or ())       # (array, axis, ("v", name) | ("c", value)) checked
+
+    def copy(self):
+        return _State(self.eq, self.rng, self.aff, self.ok)
+
+    def kill(self, names):
+        if not names:
+            return
+        self.eq = {v: f for v, f in self.eq.items() if v not in names and f[0] not in names}
+        self.rng = {v: r for v, r in self.rng.items()
+                    if v not in names and r[0][0] not in names and r[1][0] not in names}
+        self.aff = {v: a for v, a in self.aff.items() if v not in names and a[0] not in names}
+        self.ok = {o for o in self.ok if o[0] not in names and not (o[2][0] == "v" and o[2][1] in names)}
+
+    def meet(self, other):
+        return _State({k: v for k, v in self.eq.items() if other.eq.get(k) == v},
+                      {k: v for k, v in self.rng.items() if other.rng.get(k) == v},
+                      {k: v for k, v in self.aff.items() if other.aff.get(k) == v},
+                      self.ok & other.ok)
+
+
+def _assigned(stmts):
+    out = set()
+    for st in walk(stmts):
+        if isinstance(st, Assign):
+            out.add(st.target)
+        elif isinstance(st, For):
+            out.add(st.var)
+    return out
+
+
+def _shift(form, k):
+    return None if form is None else (form[0], form[1], form[2] + k)
+
+
+class _Planner:
+    def __init__(self, fn):
+        self.fn = fn
+        self.types = fn.types
+        self.plan = BoundsPlan()
+
+    def is_int(self, name):
+        t = self.types.get(name)
+        return t is not None and not isinstance(t, Array) and t.kind == "i64"
+
+    def form(self, operand, st):
+        if isinstance(operand, Const):
+            v = operand.value
+            return (None, None, v) if isinstance(v, int) and not isinstance(v, bool) else None
+        return st.eq.get(operand.name)
+
+    # ---------------------------------------------------------------- transfer
+    def block(self, stmts, st, ctx):
+        for s in stmts:
+            st = self.stmt(s, st, ctx)
+        return st
+
+    def stmt(self, s, st, ctx):
+        if isinstance(s, Assign):
+            if s.op == "getitem":
+                self.access(s, s.args[0].name, s.index, st, ctx)
+            return self.assign(s, st)
+        if isinstance(s, Store):
+            self.access(s, s.array, s.index, st, ctx)
+            return st
+        if isinstance(s, If):
+            inner = (ctx[0], False, ctx[2]) if ctx else None
+            a = self.block(s.body, st.copy(), inner)
+            b = self.block(s.orelse, st.copy(), inner)
+            return a.meet(b)
+        if isinstance(s, For):
+            killed = _assigned(s.body) | {s.var}
+            st = st.copy()
+            st.kill(killed)
+            body = st.copy()
+            step = s.step.value if isinstance(s.step, Const) else None
+            lo = hi = None
+            if isinstance(step, int) and step > 0:
+                lo, hi = self.form(s.start, st), _shift(self.form(s.stop, st), -1)
+            elif isinstance(step, int) and step < 0:
+                lo, hi = _shift(self.form(s.stop, st), 1), self.form(s.start, st)
+            # a bound that names an array reassigned in the body may not hold on later trips
+            if lo is not None and hi is not None and lo[0] not in killed and hi[0] not in killed:
+                body.rng[s.var] = (lo, hi)
+            body.aff[s.var] = (s.var, 0)
+            self.block(s.body, body, (s, True, killed))
+            return st
+        if isinstance(s, While):
+            st = st.copy()
+            st.kill(_assigned(s.test_body) | _assigned(s.body))
+            inner = self.block(s.test_body, st.copy(), None)
+            self.block(s.body, inner, None)
+            return st
+        if isinstance(s, Segment):
+            if "partials" in s.info and s.info.get("kind") != "loop":
+                rest = [x for x in s.stmts if not any(x is p for p in s.passengers)]
+                return self.block(list(s.passengers) + rest, st, ctx)
+            return self.block(s.stmts, st, ctx)
+        raise TypeError(s)
+
+    def assign(self, s, st):
+        t, op, args = s.target, s.op, s.args
+        eq = rng = aff = None
+        if self.is_int(t):
+            if op == "dim" and isinstance(args[0], Var):
+                eq = (args[0].name, args[1].value, 0)
+            elif op == "copy":
+                a = args[0]
+                eq = self.form(a, st)
+                if isinstance(a, Var):
+                    rng, aff = st.rng.get(a.name), st.aff.get(a.name)
+            elif op in ("add", "sub") and len(args) == 2:
+                a, b = args
+                if op == "add" and isinstance(a, Const):
+                    a, b = b, a
+                if isinstance(a, Var) and isinstance(b, Const) and isinstance(b.value, int) \
+                        and not isinstance(b.value, bool):
+                    k = b.value if op == "add" else -b.value
+                    eq = _shift(st.eq.get(a.name), k)
+                    r = st.rng.get(a.name)
+                    rng = (_shift(r[0], k), _shift(r[1], k)) if r else None
+                    f = st.aff.get(a.name)
+                    aff = (f[0], f[1] + k) if f else None
+        st = st.copy()
+        st.kill({t})
+        if eq is not None and eq[0] != t:
+            st.eq[t] = eq
+        if rng is not None and rng[0][0] != t and rng[1][0] != t:
+            st.rng[t] = rng
+        if aff is not None:
+            st.aff[t] = aff
+        return st
+
+    # ---------------------------------------------------------------- accesses
+    def access(self, s, array, index, st, ctx):
+        t = self.types.get(array)
+        if not isinstance(t, Array):
+            return
+        axis = 0
+        for it in index:
+            if it == NEWAXIS:
+                continue
+            if isinstance(it, Slice):
+                axis += 1
+                continue
+            self.item(s, array, axis, it, st, ctx)
+            axis += 1
+
+    def item(self, s, array, axis, it, st, ctx):
+        counts = self.plan.counts
+        key = ("c", it.value) if isinstance(it, Const) else ("v", it.name)
+        if (array, axis, key) in st.ok:
+            counts["proven"] += 1
+            return
+        lower = upper = True
+        if isinstance(it, Const):
+            if isinstance(it.value, bool):
+                return
+            lower, upper = it.value < 0, it.value >= 0
+        else:
+            lo, hi = st.rng.get(it.name) or (None, None)
+            e = st.eq.get(it.name)
+            if e is not None:
+                lo = hi = e
+            if lo is not None and lo[0] is None and lo[2] >= 0:
+                lower = False
+            if hi is not None and hi[0] == array and hi[1] == axis and hi[2] <= -1:
+                upper = False
+            if hi is not None and hi[0] is None and hi[2] < 0:
+                upper = False
+        st.ok.add((array, axis, key))
+        if not (lower or upper):
+            counts["proven"] += 1
+            return
+        msg = message(array, axis, s.loc)
+        loop = ctx[0] if ctx else None
+        if loop is not None and ctx[1] and array not in ctx[2] \
+                and isinstance(loop.step, Const) and loop.step.value in (1, -1):
+            killed = ctx[2]
+            check = None
+            if isinstance(it, Const) or it.name not in killed:
+                check = Check(array, axis, it, 0, lower, upper, msg)
+            else:
+                a = st.aff.get(it.name)
+                if a is not None and a[0] == loop.var:
+                    check = Check(array, axis, None, a[1], lower, upper, msg)
+            if check is not None:
+                counts["hoisted"] += 1
+                checks = self.plan.hoisted.setdefault(id(loop), [])
+                if check not in checks:
+                    checks.append(check)
+                return
+        counts["inline"] += 1
+        self.plan.inline.setdefault(id(s), []).append(Check(array, axis, it, 0, lower, upper, msg))
+
+
+def plan_bounds(fn):
+    """The ``BoundsPlan`` of a typed function (see the module docstring)."""
+    p = _Planner(fn)
+    p.block(fn.body, _State(), None)
+    return p.plan
+
+
+# ------------------------------------------------------------------------ generated code
+
+def _plus(node, k):
+    from ..ad import build as B
+    if k == 0:
+        return node
+    return B.binop(node, "+" if k > 0 else "-", abs(k))
+
+
+def _raise(check):
+    import gast
+    from ..ad import build as B
+    return gast.Raise(exc=B.call("IndexError", gast.Constant(value=check.message, kind=None)), cause=None)
+
+
+def _or(tests):
+    import gast
+    return tests[0] if len(tests) == 1 else gast.BoolOp(op=gast.Or(), values=tests)
+
+
+def _tests(check, low, high):
+    """index >= n (on the highest index) or index < -n (on the lowest); ``low`` and ``high``
+    make the expressions of those indices."""
+    import gast
+    from ..ad import build as B
+    out = []
+    if check.upper:
+        node = high()
+        if isinstance(node, gast.Constant):
+            out.append(B.compare(_shape(check), "<=", node))
+        else:
+            out.append(B.compare(node, ">=", _shape(check)))
+    if check.lower:
+        node = low()
+        if isinstance(node, gast.UnaryOp) and isinstance(node.operand, gast.Constant):
+            out.append(B.compare(_shape(check), "<", node.operand))
+        else:
+            out.append(B.compare(node, "<", gast.UnaryOp(op=gast.USub(), operand=_shape(check))))
+    return out
+
+
+def _shape(check):
+    from ..ad import build as B
+    return B.subscript(B.attr(f"{check.array}.shape"), check.axis)
+
+
+def inline_check(check, val):
+    """``if index >= n or index < -n: raise IndexError(...)`` before the access; ``val`` gives
+    an operand's expression."""
+    from ..ad import build as B
+    def node():
+        return B.ex(val(check.index))
+    return B.if_(_or(_tests(check, node, node)), [_raise(check)])
+
+
+def hoisted_check(check, loop, val):
+    """The check of an access on every trip of ``loop`` (unit step), run once before it: an
+    invariant index, or the loop variable plus ``offset`` at its first and last value; only
+    when the loop runs at least once."""
+    import gast
+    from ..ad import build as B
+    start, stop = loop.start, loop.stop
+    up = loop.step.value > 0
+    if check.index is not None:
+        def low():
+            return B.ex(val(check.index))
+        high = low
+    elif up:
+        def low():
+            return _const_or(start, check.offset, val)
+
+        def high():
+            return _const_or(stop, check.offset - 1, val)
+    else:
+        def low():
+            return _const_or(stop, check.offset + 1, val)
+
+        def high():
+            return _const_or(start, check.offset, val)
+    tests = _tests(check, low, high)
+    if check.index is None and up and check.upper and not check.lower:
+        # stop - 1 + k >= n reads better as stop + k > n
+        tests = [B.compare(_const_or(stop, check.offset, val), ">", _shape(check))]
+    # the trips > 0 guard, unless the test implies it (stop + k > n >= 0 with start + k <= 0)
+    guard = B.compare(val(start), "<" if up else ">", val(stop))
+    if isinstance(start, Const) and isinstance(stop, Const):
+        if not (start.value < stop.value if up else start.value > stop.value):
+            return None
+        guard = None
+    elif check.index is None and up and not check.lower and isinstance(start, Const) \
+            and start.value + check.offset <= 0:
+        guard = None
+    test = _or(tests)
+    if guard is not None:
+        test = gast.BoolOp(op=gast.And(), values=[B.ex(guard), test])
+    return B.if_(test, [_raise(check)])
+
+
+def _const_or(operand, k, val):
+    from ..ad import build as B
+    if isinstance(operand, Const):
+        return B.const(operand.value + k)
+    return _plus(B.ex(val(operand)), k)
