@@ -4,9 +4,19 @@ Requires: the frontend, IR, analyses and reverse mode of this package, and
 ``coarsen.lowering`` for printing, building and caching.
 Guarantees: ``differentiate(fn)`` reads and fences the source at once; each new signature of
 argument types (Numba-style: float, int, bool, arrays by dtype and rank) specializes the
-gradient on first call, once, and caches it in memory and on disk (keyed by the function's
-source, the signature, the options and coarsen's version).  ``g(*args)`` returns the gradient,
-``g.value_and_grad(*args)`` the value and the gradient, ``g.source`` the generated code.
+gradient on first call, once, and caches it in memory (per ``Gradient``, never re-validated)
+and on disk.  The disk key covers everything that shapes the generated code: the fingerprint
+of every read the frontend made while lowering (the source of the function and of every
+inlined helper from any module, ``@njit`` helpers and closure-captured ones included, their
+default values, and the value of every module-level or closure name they read; see
+``coarsen.frontend.source``), the signature (module-level arrays' types included), the
+options, and the versions of coarsen (with the hash of its code), Python, NumPy, Numba and
+SymPy; an entry is served only to the exact key parts it was stored with.  Those reads happen
+when a signature is first specialized in a process.
+``g(*args, **kwargs)`` binds its arguments like the function (keywords, defaults) and returns
+the gradient, ``g.value_and_grad(...)`` the value and the gradient, ``g.source`` the generated
+code.  ``wrt`` is checked by ``differentiate`` itself.  Array arguments that overlap in memory
+are refused (``CoarsenError`` naming both) when the function writes either of them.
 The caller's arrays are never modified.  float32 arrays are computed in float64 and their
 gradients returned as float32.
 """
@@ -22,12 +32,13 @@ import numpy as np
 from . import __version__
 from .errors import CoarsenError
 from .frontend.lower import lower
-from .frontend.source import get_source, unwrap
-from .ir.nodes import Array, Scalar
-from .ir.typeinfer import infer
+from .frontend.source import display_path, get_source, unwrap
+from .ir.nodes import Array, Assign, Scalar, Store, walk
+from .ir.typeinfer import VIEW_OPS, infer
 from .analysis.activity import analyze
 from .ad.reverse import differentiate_ir
 from . import lowering
+from .lowering.cache import toolchain_versions
 
 TARGETS = ("cpu", "python")
 
@@ -88,6 +99,32 @@ def _arg_type(name, value):
                        hint="pass floats, ints, bools or NumPy arrays")
 
 
+def _written_positions(fn_ir):
+    """Positions in ``fn_ir.params`` (the user's parameters, then module-level arrays) of the
+    arrays the function may write: targets of ``Store`` and of in-place updates, and arrays
+    that a written variable may view (``b = a``, slices, ``.T``, reshapes), conservatively."""
+    written = set()
+    views = []
+    for s in walk(fn_ir.body):
+        if isinstance(s, Store):
+            written.add(s.array)
+        elif isinstance(s, Assign):
+            if s.attr("inplace"):           # ``a += ...``: on an array, a write into a
+                written.add(s.target)
+                if s.args and hasattr(s.args[0], "name"):
+                    written.add(s.args[0].name)
+            if s.op in VIEW_OPS and s.args and hasattr(s.args[0], "name"):
+                views.append((s.target, s.args[0].name))
+    changed = True
+    while changed:
+        changed = False
+        for target, base in views:
+            if target in written and base not in written:
+                written.add(base)
+                changed = True
+    return frozenset(i for i, p in enumerate(fn_ir.params) if p in written)
+
+
 @dataclass
 class Specialization:
     signature: tuple
@@ -100,31 +137,65 @@ class Specialization:
     transform_seconds: float
     compile_seconds: float = 0.0
     compiled: bool = False
+    cached: bool = False            # the source came from the on-disk cache
+    written: frozenset = frozenset()  # positions (parameters, then module arrays) it may write
+    dependencies: str = ""          # fingerprint of the frontend's reads (source.Dependencies)
 
 
 class Gradient:
     """The gradient of a function; see ``coarsen.differentiate``."""
 
-    def __init__(self, fn, wrt, coarsen, target):
+    def __init__(self, fn, wrt, coarsen, target, boundscheck=True):
         if target not in TARGETS:
             raise CoarsenError(f"unknown target {target!r}", hint=f"use one of {TARGETS}")
         self.fn = unwrap(fn)
         self.src = get_source(self.fn)          # raises CoarsenError when there is no source
         self.params = [a.id for a in self.src.node.args.args]
+        self._nparams = len(self.params)
+        self._pysig = inspect.signature(self.fn)    # binds keyword arguments and defaults
         self.coarsen = coarsen
         self.target = target
+        self.boundscheck = bool(boundscheck)
         self._wrt_spec = wrt
         self._single = wrt is not None and not isinstance(wrt, (tuple, list))
+        self._check_wrt_spec()
         self._specs = {}
         self._fast = {}
         self._last = None
-        self._source_hash = hashlib.sha256("\n".join(self.src.lines).encode()).hexdigest()
         self.__name__ = f"grad_{self.fn.__name__}"
         self.__doc__ = f"Gradient of {self.fn.__qualname__}, generated by coarsen."
         # the fence runs now: unsupported syntax is refused before any call
         fn_ir, _ = lower(self.fn)
         # module-level arrays the function reads enter as extra read-only arguments
         self._global_arrays = list(fn_ir.global_arrays)
+        # what the fence read (helpers' sources, defaults, module-level values): a fingerprint,
+        # and the arguments the function may write (for the aliasing check); each
+        # specialization recomputes both from the lowering its code comes from
+        self.dependencies = fn_ir.dependencies.fingerprint()
+        self._written = _written_positions(fn_ir)
+
+    def _check_wrt_spec(self):
+        """Refuse a ``wrt`` that names no parameter, at ``differentiate()`` (types come later)."""
+        spec = self._wrt_spec
+        if spec is None:
+            return
+        items = spec if isinstance(spec, (tuple, list)) else (spec,)
+        if not items:
+            raise CoarsenError(f"wrt is empty: nothing of {self.fn.__name__} to differentiate",
+                               hint="pass wrt=None for every float parameter, or name some")
+        for it in items:
+            if isinstance(it, (int, np.integer)) and not isinstance(it, (bool, np.bool_)):
+                if not 0 <= it < len(self.params):
+                    raise CoarsenError(f"wrt position {it} is out of range: {self.fn.__name__} has "
+                                       f"{len(self.params)} parameters ({', '.join(self.params)})",
+                                       hint=f"use a position from 0 to {len(self.params) - 1}, or a name")
+            elif isinstance(it, str):
+                if it not in self.params:
+                    raise CoarsenError(f"wrt names {it!r}, which is not a parameter of {self.fn.__name__}",
+                                       hint=f"parameters are {', '.join(self.params)}")
+            else:
+                raise CoarsenError(f"wrt entries must be parameter names or positions, got {it!r}",
+                                   hint=f"parameters are {', '.join(self.params)}")
 
     # ------------------------------------------------------------------ wrt
     def _resolve_wrt(self, types):
@@ -182,14 +253,28 @@ class Gradient:
             return spec
         wrt = self._resolve_wrt(types)
         t0 = time.perf_counter()
-        cache_key = lowering.cache_key(source=self._source_hash, function=self.fn.__qualname__,
-                                       file=self.src.filename, signature=list(sig), wrt=list(wrt),
-                                       coarsen=bool(self.coarsen), target=self.target,
-                                       workspace=workspace,
-                                       version=__version__, code=code_fingerprint())
+        # The lowering the code comes from (on a miss) is the one the key describes: its record
+        # of reads (helpers' sources, defaults, module-level values) is fingerprinted here.
+        fn_ir, _ = lower(self.fn)
+        if [id(a) for a in fn_ir.global_arrays] != [id(a) for a in self._global_arrays]:
+            raise CoarsenError(f"the module-level arrays that {self.fn.__name__} reads were rebound "
+                               "after coarsen.differentiate() was called",
+                               hint="call coarsen.differentiate again after changing module-level arrays")
+        written = _written_positions(fn_ir)
+        deps = fn_ir.dependencies.fingerprint()
+        key_parts = dict(dependencies=deps, function=self.fn.__qualname__,
+                         module=str(self.fn.__module__), file=self.src.filename,
+                         signature=list(sig),
+                         module_arrays=[_arg_type("<module-level array>", a)[1]
+                                        for a in self._global_arrays],
+                         wrt=list(wrt), coarsen=bool(self.coarsen), target=self.target,
+                         workspace=workspace, boundscheck=self.boundscheck,
+                         version=__version__, code=code_fingerprint(),
+                         toolchain=toolchain_versions())
+        cache_key = lowering.cache_key(**key_parts)
         cached = None
         try:
-            cached = lowering.load(cache_key)
+            cached = lowering.load(cache_key, parts=key_parts)
         except lowering.LoweringError:
             cached = None
         entry_name = f"value_and_grad_{self.fn.__name__}"
@@ -198,7 +283,6 @@ class Gradient:
             ir_text = meta.get("ir", "")
             plan = meta.get("plan", [])
         else:
-            fn_ir, _ = lower(self.fn)
             infer(fn_ir, list(types))
             rt = fn_ir.types.get(fn_ir.result)
             if not (isinstance(rt, Scalar) and rt.kind == "f64"):
@@ -211,26 +295,30 @@ class Gradient:
                                    filename=self.src.filename, lineno=at.lineno, col_offset=at.col_offset,
                                    source_line=self.src.line(at.lineno),
                                    hint="return a scalar objective, e.g. np.sum(...) or float(...)")
-            facts = analyze(fn_ir, wrt)
-            module, em = differentiate_ir(fn_ir, wrt, facts, entry_name, coarsen=self.coarsen,
-                                          workspace=workspace)
+            # the IR names of the parameters (user names are escaped where they look like
+            # compiler names: coarsen.frontend.lower.Namer)
+            wrt_ir = tuple(fn_ir.params[self.params.index(w)] for w in wrt)
+            facts = analyze(fn_ir, wrt_ir)
+            module, em = differentiate_ir(fn_ir, wrt_ir, facts, entry_name, coarsen=self.coarsen,
+                                          workspace=workspace, boundscheck=self.boundscheck)
             plan = [_plan_entry(seg) for seg in em.segments]
-            import os
             header = (f"Generated by coarsen {__version__} from {self.fn.__module__}.{self.fn.__qualname__} "
-                      f"({os.path.basename(self.src.filename)}:{self.src.node.lineno})\n"
+                      f"({display_path(self.fn)}:{self.src.node.lineno})\n"
                       f"signature: ({', '.join(sig)}); wrt: {', '.join(wrt)}; "
                       f"{'coarse' if self.coarsen else 'fine-grained'} AD")
             source = lowering.render(module, target="python" if workspace else self.target, header=header)
             from .ir.printer import format_function
             ir_text = format_function(fn_ir)
             try:
-                lowering.store_source(cache_key, source, {"ir": ir_text, "wrt": list(wrt), "plan": plan})
+                lowering.store_source(cache_key, source, {"ir": ir_text, "wrt": list(wrt), "plan": plan},
+                                      parts=key_parts)
             except lowering.LoweringError:
                 pass
         transform = time.perf_counter() - t0
         mod = lowering.build(source, name=self.fn.__name__, target="python" if workspace else self.target)
         entry = getattr(mod, entry_name)
-        spec = Specialization(tuple(sig), wrt, source, mod, entry, ir_text, plan, transform)
+        spec = Specialization(tuple(sig), wrt, source, mod, entry, ir_text, plan, transform,
+                              cached=cached is not None, written=written, dependencies=deps)
         self._specs[key] = spec
         return spec
 
@@ -259,12 +347,16 @@ class Gradient:
         if hit is not None:
             spec, plain, casts = hit
             self._last = spec
+            if spec.written:
+                self._check_aliasing(args, spec.written)
             if plain:
                 value, grads, tape = spec.entry(*args, *self._global_arrays)
                 self.tape_bytes = 8 * (tape[0] + tape[1])
                 res = tuple(g if arr else float(g) for g, arr in zip(grads, casts))
                 return float(value), (res[0] if self._single else res)
         spec, conv = self._prepare(args)
+        if spec.written:
+            self._check_aliasing(args, spec.written)
         t0 = time.perf_counter()
         value, grads, tape = spec.entry(*conv)
         self.tape_bytes = 8 * (int(tape[0]) + int(tape[1]))
@@ -288,10 +380,54 @@ class Gradient:
         res = out[0] if self._single else tuple(out)
         return float(value), res
 
-    def __call__(self, *args):
+    def _bind(self, args, kwargs):
+        """Positional, keyword and default arguments bound as the function binds them."""
+        try:
+            bound = self._pysig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise CoarsenError(f"{self.fn.__name__}(): {exc}",
+                               hint=f"parameters are {', '.join(self.params)}") from None
+        bound.apply_defaults()
+        return tuple(bound.arguments[p] for p in self.params)
+
+    def _check_aliasing(self, args, written):
+        """Refuse array arguments (module-level arrays included) that overlap in memory when the
+        function writes either: the generated code copies written arrays at entry, so it would
+        not see one write through the other as the function itself does."""
+        arrays = [(i, a) for i, a in enumerate(args) if isinstance(a, np.ndarray)]
+        if self._global_arrays:
+            arrays += [(self._nparams + k, a) for k, a in enumerate(self._global_arrays)]
+        n = len(arrays)
+        if n < 2:
+            return
+        for x in range(n):
+            i, a = arrays[x]
+            for y in range(x + 1, n):
+                j, b = arrays[y]
+                if (i in written or j in written) and np.may_share_memory(a, b) \
+                        and np.shares_memory(a, b):
+                    raise self._alias_error(i, j, written)
+
+    def _alias_error(self, i, j, written):
+        fname = self.fn.__name__
+
+        def what(k):
+            return f"parameter {self.params[k]!r}" if k < self._nparams else \
+                f"a module-level array that {fname} reads"
+        names = [self.params[k] for k in (i, j) if k < self._nparams and k in written]
+        return CoarsenError(
+            f"{what(i)} and {what(j)} of {fname} overlap in memory, and {fname} writes "
+            f"{' and '.join(repr(n) for n in names)}; the gradient would treat them as separate arrays",
+            hint=f"pass a copy of one of them (e.g. {self.params[j if j < self._nparams else i]}.copy())")
+
+    def __call__(self, *args, **kwargs):
+        if kwargs or len(args) != self._nparams:
+            args = self._bind(args, kwargs)
         return self._run(args)[1]
 
-    def value_and_grad(self, *args):
+    def value_and_grad(self, *args, **kwargs):
+        if kwargs or len(args) != self._nparams:
+            args = self._bind(args, kwargs)
         return self._run(args)
 
     # ------------------------------------------------------------------ inspection
@@ -430,12 +566,14 @@ def ir_text(fn, *args):
     return Gradient(fn, None, False, "python").ir(*args)
 
 
-def differentiate(fn, wrt=None, *, coarsen=True, target="cpu"):
+def differentiate(fn, wrt=None, *, coarsen=True, target="cpu", boundscheck=True):
     """The gradient of ``fn``, a plain Python function returning a float scalar.
 
     ``wrt``: None (every float parameter, a tuple out), a name or position (a single value out),
     or a tuple/list of names or positions (a tuple out, in that order).
     ``coarsen``: True differentiates segments symbolically; False uses fine-grained
     algorithmic AD only (the paper's baseline).  ``target``: "cpu" (Numba) or "python".
+    ``boundscheck``: True raises ``IndexError`` naming the source line for an index out of
+    range (before the access); False leaves indices unchecked (out of range is then undefined).
     """
-    return Gradient(fn, wrt, coarsen, target)
+    return Gradient(fn, wrt, coarsen, target, boundscheck)

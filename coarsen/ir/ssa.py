@@ -16,7 +16,7 @@ the array they write and define nothing.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from .nodes import Assign, For, Function, If, Segment, Slice, Store, Var, While, walk
 
@@ -256,7 +256,7 @@ def split_webs(fn: Function) -> Function:
     if result in split and result_defs:
         result = web_name(result, next(iter(result_defs)))
     out = replace(fn, body=block(fn.body), result=result)
-    for attr in ("global_arrays",):
-        if hasattr(fn, attr):
-            setattr(out, attr, getattr(fn, attr))
+    for attr, value in vars(fn).items():      # what the frontend attached beyond the fields
+        if attr not in {f.name for f in fields(fn)}:
+            setattr(out, attr, value)
     return out
