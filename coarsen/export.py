@@ -7,9 +7,11 @@ default, the signature of the gradient's last call.
 Guarantees: ``export_gradient(g, path, signature=None)`` writes ``path`` atomically (through
 ``coarsen.lowering.export_module``) and returns it as a ``pathlib.Path``. The file
 
-* starts with a comment header: the source function (qualified name, file and line), the
-  signature, ``wrt``, coarse or fine-grained AD, the target and coarsen's version, and the
-  command that regenerates it;
+* starts with a comment header: the source function (qualified name, and file and line with
+  the file relative to the folder holding its top-level package, e.g. ``mypkg/model.py``,
+  never an absolute path: ``coarsen.frontend.source.display_path``), the signature, ``wrt``,
+  coarse or fine-grained AD, the target and coarsen's version, and the command that
+  regenerates it;
 * contains the specialization's generated module unchanged except for the name of its entry,
   which becomes ``_value_and_grad_<f>_entry`` (it returns ``(value, grads, (tape_floats,
   tape_ints))``; same text, so Numba compiles the same code);
@@ -39,6 +41,7 @@ import numpy as np
 
 from . import __version__
 from .errors import CoarsenError
+from .frontend.source import display_path
 from . import lowering
 
 __all__ = ["export_gradient", "parse_signature", "example_args", "MAX_EMBEDDED"]
@@ -302,7 +305,7 @@ def export_gradient(g, path, signature=None):
     wrt_arg = ",".join(spec.wrt) + ("," if not single and len(spec.wrt) == 1 else "")
     header = "\n".join([
         f"Gradient of {g.fn.__qualname__}, exported by coarsen {__version__}.",
-        f"source: {g.src.filename}:{g.src.node.lineno} ({g.fn.__module__}.{g.fn.__qualname__})",
+        f"source: {display_path(g.fn)}:{g.src.node.lineno} ({g.fn.__module__}.{g.fn.__qualname__})",
         f"signature: ({_sig_text(parsed)})",
         f"wrt: {', '.join(spec.wrt)} ({'a single value' if single else 'a tuple'} out); "
         f"{'coarse' if g.coarsen else 'fine-grained'} AD; target {g.target}",

@@ -26,6 +26,13 @@ Guarantees:
       (sorted keys, no whitespace, UTF-8, NaN/inf refused); values must be JSON types (str, int,
       float, bool, None, list/tuple, dict with str keys); tuples hash like lists. Anything else
       raises ``TypeError`` rather than hashing an unstable ``repr``.
+    * Entries bound to their parts: ``store_source(key, ..., parts=parts)`` requires
+      ``key == cache_key(**parts)`` and keeps the canonical parts in the entry;
+      ``load(key, parts=parts)`` serves an entry only if it holds exactly those parts (an entry
+      written by other software under the same file name, e.g. another coarsen version with
+      another key scheme, is a miss).
+    * ``toolchain_versions()``: the versions of Python, NumPy, Numba and SymPy (package metadata,
+      nothing imported), for clients to put in their keys.
     * ``clear_cache()`` removes everything inside the cache directory except its ``CACHEDIR.TAG``,
       without following symbolic links, and only after the safety checks above; files that
       vanish concurrently are ignored.
@@ -49,6 +56,7 @@ from .errors import CacheSecurityError, LoweringError
 __all__ = [
     "cache_dir",
     "cache_key",
+    "toolchain_versions",
     "load",
     "load_source",
     "load_meta",
@@ -219,6 +227,26 @@ def _canonical(value: Any, where: str) -> Any:
     )
 
 
+_TOOLCHAIN: dict | None = None
+
+
+def toolchain_versions() -> dict:
+    """``{"python", "numpy", "numba", "sympy"}`` versions (None for a package that is not
+    installed), read once per process from package metadata without importing anything."""
+    global _TOOLCHAIN
+    if _TOOLCHAIN is None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        out = {"python": f"{sys.implementation.name} {sys.version}"}
+        for dist in ("numpy", "numba", "sympy"):
+            try:
+                out[dist] = version(dist)
+            except PackageNotFoundError:
+                out[dist] = None
+        _TOOLCHAIN = out
+    return dict(_TOOLCHAIN)
+
+
 def cache_key(**parts: Any) -> str:
     """Stable sha256 (64 hex digits) over the canonical JSON of ``parts``."""
     canonical = _canonical(parts, "parts")
@@ -235,16 +263,22 @@ def cache_key(**parts: Any) -> str:
 # -- the keyed source cache -----------------------------------------------------------------------
 
 
-def store_source(key: str, source: str, meta: dict) -> None:
-    """Store ``source`` and its JSON-serializable ``meta`` under ``key`` (atomically)."""
+def store_source(key: str, source: str, meta: dict, *, parts: dict | None = None) -> None:
+    """Store ``source`` and its JSON-serializable ``meta`` under ``key`` (atomically); with
+    ``parts`` (those ``key`` was computed from), the entry records them (see ``load``)."""
     _check_key(key)
     if not isinstance(source, str):
         raise TypeError("store_source: source must be a str")
     if not isinstance(meta, dict):
         raise TypeError("store_source: meta must be a dict")
-    digest = sha256_hex(source)
+    entry = {"key": key, "source_sha256": sha256_hex(source), "meta": meta}
+    if parts is not None:
+        if cache_key(**parts) != key:
+            raise LoweringError("store_source: key is not cache_key(**parts)")
+        entry["parts"] = _canonical(parts, "parts")
+    digest = entry["source_sha256"]
     entry_text = json.dumps(
-        {"key": key, "source_sha256": digest, "meta": meta},
+        entry,
         sort_keys=True,
         indent=1,
         ensure_ascii=False,
@@ -258,8 +292,9 @@ def store_source(key: str, source: str, meta: dict) -> None:
     atomic_write_text(_subdir("entries") / f"{key}.json", entry_text + "\n")
 
 
-def load(key: str) -> tuple[str, dict] | None:
-    """``(source, meta)`` stored under ``key``, consistent with each other, or ``None``."""
+def load(key: str, *, parts: dict | None = None) -> tuple[str, dict] | None:
+    """``(source, meta)`` stored under ``key``, consistent with each other, or ``None``; with
+    ``parts``, only an entry stored with exactly these parts is served."""
     _check_key(key)
     text = _read_text(_subdir("entries") / f"{key}.json")
     if text is None:
@@ -269,6 +304,8 @@ def load(key: str) -> tuple[str, dict] | None:
     except ValueError:
         return None
     if not isinstance(entry, dict) or entry.get("key") != key:
+        return None
+    if parts is not None and entry.get("parts") != _canonical(parts, "parts"):
         return None
     digest = entry.get("source_sha256")
     meta = entry.get("meta")

@@ -21,7 +21,7 @@ from ..ir.nodes import (Assign, Const, For, Function, If, Loc, NEWAXIS, Slice, S
                         While)
 from ..ir.ssa import split_webs
 from .source import (FunctionSource, GlobalArray, Known, Module, UserFunction, UserModule,
-                     classify, get_source, resolve)
+                     classify, get_source, resolve, resolve_attribute)
 
 _BINOPS = {gast.Add: "add", gast.Sub: "sub", gast.Mult: "mul", gast.Div: "div",
            gast.Pow: "pow", gast.FloorDiv: "floordiv", gast.Mod: "mod", gast.MatMult: "matmul"}
@@ -684,11 +684,11 @@ class Lowerer:
         if isinstance(node, gast.Attribute):
             base = self.resolve_value(node.value, quiet=True)
             if isinstance(base, UserModule):
-                if not hasattr(base.module, node.attr):
+                found, kind = resolve_attribute(self.src, base.module, node.attr)
+                if not found:
                     if quiet:
                         return None
                     raise self.err(node, f"module {base.module.__name__!r} has no attribute {node.attr!r}")
-                kind = classify(getattr(base.module, node.attr))
                 if kind is None and not quiet:
                     raise self.err(node, f"{node.attr!r} refers to something coarsen cannot differentiate",
                                    "use numbers, NumPy arrays, math/NumPy functions and plain functions")
@@ -1033,7 +1033,7 @@ class Lowerer:
         if fn in self.stack:
             raise self.err(node, f"recursive call to {fn.__name__}() is not supported",
                            "rewrite the recursion as a loop")
-        sub_src = get_source(fn)
+        sub_src = get_source(fn, self.src.deps)     # its reads join this lowering's record
         k = self.namer.inline_count(fn.__name__)
         sub = Lowerer(sub_src, self.namer, prefix=f"{fn.__name__.strip('_')}{k}_", stack=self.stack)
         # bind positional, keyword and default arguments as Python does
@@ -1198,4 +1198,6 @@ def lower(fn) -> Function:
     body = lw.lower_function()
     fn_ir = Function(src.fn.__name__, params + list(namer.globals), body, lw.result, src.filename)
     fn_ir.global_arrays = [obj for obj, _ in namer.globals.values()]
-    return split_webs(fn_ir), lw.params
+    fn_ir = split_webs(fn_ir)
+    fn_ir.dependencies = src.deps       # every read this lowering made (source.Dependencies)
+    return fn_ir, lw.params

@@ -1,4 +1,4 @@
-"""Reading a function's source and resolving the names it uses.
+"""Reading a function's source and resolving the names it uses, recording every read.
 
 Requires: a plain Python function defined in a file (or a ``numba.njit`` dispatcher, read
 through ``.py_func``).
@@ -6,20 +6,162 @@ Guarantees: ``FunctionSource`` with the gast ``FunctionDef`` whose line and colu
 are those of the file, the file's lines for error messages, and a resolver that maps a free
 name to what it denotes at the time of the call (module, known math/NumPy function, user
 function, or numeric constant).  Anything else is a ``CoarsenError`` with a location.
+
+Dependencies: every read the frontend makes of the world outside the function's own text is
+recorded, in order, on one ``Dependencies`` object shared by a lowering (``get_source(fn,
+deps)`` passes it on to inlined helpers): each function whose source is read (module,
+qualified name, file, first line, a hash of its text, its default values) and each lookup of
+a free name in a closure or a module's globals, or of a user module's attribute, with a
+description of the value found (numbers exactly, arrays by dtype and rank, functions and
+modules by name, anything else by type; absent names too).  ``FunctionSource.globals`` and
+``.closure`` are read-only views that record each lookup, so a read cannot bypass the record.
+The lowering is a deterministic function of that sequence of reads (and coarsen's own code),
+so ``Dependencies.fingerprint()`` identifies the generated code's inputs: equal fingerprints
+mean equal lowerings.
 """
 from __future__ import annotations
 
 import builtins
+import hashlib
 import inspect
+import json
 import math
+import os
+import sys
 import textwrap
 import types
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import astuple, dataclass, field
 
 import gast
 import numpy as np
 
 from ..errors import CoarsenError
+
+
+# ------------------------------------------------------------------ dependencies
+@dataclass(frozen=True)
+class FunctionRead:
+    """A function whose source the frontend read: the differentiated one or an inlined helper."""
+    module: str
+    qualname: str
+    name: str
+    filename: str
+    lineno: int            # first line of the function (its first decorator) in the file
+    source_sha256: str     # of the function's own source text
+    defaults: tuple        # ``describe`` of each default value (positional, then keyword-only)
+
+
+@dataclass(frozen=True)
+class NameRead:
+    """One lookup of a free name: in a function's ``closure`` or ``global`` scope, or an
+    ``attribute`` of a user module (``name`` is then ``module.attr``)."""
+    owner: str             # "module:qualname" of the function whose code made the lookup
+    scope: str
+    name: str
+    value: tuple           # ``describe`` of the value found, or ``ABSENT``
+
+
+ABSENT = ("absent",)
+
+
+@dataclass
+class Dependencies:
+    """Every read one lowering made outside the function's own text, in order (see the module
+    docstring).  Repeated reads are kept: the sequence, not the set, determines the lowering."""
+    reads: list = field(default_factory=list)   # FunctionRead | NameRead
+
+    def record(self, read) -> None:
+        self.reads.append(read)
+
+    @property
+    def functions(self) -> list:
+        """The functions whose source was read, each once, in first-read order."""
+        out = []
+        for r in self.reads:
+            if isinstance(r, FunctionRead) and r not in out:
+                out.append(r)
+        return out
+
+    def fingerprint(self) -> str:
+        """sha256 (64 hex digits) of the whole sequence of reads."""
+        h = hashlib.sha256()
+        for r in self.reads:
+            h.update(json.dumps([type(r).__name__, *astuple(r)], separators=(",", ":"),
+                                ensure_ascii=False).encode("utf-8"))
+            h.update(b"\n")
+        return h.hexdigest()
+
+
+def describe(value) -> tuple:
+    """What the frontend can make of ``value``, as JSON-able data: numbers exactly (they are
+    baked into the generated code), arrays by dtype and rank (they are passed in), functions
+    and modules by name (a function's source is recorded when it is read), known math/NumPy
+    functions by primitive, anything else by type."""
+    if isinstance(value, (bool, np.bool_)):
+        return ("bool", bool(value))
+    if isinstance(value, (int, np.integer)):
+        return ("int", str(int(value)))
+    if isinstance(value, (float, np.floating)):
+        return ("float", float(value).hex(), type(value).__name__)
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, int(value.ndim))
+    if isinstance(value, types.ModuleType):
+        return ("module", value.__name__)
+    known = _known_by_identity().get(id(value))
+    if known is not None:
+        return ("known", known.op, known.origin)
+    py = getattr(value, "py_func", None)
+    if isinstance(py, types.FunctionType):
+        return ("jit function", str(py.__module__), py.__qualname__)
+    if isinstance(value, types.FunctionType):
+        return ("function", str(value.__module__), value.__qualname__)
+    return ("object", f"{type(value).__module__}.{type(value).__qualname__}")
+
+
+class RecordingScope(Mapping):
+    """A read-only view of a scope (a function's globals or closure) that records each lookup
+    (``in``, ``[]``, ``get``; iteration records the sorted names) on a ``Dependencies``."""
+
+    __slots__ = ("_data", "_deps", "_owner", "_scope")
+
+    def __init__(self, data, deps: Dependencies, owner: str, scope: str):
+        self._data = data
+        self._deps = deps
+        self._owner = owner
+        self._scope = scope
+
+    def _note(self, name, value=ABSENT):
+        self._deps.record(NameRead(self._owner, self._scope, str(name), value))
+
+    def __getitem__(self, name):
+        try:
+            value = self._data[name]
+        except KeyError:
+            self._note(name)
+            raise
+        self._note(name, describe(value))
+        return value
+
+    def __contains__(self, name):
+        if name in self._data:
+            self._note(name, describe(self._data[name]))
+            return True
+        self._note(name)
+        return False
+
+    def __iter__(self):
+        names = sorted(str(k) for k in self._data)
+        self._note("*", ("names", *names))
+        return iter(names)
+
+    def __len__(self):
+        self._note("*", ("count", len(self._data)))
+        return len(self._data)
+
+
+def _owner(fn) -> str:
+    return f"{fn.__module__}:{fn.__qualname__}"
 
 
 @dataclass
@@ -28,8 +170,9 @@ class FunctionSource:
     node: gast.FunctionDef
     filename: str
     lines: list
-    globals: dict
-    closure: dict
+    globals: Mapping       # a RecordingScope over fn.__globals__
+    closure: Mapping       # a RecordingScope over the closure's cell contents
+    deps: Dependencies = field(default_factory=Dependencies)
 
     def line(self, lineno):
         if 1 <= lineno <= len(self.lines):
@@ -66,7 +209,9 @@ def _shift(tree, dline, dcol):
                 node.end_col_offset += dcol
 
 
-def get_source(fn) -> FunctionSource:
+def get_source(fn, deps: Dependencies | None = None) -> FunctionSource:
+    """The source of ``fn``; the read (and every later lookup through the returned scopes) is
+    recorded on ``deps`` (a new ``Dependencies`` when None)."""
     fn = unwrap(fn)
     if not isinstance(fn, types.FunctionType):
         raise CoarsenError(f"{fn!r} is not a plain Python function",
@@ -75,6 +220,8 @@ def get_source(fn) -> FunctionSource:
         raise CoarsenError("lambdas cannot be differentiated",
                            filename=fn.__code__.co_filename, lineno=fn.__code__.co_firstlineno,
                            hint="define the function with `def` in a file")
+    if deps is None:
+        deps = Dependencies()
     key = fn.__code__
     cached = _SOURCE_CACHE.get(key)
     closure = {}
@@ -84,9 +231,22 @@ def get_source(fn) -> FunctionSource:
                 closure[name] = cell.cell_contents
             except ValueError:
                 pass
-    if cached is not None:
-        node, filename, lines = cached
-        return FunctionSource(fn, node, filename, lines, fn.__globals__, closure)
+    if cached is None:
+        cached = _read_source(fn)
+        _SOURCE_CACHE[key] = cached
+    node, filename, lines, first, text_sha = cached
+    defaults = tuple(describe(v) for v in (fn.__defaults__ or ())) + \
+        tuple((k, describe(v)) for k, v in sorted((fn.__kwdefaults__ or {}).items()))
+    deps.record(FunctionRead(str(fn.__module__), fn.__qualname__, fn.__name__, filename, first,
+                             text_sha, defaults))
+    owner = _owner(fn)
+    return FunctionSource(fn, node, filename, lines,
+                          RecordingScope(fn.__globals__, deps, owner, "global"),
+                          RecordingScope(closure, deps, owner, "closure"), deps)
+
+
+def _read_source(fn):
+    """(node, filename, module lines, first line, sha256 of the function's text) of ``fn``."""
     filename = fn.__code__.co_filename
     try:
         lines, first = inspect.getsourcelines(fn)
@@ -117,8 +277,29 @@ def get_source(fn) -> FunctionSource:
                            lineno=node.lineno, col_offset=node.col_offset,
                            source_line=all_lines[node.lineno - 1] if node.lineno <= len(all_lines) else None,
                            hint="write a plain `def` function")
-    _SOURCE_CACHE[key] = (node, filename, all_lines)
-    return FunctionSource(fn, node, filename, all_lines, fn.__globals__, closure)
+    return node, filename, all_lines, first, hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def display_path(fn) -> str:
+    """The file defining ``fn`` as a portable path: relative to the folder that holds its
+    top-level package (``mypkg/model.py`` for ``mypkg.model``), found through the module's
+    ``__name__`` and the package's ``__path__``; just the file name for a module outside any
+    package (or ``__main__``).  Never an absolute path."""
+    fn = unwrap(fn)
+    filename = fn.__code__.co_filename
+    modname = str(getattr(fn, "__module__", "") or "")
+    top = modname.split(".")[0]
+    pkg = sys.modules.get(top) if top and top != "__main__" else None
+    real = os.path.realpath(filename)
+    for entry in list(getattr(pkg, "__path__", None) or []):
+        root = os.path.dirname(os.path.realpath(entry))
+        try:
+            rel = os.path.relpath(real, root)
+        except ValueError:      # another drive
+            continue
+        if not rel.startswith(os.pardir + os.sep) and rel != os.pardir and not os.path.isabs(rel):
+            return rel.replace(os.sep, "/")
+    return os.path.basename(filename)
 
 
 # ------------------------------------------------------------------ known functions
@@ -217,8 +398,22 @@ def classify(value):
     return None
 
 
+def resolve_attribute(src: FunctionSource, module: types.ModuleType, attr: str):
+    """``(found, classification)`` of ``module.attr`` read by ``src``'s code (recorded)."""
+    owner = _owner(src.fn)
+    name = f"{module.__name__}.{attr}"
+    try:
+        value = getattr(module, attr)
+    except AttributeError:
+        src.deps.record(NameRead(owner, "attribute", name, ABSENT))
+        return False, None
+    src.deps.record(NameRead(owner, "attribute", name, describe(value)))
+    return True, classify(value)
+
+
 def resolve(src: FunctionSource, name: str):
-    """Resolve a free (non-local) name of ``src``; returns a classification or raises KeyError."""
+    """Resolve a free (non-local) name of ``src``; returns a classification or raises KeyError.
+    The lookups are recorded on ``src.deps`` (through its recording scopes)."""
     for scope in (src.closure, src.globals):
         if name in scope:
             value = scope[name]
