@@ -37,10 +37,11 @@ class Check:
     array: str
     axis: int
     index: object          # Var or Const, or None for the loop's range
-    offset: int            # hoisted affine: the index is the loop variable + offset
+    offset: int            # hoisted affine: the highest index is the loop variable + offset
     lower: bool            # check index >= -n
     upper: bool            # check index < n
-    message: str = field(compare=False)
+    message: str
+    low_offset: int = 0    # hoisted affine: the lowest index is the loop variable + low_offset
 
 
 @dataclass
@@ -75,7 +76,7 @@ class _State:
             return
         self.eq = {v: f for v, f in self.eq.items() if v not in names and f[0] not in names}
         self.rng = {v: r for v, r in self.rng.items()
-                    if v not in names and r[0][0] not in names and r[1][0] not in names}
+                    if v not in names and not any(b is not None and b[0] in names for b in r)}
         self.aff = {v: a for v, a in self.aff.items() if v not in names and a[0] not in names}
         self.ok = {o for o in self.ok if o[0] not in names and not (o[2][0] == "v" and o[2][1] in names)}
 
@@ -147,7 +148,9 @@ class _Planner:
             elif isinstance(step, int) and step < 0:
                 lo, hi = _shift(self.form(s.stop, st), 1), self.form(s.start, st)
             # a bound that names an array reassigned in the body may not hold on later trips
-            if lo is not None and hi is not None and lo[0] not in killed and hi[0] not in killed:
+            lo = lo if lo is None or lo[0] not in killed else None
+            hi = hi if hi is None or hi[0] not in killed else None
+            if lo is not None or hi is not None:
                 body.rng[s.var] = (lo, hi)
             body.aff[s.var] = (s.var, 0)
             self.block(s.body, body, (s, True, killed))
@@ -186,13 +189,15 @@ class _Planner:
                     eq = _shift(st.eq.get(a.name), k)
                     r = st.rng.get(a.name)
                     rng = (_shift(r[0], k), _shift(r[1], k)) if r else None
+                    if rng == (None, None):
+                        rng = None
                     f = st.aff.get(a.name)
                     aff = (f[0], f[1] + k) if f else None
         st = st.copy()
         st.kill({t})
         if eq is not None and eq[0] != t:
             st.eq[t] = eq
-        if rng is not None and rng[0][0] != t and rng[1][0] != t:
+        if rng is not None and not any(b is not None and b[0] == t for b in rng):
             st.rng[t] = rng
         if aff is not None:
             st.aff[t] = aff
@@ -250,12 +255,22 @@ class _Planner:
             else:
                 a = st.aff.get(it.name)
                 if a is not None and a[0] == loop.var:
-                    check = Check(array, axis, None, a[1], lower, upper, msg)
+                    check = Check(array, axis, None, a[1], lower, upper, msg, a[1])
             if check is not None:
                 counts["hoisted"] += 1
                 checks = self.plan.hoisted.setdefault(id(loop), [])
-                if check not in checks:
-                    checks.append(check)
+                for k, c in enumerate(checks):
+                    if check.index is None and c.index is None and \
+                            (c.array, c.axis, c.message) == (array, axis, msg):
+                        # one check covers the accesses of a line at several offsets
+                        checks[k] = Check(array, axis, None,
+                                          max(o.offset for o in (c, check) if o.upper) if c.upper or upper else 0,
+                                          c.lower or lower, c.upper or upper, msg,
+                                          min(o.low_offset for o in (c, check) if o.lower) if c.lower or lower else 0)
+                        break
+                else:
+                    if check not in checks:
+                        checks.append(check)
                 return
         counts["inline"] += 1
         self.plan.inline.setdefault(id(s), []).append(Check(array, axis, it, 0, lower, upper, msg))
@@ -337,13 +352,13 @@ def hoisted_check(check, loop, val):
         high = low
     elif up:
         def low():
-            return _const_or(start, check.offset, val)
+            return _const_or(start, check.low_offset, val)
 
         def high():
             return _const_or(stop, check.offset - 1, val)
     else:
         def low():
-            return _const_or(stop, check.offset + 1, val)
+            return _const_or(stop, check.low_offset + 1, val)
 
         def high():
             return _const_or(start, check.offset, val)
