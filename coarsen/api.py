@@ -168,11 +168,13 @@ class Gradient:
         fn_ir, _ = lower(self.fn)
         # module-level arrays the function reads enter as extra read-only arguments
         self._global_arrays = list(fn_ir.global_arrays)
-        # what the fence read (helpers' sources, defaults, module-level values): a fingerprint,
-        # and the arguments the function may write (for the aliasing check); each
-        # specialization recomputes both from the lowering its code comes from
-        self.dependencies = fn_ir.dependencies.fingerprint()
-        self._written = _written_positions(fn_ir)
+        # the parameters' names in the IR and the generated code: the user's, escaped where
+        # they look like compiler names or shadow a module the generated code imports
+        self.ir_params = list(fn_ir.params[:len(self.params)])
+        # what the fence read (functions' sources, defaults, module-level and closure values),
+        # for inspection; each specialization keys its code by the reads of the lowering that
+        # code comes from (Specialization.dependencies), and takes its written arguments from it
+        self.dependencies = fn_ir.dependencies
 
     def _check_wrt_spec(self):
         """Refuse a ``wrt`` that names no parameter, at ``differentiate()`` (types come later)."""

@@ -215,12 +215,14 @@ class BatchedGradient:
         spec = g._specialize(types, sig)
         entry = f"value_and_grad_{g.fn.__name__}"
         n_user = len(g.params)
-        params = [(p, _numba_text(t)) for p, t in zip(g.params, types[:n_user])]
+        ir_name = dict(zip(g.params, g.ir_params))
+        params = [(p, _numba_text(t)) for p, t in zip(g.ir_params, types[:n_user])]
         params += [(f"_coarsen_module_array_{j}", _numba_text(t)) for j, t in enumerate(types[n_user:])]
         batched = list(self.batched) + [False] * (len(types) - n_user)
         driver = f"batch_value_and_grad_{g.fn.__name__}"
         try:
-            text = lowering.batch_source(entry, params, batched, wrt=list(spec.wrt), target=self.target,
+            text = lowering.batch_source(entry, params, batched, wrt=[ir_name[w] for w in spec.wrt],
+                                         target=self.target,
                                          driver_name=driver)
             # the driver allocates with NumPy, which a scalar gradient module may not import
             extra = "" if "\nimport numpy as np\n" in spec.source else "\nimport numpy as np\n"
@@ -272,10 +274,11 @@ class BatchedGradient:
             return hit
         ws = g._specialize(types, sig, workspace=True)
         entry = f"value_and_grad_{g.fn.__name__}"
-        params = [(p, _numba_text(t)) for p, t in zip(g.params, types)]
+        ir_name = dict(zip(g.params, g.ir_params))
+        params = [(p, _numba_text(t)) for p, t in zip(g.ir_params, types)]
         driver = f"cuda_batch_value_and_grad_{g.fn.__name__}"
         try:
-            text = lowering.cuda_batch_source(entry, params, list(self.batched), wrt=list(ws.wrt),
+            text = lowering.cuda_batch_source(entry, params, list(self.batched), wrt=[ir_name[w] for w in ws.wrt],
                                               device_source=ws.source, threads_per_block=tpb,
                                               kernel_name=f"kernel_value_and_grad_{g.fn.__name__}",
                                               driver_name=driver, tape_layout=self.tape_layout)

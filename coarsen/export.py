@@ -77,6 +77,26 @@ def _split_top(text):
     return parts
 
 
+def _with_imports(body, needed):
+    """``body`` with each plain ``import`` line of ``needed`` present, the leading import block
+    in isort's order (the standard library, then third-party modules by name)."""
+    lines = body.split("\n")
+    k = 0
+    while k < len(lines) and (lines[k].startswith("import ") or not lines[k].strip()) \
+            and not (k > 0 and not lines[k].strip() and not lines[k - 1].strip()):
+        k += 1
+    head = [ln for ln in lines[:k] if ln.startswith("import ")]
+    for imp in needed:
+        if imp not in head:
+            head.append(imp)
+    stdlib = sorted(ln for ln in head if ln.split()[1] in ("math",))
+    third = sorted((ln for ln in head if ln not in stdlib), key=lambda ln: ln.split()[1])
+    rest = lines[k:]
+    while rest and not rest[0].strip():
+        rest = rest[1:]
+    return "\n".join(stdlib + ([""] if stdlib and third else []) + third + ["", ""] + rest)
+
+
 def parse_signature(text, n_params=None):
     """``"float64[:], int64"`` -> ``[("float64", 1), ("int64", 0)]`` (NumPy dtype name, rank).
 
@@ -269,11 +289,6 @@ def export_gradient(g, path, signature=None):
     if re.search(rf"\b{re.escape(new_entry)}\b", body):  # pragma: no cover - generated names differ
         raise CoarsenError(f"export: the generated module already defines {new_entry}")
     body = re.sub(rf"\b{re.escape(entry)}(?=\s*\()", new_entry, body)
-    for p in g.params:
-        if p.startswith("_coarsen_") or p in ("_PARAMS", "_KINDS", "_WRT", "_SINGLE", "_SIGNATURE",
-                                               "_MODULE_ARRAYS", "np", "math", "numba"):
-            raise CoarsenError(f"export: parameter name {p!r} collides with a name of the exported module",
-                               hint="rename the parameter")
 
     globals_lines = [f"_SIGNATURE = {tuple(_sig_text([t]) for t in parsed)!r}"]
     if g._global_arrays:
@@ -293,14 +308,18 @@ def export_gradient(g, path, signature=None):
         globals_block="\n".join(globals_lines),
         fname=fname,
         qualname=g.fn.__qualname__,
-        arglist=", ".join(g.params),
-        argtuple=", ".join(g.params) + ("," if len(g.params) == 1 else ""),
+        # the wrappers' parameters take the IR's names, which never start with "_" nor
+        # shadow math, np or numba (coarsen.frontend.lower.Namer)
+        arglist=", ".join(g.ir_params),
+        argtuple=", ".join(g.ir_params) + ("," if len(g.ir_params) == 1 else ""),
         wrt_text=", ".join(spec.wrt),
         ret_note=" (a single value)" if single else " (a tuple in wrt order)",
         entry=new_entry,
     )
-    if g._global_arrays and not re.search(r"^import math$", body, re.M):
-        body = "import math\n" + body
+    # the wrappers convert with NumPy, and module-level arrays need math: imports kept in
+    # isort order
+    needed = ["import numpy as np"] + (["import math"] if g._global_arrays else [])
+    body = _with_imports(body, needed)
     source = body.rstrip("\n") + "\n" + wrappers
     wrt_arg = ",".join(spec.wrt) + ("," if not single and len(spec.wrt) == 1 else "")
     header = "\n".join([
