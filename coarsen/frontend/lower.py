@@ -376,7 +376,10 @@ class Lowerer:
             self.check_target_name(t)
             name = self.name(t.id)
             val = self.lower_expr(s.value)
-            self.emit(Assign(name, op, (Var(name), val), self.loc(s)))
+            # ``inplace``: NumPy updates an array in place (every alias sees it); a scalar is
+            # rebound.  Only the types tell which: ``typeinfer`` turns the array case into a
+            # whole-array slice store and drops the mark on scalars.
+            self.emit(Assign(name, op, (Var(name), val), self.loc(s), attrs=(("inplace", True),)))
         elif isinstance(t, gast.Subscript):
             val = self.lower_expr(s.value)
             if op in ("add", "sub"):
@@ -1121,13 +1124,15 @@ class Namer:
 
     @staticmethod
     def compiler_looking(name):
-        return name.startswith("_") or name.endswith("_bar") or name in RESERVED_NAMES
+        return (name.startswith("_") or name.endswith("_bar") or name in RESERVED_NAMES
+                or "value_and_grad_" in name)      # the generated entry points and drivers
 
     def _user_space(self, name):
         """``name`` itself when it may stand for a user variable, else a fresh escape of it."""
         if not self.compiler_looking(name):
             return name
         base = ("u" + name) if name.startswith("_") else name
+        base = base.replace("value_and_grad_", "value_and_gradv_")
         if base.endswith("_bar") or base in RESERVED_NAMES:
             base += "_v"
         new, k = base, 1
