@@ -137,10 +137,10 @@ class Planner:
         if self.active_ops(run) < min_ops:
             return passengers + run
         inside = {id(x) for x in walk(run)} | {id(x) for x in passengers}
-        defined = set()
+        defined = []        # in order of first definition: no order may depend on the names
         for st in walk(run):
-            if isinstance(st, Assign):
-                defined.add(st.target)
+            if isinstance(st, Assign) and st.target not in defined:
+                defined.append(st.target)
         used_outside = set()
         for st in walk(self.fn.body):
             if id(st) in inside:
@@ -157,7 +157,7 @@ class Planner:
                 seen.add(st.target)
         # live out: read after the segment, or read by it before being assigned (in a loop, the
         # next trip reads the value this trip leaves: a loop-carried value)
-        outputs = sorted(v for v in defined if v in used_outside or v in inputs or v == self.fn.result)
+        outputs = [v for v in defined if v in used_outside or v in inputs or v == self.fn.result]
         loc = run[0].loc
         seg = Segment(passengers + run, loc, len(self.segments) + 1, passengers=list(passengers),
                       inputs=inputs, outputs=outputs)
