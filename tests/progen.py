@@ -7,7 +7,8 @@ the same program, byte for byte, so a seed is a complete reproducer:
 
     python tests/fuzz_soak.py --seed S --size K --show       # print and check one program
 
-What the programs contain (all in coarsen's documented input language, nothing it refuses):
+What the programs contain (all in coarsen's documented input language, nothing it refuses;
+every program is plain Python whose own evaluation is the reference):
 straight-line float blocks, ``if/elif/else`` on float and int comparisons (with ``and``),
 conditional expressions, ``for`` loops over ``range`` with start/stop/step including negative
 steps and zero trips, nested up to three deep, counter ``while`` loops (bounded), guarded
@@ -15,7 +16,22 @@ steps and zero trips, nested up to three deep, counter ``while`` loops (bounded)
 and ``+=`` on the input array and on local ``np.zeros(m)`` arrays with in-range indices
 (``i % m``, loop indices of ``range(m)``, ``-1``), calls to the generated helper, loop
 recurrences with closed forms (``s += c*i``, ``p *= c``, ``z = c*z + d``), long chains
-``v = math.sin(v)*v + math.cos(v)``, and ``abs``/``max``/``min`` kinks.
+``v = math.sin(v)*v + math.cos(v)``, and ``abs``/``max``/``min`` kinks.  Also:
+
+* adversarial names (3 programs in 4, :func:`rename_adversarially`): parameters and locals of
+  every function renamed, consistently, to names coarsen's generated code uses or derives
+  (``x_bar`` next to ``x``, ``u_y`` next to ``_y``, ``_t1``, ``_g1``, ``_s1_p1``, ``_ftape``,
+  ``_fpos``, ``_ret``, ``_grow``, ``tape``, ``pos``, and ``np``/``math`` in functions that do not
+  use those modules); ``generate(seed, adversarial=False)`` is the same program with plain names;
+* loop variables reused: a later loop (a sibling, one at another depth, one after a loop that
+  left through ``break``/``continue``/``return``, a ``while`` counter) takes the name of a loop
+  that has ended; an inner ``for`` sometimes rebinds an enclosing ``for`` loop's name (whose
+  reads are then all ``% m``); a loop variable is sometimes read after its loop;
+* an in-place helper (often named ``_grow``, ``_reserve``, ``tape``...) that ``f`` passes its
+  arrays to: it updates them with ``+=``, ``-=``, ``*=`` on whole arrays, slices (overlapping
+  ones, like ``p[1:] += 0.5 * p[:-1]``) and elements, sometimes in a loop, sometimes returns a
+  float (used in the same statement that reads the array first), and ``f`` reads the arrays
+  after the call.
 
 Only numerically safe operations: ``sin``, ``cos``, ``tanh``, ``exp(tanh(e))``,
 ``sqrt(1 + e*e)``, ``log(1 + e*e)``, ``e / (1 + e*e)``, sums and products; multiplicative loop
@@ -29,8 +45,11 @@ absolute floor 1e-12), coarse against fine (rtol 1e-9, via ``assert_grad_close``
 the extended-precision finite-difference oracle (rtol 1e-7, the oracle's 1e-4 scale floor, atol
 1e-12) when
 the oracle vouches for the point (it refuses points within its step of a branch flip or kink:
-such a program is still checked coarse against fine), and that the caller's arrays are not
-modified.  A failure raises :class:`FuzzFailure` whose message holds the program's source, its
+such a program is still checked coarse against fine, unless ``require_oracle=True``, which
+discards it), and that the caller's arrays are not modified.  :func:`check_seed_with_oracle`
+replaces a discarded seed deterministically (bounded), so that a fixed list of seeds is
+really checked against the oracle; :func:`prescreen` tells, without compiling, whether a
+program would be discarded.  A failure raises :class:`FuzzFailure` whose message holds the program's source, its
 arguments, the check that failed and ``g.ir(*args)``; :func:`minimize` shrinks a failing program
 statement by statement (Python ``ast``) while the same kind of failure persists.
 """
@@ -129,14 +148,21 @@ class _Gen:
     top; temporaries live in the block that defines them), loop indices are read only inside
     their loop, and every index is in range."""
 
-    def __init__(self, rng: random.Random, size: int, helper: bool):
+    def __init__(self, rng: random.Random, size: int, helper: bool, upd=None):
         self.r = rng
         self.budget = size
         self.helper = helper
+        # the in-place helper: None, or (name, two_arrays, returns) -- see upd_fn
+        self.upd = upd
         self.features = set()
         self.ntemp = 0
         self.nidx = 0
         self.lines = []
+        # loop variables: every name used so far (in order), the depth it was last used at,
+        # and whether a loop over it left early (break/continue/return inside it)
+        self.loop_names = []
+        self.loop_depth = {}
+        self.loop_exit = {}
 
     # -------------------------------------------------------------- helpers
     def p(self, prob):
@@ -237,14 +263,44 @@ class _Gen:
         self.ntemp += 1
         return f"t{self.ntemp}"
 
-    def new_index(self):
-        self.nidx += 1
-        return f"i{self.nidx}"
+    def new_index(self, ctx, kind="for"):
+        """A loop variable for a new loop at ``ctx``: often the name of an earlier loop that
+        has ended (a sibling, one at another depth, one that left early), sometimes (``for``
+        only) the name of an enclosing ``for`` loop marked shadowable, else a fresh name.
+        Returns ``(name, shadows)``."""
+        active = {nm for nm, _, _ in ctx["active"]}
+        retired = [nm for nm in self.loop_names if nm not in active]
+        shadowable = [nm for nm, k, sh in ctx["active"] if k == "for" and sh]
+        if retired and self.p(0.45):
+            name = self.choice(retired)
+            self.features.add("loop_var_reuse")
+            if self.loop_depth.get(name) != ctx["depth"]:
+                self.features.add("loop_var_reuse_other_depth")
+            if self.loop_exit.get(name):
+                self.features.add("loop_var_reuse_after_early_exit")
+            shadows = False
+        elif kind == "for" and shadowable and self.p(0.4):
+            name = self.choice(shadowable)
+            self.features.add("loop_var_shadow")
+            shadows = True
+        else:
+            self.nidx += 1
+            name = f"i{self.nidx}"
+            shadows = False
+        if name not in self.loop_names:
+            self.loop_names.append(name)
+        self.loop_depth[name] = ctx["depth"]
+        return name, shadows
+
+    def mark_exit(self, ctx, all_loops=False):
+        """A break/continue (innermost loop) or return (every enclosing loop) at ``ctx``."""
+        for nm, _, _ in (ctx["active"] if all_loops else ctx["active"][-1:]):
+            self.loop_exit[nm] = True
 
     def block(self, ctx, indent, count):
         """``count`` statements (at least one) at ``indent``; a copy of ``ctx`` for scoping."""
         ctx = dict(ctx, floats=list(ctx["floats"]), ints=list(ctx["ints"]),
-                   arrays=list(ctx["arrays"]))
+                   arrays=list(ctx["arrays"]), active=list(ctx["active"]))
         start = len(self.lines)
         for _ in range(count):
             if self.budget <= 0 and len(self.lines) > start:
@@ -281,7 +337,8 @@ class _Gen:
         options = [("assign", 6), ("if", 2), ("for", 2.5 if depth < 3 else 0),
                    ("while", 0.8 if depth < 2 else 0), ("arr", 1.5 if ctx["arrays"] else 0),
                    ("rec", 1 if depth < 3 else 0), ("chain", 0.7), ("ret", 0.4),
-                   ("brk", 1.0 if ctx["loop"] else 0), ("tuple", 0.4)]
+                   ("brk", 1.0 if ctx["loop"] else 0), ("tuple", 0.4),
+                   ("upd", 1.0 if self.upd and ctx["arrays"] and ctx.get("in_f", True) else 0)]
         kinds, weights = zip(*options)
         kind = self.r.choices(kinds, weights)[0]
         getattr(self, "s_" + kind)(ctx, indent)
@@ -341,21 +398,35 @@ class _Gen:
         self.features.add("for")
         if ctx["loop"]:
             self.features.add("nested_for")
-        i = self.new_index()
+        i, shadows = self.new_index(ctx, "for")
         text, direct = self.range_args(ctx)
         if text == "range(m)" or text.startswith("range(m - 1, -1") or text.startswith("range(1, m)") \
                 or text.startswith("range(2, m)") or text.startswith("range(0, m") \
                 or text.startswith("range(m - 1, 0"):
             direct = True
+        # a shadowable loop's variable may be rebound by an inner loop over the same name
+        # (after which it holds the inner loop's last value): its reads are all ``% m``
+        shadowable = not shadows and self.p(0.25)
+        if shadowable:
+            direct = False
         self.emit(indent, f"for {i} in {text}:")
         sub = dict(ctx, depth=ctx["depth"] + 1, loop=True)
-        sub["ints"] = list(ctx["ints"]) + [(i, direct)]
+        sub["ints"] = [t for t in ctx["ints"] if t[0] != i] + [(i, direct)]
+        sub["active"] = list(ctx["active"]) + [(i, "for", shadowable)]
         self.block(sub, indent + 1, self.r.randint(1, 3))
+        if shadows:
+            return
+        # the loop variable leaks out of a loop with at least one trip (m >= 1): read after it
+        # in the rest of this block (``% m``: a later loop over the same name may rebind it)
+        if text in ("range(m)", "range(m - 1, -1, -1)", "range(0, m, 2)") and self.p(0.3) \
+                and all(t[0] != i for t in ctx["ints"]):
+            self.features.add("loop_var_read_after_loop")
+            ctx["ints"].append((i, False))
 
     def s_while(self, ctx, indent):
         self.budget -= 1
         self.features.add("while")
-        k = self.new_index()
+        k, _ = self.new_index(ctx, "while")
         bound = self.choice(["n", "3", "m", "2"])
         self.emit(indent, f"{k} = 0")
         if self.p(0.3):
@@ -365,10 +436,14 @@ class _Gen:
         else:
             self.emit(indent, f"while {k} < {bound}:")
         # the counter is incremented first, so a ``continue`` anywhere cannot spin forever
+        # (no inner loop ever rebinds it: a while counter is never shadowable)
         self.emit(indent + 1, f"{k} += 1")
         sub = dict(ctx, depth=ctx["depth"] + 1, loop=True)
-        sub["ints"] = list(ctx["ints"]) + [(k, False)]
+        sub["ints"] = [t for t in ctx["ints"] if t[0] != k] + [(k, False)]
+        sub["active"] = list(ctx["active"]) + [(k, "while", False)]
         self.block(sub, indent + 1, self.r.randint(1, 3))
+        # the counter is rebound here: drop a stale leaked-read entry of this name (it is
+        # still an int, so reads stay valid, but keep the bookkeeping honest)
 
     def s_arr(self, ctx, indent):
         self.budget -= 1
@@ -382,7 +457,7 @@ class _Gen:
         """A loop recurrence whose body reads only loop-invariant values: closed forms."""
         self.budget -= 1
         self.features.add("recurrence")
-        i = self.new_index()
+        i, _ = self.new_index(dict(ctx, depth=ctx["depth"] + 1), "rec")
         text = self.choice(["range(n)", "range(m)", "range(1, n + 1)", "range(n, 0, -1)",
                             "range(0, n, 2)", "range(7)"])
         inv = self.choice(ctx["floats"])
@@ -415,6 +490,7 @@ class _Gen:
     def s_ret(self, ctx, indent):
         self.budget -= 1
         self.features.add("early_return" + ("_in_loop" if ctx["loop"] else ""))
+        self.mark_exit(ctx, all_loops=True)
         self.emit(indent, f"if {self.cond(ctx)}:")
         self.emit(indent + 1, f"return {self.expr(ctx)}")
 
@@ -422,6 +498,7 @@ class _Gen:
         self.budget -= 1
         word = self.choice(["break", "continue"])
         self.features.add(word)
+        self.mark_exit(ctx)
         self.emit(indent, f"if {self.cond(ctx)}:")
         if self.p(0.3):
             self.assign(dict(ctx, depth=ctx["depth"] + 1, floats=list(ctx["floats"])), indent + 1)
@@ -429,7 +506,8 @@ class _Gen:
 
     # -------------------------------------------------------------- functions
     def helper_fn(self):
-        ctx = dict(floats=["u", "v"], ints=[], arrays=[], depth=0, loop=False, in_f=False)
+        ctx = dict(floats=["u", "v"], ints=[], arrays=[], depth=0, loop=False, in_f=False,
+                   active=[])
         self.emit(0, "def h(u, v):")
         self.emit(1, f"w = {self.expr(ctx)}")
         ctx["floats"].append("w")
@@ -454,47 +532,223 @@ class _Gen:
         self.lines.append("")
         self.lines.append("")
 
-    def main_fn(self):
+    def upd_fn(self):
+        """The in-place helper: updates its array argument(s) with ``+=``, ``-=``, ``*=`` on
+        whole arrays, slices (overlapping ones too: NumPy reads a copy) and elements, sometimes
+        in a loop, and sometimes returns a float.  ``f`` calls it and reads the arrays after."""
+        name, two, returns = self.upd
+        um = self.p(0.5)                      # uses math (else its locals may be named math)
+        sc = ["c", "d"] if not two else ["c"]
+        bounded = (lambda v: f"math.tanh({v})") if um else (lambda v: v)
+        self.emit(0, f"def {name}(p, q, c):" if two else f"def {name}(p, c, d):")
+        ops = ["p += {k} * {S}", "p *= {F}", "p[1:] += 0.5 * p[:-1]", "p[:-1] -= 0.25 * p[1:]",
+               "p[::2] *= {F}", "p[0] += {k} * {S}", "p[-1] -= 0.5 * {S} * p[0]", "loop"]
+        if two:
+            ops += ["p += 0.5 * q", "p[1:] -= 0.25 * q[:-1]", "q *= {F}", "q[0] += 0.5 * p[-1]"]
+        if um:
+            ops += ["p += 0.1 * math.sin({v})"]
+        for _ in range(self.r.randint(1, 3)):
+            op = self.choice(ops)
+            S = bounded(self.choice(sc))
+            if op == "loop":
+                self.features.add("upd_loop")
+                self.emit(1, "for k in range(p.shape[0]):")
+                self.emit(2, f"p[k] += 0.1 * {S} * k")
+                continue
+            self.features.add("upd_slice" if ":" in op else "upd_element" if "[" in op
+                              else "upd_whole")
+            self.emit(1, op.format(k=self.choice(["0.5", "0.25", "-0.3"]), S=S,
+                                   F=self.choice(_FACTORS), v=self.choice(sc)))
+        if returns:
+            self.emit(1, f"return 0.5 * p[0] + {bounded(self.choice(sc))}")
+        self.lines.append("")
+        self.lines.append("")
+
+    def s_upd(self, ctx, indent):
+        """A call of the in-place helper on a (or b), then (often) a read of what it wrote."""
+        self.budget -= 1
+        name, two, returns = self.upd
+        self.features.add("upd_call")
+        arr = self.choice(ctx["arrays"])
+        if two:
+            other = [x for x in ctx["arrays"] if x != arr][0]
+            call = f"{name}({arr}, {other}, {self.expr(ctx, 1)})"
+        else:
+            call = f"{name}({arr}, {self.expr(ctx, 1)}, {self.expr(ctx, 1)})"
+        if arr == "a" or (two and other == "a"):
+            self.features.add("upd_input_array")
+        v = self.choice(self.assignable(ctx))
+        r = self.r.random()
+        if returns and r < 0.4:
+            self.features.add("upd_returns")
+            self.emit(indent, f"{v} += {call}")
+        elif returns and r < 0.55:
+            # read, then the call writes the same array, within one statement
+            self.features.add("upd_read_write_same_stmt")
+            self.emit(indent, f"{v} = {arr}[{self.index(ctx, arr)}] * {call}")
+        else:
+            self.emit(indent, call)
+        if self.p(0.7):
+            self.features.add("upd_read_after")
+            w = self.choice(self.assignable(ctx))
+            if self.p(0.5):
+                self.emit(indent, f"{w} += {arr}[{self.index(ctx, arr)}]")
+            else:
+                self.emit(indent, f"{w} = 0.5 * {w} + 0.25 * np.sum({arr})")
+
+    def main_fn(self, local_array):
         nloc = self.r.randint(1, 3)
         locs = [f"s{k}" for k in range(nloc)]
         self.emit(0, "def f(x, y, a, n):")
         self.emit(1, "m = a.shape[0]")
-        ctx0 = dict(floats=["x", "y"], ints=[], arrays=["a"], depth=0, loop=False, in_f=True)
+        ctx0 = dict(floats=["x", "y"], ints=[], arrays=["a"], depth=0, loop=False, in_f=True,
+                    active=[])
         for s in locs:
             self.emit(1, f"{s} = {self.expr(ctx0, 1)}")
         arrays = ["a"]
-        if self.p(0.5):
+        if local_array:
             self.features.add("local_array")
             self.emit(1, "b = np.zeros(m)")
             arrays.append("b")
         ctx = dict(floats=["x", "y"] + locs, ints=[], arrays=arrays, depth=0, loop=False,
-                   in_f=True)
+                   in_f=True, active=[])
         while self.budget > 0:
             self.stmt(ctx, 1)
+        if self.upd and "upd_call" not in self.features:
+            self.s_upd(ctx, 1)            # the in-place helper is always called at least once
         terms = [f"{self.choice(['', '0.5 * ', '1.5 * '])}{s}" for s in locs]
         if "b" in arrays:
             terms.append(self.choice(["np.sum(b)", "b[0]", "np.sum(b * b)"]))
-        if self.p(0.3):
+        if self.p(0.3) or (self.upd and self.p(0.5)):
             terms.append("np.sum(a)")
         if self.p(0.3):
             terms.append("x * y")
         self.emit(1, f"return {' + '.join(terms)}")
 
 
-def generate(seed: int, size: int | None = None) -> Program:
+# Names that coarsen's generated code uses (temporaries, adjoints, tapes, segment values,
+# helpers of the generated module) and names next to which its renaming of user names lands
+# (``x_bar`` -> ``x_bar_v``, ``_y`` -> ``u_y``): user variables drawn from here must not clash.
+ADVERSARIAL_NAMES = [
+    "x", "y", "x_bar", "x_bar_v", "y_bar", "_y", "u_y", "_t1", "_t2", "_t3", "_t1_bar", "_g1",
+    "_g2", "_s1_p1", "_s1_t0", "_s1_u1", "_s2_ret1", "_ftape", "_fpos", "_itape", "_ipos",
+    "_ret", "_ret_bar", "_value", "_grow", "_reserve", "tape", "tapes", "pos", "need", "out",
+    "size", "np", "math", "_tape_floats", "_tape_ints", "_n1", "_closed1", "_k", "_idx",
+    "_trip", "_trips", "_brk", "_cont", "_next", "_shape", "_mm1", "_red_1", "_sum_to_1",
+    "_pop_array1", "g_a", "value_and_grad_f", "i", "j", "k", "m", "f", "h",
+]
+
+
+def _derived_names(name):
+    out = [name + "_bar", name + "_bar_v"]
+    if name.startswith("_"):
+        out.append("u" + name)
+    elif name.startswith("u_"):
+        out.append(name[1:])
+    else:
+        out.append("_" + name)
+    return out
+
+
+def rename_adversarially(source, rng, features=None, prob=0.6):
+    """``source`` with each function's parameters and locals renamed, consistently, each with
+    probability ``prob``, to names that coarsen's own generated names could clash with
+    (``ADVERSARIAL_NAMES``, and names next to the function's other names: ``x_bar`` next to
+    ``x``, ``u_y`` next to ``_y``).  A name is never one the function reads as a global or a
+    builtin (so ``np``/``math`` become locals only in functions that do not use the module),
+    nor a keyword, and two variables never get the same name: the program means the same."""
+    import builtins
+    import keyword
+    tree = ast.parse(source)
+    builtin_names = set(dir(builtins)) | set(keyword.kwlist) | {"__debug__"}
+    for fn in tree.body:
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        params = [a.arg for a in fn.args.args]
+        order, loaded = list(params), set()
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Name):
+                if isinstance(node.ctx, ast.Store) and node.id not in order:
+                    order.append(node.id)
+                elif isinstance(node.ctx, ast.Load):
+                    loaded.add(node.id)
+        free = {n for n in loaded if n not in order}
+        forbidden = free | builtin_names
+        renamed = [v for v in order if rng.random() < prob]
+        kept = [v for v in order if v not in renamed]
+        taken = forbidden | set(kept)
+        mapping = {}
+        for v in renamed:
+            near = [d for u in kept + list(mapping.values()) for d in _derived_names(u)]
+            # a function that does not use numpy or math often gets a local named after it
+            modules = [c for c in ("np", "math") if c not in taken]
+            if modules and rng.random() < 0.3:
+                pool = modules
+            elif near and rng.random() < 0.5:
+                pool = [c for c in near if c not in taken]
+            else:
+                pool = [c for c in ADVERSARIAL_NAMES if c not in taken]
+            if not pool:
+                pool = [c for c in ADVERSARIAL_NAMES if c not in taken]
+            new = rng.choice(pool) if pool else v
+            while new in taken:
+                new += "_"
+            mapping[v] = new
+            taken.add(new)
+        if features is not None and mapping:
+            features.add("adversarial_names")
+            news = set(mapping.values()) | set(kept)
+            if any(n + "_bar" in news for n in news):
+                features.add("name_bar_pair")
+            if any(n.startswith("_") and "u" + n in news for n in news):
+                features.add("name_u_pair")
+            for mod in ("np", "math"):
+                if mod in news:
+                    features.add(f"name_{mod}_local")
+            if any(n.startswith("_") for n in mapping.values()):
+                features.add("name_compiler_like")
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Name) and node.id in mapping:
+                node.id = mapping[node.id]
+            elif isinstance(node, ast.arg) and node.arg in mapping:
+                node.arg = mapping[node.arg]
+    return ast.unparse(tree) + "\n"
+
+
+UPD_NAMES = ["upd", "_grow", "_reserve", "_pop_array1", "tape", "h_bar"]
+
+
+def generate(seed: int, size: int | None = None, adversarial: bool | None = None) -> Program:
     """The program for ``(seed, size)``; ``size`` (statement budget, default drawn from the
-    seed in 2..22) bounds the number of top-level and nested statements."""
+    seed in 2..22) bounds the number of top-level and nested statements.
+
+    ``adversarial``: rename parameters and locals with :func:`rename_adversarially` (default:
+    drawn from the seed, 3 programs in 4).  The renaming draws from its own generator, so
+    ``generate(seed, size, adversarial=False)`` is the same program with plain names (and the
+    same arguments): a seed that fails only with adversarial names is a naming bug."""
     r = random.Random(seed)
+    rn = random.Random(f"names-{seed}-{size}")
+    if adversarial is None:
+        adversarial = rn.random() < 0.75
     if size is None:
         size = r.randint(2, 22)
     helper = r.random() < 0.45
-    g = _Gen(r, size, helper)
+    local_array = r.random() < 0.5
+    upd = None
+    if r.random() < 0.35:
+        upd = (r.choice(UPD_NAMES), local_array and r.random() < 0.6, r.random() < 0.5)
+    g = _Gen(r, size, helper, upd)
     g.lines += ["import math", "", "import numpy as np", "", ""]
     if helper:
         g.features.add("helper")
         g.helper_fn()
-    g.main_fn()
+    if upd:
+        g.features.add("upd_helper")
+        g.upd_fn()
+    g.main_fn(local_array)
     src = "\n".join(g.lines) + "\n"
+    if adversarial:
+        src = rename_adversarially(src, rn, g.features)
     src = f"# coarsen fuzz program: seed={seed} size={size}\n" + src
     L = r.randint(1, 5)
     a = np.array([round(r.uniform(-1.2, 1.2), 3) for _ in range(L)])
@@ -554,22 +808,88 @@ def _ir_text(g, args):
         return f"<g.ir failed: {type(e).__name__}: {e}>"
 
 
-def check_source(source, make_args, args_text, *, targets=("python",), modes=(True, False),
-                 oracle=True, label=""):
-    """Differential check of one program (see the module docstring).  ``modes``: a tuple of
-    ``coarsen`` flags for every target, or a dict target -> tuple (e.g. ``{"cpu": (True,)}``
-    to compile only the coarse gradient with Numba)."""
-    fn = load_source(source)
+def _screen(fn, make_args, oracle=True):
+    """The checks that need no compiler: ``(value, oracle gradients or None, outcome)`` where
+    ``outcome`` is a ``discarded`` :class:`Outcome` when the program is unusable (its value
+    is not a finite float below ``MAX_VALUE``, or running it raised), else None."""
     try:
         with np.errstate(all="ignore"):
             v0 = fn(*make_args())
     except Exception as e:  # noqa: BLE001 - the generated program itself is invalid here
-        return Outcome("discarded", f"primal raised {type(e).__name__}: {e}")
+        return None, None, Outcome("discarded", f"primal raised {type(e).__name__}: {e}")
     if isinstance(v0, np.ndarray) or not isinstance(v0, (float, np.floating)):
-        return Outcome("discarded", f"primal returned {type(v0).__name__}")
+        return None, None, Outcome("discarded", f"primal returned {type(v0).__name__}")
     v0 = float(v0)
     if not math.isfinite(v0) or abs(v0) > MAX_VALUE:
-        return Outcome("discarded", f"primal value {v0!r}")
+        return None, None, Outcome("discarded", f"primal value {v0!r}")
+    ref = None
+    if oracle:
+        args = make_args()
+        try:
+            with np.errstate(all="ignore"):
+                ref = fd_grad(fn, args, float_positions(args))
+        except (OracleError, ValueError, OverflowError, ZeroDivisionError, FloatingPointError):
+            ref = None
+    return v0, ref, None
+
+
+def refusal_reason(fn, make_args):
+    """Why the oracle refuses the point (one line), for reports."""
+    args = make_args()
+    try:
+        with np.errstate(all="ignore"):
+            fd_grad(fn, args, float_positions(args))
+    except Exception as e:  # noqa: BLE001 - diagnostics only
+        msg = str(e)
+        for key in ("not smooth", "did not converge", "non-finite"):
+            if key in msg:
+                return f"{type(e).__name__}: {key}"
+        return f"{type(e).__name__}: {msg[:80]}"
+    return "accepted on a second try"
+
+
+DISCARD_KINDS = ("primal raised", "primal returned", "primal value", "oracle refused",
+                 "ill-conditioned", "overflow inside the program")
+
+
+def discard_kind(why):
+    """The kind of a discard reason (its reason without numbers), for counts."""
+    for k in DISCARD_KINDS:
+        if why.startswith(k):
+            return k
+    return why.split(":")[0][:40]
+
+
+def prescreen(prog: Program) -> Outcome:
+    """What :func:`check_program` with ``require_oracle=True`` would discard before compiling
+    anything (cheap: plain Python and the oracle only): ``ok`` with ``oracle=True``, or
+    ``discarded`` with the reason."""
+    fn = prog.load()
+    _, ref, early = _screen(fn, prog.make_args, True)
+    if early is not None:
+        return early
+    if ref is None:
+        return Outcome("discarded", f"oracle refused: {refusal_reason(fn, prog.make_args)}")
+    return Outcome("ok", oracle=True)
+
+
+def check_source(source, make_args, args_text, *, targets=("python",), modes=(True, False),
+                 oracle=True, require_oracle=False, label=""):
+    """Differential check of one program (see the module docstring).  ``modes``: a tuple of
+    ``coarsen`` flags for every target, or a dict target -> tuple (e.g. ``{"cpu": (True,)}``
+    to compile only the coarse gradient with Numba).
+
+    Returns an :class:`Outcome`: ``ok`` (with ``oracle`` telling whether the gradients were
+    also checked against the oracle) or ``discarded`` with the reason.  The oracle runs first:
+    with ``require_oracle=True`` a point it refuses is discarded before anything is compiled
+    (so that a caller can insist on programs that were really checked against it)."""
+    fn = load_source(source)
+    v0, ref, early = _screen(fn, make_args, oracle or require_oracle)
+    if early is not None:
+        return early
+    vouched = ref is not None
+    if require_oracle and ref is None:
+        return Outcome("discarded", f"oracle refused: {refusal_reason(fn, make_args)}")
 
     def fail(kind, detail, g=None):
         ir = ""
@@ -639,17 +959,6 @@ def check_source(source, make_args, args_text, *, targets=("python",), modes=(Tr
                 k = nonfinite[0]
                 fail("nonfinite", f"{tag}: gradient {k} not finite: {grads[k]!r}", g)
             results[(target, coarse)] = (g, grads)
-
-    vouched = False
-    ref = None
-    if oracle:
-        args = make_args()
-        try:
-            with np.errstate(all="ignore"):
-                ref = fd_grad(fn, args, float_positions(args))
-            vouched = True
-        except (OracleError, ValueError, OverflowError, ZeroDivisionError, FloatingPointError):
-            ref = None
 
     def versus_oracle(grads):
         if ref is None:
@@ -733,9 +1042,39 @@ def _overflows_inside(fn, make_args):
     return bool(hit)
 
 
-def check_program(prog: Program, *, targets=("python",), modes=(True, False), oracle=True):
+def check_program(prog: Program, *, targets=("python",), modes=(True, False), oracle=True,
+                  require_oracle=False):
     return check_source(prog.source, prog.make_args, prog.args_text(), targets=targets,
-                        modes=modes, oracle=oracle, label=f"seed={prog.seed} size={prog.size}")
+                        modes=modes, oracle=oracle, require_oracle=require_oracle,
+                        label=f"seed={prog.seed} size={prog.size}")
+
+
+# seeds tried in place of a discarded one: seed + k * REPLACEMENT_STRIDE, k = 1, 2, ...
+REPLACEMENT_STRIDE = 10_000_019
+MAX_REPLACEMENTS = 4
+
+
+def check_seed_with_oracle(seed, size=None, *, targets=("python",), modes=(True, False),
+                           max_replacements=MAX_REPLACEMENTS, log=None):
+    """Check the program of ``seed`` against the oracle; when it is discarded (value too large,
+    the oracle refuses the point, ill-conditioned) check ``seed + k * REPLACEMENT_STRIDE`` for
+    k = 1, 2, ... instead, at most ``max_replacements`` times.  Deterministic.
+
+    Returns ``(program, outcome, discards)`` with ``outcome.oracle`` true, and ``discards`` the
+    list of ``(seed, reason)`` tried before it; raises ``AssertionError`` (listing them) when
+    every try was discarded, and :class:`FuzzFailure` when a program fails."""
+    discards = []
+    for k in range(max_replacements + 1):
+        s = seed + k * REPLACEMENT_STRIDE
+        prog = generate(s, size)
+        out = check_program(prog, targets=targets, modes=modes, require_oracle=True)
+        if log is not None:
+            log(prog, out)
+        if out.status == "ok" and out.oracle:
+            return prog, out, discards
+        discards.append((s, out.why or "not checked against the oracle"))
+    raise AssertionError(f"seed {seed}: no program checkable against the oracle in "
+                         f"{max_replacements + 1} tries: {discards}")
 
 
 # ======================================================================================
