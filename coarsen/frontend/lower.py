@@ -21,7 +21,7 @@ from ..ir.nodes import (Assign, Const, For, Function, If, Loc, NEWAXIS, Slice, S
                         While)
 from ..ir.ssa import split_webs
 from .source import (FunctionSource, GlobalArray, Known, Module, UserFunction, UserModule,
-                     classify, get_source, resolve, resolve_attribute)
+                     get_source, resolve, resolve_attribute)
 
 _BINOPS = {gast.Add: "add", gast.Sub: "sub", gast.Mult: "mul", gast.Div: "div",
            gast.Pow: "pow", gast.FloorDiv: "floordiv", gast.Mod: "mod", gast.MatMult: "matmul"}

@@ -325,7 +325,7 @@ NUMPY_FUNCS = {
     "zeros": "zeros", "ones": "ones", "empty": "empty", "full": "full", "eye": "eye",
     "identity": "eye", "zeros_like": "zeros_like", "ones_like": "ones_like",
     "empty_like": "empty_like", "full_like": "full_like", "copy": "copyarr",
-    "float64": "float", "floor": "floor", "ceil": "ceil", "sign": "sign", "tanh": "tanh",
+    "float64": "float", "floor": "floor", "ceil": "ceil", "sign": "sign",
     "shape": "shape", "expand_dims": "expand_dims", "logaddexp": "logaddexp",
 }
 BUILTIN_FUNCS = {"abs": "abs", "min": "min", "max": "max", "float": "float", "int": "int",

@@ -1,0 +1,135 @@
+"""Sharp edges of the API (issue 9): keyword and default arguments bind like the function;
+a ``wrt`` that names no parameter is refused by ``differentiate`` itself; generated and
+exported headers name the source file relative to its package, never by an absolute path."""
+import importlib
+import sys
+
+import numpy as np
+import pytest
+
+import coarsen
+from coarsen.frontend.source import display_path
+
+
+def model(w, b, x, scale=2.0, n=3):
+    s = 0.0
+    for i in range(n):
+        s += scale * (w[i] * x[i] + b) ** 2
+    return s
+
+
+W = np.array([0.5, -1.0, 2.0])
+XS = np.array([1.0, 2.0, 3.0])
+
+
+def grads_equal(p, q):
+    assert len(p) == len(q)
+    for a, b in zip(p, q):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_keyword_mixed_and_default_arguments_bind_like_the_function(target):
+    g = coarsen.differentiate(model, wrt=("w", "b", "scale"), target=target)
+    ref_value, ref = g.value_and_grad(W, 0.3, XS, 2.0, 3)
+    assert ref_value == pytest.approx(model(W, 0.3, XS))
+    calls = [
+        ((W, 0.3, XS), {}),                                  # defaults of the function
+        ((), {"w": W, "b": 0.3, "x": XS}),                   # all by keyword
+        ((), {"x": XS, "b": 0.3, "w": W, "n": 3}),           # any order
+        ((W,), {"x": XS, "b": 0.3}),                         # mixed
+        ((W, 0.3), {"x": XS, "scale": 2.0}),
+    ]
+    for args, kwargs in calls:
+        grads_equal(g(*args, **kwargs), ref)
+        value, grads = g.value_and_grad(*args, **kwargs)
+        assert value == ref_value
+        grads_equal(grads, ref)
+    # a default overridden by keyword changes the answer as it does for the function
+    value, grads = g.value_and_grad(W, 0.3, XS, n=2, scale=1.0)
+    assert value == pytest.approx(model(W, 0.3, XS, scale=1.0, n=2))
+    assert grads[0][2] == 0.0 and grads[0][0] != 0.0
+
+
+def test_wrong_bindings_are_refused_like_the_function():
+    g = coarsen.differentiate(model, wrt="w", target="python")
+    with pytest.raises(coarsen.CoarsenError, match="missing a required argument: 'x'"):
+        g(W, 0.3)
+    with pytest.raises(coarsen.CoarsenError, match="unexpected keyword argument 'y'"):
+        g(W, 0.3, XS, y=1.0)
+    with pytest.raises(coarsen.CoarsenError, match="multiple values for argument 'w'"):
+        g(W, 0.3, XS, w=W)
+    with pytest.raises(coarsen.CoarsenError, match="too many positional arguments"):
+        g.value_and_grad(W, 0.3, XS, 2.0, 3, 4)
+
+
+@pytest.mark.parametrize("wrt,match", [
+    ("v", "wrt names 'v', which is not a parameter of model"),
+    (("w", "bb"), "wrt names 'bb'"),
+    (5, "wrt position 5 is out of range"),
+    (-1, "wrt position -1 is out of range"),
+    ((0, 7), "wrt position 7 is out of range"),
+    ((), "wrt is empty"),
+    ((1.5,), "parameter names or positions"),
+])
+def test_bad_wrt_is_refused_by_differentiate(wrt, match):
+    with pytest.raises(coarsen.CoarsenError, match=match):
+        coarsen.differentiate(model, wrt=wrt, target="python")
+
+
+def test_good_wrt_by_name_and_position_still_work():
+    g = coarsen.differentiate(model, wrt=(1, "w"), target="python")
+    db, dw = g(W, 0.3, XS)
+    assert isinstance(db, float) and dw.shape == W.shape
+
+
+# ------------------------------------------------------------------ file names in headers
+SOURCE = '''\
+import numpy as np
+
+
+def loss(w, x):
+    return np.sum(w * w * x)
+'''
+
+
+@pytest.fixture
+def package(tmp_path, monkeypatch):
+    root = tmp_path / "site"
+    (root / "mypkg" / "sub").mkdir(parents=True)
+    (root / "mypkg" / "__init__.py").write_text("")
+    (root / "mypkg" / "sub" / "__init__.py").write_text("")
+    (root / "mypkg" / "model.py").write_text(SOURCE)
+    (root / "mypkg" / "sub" / "deep.py").write_text(SOURCE)
+    (root / "loose_model.py").write_text(SOURCE)
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setenv("COARSEN_CACHE_DIR", str(tmp_path / "cache"))
+    importlib.invalidate_caches()
+    yield root
+    for name in ("mypkg", "mypkg.model", "mypkg.sub", "mypkg.sub.deep", "loose_model"):
+        sys.modules.pop(name, None)
+
+
+def test_headers_name_the_file_relative_to_its_package(package, tmp_path):
+    cases = [("mypkg.model", "mypkg/model.py"), ("mypkg.sub.deep", "mypkg/sub/deep.py"),
+             ("loose_model", "loose_model.py")]
+    w, x = np.ones(3), np.arange(3.0)
+    for modname, rel in cases:
+        fn = importlib.import_module(modname).loss
+        assert display_path(fn) == rel
+        g = coarsen.differentiate(fn, target="python")
+        g(w, x)
+        first = g.source.splitlines()[0]
+        assert f"({rel}:4)" in first, first
+        assert str(package) not in g.source
+        out = g.export(tmp_path / f"exported_{modname.replace('.', '_')}.py")
+        text = out.read_text()
+        assert f"source: {rel}:4 ({modname}.loss)" in text
+        assert str(package) not in text and str(tmp_path) not in text
+
+
+def test_display_path_never_absolute_for_this_package():
+    from coarsen import examples
+    assert display_path(examples.ridge_loss) == "coarsen/examples.py"
+    here = display_path(model)        # this test module: "test_api_edges.py" or under tests/
+    assert here.endswith("test_api_edges.py") and not here.startswith("/")
