@@ -387,8 +387,9 @@ class Gradient:
         try:
             bound = self._pysig.bind(*args, **kwargs)
         except TypeError as exc:
-            raise CoarsenError(f"{self.fn.__name__}(): {exc}",
-                               hint=f"parameters are {', '.join(self.params)}") from None
+            raise CoarsenError(f"{self.fn.__name__} takes {self._nparams} arguments {self._pysig}, "
+                               f"got {len(args) + len(kwargs)}: {exc}",
+                               hint="pass each parameter once, by position or by name") from None
         bound.apply_defaults()
         return tuple(bound.arguments[p] for p in self.params)
 
