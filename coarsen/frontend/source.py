@@ -17,7 +17,11 @@ modules by name, anything else by type; absent names too).  ``FunctionSource.glo
 ``.closure`` are read-only views that record each lookup, so a read cannot bypass the record.
 The lowering is a deterministic function of that sequence of reads (and coarsen's own code),
 so ``Dependencies.fingerprint()`` identifies the generated code's inputs: equal fingerprints
-mean equal lowerings.
+mean equal lowerings.  (The lowering also reads a helper's ``__name__`` and ``__defaults__``
+from the function object; both are part of its ``FunctionRead``.)
+
+``display_path(fn)``: the file defining ``fn`` relative to the folder holding its top-level
+package (``mypkg/model.py``), for headers of generated and exported code; never absolute.
 """
 from __future__ import annotations
 
