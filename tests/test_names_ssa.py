@@ -297,3 +297,19 @@ def test_user_names_are_escaped_away_from_compiler_names():
     bound = {n.id for n in ast.walk(entry) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     assert {"np_v", "math_v", "u_ftape", "u_ret", "tape", "pos"} <= bound, sorted(bound)
     assert not {"np", "math", "numba"} & bound, sorted(bound)
+
+
+# ------------------------------------------------------------------------ parameter kinds
+def kwonly(x, *, k=2.0):
+    return x * k
+
+
+def posonly(x, y, /):
+    return x * y
+
+
+@pytest.mark.parametrize("fn, what", [(kwonly, "keyword-only"), (posonly, "positional-only")])
+def test_parameter_kinds_refused(fn, what):
+    with pytest.raises(coarsen.CoarsenError, match=what) as exc:
+        coarsen.differentiate(fn)
+    assert "test_names_ssa.py" in str(exc.value) and "line" in str(exc.value)

@@ -144,8 +144,12 @@ class Lowerer:
             bad = a.vararg or a.kwarg
             raise self.err(bad, "*args and **kwargs parameters are not supported",
                            "list the parameters explicitly")
-        if a.kwonlyargs or getattr(a, "posonlyargs", None):
-            pass
+        if a.kwonlyargs:
+            raise self.err(a.kwonlyargs[0], "keyword-only parameters are not supported",
+                           "make it an ordinary parameter (remove the '*' before it)")
+        if getattr(a, "posonlyargs", None):
+            raise self.err(a.posonlyargs[0], "positional-only parameters are not supported",
+                           "make it an ordinary parameter (remove the '/' after it)")
         if node.decorator_list:
             for d in node.decorator_list:
                 # numba.njit-style decorators are fine (we read .py_func); anything else is not
