@@ -28,6 +28,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..ir.nodes import NEWAXIS, Array, Assign, Const, For, If, Segment, Slice, Store, Var, While, walk
+from ..ir.typeinfer import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
 
 
 @dataclass(frozen=True)
@@ -60,16 +61,24 @@ def message(array, axis, loc):
 # A form is (array, axis, c): the value array.shape[axis] + c, or (None, None, c): the constant c.
 
 class _State:
-    __slots__ = ("eq", "rng", "aff", "ok")
+    __slots__ = ("eq", "rng", "aff", "ok", "shp")
 
-    def __init__(self, eq=None, rng=None, aff=None, ok=None):
+    def __init__(self, eq=None, rng=None, aff=None, ok=None, shp=None):
         self.eq = dict(eq or {})      # int variable -> form (its exact value)
         self.rng = dict(rng or {})    # int variable -> (lo form, hi form): lo <= v <= hi
-        self.aff = dict(aff or {})    # int variable -> (loop variable, k): v == loop var + k
+        self.aff = dict(aff or {})    # int variable -> (variable u, k): v == u + k
         self.ok = set(ok or ())       # (array, axis, ("v", name) | ("c", value)) checked
+        self.shp = dict(shp or {})    # (array, axis) -> a form equal to array.shape[axis]
 
     def copy(self):
-        return _State(self.eq, self.rng, self.aff, self.ok)
+        return _State(self.eq, self.rng, self.aff, self.ok, self.shp)
+
+    def norm(self, form):
+        """A form in terms of the arrays whose shapes are not known to equal others'."""
+        if form is None or form[0] is None:
+            return form
+        base = self.shp.get((form[0], form[1]))
+        return form if base is None else _shift(base, form[2])
 
     def kill(self, names):
         if not names:
@@ -79,12 +88,14 @@ class _State:
                     if v not in names and not any(b is not None and b[0] in names for b in r)}
         self.aff = {v: a for v, a in self.aff.items() if v not in names and a[0] not in names}
         self.ok = {o for o in self.ok if o[0] not in names and not (o[2][0] == "v" and o[2][1] in names)}
+        self.shp = {k: f for k, f in self.shp.items() if k[0] not in names and f[0] not in names}
 
     def meet(self, other):
         return _State({k: v for k, v in self.eq.items() if other.eq.get(k) == v},
                       {k: v for k, v in self.rng.items() if other.rng.get(k) == v},
                       {k: v for k, v in self.aff.items() if other.aff.get(k) == v},
-                      self.ok & other.ok)
+                      self.ok & other.ok,
+                      {k: v for k, v in self.shp.items() if other.shp.get(k) == v})
 
 
 def _assigned(stmts):
@@ -117,6 +128,13 @@ class _Planner:
             return (None, None, v) if isinstance(v, int) and not isinstance(v, bool) else None
         return st.eq.get(operand.name)
 
+    def bound(self, operand, st, side):
+        """A form bounding the operand from below (side 0) or above (side 1)."""
+        f = self.form(operand, st)
+        if f is None and isinstance(operand, Var) and operand.name in st.rng:
+            f = st.rng[operand.name][side]
+        return st.norm(f)
+
     # ---------------------------------------------------------------- transfer
     def block(self, stmts, st, ctx):
         for s in stmts:
@@ -144,9 +162,9 @@ class _Planner:
             step = s.step.value if isinstance(s.step, Const) else None
             lo = hi = None
             if isinstance(step, int) and step > 0:
-                lo, hi = self.form(s.start, st), _shift(self.form(s.stop, st), -1)
+                lo, hi = self.bound(s.start, st, 0), _shift(self.bound(s.stop, st, 1), -1)
             elif isinstance(step, int) and step < 0:
-                lo, hi = _shift(self.form(s.stop, st), 1), self.form(s.start, st)
+                lo, hi = _shift(self.bound(s.stop, st, 0), 1), self.bound(s.start, st, 1)
             # a bound that names an array reassigned in the body may not hold on later trips
             lo = lo if lo is None or lo[0] not in killed else None
             hi = hi if hi is None or hi[0] not in killed else None
@@ -171,6 +189,7 @@ class _Planner:
     def assign(self, s, st):
         t, op, args = s.target, s.op, s.args
         eq = rng = aff = None
+        shapes = self.shapes(s, st) if isinstance(self.types.get(t), Array) else {}
         if self.is_int(t):
             if op == "dim" and isinstance(args[0], Var):
                 eq = (args[0].name, args[1].value, 0)
@@ -178,7 +197,7 @@ class _Planner:
                 a = args[0]
                 eq = self.form(a, st)
                 if isinstance(a, Var):
-                    rng, aff = st.rng.get(a.name), st.aff.get(a.name)
+                    rng, aff = st.rng.get(a.name), st.aff.get(a.name) or (a.name, 0)
             elif op in ("add", "sub") and len(args) == 2:
                 a, b = args
                 if op == "add" and isinstance(a, Const):
@@ -192,16 +211,40 @@ class _Planner:
                     if rng == (None, None):
                         rng = None
                     f = st.aff.get(a.name)
-                    aff = (f[0], f[1] + k) if f else None
+                    aff = (f[0], f[1] + k) if f else (a.name, k)
         st = st.copy()
         st.kill({t})
         if eq is not None and eq[0] != t:
             st.eq[t] = eq
         if rng is not None and not any(b is not None and b[0] == t for b in rng):
             st.rng[t] = rng
-        if aff is not None:
+        if aff is not None and aff[0] != t:
             st.aff[t] = aff
+        for d, f in shapes.items():
+            if f is not None and f[0] != t:
+                st.shp[(t, d)] = f
         return st
+
+    def shapes(self, s, st):
+        """axis -> a form of the new array's length along it (constructors, copies, and
+        element-wise operations of one array with scalars)."""
+        op, args = s.op, s.args
+        nd = self.types[s.target].ndim
+        if op in ("zeros", "ones", "empty", "full"):
+            return {d: st.norm(self.form(args[d], st)) for d in range(nd)}
+        like = None
+        if op in ("zeros_like", "ones_like", "empty_like", "full_like", "copy", "copyarr", "astype",
+                  "flip") or op in ELEMENTWISE_UNARY:
+            like = args[0]
+        elif op in ELEMENTWISE_BINARY and len(args) == 2:
+            arrays = [a for a in args if isinstance(a, Var) and isinstance(self.types.get(a.name), Array)]
+            if len(arrays) == 1 or (len(arrays) == 2 and arrays[0] == arrays[1]):
+                like = arrays[0]
+        if isinstance(like, Var):
+            t = self.types.get(like.name)
+            if isinstance(t, Array) and t.ndim == nd:
+                return {d: st.norm((like.name, d, 0)) for d in range(nd)}
+        return {}
 
     # ---------------------------------------------------------------- accesses
     def access(self, s, array, index, st, ctx):
@@ -234,9 +277,11 @@ class _Planner:
             e = st.eq.get(it.name)
             if e is not None:
                 lo = hi = e
-            if lo is not None and lo[0] is None and lo[2] >= 0:
+            lo, hi = st.norm(lo), st.norm(hi)
+            n = st.norm((array, axis, 0))
+            if lo is not None and lo[2] >= 0:     # a constant or a length, plus c >= 0
                 lower = False
-            if hi is not None and hi[0] == array and hi[1] == axis and hi[2] <= -1:
+            if hi is not None and hi[:2] == n[:2] and hi[2] - n[2] <= -1:
                 upper = False
             if hi is not None and hi[0] is None and hi[2] < 0:
                 upper = False
@@ -256,10 +301,19 @@ class _Planner:
                 a = st.aff.get(it.name)
                 if a is not None and a[0] == loop.var:
                     check = Check(array, axis, None, a[1], lower, upper, msg, a[1])
+                elif a is not None and a[0] not in killed:
+                    # invariant in this loop: an outer loop's variable plus a constant
+                    check = Check(array, axis, Var(a[0]), a[1], lower, upper, msg)
             if check is not None:
                 counts["hoisted"] += 1
                 checks = self.plan.hoisted.setdefault(id(loop), [])
                 for k, c in enumerate(checks):
+                    if isinstance(it, Const) and isinstance(c.index, Const) and \
+                            (c.array, c.axis, c.upper) == (array, axis, upper):
+                        # constant indices: the largest (the most negative) covers the others
+                        if abs(it.value) > abs(c.index.value):
+                            checks[k] = check
+                        break
                     if check.index is None and c.index is None and \
                             (c.array, c.axis, c.message) == (array, axis, msg):
                         # one check covers the accesses of a line at several offsets
@@ -348,7 +402,7 @@ def hoisted_check(check, loop, val):
     up = loop.step.value > 0
     if check.index is not None:
         def low():
-            return B.ex(val(check.index))
+            return _const_or(check.index, check.offset, val)
         high = low
     elif up:
         def low():
