@@ -6,6 +6,14 @@ Usage (from the repository root)::
     python tests/fuzz_soak.py --count 200 --seed 7 --cpu 20  # also the first 20 on target cpu
     python tests/fuzz_soak.py --one 1000123 --show           # print and check one program
     python tests/fuzz_soak.py --one 1000123 --size 9         # the same seed at another size
+    python tests/fuzz_soak.py --count 50 --names plain       # plain names (default: drawn)
+
+Programs have adversarial variable names (3 in 4 by default; ``--names adversarial|plain``
+forces them on or off), reuse loop variables across loops and pass arrays to a helper that
+updates them in place (see ``tests/progen.py``).  Each failure with adversarial names is
+checked again with plain names (``generate(seed, adversarial=False)``, the same program):
+the report marks failures that happen only with adversarial names (a naming bug) as
+``names-only``.
 
 Every program is written to ``/tmp/fuzz/prog_<hash>.py`` (``$COARSEN_FUZZ_DIR``) and checked by
 ``tests.progen.check_program``: coarse and fine gradients on the ``python`` target (and on
@@ -14,7 +22,8 @@ oracle where it vouches for the point, and the primal value against the original
 The first failure of each signature (kind plus, for crashes, the error line with numbers
 removed: ``progen.failure_signature``) is minimized (``--no-minimize`` to skip); all are written, with their arguments and
 ``g.ir``, to ``/tmp/fuzz/failures/<kind>_<seed>.txt``; the summary at the end gives counts per
-outcome and per failure kind, and the seeds of every failure.  Set ``COARSEN_CACHE_DIR`` to keep
+outcome (``ok_with_oracle``: checked against the oracle; ``ok_oracle_refused``: checked coarse
+against fine only), the discards by reason, per failure kind, and the seeds of every failure.  Set ``COARSEN_CACHE_DIR`` to keep
 the soak's compiled-gradient cache out of your user cache (the script defaults it to
 ``/tmp/fuzz/cache``).  The exit status is 1 when any program failed.
 """
@@ -30,8 +39,8 @@ if _ROOT not in sys.path:
 
 os.environ.setdefault("COARSEN_CACHE_DIR", os.path.join(os.environ.get("COARSEN_FUZZ_DIR", "/tmp/fuzz"), "cache"))
 
-from tests.progen import (FUZZ_DIR, FuzzFailure, check_program, failure_signature,  # noqa: E402
-                          generate, minimize)
+from tests.progen import (FUZZ_DIR, FuzzFailure, check_program, discard_kind,  # noqa: E402
+                          failure_signature, generate, minimize)
 
 
 def main(argv=None):
@@ -44,6 +53,8 @@ def main(argv=None):
     ap.add_argument("--show", action="store_true", help="print each program")
     ap.add_argument("--no-minimize", action="store_true")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--names", choices=("drawn", "adversarial", "plain"), default="drawn",
+                    help="variable names: drawn from the seed (3 in 4 adversarial), or forced")
     opts = ap.parse_args(argv)
 
     seeds = [opts.one] if opts.one is not None else [opts.seed * 1_000_000 + k for k in range(opts.count)]
@@ -52,10 +63,13 @@ def main(argv=None):
     counts = collections.Counter()
     kinds = collections.defaultdict(list)
     discards = collections.Counter()
+    discard_seeds = collections.defaultdict(list)
     features = collections.Counter()
     t0 = time.time()
+    adv = {"drawn": None, "adversarial": True, "plain": False}[opts.names]
+    names_only = []
     for k, s in enumerate(seeds):
-        prog = generate(s, opts.size)
+        prog = generate(s, opts.size, adversarial=adv)
         features.update(prog.features)
         if opts.show:
             print(prog.source)
@@ -69,6 +83,18 @@ def main(argv=None):
             first = sig not in kinds
             kinds[sig].append(s)
             text = str(e)
+            sig_note = "plain names"
+            if "adversarial_names" in prog.features:
+                plain = generate(s, opts.size, adversarial=False)
+                try:
+                    check_program(plain, targets=targets)
+                    names_only.append(s)
+                    sig_note = "names-only (passes with plain names)"
+                except FuzzFailure as e2:
+                    sig_note = f"also with plain names: {failure_signature(e2)}"
+                except Exception as e2:  # noqa: BLE001
+                    sig_note = f"plain names: harness error {type(e2).__name__}"
+                text = f"{sig_note}\n{text}"
             if not opts.no_minimize and (first or opts.one is not None):
                 small, small_fail = minimize(prog.source, prog.make_args, prog.args_text(), sig,
                                              targets=("python",))
@@ -78,7 +104,7 @@ def main(argv=None):
             text = f"signature: {sig}\n" + text
             with open(path, "w") as fh:
                 fh.write(text)
-            print(f"FAIL seed={s} kind={e.kind} -> {path}", flush=True)
+            print(f"FAIL seed={s} [{sig}] {sig_note} -> {path}", flush=True)
             if opts.one is not None:
                 print(text)
             continue
@@ -92,15 +118,24 @@ def main(argv=None):
             counts["ok_with_oracle" if out.oracle else "ok_oracle_refused"] += 1
         else:
             counts["discarded"] += 1
-            discards[out.why.split(":")[0][:40]] += 1
+            discards[discard_kind(out.why)] += 1
+            discard_seeds[discard_kind(out.why)].append(s)
         if not opts.quiet and (k + 1) % 100 == 0:
             print(f"{k + 1}/{len(seeds)} programs, {time.time() - t0:.0f} s, {dict(counts)}", flush=True)
     dt = time.time() - t0
-    print(f"\n{len(seeds)} programs (base seed {opts.seed}) in {dt:.0f} s: {dict(counts)}")
-    print("discarded:", dict(discards))
+    n = max(len(seeds), 1)
+    print(f"\n{len(seeds)} programs (base seed {opts.seed}, names {opts.names}) in {dt:.0f} s: "
+          f"{dict(counts)}")
+    print(f"checked against the oracle: {counts['ok_with_oracle']} ({counts['ok_with_oracle'] / n:.0%}); "
+          f"coarse vs fine only (oracle refused): {counts['ok_oracle_refused']}; "
+          f"discarded: {counts['discarded']} ({counts['discarded'] / n:.0%}); "
+          f"failed: {counts['failed']}")
+    print("discarded by reason:", {k: f"{v}: seeds {discard_seeds[k][:20]}" for k, v in discards.items()})
     print("features:", dict(sorted(features.items())))
     for sig, ss in sorted(kinds.items()):
         print(f"failures [{sig}]: {len(ss)}: seeds {ss[:40]}")
+    if names_only:
+        print(f"failures only with adversarial names: {len(names_only)}: seeds {names_only[:40]}")
     return 1 if kinds else 0
 
 
