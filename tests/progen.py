@@ -635,7 +635,9 @@ ADVERSARIAL_NAMES = [
     "_ret", "_ret_bar", "_value", "_grow", "_reserve", "tape", "tapes", "pos", "need", "out",
     "size", "np", "math", "_tape_floats", "_tape_ints", "_n1", "_closed1", "_k", "_idx",
     "_trip", "_trips", "_brk", "_cont", "_next", "_shape", "_mm1", "_red_1", "_sum_to_1",
-    "_pop_array1", "g_a", "value_and_grad_f", "i", "j", "k", "m", "f", "h",
+    "_pop_array1", "g_a", "value_and_grad_f", "i", "j", "k", "m", "f", "h", "u_t1", "u_ret",
+    "_push_array", "_pop_array", "_push", "_at", "_outer", "_range_len", "_returned", "_status",
+    "_mm11",
 ]
 
 

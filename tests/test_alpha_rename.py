@@ -64,11 +64,14 @@ assert len(set(IDS)) == len(IDS)
 # function takes names from consecutive groups, starting at a group that rotates with the
 # case, so that pairs land in the same function.
 NAME_GROUPS = [
-    ["x", "x_bar"], ["_t1", "_g1"], ["_s1_p1", "_ftape"], ["_fpos", "_ret"], ["tape", "pos"],
-    ["np", "math"], ["_y", "u_y"], ["_grow", "_reserve"], ["y", "y_bar", "y_bar_v"],
-    ["_t2", "_t2_bar"], ["_ret_bar", "_value"], ["_itape", "_ipos"], ["_s1_t0", "_g2"],
+    ["x", "x_bar", "x_bar_v"], ["_t1", "u_t1", "_g1"], ["_s1_p1", "u_s1_p1", "_ftape"],
+    ["_fpos", "_ret", "u_ret"], ["tape", "pos"], ["np", "math"], ["_y", "u_y"],
+    ["_grow", "_reserve"], ["y", "y_bar", "y_bar_v"], ["_t2", "_t2_bar", "u_t2"],
+    ["_ret_bar", "_value"], ["_itape", "_ipos"], ["_s1_t0", "_g2"],
     ["_tape_floats", "_tape_ints"], ["need", "out", "size"], ["_t3", "_s2_p1", "_s1_u1"],
-    ["x_bar_v", "_n1"], ["_k", "_idx"], ["_closed1", "_trip"], ["tapes", "_shape"],
+    ["_push_array", "_pop_array", "_push"], ["_n1", "u_n1"], ["_k", "_idx"],
+    ["_closed1", "_trip", "_trips"], ["tapes", "_shape"], ["_brk", "_cont", "_next"],
+    ["_at", "_outer", "_range_len"], ["_returned", "_status", "_mm11"],
 ]
 _RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {"__debug__"}
 
