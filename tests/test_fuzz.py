@@ -34,7 +34,7 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, note, settings
 from hypothesis import strategies as st
 
-from tests.progen import (MAX_REPLACEMENTS, FuzzFailure, check_program, check_seed_with_oracle,
+from tests.progen import (FuzzFailure, check_program, check_seed_with_oracle,
                           discard_kind, failure_signature, generate, prescreen)
 
 N_PYTHON = int(os.environ.get("COARSEN_FUZZ_N", "200"))
@@ -146,8 +146,6 @@ def test_discard_rate():
     invalid = [d for d in discarded if d[1].startswith(("primal raised", "primal returned"))]
     assert not invalid, f"generated programs that do not run in plain Python: {invalid}"
     assert rate < MAX_DISCARD_RATE, (rate, discarded)
-    # a replacement is rare: no seed needs all of its tries
-    assert MAX_REPLACEMENTS >= 2
 
 
 def test_generator_covers_the_adversarial_features():
