@@ -26,11 +26,13 @@ with ``tests/test_zoo.py`` and ``tests/test_realistic.py``.
 from __future__ import annotations
 
 import ast
+import atexit
 import builtins
 import importlib.util
 import inspect
 import keyword
 import os
+import shutil
 import sys
 import tempfile
 import textwrap
@@ -40,8 +42,7 @@ import numpy as np
 import pytest
 
 import coarsen
-from tests.zoo import all_zoo_cases, case_ids
-from tests.zoo import realistic
+from tests.zoo import all_zoo_cases, case_ids, realistic
 from tests.zoo.harness import build
 
 FULL = os.environ.get("COARSEN_FULL_MATRIX") == "1"
@@ -151,6 +152,7 @@ def _tmpdir():
     global _TMP
     if _TMP is None:
         _TMP = tempfile.mkdtemp(prefix="coarsen_alpha_")
+        atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
     return _TMP
 
 
