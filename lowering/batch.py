@@ -199,6 +199,7 @@ def _emit_host(
     blk = names.fresh("blk")
     lo = names.fresh("lo")
     hi = names.fresh("hi")
+    done = names.fresh("done")
     prange = "numba.prange" if target == "cpu" else "range"
 
     batched = [p for p in params if p.batched]
@@ -231,6 +232,7 @@ def _emit_host(
             "different batch sizes')"
         )
     body.append(f"{values} = np.empty({nsets}, dtype={value_dtype})")
+    body.append(f"{done} = np.zeros({nsets}, dtype=np.bool_)")
     for p in wrt:
         if p.batched:
             body.append(f"{outs[p.name]} = np.empty({p.name}.shape, dtype={p.dtype})")
@@ -247,7 +249,17 @@ def _emit_host(
                 out.append(f"{indent}{outs[p.name]}[{i}] = {grads}[{j}]")
             else:
                 out.append(f"{indent}{parts[p.name]}[{block}] += {grads}[{j}]")
+        out.append(f"{indent}{done}[{i}] = True")
         return out
+
+    # Numba does not carry an exception raised on a worker thread out of a prange loop (the
+    # thread's remaining sets are silently skipped): the sets left undone run again serially,
+    # in order, so their exception (an IndexError, say) reaches the caller
+    rerun = [f"for {i} in range({nsets}):", f"    if not {done}[{i}]:"]
+    if shared:
+        # the block of set i: the largest b with b * n_sets // n_blocks <= i
+        rerun.append(f"        {blk} = (({i} + 1) * {nblocks} - 1) // {nsets}")
+    rerun.extend(per_set("        ", blk if shared else None))
 
     if shared:
         body.append(f"{nblocks} = min({nsets}, {MAX_BLOCKS})")
@@ -259,6 +271,7 @@ def _emit_host(
         body.append(f"    {hi} = ({blk} + 1) * {nsets} // {nblocks}")
         body.append(f"    for {i} in range({lo}, {hi}):")
         body.extend(per_set("        ", blk))
+        body.extend(rerun)
         for p in shared:
             if p.rank:
                 body.append(f"{outs[p.name]} = np.zeros({p.name}.shape, dtype={p.dtype})")
@@ -270,6 +283,7 @@ def _emit_host(
     else:
         body.append(f"for {i} in {prange}({nsets}):")
         body.extend(per_set("    ", None))
+        body.extend(rerun)
     body.append(f"return {values}, ({_tuple_text([outs[p.name] for p in wrt])})")
     lines.extend("    " + line for line in body)
     return "\n".join(lines) + "\n"

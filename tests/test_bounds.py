@@ -272,3 +272,22 @@ def test_matmul_shape_mismatch_raises():
     g(np.ones((2, 3)), np.ones(3))
     with pytest.raises(ValueError):
         g(np.ones((2, 3)), np.ones(4))
+
+
+def batched_pick(w, x, k):
+    return w[k] * x
+
+
+def test_batched_cpu_raises_for_any_set():
+    """Numba drops an exception raised on a worker thread in a prange loop; the batch driver
+    re-runs the sets left undone serially, so the IndexError reaches the caller."""
+    g = coarsen.differentiate(batched_pick, wrt="w")
+    bg = g.batch((None, 0, 0))
+    w, x = np.ones(3), np.arange(300.0)
+    ks = np.ones(300, np.int64)
+    values, dw = bg(w, x, ks)
+    np.testing.assert_allclose(dw, [0.0, x.sum(), 0.0])
+    for bad in (0, 150, 299):
+        ks[bad] = 7
+        _raises_at(bg, (w, x, ks), batched_pick, "return w[k] * x")
+        ks[bad] = 1
