@@ -291,3 +291,30 @@ def test_batched_cpu_raises_for_any_set():
         ks[bad] = 7
         _raises_at(bg, (w, x, ks), batched_pick, "return w[k] * x")
         ks[bad] = 1
+
+
+def backwards(w, m):
+    s = 0.0
+    for i in range(m, 0, -1):
+        s += w[i - 1] * w[-i]
+    return s
+
+
+def strided(w, m):
+    s = 0.0
+    for i in range(0, m, 2):
+        s += w[i] * w[i]
+    return s
+
+
+def test_reversed_and_strided_loops():
+    w = np.arange(1.0, 6.0)
+    g = coarsen.differentiate(backwards, wrt="w", target="python")
+    ref = coarsen.differentiate(backwards, wrt="w", target="python", boundscheck=False)
+    for m in (0, 1, 5):
+        np.testing.assert_allclose(g(w, m), ref(w, m))
+    _raises_at(g, (w, 6), backwards, "s += w[i - 1] * w[-i]")
+    g = coarsen.differentiate(strided, wrt="w", target="python")
+    # range(0, 6, 2) stops at 4: in range for 5 elements (a check of m - 1 would be wrong)
+    np.testing.assert_allclose(g(w, 6), [2.0, 0, 6.0, 0, 10.0])
+    _raises_at(g, (w, 7), strided, "s += w[i] * w[i]")
