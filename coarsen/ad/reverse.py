@@ -24,6 +24,7 @@ from . import build as B
 from .build import X, fn as mfn
 from .rules import PARTIALS, ZERO, diff_positions
 from .runtime import helper_source
+from .canonical import real_name
 
 FT, FP, IT, IP = "_ftape", "_fpos", "_itape", "_ipos"
 
@@ -101,6 +102,7 @@ class Emitter:
         return X(B.const(operand.value))
 
     in_reverse = False
+    lifted_names = {}     # canonical -> real names of lifted segments (coarsen.ad.canonical)
 
     def _written_before_use(self, block, getitem, base, idx_vars):
         """Is ``base`` written, or an index variable reassigned, between the element read
@@ -576,6 +578,14 @@ class Emitter:
         """A SymPy expression as a gast expression (recomputable element reads re-read)."""
         from .. import symbolic as S
         node = gast.parse(S.to_python(expr)).body[0].value
+        if self.lifted_names:
+            names = self.lifted_names
+
+            class Real(gast.NodeTransformer):
+                def visit_Name(self, n):
+                    n.id = real_name(n.id, names)
+                    return n
+            node = Real().visit(node)
         if self.recompute:
             rec = self.recompute
             emitter = self
@@ -657,7 +667,7 @@ class Emitter:
                 keep.append((sym, e))
                 needed |= e.free_symbols
         for sym, e in reversed(keep):
-            code.append(B.assign(sym.name, self.sym_expr(e)))
+            code.append(B.assign(real_name(sym.name, self.lifted_names), self.sym_expr(e)))
         pre_fwd, pre_rev = [], []
         for i in ins:
             total = None
@@ -1363,6 +1373,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     if coarsen:
         from ..analysis.segments import plan_segments
         from .lift import closed_form_segment, differentiate_segment
+        from .canonical import lift_canonically
         from .. import symbolic as S
         segments = plan_segments(fn, facts)
         loop_bodies = {}
@@ -1373,13 +1384,15 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
             budget = S.Budget(max_ops=4000, seconds=budget_seconds)
             loop = loop_bodies.get(id(seg))
             if loop is not None:
-                info = closed_form_segment(loop, seg, types, facts.active, budget)
+                info = lift_canonically(closed_form_segment, seg, types, facts.active, budget,
+                                        loop=loop)
                 if "partials" in info and info["singular"]:
                     # the loop stays as the path for the singular points (exactness there)
                     from ..ir.nodes import Segment as _Seg
                     body = _Seg(list(seg.stmts), seg.loc, seg.index, passengers=list(seg.passengers),
                                 inputs=list(seg.inputs), outputs=list(seg.outputs), info=dict(seg.info))
-                    body.info.update(differentiate_segment(body, types, facts.active, budget))
+                    body.info.update(lift_canonically(differentiate_segment, body, types,
+                                                      facts.active, budget))
                     if "partials" not in body.info:
                         info = {"fallback": "closed form needs the loop at singular points, and the "
                                 "loop body could not be lifted"}
@@ -1394,8 +1407,16 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
                     _replace_loop(fn.body, loop, seg)
                     continue
                 seg.info["closed_form_fallback"] = info.get("fallback")
-            seg.info.update(differentiate_segment(seg, types, facts.active, budget))
+            seg.info.update(lift_canonically(differentiate_segment, seg, types, facts.active,
+                                             budget))
     # index checks (boundscheck): proven, hoisted before loops, or inline before accesses
+    # the canonical names segments were lifted under (coarsen.ad.canonical), to print back
+    lifted_names = {}
+    for seg in segments:
+        lifted_names.update(seg.info.get("names", {}))
+        sub = seg.info.get("singular_body")
+        if sub is not None:
+            lifted_names.update(sub.info.get("names", {}))
     from ..analysis.bounds import plan_bounds
     bounds = plan_bounds(fn) if boundscheck else None
     # phase 1: which primal variables does the reverse sweep read?
@@ -1406,6 +1427,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     tbr, sites = set(), frozenset()
     for _ in range(8):
         em = Emitter(fn, wrt, facts, tbr)
+        em.lifted_names = lifted_names
         em.tape_sites = sites
         em.workspace = workspace
         em.bounds = bounds

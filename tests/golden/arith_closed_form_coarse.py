@@ -11,7 +11,7 @@ def value_and_grad_arith(a, n):
     s = 0.0
     # loop (line 10) in closed form: s = a*n*(n - 1)/2 + s  where n = Max(0, _t1)
     _n1 = int(max(0, _t1))
-    _closed2 = float(0.5 * _n1 * a * (_n1 - 1) + s)
+    _closed2 = float(0.5 * a * _n1 * (_n1 - 1) + s)
     s = _closed2
     # return s
     _ret = s

@@ -40,10 +40,9 @@ def value_and_grad_branches3(x, y):
     elif not _t1 and _t2:
         _s1_z_1 = y + math.sin(x)
         x_bar += _ret_bar * (y * math.cos(x))
-        y_bar += _ret_bar * (_s1_z_1 + y)
+        y_bar += _ret_bar * (y + _s1_z_1)
     else:
-        _s1_t0 = -y
-        _s1_z_1 = _s1_t0 + x * x
+        _s1_z_1 = x * x - y
         x_bar += _ret_bar * (2 * x * y)
-        y_bar += _ret_bar * (_s1_t0 + _s1_z_1)
+        y_bar += _ret_bar * (-y + _s1_z_1)
     return (_value, (x_bar, y_bar), (_tape_floats, _tape_ints))
