@@ -29,6 +29,11 @@ Guarantees: ``batch_source`` returns the source text of one driver function
 Target "cpu": ``@numba.njit(parallel=True, cache=True)`` with a ``numba.prange`` loop. Target
 "python": the same code, plain Python, ``range`` instead of ``prange`` (for debugging).
 
+Exceptions: an exception a set raises (an index out of range, say) reaches the caller.  Numba
+drops one raised on a worker thread of a ``prange`` loop, skipping that thread's remaining
+sets, so each set marks itself done and the sets left undone run again serially, in order,
+after the parallel loop (adding to the same block partials: the sums are unchanged).
+
 Reduction of shared gradients (race-free and deterministic): the sets are split into
 ``min(n_sets, 128)`` contiguous blocks ``[b*n//B, (b+1)*n//B)``; the parallel loop runs over blocks;
 each block adds its sets' gradients in set order into its own zero-initialised partial (a scratch
