@@ -104,14 +104,15 @@ class Emitter:
     in_reverse = False
     lifted_names = {}     # canonical -> real names of lifted segments (coarsen.ad.canonical)
 
-    def _written_before_use(self, block, getitem, base, idx_vars):
+    def _written_before_use(self, block, getitem, base, idx_vars, after=()):
         """Is ``base`` written, or an index variable reassigned, between the element read
         ``getitem`` and a use of its value (then re-reading the element later would not give
-        the value that was used)?"""
+        the value that was used)?  ``after``: the rest of each enclosing block, innermost
+        first (a read in a segment or a branch may be used after it)."""
         from ..ir.nodes import uses
         k = next(i for i, st in enumerate(block) if st is getitem)
         changed = False
-        for st in block[k + 1:]:
+        for st in list(block[k + 1:]) + [x for rest in after for x in rest]:
             for sub in walk([st]):
                 if changed and any(isinstance(u, Var) and u.name == getitem.target for u in uses(sub)):
                     return True
@@ -124,11 +125,12 @@ class Emitter:
                         return True
         return False
 
-    def find_recomputable(self, block, loop_vars=()):
+    def find_recomputable(self, block, loop_vars=(), after=()):
         """Scalar temporaries read from an array, at indices that hold still while the
         temporary lives: the reverse sweep re-reads the element instead of saving it on the
-        tape."""
-        for s in block:
+        tape.  ``after``: the rest of each enclosing block, innermost first."""
+        for i, s in enumerate(block):
+            inner = (block[i + 1:],) + after
             if isinstance(s, Assign) and s.op == "getitem" and is_temp(s.target) \
                     and self.f.defs.get(s.target) == 1 and not self.is_arr(Var(s.target)):
                 base = s.args[0].name
@@ -139,19 +141,19 @@ class Emitter:
                 # reads), unless it is reassigned between the read and the use
                 ok = intact(self.f, base) and base not in self.fn.views
                 idx_vars = {it.name for it in s.index if isinstance(it, Var)}
-                if ok and self._written_before_use(block, s, base, idx_vars):
+                if ok and self._written_before_use(block, s, base, idx_vars, after):
                     ok = False
                 if ok:
                     self.recompute[s.target] = s
             elif isinstance(s, If):
-                self.find_recomputable(s.body, loop_vars)
-                self.find_recomputable(s.orelse, loop_vars)
+                self.find_recomputable(s.body, loop_vars, inner)
+                self.find_recomputable(s.orelse, loop_vars, inner)
             elif isinstance(s, For):
-                self.find_recomputable(s.body, loop_vars + (s.var,))
+                self.find_recomputable(s.body, loop_vars + (s.var,), inner)
             elif isinstance(s, While):
-                self.find_recomputable(s.body, loop_vars)
+                self.find_recomputable(s.body, loop_vars, inner)
             elif isinstance(s, Segment):
-                self.find_recomputable(s.stmts, loop_vars)
+                self.find_recomputable(s.stmts, loop_vars, inner)
 
     def index_node(self, index):
         items = []
@@ -173,6 +175,7 @@ class Emitter:
             self.uses_ftape = True
             self.uses_itape = True
             out = [B.assign(B.tuple_(FT, FP), B.call(self.helper("_push_array"), FT, FP, name))]
+            out += self.rereserve_after_array()
             for d in range(t.ndim):
                 out += self.push_int(B.subscript(B.attr(f"{name}.shape"), d))
             return out
@@ -293,7 +296,17 @@ class Emitter:
         self.uses_ftape = True
         if nd == 0:
             return self.push_float(region)
-        return [B.assign(B.tuple_(FT, FP), B.call(self.helper("_push_array"), FT, FP, region))]
+        return [B.assign(B.tuple_(FT, FP), B.call(self.helper("_push_array"), FT, FP, region))] \
+            + self.rereserve_after_array()
+
+    def rereserve_after_array(self):
+        """An array push may fill the room reserved ahead for the region's scalar pushes (it
+        grows the tape for itself only): reserve that room again after it, per trip."""
+        k = gast.Constant(value=0, kind=None)
+        node = self.reserve_stmt(FT, FP, k)
+        self.region["holders"].append(("f", k, node))
+        self.region["nested"] = True
+        return [node]
 
     def pop_region(self, array, index):
         region = B.subscript(array, self.index_node(index))

@@ -5,11 +5,13 @@ Guarantees: ``fn.types`` maps every variable to a ``Scalar`` or ``Array`` type (
 floats unify to f64 as in Numba); ``fn.views`` maps every variable that may alias another
 array (slices, ``.T``, reshapes, plain ``b = a``) to the array it views.  Ill-typed
 programs (indexing a scalar, rank mismatches, a variable that is sometimes an array and
-sometimes a scalar) raise ``CoarsenError`` at the offending line.
+sometimes a scalar) raise ``CoarsenError`` at the offending line.  Augmented assignments to
+arrays (``a += e``) become in-place stores, as in NumPy (``coarsen.ir.inplace``).
 """
 from __future__ import annotations
 
 from ..errors import CoarsenError
+from .inplace import apply_inplace
 from .nodes import (Array, Assign, BOOL, Const, F64, For, I64, If, NEWAXIS, Scalar, Slice,
                     Store, Var, While, walk)
 
@@ -106,6 +108,7 @@ class Inference:
         self.strict = True
         self.block(self.fn.body)
         self.fn.types = self.types
+        apply_inplace(self.fn)      # a op= e on arrays: in-place stores (coarsen.ir.inplace)
         self.fn.views = self.views()
         return self.types
 
@@ -120,6 +123,9 @@ class Inference:
                     if self.strict:
                         raise
                     continue
+                if s.attr("inplace") and isinstance(s.args[0], Var) \
+                        and isinstance(self.types.get(s.args[0].name), Array):
+                    t = self.inplace_type(s, t)
                 self.set(s.target, t, s)
             elif isinstance(s, Store):
                 self.store(s)
@@ -134,6 +140,27 @@ class Inference:
             elif isinstance(s, While):
                 self.block(s.test_body)
                 self.block(s.body)
+
+    _AUG = {"add": "+=", "sub": "-=", "mul": "*=", "div": "/=", "pow": "**=", "floordiv": "//=",
+            "mod": "%="}
+
+    def inplace_type(self, s, t):
+        """``a op= e`` with ``a`` an array updates ``a`` in place: its type stays (NumPy raises
+        when the result would need another rank or a dtype ``a`` cannot hold)."""
+        a = self.types[s.args[0].name]      # the array updated (its SSA web before ``s``)
+        sym = self._AUG.get(s.op, s.op)
+        rebind = f"write `a = a {sym[:-1]} ...` to make a new array instead"
+        if _nd(t) > a.ndim:
+            raise _err(s, f"`{sym}` updates a {a.ndim}-D array in place, but the right-hand side "
+                       f"makes the result {_nd(t)}-D (NumPy raises ValueError: non-broadcastable "
+                       "output operand)", rebind)
+        if self.strict and a.dtype == "bool":
+            raise _err(s, f"`{sym}` on a bool array is not supported", rebind)
+        if self.strict and _dt(t) != a.dtype:
+            raise _err(s, f"`{sym}` updates a {a.dtype} array in place, but the result is {_dt(t)} "
+                       f"(NumPy raises UFuncTypeError: cannot cast the result to {a.dtype})",
+                       "create the array with a float dtype (np.zeros(n)), or " + rebind)
+        return a
 
     def expect_int(self, operand, stmt, what):
         try:
