@@ -156,6 +156,84 @@ def helper_on_alias(w, x):
     return np.sum(w * w)
 
 
+def early_exit(a, b):
+    if b[0] > 0.0:
+        a += b
+        return 1.0
+    a -= b
+    return 2.0
+
+
+def helper_early_return(w, x):
+    r = early_exit(w, x)
+    return r * np.sum(w * w)
+
+
+def two_params(a, b, c):
+    a += c
+    b *= c
+
+
+def same_array_twice(w, x):
+    two_params(w, w, x)         # a and b are one array
+    return np.sum(w * w)
+
+
+def scale_all(a):
+    a *= 1.5
+    return np.sum(a)
+
+
+def order_whole(w, x):
+    w += scale_all(w) * x       # NumPy adds to w after the call has scaled it
+    return np.sum(w * w)
+
+
+def order_element(w, x):
+    w[0] += scale_all(w) * x[0]     # Python reads w[0] before the call scales w
+    w[1] *= scale_all(w) * x[1]
+    return np.sum(w * w)
+
+
+def order_row(A, x):
+    A[1] *= scale_all(A) * x[0]     # a row is a view: it sees what the call wrote
+    A[0, 2] -= scale_all(A) * x[1]  # an element does not
+    return np.sum(A * A)
+
+
+def iterate_while_updating(w, x):
+    t = 0.0
+    for v in w:                 # each element is read after the updates before it
+        w += 0.1 * v * x
+        t += v
+    return t + np.sum(w * w)
+
+
+def while_with_break(w, x):
+    k = 0
+    while k < 10:
+        w *= 0.9
+        w += x
+        if np.sum(w) > 4.0:
+            break
+        k += 1
+    return np.sum(w * w)
+
+
+def alias_in_loop(w, x):
+    for i in range(3):
+        v = w
+        v[i] += x[i] * w[i]
+        v *= 0.9
+    return np.sum(w * w)
+
+
+def param_rebound_to_alias(a, b):
+    a = b
+    a += 1.0
+    return np.sum(b * b)
+
+
 # ------------------------------------------------------------------ slices
 def slice_updates(w, x, A):
     v = w
@@ -273,6 +351,16 @@ PY_CASES = [
     (via_helper_result, lambda: (vec(4), vec(4))),
     (helper_on_alias, lambda: (vec(4), vec(4))),
     (slice_updates, lambda: (vec(5), vec(5), mat(4, 3))),
+    (helper_early_return, lambda: (vec(3), vec(3))),
+    (helper_early_return, lambda: (vec(3), -vec(3))),
+    (same_array_twice, lambda: (vec(3), vec(3))),
+    (order_whole, lambda: (vec(3), vec(3))),
+    (order_element, lambda: (vec(3), vec(3))),
+    (order_row, lambda: (mat(2, 3), vec(3))),
+    (iterate_while_updating, lambda: (vec(3), vec(3))),
+    (while_with_break, lambda: (vec(3), vec(3))),
+    (alias_in_loop, lambda: (vec(3), vec(3))),
+    (param_rebound_to_alias, lambda: (vec(3), vec(3))),
     (gemver_loss, gemver_args),
     (scalar_rebinds, lambda: (vec(3), 0.7)),
     (scalar_helper, lambda: (vec(3), 0.7)),
@@ -282,7 +370,15 @@ PY_CASES = [
 ]
 
 
-@pytest.mark.parametrize("fn,factory", PY_CASES, ids=[f.__name__ for f, _ in PY_CASES])
+def _ids(cases):
+    seen, out = {}, []
+    for f, _ in cases:
+        seen[f.__name__] = seen.get(f.__name__, 0) + 1
+        out.append(f.__name__ + ("" if seen[f.__name__] == 1 else f"#{seen[f.__name__]}"))
+    return out
+
+
+@pytest.mark.parametrize("fn,factory", PY_CASES, ids=_ids(PY_CASES))
 def test_python_target(fn, factory):
     check(fn, factory())
 

@@ -385,6 +385,20 @@ class Lowerer:
             # whole-array slice store and drops the mark on scalars.
             self.emit(Assign(name, op, (Var(name), val), self.loc(s), attrs=(("inplace", True),)))
         elif isinstance(t, gast.Subscript):
+            if self._aug_reads_first(t, s.value):
+                # Python reads ``a[i]`` before it evaluates e, and a helper called in e may
+                # update ``a``: an element keeps the value read first.  A view (``A[i]`` of a
+                # 2-D array) sees the update instead: the in-place pass (``coarsen.ir.inplace``)
+                # moves its read after e once the types tell.
+                arr, index = self.lower_subscript_parts(t)
+                old = self.tmp()
+                self.emit(Assign(old, "getitem", (arr,), self.loc(s), index=index,
+                                 attrs=(("aug_read", True),)))
+                val = self.lower_expr(s.value)
+                new = self.tmp()
+                self.emit(Assign(new, op, (Var(old), val), self.loc(s)))
+                self.emit(Store(arr.name, index, Var(new), None, self.loc(s)))
+                return
             val = self.lower_expr(s.value)
             if op in ("add", "sub"):
                 self.store(t, val, op, s)
@@ -397,6 +411,17 @@ class Lowerer:
                 self.emit(Store(arr.name, index, Var(new), None, self.loc(s)))
         else:
             raise self.err(t, "cannot assign to this target")
+
+    def _aug_reads_first(self, target, value):
+        """``a[i] op= e`` whose subscript has no slice (it may be an element) and whose e calls
+        a user function (which may update ``a``)."""
+        items = target.slice.elts if isinstance(target.slice, gast.Tuple) else [target.slice]
+        if any(isinstance(it, gast.Slice) or (isinstance(it, gast.Constant) and it.value is None)
+               or (isinstance(it, gast.Attribute) and it.attr == "newaxis") for it in items):
+            return False
+        return any(isinstance(n, gast.Call)
+                   and isinstance(self.resolve_value(n.func, quiet=True), UserFunction)
+                   for n in gast.walk(value))
 
     def store(self, target, val, aug, s):
         arr, index = self.lower_subscript_parts(target)

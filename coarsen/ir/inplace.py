@@ -11,6 +11,9 @@ Guarantees:
   caller of an inlined helper see the update, in the value and in the gradient.  A shape that
   does not broadcast to ``a``'s raises ``ValueError`` at run time, as NumPy does.  Scalars
   keep the rebinding ``Assign`` (the mark is dropped);
+* ``a[i] op= e`` whose e calls a helper reads ``a[i]`` before e, as Python does (the frontend
+  marks that read ``aug_read``); when ``a[i]`` is a view (a row of a 2-D array), NumPy's
+  in-place operation sees what e wrote, so the read moves to just before the operation;
 * a plain alias ``v = a`` of an array (a statement of the user's, or an inlined helper's
   parameter binding) of which either name is written in place is resolved where that is exact:
   the uses of ``v`` that certainly see the same array as ``a`` (until ``v`` or ``a`` is
@@ -25,7 +28,7 @@ from __future__ import annotations
 import re
 
 from ..errors import CoarsenError
-from .nodes import Array, Assign, For, If, Slice, Store, Var, While, walk
+from .nodes import Array, Assign, For, If, Slice, Store, Var, While, uses, walk
 
 _TEMP = re.compile(r"^_t(\d+)$")
 
@@ -66,7 +69,16 @@ def _lower_augmented(fn):
 
     def block(stmts):
         out = []
+        held = {}       # views read by ``a[i] op= e`` before e: they go right before their use
         for s in stmts:
+            if held:
+                for name in [u.name for u in uses(s) if isinstance(u, Var) and u.name in held]:
+                    out.append(held.pop(name))
+            if isinstance(s, Assign) and s.attr("aug_read") is not None:
+                s.attrs = tuple(kv for kv in s.attrs if kv[0] != "aug_read")
+                if isinstance(types.get(s.target), Array):
+                    held[s.target] = s
+                    continue
             if isinstance(s, Assign) and s.attr("inplace") is not None:
                 s.attrs = tuple(kv for kv in s.attrs if kv[0] != "inplace")
                 base = s.args[0].name       # the array updated (its SSA web, before the update)
@@ -101,6 +113,7 @@ def _lower_augmented(fn):
                 s.test_body = block(s.test_body)
                 s.body = block(s.body)
             out.append(s)
+        out.extend(held.values())
         return out
 
     fn.body = block(fn.body)
@@ -187,7 +200,6 @@ def _refers(s, name):
         return True
     if isinstance(s, For) and s.var == name:
         return True
-    from .nodes import uses
     return any(isinstance(u, Var) and u.name == name for u in uses(s))
 
 
