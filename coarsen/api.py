@@ -298,7 +298,7 @@ class Gradient:
                                    source_line=self.src.line(at.lineno),
                                    hint="return a scalar objective, e.g. np.sum(...) or float(...)")
             # the IR names of the parameters (user names are escaped where they look like
-            # compiler names: coarsen.frontend.lower.Namer)
+            # compiler names: coarsen.frontend.names.Namer)
             wrt_ir = tuple(fn_ir.params[self.params.index(w)] for w in wrt)
             facts = analyze(fn_ir, wrt_ir)
             module, em = differentiate_ir(fn_ir, wrt_ir, facts, entry_name, coarsen=self.coarsen,

@@ -309,7 +309,7 @@ def export_gradient(g, path, signature=None):
         fname=fname,
         qualname=g.fn.__qualname__,
         # the wrappers' parameters take the IR's names, which never start with "_" nor
-        # shadow math, np or numba (coarsen.frontend.lower.Namer)
+        # shadow math, np or numba (coarsen.frontend.names.Namer)
         arglist=", ".join(g.ir_params),
         argtuple=", ".join(g.ir_params) + ("," if len(g.ir_params) == 1 else ""),
         wrt_text=", ".join(spec.wrt),

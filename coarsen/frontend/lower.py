@@ -12,14 +12,13 @@ before any code is generated (this is the fence).
 """
 from __future__ import annotations
 
-import builtins
-
 import gast
 
 from ..errors import CoarsenError
 from ..ir.nodes import (Assign, Const, For, Function, If, Loc, NEWAXIS, Slice, Store, Var,
                         While)
 from ..ir.ssa import split_webs
+from .names import Namer, identifiers
 from .source import (FunctionSource, GlobalArray, Known, Module, UserFunction, UserModule,
                      get_source, resolve, resolve_attribute)
 
@@ -1133,98 +1132,9 @@ def _assigns(stmts, name):
     return False
 
 
-class Namer:
-    """Hygienic, deterministic names for the IR.
-
-    The name spaces never meet: every name the compiler makes (temporaries ``_t1``, flags,
-    tapes, segment symbols, runtime helpers) starts with ``_``, and adjoints add ``_bar``;
-    every name that stands for a user's variable starts with a letter, does not end with
-    ``_bar`` and is not a builtin or a module the generated code imports.  A user name that
-    breaks those rules is escaped (``_y`` -> ``u_y``, ``x_bar`` -> ``x_bar_v``, ``np`` ->
-    ``np_v``) to a name that no identifier of the function uses (``seed``), so user names never
-    clash with compiler names nor with each other, whatever they are."""
-
-    def __init__(self, seed=()):
-        self.used = set(seed)       # every identifier of the source function: never handed out
-        self.user_map = {}
-        self.count = 0
-        self.inlines = {}
-        self.globals = {}
-
-    @staticmethod
-    def compiler_looking(name):
-        return (name.startswith("_") or name.endswith("_bar") or name in RESERVED_NAMES
-                or "value_and_grad_" in name)      # the generated entry points and drivers
-
-    def _user_space(self, name):
-        """``name`` itself when it may stand for a user variable, else a fresh escape of it."""
-        if not self.compiler_looking(name):
-            return name
-        base = ("u" + name) if name.startswith("_") else name
-        base = base.replace("value_and_grad_", "value_and_gradv_")
-        if base.endswith("_bar") or base in RESERVED_NAMES:
-            base += "_v"
-        new, k = base, 1
-        while new in self.used:
-            k += 1
-            new = f"{base}{k}"
-        self.used.add(new)
-        return new
-
-    def user(self, name):
-        """The IR name of a variable of the differentiated function itself (memoized)."""
-        if name not in self.user_map:
-            new = self._user_space(name)
-            self.used.add(new)
-            self.user_map[name] = new
-        return self.user_map[name]
-
-    def user_fresh(self, base):
-        """A new user-space name (inlined helpers' locals, module-level arrays)."""
-        return self.fresh(self._user_space(base))
-
-    def temp(self):
-        self.count += 1
-        name = f"_t{self.count}"
-        self.used.add(name)
-        return name
-
-    def fresh(self, base):
-        name = base
-        k = 1
-        while name in self.used:
-            k += 1
-            name = f"{base}{k}"
-        self.used.add(name)
-        return name
-
-    def global_array(self, ga, src):
-        """The parameter name under which a module-level array enters the gradient."""
-        for name, (obj, _) in self.globals.items():
-            if obj is ga.value:
-                return name
-        name = self.user_fresh("g_" + ga.name.lower().strip("_"))
-        self.globals[name] = (ga.value, ga.name)
-        return name
-
-    def inline_count(self, fname):
-        self.inlines[fname] = self.inlines.get(fname, 0) + 1
-        return "" if self.inlines[fname] == 1 else str(self.inlines[fname])
-
-
-# Names a user variable must not take in the IR: Python's builtins (the generated code calls
-# float, int, range, len, min, max, abs, ...) and the modules the generated code imports.
-RESERVED_NAMES = frozenset(dir(builtins)) | {"np", "math", "numba", "cuda", "prange", "njit"}
-
-
-def _identifiers(node):
-    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)} | \
-        {a.id for a in node.args.args}
-
-
 def lower(fn) -> Function:
     src = get_source(fn)
-    namer = Namer(seed=_identifiers(src.node))
+    namer = Namer(seed=identifiers(src.node))
     lw = Lowerer(src, namer)
     params = [namer.user(p) for p in lw.params]
     for p, q in zip(lw.params, params):
