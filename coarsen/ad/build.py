@@ -60,8 +60,18 @@ def ex(v):
     raise TypeError(v)
 
 
+def _int_const(node):
+    return isinstance(node, gast.Constant) and type(node.value) is int
+
+
 def binop(a, op, b):
-    return gast.BinOp(left=ex(a), op=_BIN[op](), right=ex(b))
+    """``a op b``; two integer constants are folded (``0 - 1`` is ``-1``: loop bounds read as
+    written)."""
+    left, right = ex(a), ex(b)
+    if op in ("+", "-", "*") and _int_const(left) and _int_const(right):
+        x, y = left.value, right.value
+        return const(x + y if op == "+" else x - y if op == "-" else x * y)
+    return gast.BinOp(left=left, op=_BIN[op](), right=right)
 
 
 def compare(a, op, b):

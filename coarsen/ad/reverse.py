@@ -1507,6 +1507,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     mid.append(B.assign("_tape_floats", B.name(FP) if em.uses_ftape else 0))
     mid.append(B.assign("_tape_ints", B.name(IP) if em.uses_itape else 0))
     adj_init = []
+    seeded = fn.result in facts.active      # the result's adjoint starts at 1, the others at 0
     for v in sorted(facts.active | set(wrt)):
         if v in facts.set_temps:
             continue
@@ -1514,9 +1515,9 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
         if isinstance(t, Array):
             adj_init.append(B.assign(Emitter.bar(v), B.call("np.zeros", B.attr(f"{v}.shape"))))
         else:
-            adj_init.append(B.assign(Emitter.bar(v), 0.0))
+            adj_init.append(B.assign(Emitter.bar(v), 1.0 if seeded and v == fn.result else 0.0))
     seed = []
-    if fn.result in facts.active:
+    if seeded and (fn.result in facts.set_temps or isinstance(types.get(fn.result), Array)):
         seed = [B.assign(Emitter.bar(fn.result), 1.0)]
     grads = []
     for w in wrt:

@@ -19,10 +19,9 @@ def value_and_grad_arith(a, n):
     _value = float(_ret)
     _tape_floats = 0
     _tape_ints = 0
-    _ret_bar = 0.0
+    _ret_bar = 1.0
     a_bar = 0.0
     s_bar = 0.0
-    _ret_bar = 1.0
     # return s
     s_bar += _ret_bar
     # segment 1 (line 10), one preaccumulated step: s = a*n*(n - 1)/2 + s  where n = Max(0, _t1)

@@ -35,14 +35,13 @@ def value_and_grad_arith(a, n):
     _value = float(_ret)
     _tape_floats = 0
     _tape_ints = 0
-    _ret_bar = 0.0
+    _ret_bar = 1.0
     a_bar = 0.0
     s_bar = 0.0
-    _ret_bar = 1.0
     # return s
     s_bar += _ret_bar
     # for i in range(n):
-    for i in range(_t1 - 1, 0 - 1, -1):
+    for i in range(_t1 - 1, -1, -1):
         # s += a * i
         _t2_bar = s_bar
         a_bar += _t2_bar * i

@@ -29,10 +29,9 @@ def value_and_grad_branchy(x, y):
     _value = float(_ret)
     _tape_floats = 0
     _tape_ints = 0
-    _ret_bar = 0.0
+    _ret_bar = 1.0
     x_bar = 0.0
     y_bar = 0.0
-    _ret_bar = 1.0
     # segment 1 (lines 55-60), one preaccumulated step: 2 paths through its branches
     if _t3:
         _s1_t_1 = x * y + math.sin(x)

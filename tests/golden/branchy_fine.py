@@ -29,12 +29,11 @@ def value_and_grad_branchy(x, y):
     _value = float(_ret)
     _tape_floats = 0
     _tape_ints = 0
-    _ret_bar = 0.0
+    _ret_bar = 1.0
     t_bar = 0.0
     u_bar = 0.0
     x_bar = 0.0
     y_bar = 0.0
-    _ret_bar = 1.0
     # return u * math.exp(-y * u)
     u_bar += _ret_bar * _t8
     _t8_bar = _ret_bar * u

@@ -24,10 +24,9 @@ def value_and_grad_logistic_loss(z, y):
     _value = float(_ret)
     _tape_floats = 0
     _tape_ints = 0
-    _ret_bar = 0.0
+    _ret_bar = 1.0
     y_bar = 0.0
     z_bar = 0.0
-    _ret_bar = 1.0
     # segment 1 (lines 50-51), one preaccumulated step: _ret = -y*math.log((1.0/(1 + math.exp(-z)))) - (1 - y)*math.log(1 - 1/(1 + math.exp(-z)))
     _s1_p_1 = 1.0 / (1 + math.exp(-z))
     _s1_t0 = math.log(_s1_p_1)

@@ -24,11 +24,10 @@ def value_and_grad_logistic_loss(z, y):
     _value = float(_ret)
     _tape_floats = 0
     _tape_ints = 0
-    _ret_bar = 0.0
+    _ret_bar = 1.0
     p_bar = 0.0
     y_bar = 0.0
     z_bar = 0.0
-    _ret_bar = 1.0
     # return -(y * math.log(p) + (1.0 - y) * math.log(1.0 - p))
     _t10_bar = -_ret_bar
     _t5_bar = _t10_bar

@@ -45,15 +45,14 @@ def value_and_grad_logistic_map(r, x0, n):
     _value = float(_ret)
     _tape_floats = _fpos
     _tape_ints = 0
-    _ret_bar = 0.0
+    _ret_bar = 1.0
     r_bar = 0.0
     x_bar = 0.0
     x0_bar = 0.0
-    _ret_bar = 1.0
     # return x
     x_bar += _ret_bar
     # for i in range(n):
-    for i in range(_t1 - 1, 0 - 1, -1):
+    for i in range(_t1 - 1, -1, -1):
         # x = r * x * (1.0 - x)
         _fpos -= 1
         x = _ftape[_fpos]

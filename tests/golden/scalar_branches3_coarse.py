@@ -28,10 +28,9 @@ def value_and_grad_branches3(x, y):
     _value = float(_ret)
     _tape_floats = 0
     _tape_ints = 0
-    _ret_bar = 0.0
+    _ret_bar = 1.0
     x_bar = 0.0
     y_bar = 0.0
-    _ret_bar = 1.0
     # segment 1 (lines 41-47), one preaccumulated step: 3 paths through its branches
     if _t1:
         _s1_z_1 = x * y

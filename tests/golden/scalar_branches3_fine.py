@@ -28,11 +28,10 @@ def value_and_grad_branches3(x, y):
     _value = float(_ret)
     _tape_floats = 0
     _tape_ints = 0
-    _ret_bar = 0.0
+    _ret_bar = 1.0
     x_bar = 0.0
     y_bar = 0.0
     z_bar = 0.0
-    _ret_bar = 1.0
     # return z * y
     z_bar += _ret_bar * y
     y_bar += _ret_bar * z
