@@ -27,7 +27,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ..ir.nodes import NEWAXIS, Array, Assign, Const, For, If, Segment, Slice, Store, Var, While, walk
+from ..ir.nodes import (NEWAXIS, Array, Assign, Const, For, If, Segment, Slice, Store, Var, While,
+                        assigned)
 from ..ir.typeinfer import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
 
 
@@ -98,16 +99,6 @@ class _State:
                       {k: v for k, v in self.shp.items() if other.shp.get(k) == v})
 
 
-def _assigned(stmts):
-    out = set()
-    for st in walk(stmts):
-        if isinstance(st, Assign):
-            out.add(st.target)
-        elif isinstance(st, For):
-            out.add(st.var)
-    return out
-
-
 def _shift(form, k):
     return None if form is None else (form[0], form[1], form[2] + k)
 
@@ -155,7 +146,7 @@ class _Planner:
             b = self.block(s.orelse, st.copy(), inner)
             return a.meet(b)
         if isinstance(s, For):
-            killed = _assigned(s.body) | {s.var}
+            killed = assigned(s.body) | {s.var}
             st = st.copy()
             st.kill(killed)
             body = st.copy()
@@ -175,7 +166,7 @@ class _Planner:
             return st
         if isinstance(s, While):
             st = st.copy()
-            st.kill(_assigned(s.test_body) | _assigned(s.body))
+            st.kill(assigned(s.test_body) | assigned(s.body))
             inner = self.block(s.test_body, st.copy(), None)
             self.block(s.body, inner, None)
             return st

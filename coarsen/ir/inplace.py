@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 
 from ..errors import CoarsenError
-from .nodes import Array, Assign, For, If, Slice, Store, Var, While, uses, walk
+from .nodes import Array, Assign, For, If, Slice, Store, Var, While, assigned, uses, walk
 
 _TEMP = re.compile(r"^_t(\d+)$")
 
@@ -181,17 +181,6 @@ def _is_alias(s, types):
         and isinstance(types.get(s.args[0].name), Array)
 
 
-def _assigned(s):
-    """Variables a statement (with its nested blocks) assigns."""
-    out = set()
-    for sub in walk([s]):
-        if isinstance(sub, Assign):
-            out.add(sub.target)
-        elif isinstance(sub, For):
-            out.add(sub.var)
-    return out
-
-
 def _refers(s, name):
     """Does the statement itself (not its nested blocks) read or assign ``name``?"""
     if isinstance(s, Assign) and s.target == name:
@@ -230,7 +219,7 @@ def _resolve_one(fn, block, k):
     for i in range(k + 1, len(block)):
         if noop(block[i]):
             continue
-        if _assigned(block[i]) & pair:
+        if assigned([block[i]]) & pair:
             stop = i
             break
     rng = block[k + 1:stop] if stop is not None else block[k + 1:]

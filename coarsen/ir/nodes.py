@@ -248,3 +248,14 @@ def walk_with_depth(block, depth=0):
             yield from walk_with_depth(s.body, depth + 1)
         elif isinstance(s, Segment):
             yield from walk_with_depth(s.stmts, depth)
+
+
+def assigned(block):
+    """The variables a block assigns (nested blocks and loop variables included)."""
+    out = set()
+    for st in walk(block):
+        if isinstance(st, Assign):
+            out.add(st.target)
+        elif isinstance(st, For):
+            out.add(st.var)
+    return out

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 
-from .nodes import Assign, For, Function, If, Segment, Slice, Store, Var, While, walk
+from .nodes import (Assign, For, Function, If, Segment, Slice, Store, Var, While,
+                    index_operands, walk)
 
 _PARAM = "param"
 
@@ -105,14 +106,14 @@ class _Webs:
     def stmt(self, st, state):
         if isinstance(st, Assign):
             self.uses(st, st.args, state)
-            self.uses(st, _index_operands(st.index), state)
+            self.uses(st, index_operands(st.index), state)
             state = dict(state)
             state[st.target] = frozenset({self.define(st, st.target)})
             return state
         if isinstance(st, Store):
             self.use(st, st.array, state)
             self.uses(st, [st.value], state)
-            self.uses(st, _index_operands(st.index), state)
+            self.uses(st, index_operands(st.index), state)
             return state
         if isinstance(st, If):
             self.uses(st, [st.cond], state)
@@ -146,16 +147,6 @@ class _Webs:
         if isinstance(st, Segment):
             raise TypeError("SSA webs are computed before segments are planned")
         raise TypeError(st)
-
-
-def _index_operands(index):
-    for item in index:
-        if isinstance(item, Var):
-            yield item
-        elif isinstance(item, Slice):
-            for part in (item.lower, item.upper, item.step):
-                if isinstance(part, Var):
-                    yield part
 
 
 def split_webs(fn: Function) -> Function:
