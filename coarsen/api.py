@@ -19,6 +19,10 @@ code.  ``wrt`` is checked by ``differentiate`` itself.  Array arguments that ove
 are refused (``CoarsenError`` naming both) when the function writes either of them.
 The caller's arrays are never modified.  float32 arrays are computed in float64 and their
 gradients returned as float32.
+For ``coarsen.export`` and ``coarsen.batching``: ``g.signature_of(args)`` and
+``g.specialization(types, signature, workspace=...)`` give a specialization,
+``g.last_specialization`` the last call's, ``g.module_arrays`` the module-level arrays the
+entry takes after the parameters, ``g.returns_single`` whether the gradient is one value.
 """
 from __future__ import annotations
 
@@ -486,6 +490,33 @@ class Gradient:
         """The ``Specialization`` for example arguments (a tuple of values)."""
         types, sig = self._signature(tuple(args_or_types))
         return self._specialize(types, sig)
+
+    def signature_of(self, args):
+        """``(types, signature)`` of example ``args`` (one per parameter): ``types`` are the IR
+        types (module-level arrays' appended), ``signature`` the parameters' Numba type texts."""
+        return self._signature(tuple(args))
+
+    def specialization(self, types, signature, *, workspace=False):
+        """The ``Specialization`` for ``signature_of``'s ``(types, signature)``;
+        ``workspace=True`` is the scalar-only variant whose tapes are passed in (CUDA)."""
+        return self._specialize(types, signature, workspace)
+
+    @property
+    def module_arrays(self):
+        """The module-level arrays the function reads, in the order the generated entry takes
+        them (after the parameters), as a tuple: read-only inputs."""
+        return tuple(self._global_arrays)
+
+    @property
+    def last_specialization(self):
+        """The ``Specialization`` of the last call (or ``report``), or ``None`` before any."""
+        return self._last
+
+    @property
+    def returns_single(self):
+        """True when ``wrt`` was one name or position: the gradient is a single value, not a
+        tuple."""
+        return bool(self._single)
 
     def __repr__(self):
         return f"<coarsen gradient of {self.fn.__qualname__}>"

@@ -30,7 +30,7 @@ Targets:
   deterministic, independent of the thread count; see ``coarsen.lowering.batch``.
 * ``"python"``: the same driver in plain Python (debugging).
 * ``"cuda"``: scalar-only functions (every per-set parameter a scalar, no module-level arrays).
-  The workspace variant of the gradient (``g._specialize(..., workspace=True)``: tapes passed in,
+  The workspace variant of the gradient (``g.specialization(..., workspace=True)``: tapes passed in,
   no allocation) becomes a ``numba.cuda.jit(device=True)`` function; a kernel runs one thread per
   set, each thread using its own slice of one preallocated global workspace; shared gradients are
   reduced per block in shared memory and added with one atomic add per block and parameter
@@ -186,7 +186,7 @@ class BatchedGradient:
         if size == 0:
             raise CoarsenError("the batch is empty (batch size 0)")
         examples = [a[0] if b else a for a, b in zip(args, self.batched)]
-        types, sig = g._signature(tuple(examples))
+        types, sig = g.signature_of(examples)
         return args, size, types, sig
 
     def _result(self, args, wrt, values, grads):
@@ -202,7 +202,7 @@ class BatchedGradient:
                 out.append(np.asarray(gr).astype(a.dtype, copy=False))
             else:
                 out.append(float(gr))
-        grads = out[0] if g._single else tuple(out)
+        grads = out[0] if g.returns_single else tuple(out)
         return np.asarray(values, dtype=np.float64), grads
 
     # ------------------------------------------------------------------ CPU
@@ -212,7 +212,7 @@ class BatchedGradient:
         if hit is not None:
             return hit
         g = self.g
-        spec = g._specialize(types, sig)
+        spec = g.specialization(types, sig)
         entry = f"value_and_grad_{g.fn.__name__}"
         n_user = len(g.params)
         ir_name = dict(zip(g.params, g.ir_params))
@@ -246,14 +246,14 @@ class BatchedGradient:
         if self.target == "cuda":
             return self._call_cuda(args, size, types, sig)
         spec, driver, _ = self._cpu_driver(types, sig)
-        conv = [_convert(a) for a in args] + list(self.g._global_arrays)
+        conv = [_convert(a) for a in args] + list(self.g.module_arrays)
         values, grads = driver(*conv)
         return self._result(args, spec.wrt, values, grads)
 
     # ------------------------------------------------------------------ CUDA
     def _cuda_driver(self, types, sig):
         g = self.g
-        if g._global_arrays:
+        if g.module_arrays:
             raise CoarsenError(f"target='cuda' cannot batch {g.fn.__name__}: it reads module-level "
                                "arrays, and CUDA batches take scalar-only functions",
                                hint="pass the values as scalar parameters, or use target='cpu'")
@@ -272,7 +272,7 @@ class BatchedGradient:
         hit = self._drivers.get(key)
         if hit is not None:
             return hit
-        ws = g._specialize(types, sig, workspace=True)
+        ws = g.specialization(types, sig, workspace=True)
         entry = f"value_and_grad_{g.fn.__name__}"
         ir_name = dict(zip(g.params, g.ir_params))
         params = [(p, _numba_text(t)) for p, t in zip(g.ir_params, types)]
@@ -328,7 +328,7 @@ class BatchedGradient:
         if self.on_overflow not in ("cpu", "raise"):
             raise CoarsenError(f"bg.on_overflow must be 'cpu' or 'raise', got {self.on_overflow!r}")
         ws, driver, _ = self._cuda_driver(types, sig)
-        cpu = g._specialize(types, sig)
+        cpu = g.specialization(types, sig)
         conv = []
         for a, b in zip(args, self.batched):
             if b:

@@ -27,7 +27,7 @@ Guarantees: ``export_gradient(g, path, signature=None)`` writes ``path`` atomica
 * imports only ``math``, ``numpy`` and ``numba`` (none at all besides ``math``/``numpy`` for
   ``target="python"``): it imports and runs with coarsen absent.
 
-Module-level arrays that the function reads (``g._global_arrays``) are embedded in the file as
+Module-level arrays that the function reads (``g.module_arrays``) are embedded in the file as
 literals (exact: ``repr`` of a float round-trips), a snapshot of their values at export time,
 and passed to the entry as its trailing arguments; arrays of more than ``MAX_EMBEDDED``
 elements are refused with a ``CoarsenError`` (pass them as parameters instead).
@@ -274,7 +274,7 @@ def export_gradient(g, path, signature=None):
     module docstring.  Returns the path."""
     fname = g.fn.__name__
     if signature is None:
-        last = getattr(g, "_last", None)
+        last = g.last_specialization
         if last is None:
             raise CoarsenError(f"export: no signature given and the gradient of {fname} has not been "
                                "called yet",
@@ -291,15 +291,15 @@ def export_gradient(g, path, signature=None):
     body = re.sub(rf"\b{re.escape(entry)}(?=\s*\()", new_entry, body)
 
     globals_lines = [f"_SIGNATURE = {tuple(_sig_text([t]) for t in parsed)!r}"]
-    if g._global_arrays:
+    if g.module_arrays:
         globals_lines.append("# module-level arrays read by the function: a snapshot taken at export time")
-        lits = [_array_literal(a) for a in g._global_arrays]
+        lits = [_array_literal(a) for a in g.module_arrays]
         globals_lines.append("_MODULE_ARRAYS = (\n" + "".join(
             "    " + lit.replace("\n", "\n    ") + ",\n" for lit in lits) + ")")
     else:
         globals_lines.append("_MODULE_ARRAYS = ()")
     wrt_pos = tuple(g.params.index(w) for w in spec.wrt)
-    single = bool(g._single)
+    single = g.returns_single
     wrappers = _WRAPPERS.format(
         params=tuple(g.params),
         kinds=tuple((_kind(d), r) for d, r in parsed),
@@ -318,7 +318,7 @@ def export_gradient(g, path, signature=None):
     )
     # the wrappers convert with NumPy, and module-level arrays need math: imports kept in
     # isort order
-    needed = ["import numpy as np"] + (["import math"] if g._global_arrays else [])
+    needed = ["import numpy as np"] + (["import math"] if g.module_arrays else [])
     body = _with_imports(body, needed)
     source = body.rstrip("\n") + "\n" + wrappers
     wrt_arg = ",".join(spec.wrt) + ("," if not single and len(spec.wrt) == 1 else "")

@@ -44,6 +44,10 @@ sequential ``total = 0; for each set: total += g``. Per-thread partials were rej
 their summation order depends on scheduling; per-set scratch because its memory grows with
 ``n_sets``. Without shared gradients the parallel loop runs over sets directly.
 
+Shared with ``cuda.py``: ``parse_type(name, text)`` reads a parameter's Numba type text into
+``(numpy dtype spelling, rank)``; ``FreshNames(taken).fresh(base)`` picks generated names that
+avoid ``taken``.
+
 Extension point (CUDA, not implemented): add an emitter to ``_EMITTERS`` that writes a kernel with
 one thread per set (``numba.cuda.grid(1)``) calling a device-function version of ``fn_name``,
 gradients of batched parameters written in place, shared gradients reduced by the same
@@ -60,7 +64,7 @@ from dataclasses import dataclass
 from .errors import LoweringError
 from .targets import check_target
 
-__all__ = ["batch_source", "MAX_BLOCKS"]
+__all__ = ["batch_source", "MAX_BLOCKS", "parse_type", "FreshNames"]
 
 #: upper bound on the number of blocks (and partials) of the shared-gradient reduction
 MAX_BLOCKS = 128
@@ -98,7 +102,9 @@ class _Param:
         return self.dtype in ("np.float64", "np.float32")
 
 
-def _parse_type(name: str, text: str) -> tuple[str, int]:
+def parse_type(name: str, text: str) -> tuple[str, int]:
+    """``(numpy dtype spelling, rank)`` of a Numba type text (``"float64[:, :]"`` ->
+    ``("np.float64", 2)``) for parameter ``name``; ``LoweringError`` when it cannot be read."""
     if not isinstance(text, str):
         raise LoweringError(f"batch: type of parameter {name!r} must be a str, got {text!r}")
     m = _TYPE_RE.fullmatch(text)
@@ -116,7 +122,10 @@ def _parse_type(name: str, text: str) -> tuple[str, int]:
     return _SCALARS[m.group(1)], rank
 
 
-class _Names:
+class FreshNames:
+    """Names for generated code that avoid ``taken``: ``fresh(base)`` returns ``base``, or
+    ``base`` with ``_`` appended until it is free, and reserves it."""
+
     def __init__(self, taken: set[str]):
         self.taken = set(taken)
 
@@ -157,7 +166,7 @@ def batch_source(
     for (name, text), is_batched in zip(params, batched):
         if not isinstance(name, str) or not name.isidentifier():
             raise LoweringError(f"batch: invalid parameter name {name!r}")
-        dtype, rank = _parse_type(name, text)
+        dtype, rank = parse_type(name, text)
         parsed.append(_Param(name, dtype, rank, is_batched, text.strip()))
     names = [p.name for p in parsed]
     if len(set(names)) != len(names):
@@ -191,7 +200,7 @@ def _emit_host(
     target: str,
 ) -> str:
     """The CPU (Numba ``prange``) and plain-Python driver: the same text up to the loop."""
-    names = _Names({p.name for p in params} | {fn_name, driver, "np", "numba", "math"})
+    names = FreshNames({p.name for p in params} | {fn_name, driver, "np", "numba", "math"})
     nsets = names.fresh("n_sets")
     values = names.fresh("values")
     i = names.fresh("i")

@@ -56,7 +56,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
-from .batch import _Names, _parse_type
+from .batch import FreshNames, parse_type
 from .errors import LoweringError
 
 __all__ = ["cuda_batch_source", "add_device_decorators", "DEFAULT_THREADS_PER_BLOCK", "TAPE_LAYOUTS"]
@@ -138,7 +138,7 @@ def cuda_batch_source(
     for name, text in params:
         if not isinstance(name, str) or not name.isidentifier():
             raise LoweringError(f"cuda: invalid parameter name {name!r}")
-        dtype, rank = _parse_type(name, text)
+        dtype, rank = parse_type(name, text)
         if rank:
             raise LoweringError(
                 f"cuda: parameter {name!r} has the array type {text!r}; CUDA batches take scalar "
@@ -165,7 +165,7 @@ def cuda_batch_source(
         raise LoweringError(f"cuda: the device source defines no function {fn_name!r}")
     if kernel_name in top or driver_name in top:
         raise LoweringError("cuda: the kernel or driver name is taken in the device source")
-    nm = _Names(reserved | top)
+    nm = FreshNames(reserved | top)
 
     is_b = dict(zip(names_list, batched))
     shared_w = [w for w in wrt if not is_b[w]]
@@ -236,7 +236,7 @@ def cuda_batch_source(
         K += [f"        cuda.atomic.add({k_total}, {j}, {part}[{j}, 0])" for j in range(len(shared_w))]
 
     # ------------------------------------------------------------------ host driver
-    h = _Names(reserved | top | {kernel_name})
+    h = FreshNames(reserved | top | {kernel_name})
     n_sets, chunk, start, stop, m, blocks = (h.fresh(s) for s in ("n_sets", "chunk", "start", "stop",
                                                                    "m", "blocks"))
     values, status, total = h.fresh("values"), h.fresh("status"), h.fresh("shared_bar")

@@ -1255,8 +1255,8 @@ def _to_be_recorded(fn, reads_at):
     (later in program order, or in a loop around both) may have overwritten them: exactly
     these are saved before each assignment and restored when it is reversed.  A value read
     only after its last assignment (an accumulator used after its loop) needs no tape."""
-    from ..analysis.activity import _positions
-    order, loops_of = _positions(fn.body)
+    from ..analysis.activity import statement_positions
+    order, loops_of = statement_positions(fn.body)
     defs = {}
     for st in walk(fn.body):
         if isinstance(st, Assign):

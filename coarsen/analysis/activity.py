@@ -11,6 +11,8 @@ Guarantees: ``Facts`` with
   differentiable operand: their adjoint is *set* by that one use instead of accumulated;
 * ``materialize``: temporaries that view an array written elsewhere: they are copied when made,
   so later writes cannot change them.
+``statement_positions(body)`` numbers the statements in walk order and lists the loops around
+each (the reverse sweep's tape analysis uses it too).
 Named views of an array that is written, and writes through views, are refused: NumPy's
 aliasing would make their values (and gradients) depend on write order.
 """
@@ -104,7 +106,7 @@ def analyze(fn, wrt):
         if isinstance(s, Store) and s.array in views:
             raise _err(s, f"writing into {s.array!r}, which is a view of {views[s.array]!r}",
                        f"write into {views[s.array]!r} directly, or make a copy with .copy()")
-    order, loops_of = _positions(fn.body)
+    order, loops_of = statement_positions(fn.body)
     for s in walk(fn.body):
         if isinstance(s, Assign) and s.target in views and views[s.target] in written_roots:
             if is_temp(s.target):
@@ -162,8 +164,10 @@ def is_array(types, name):
     return isinstance(types.get(name), Array)
 
 
-def _positions(body):
-    """Walk-order position of every statement, and the loops enclosing each."""
+def statement_positions(body):
+    """``(order, loops_of)``: ``order[id(st)]`` is the walk-order position of every statement
+    of ``body`` (into ``If`` arms, loop bodies, a ``While``'s test body and segments), and
+    ``loops_of[id(st)]`` the tuple of ``For``/``While`` loops enclosing it, outermost first."""
     order, loops_of = {}, {}
 
     def visit(block, loops):
