@@ -1,0 +1,225 @@
+"""Tool adapters: one zero-argument callable per (tool, app, inputs), and its untimed first call.
+
+Requires an app module with the interface of :mod:`apps` (``objective``, ``WRT``,
+``primal_numba``, ``handwritten_grad``, ``jax_objective``, ``xp_objective``).  Guarantees:
+
+* ``primal`` is ``numba.njit(objective)``; ``handwritten`` the hand-derived gradient; ``coarsen`` /
+  ``coarsen_fine`` are ``coarsen.differentiate(objective, wrt=WRT, coarsen=True/False)``,
+  transformed once per (app, mode) with the transformation time recorded once; ``jax`` is
+  ``jit(grad)`` of the app's JAX version in float64; ``autograd`` and ``torch`` (eager, through
+  :class:`apps._xp.TorchNS`) differentiate ``xp_objective``; ``tangent`` differentiates the loop
+  ``objective``, like coarsen.
+* A peer whose import fails raises :class:`~apps.bench.tools.Missing`; tangent-ad's refusal of
+  an app raises :class:`~apps.bench.tools.Unsupported`.
+* :func:`prepare` makes the first and second calls (recorded in ``info`` as preparation, apart
+  from the timed samples) and keeps the gradient for the correctness check; coarsen's gradients make their first call in a crash probe first
+  (:func:`apps.bench.probe.probe_crash`), raising :class:`~apps.bench.probe.Crashed` when it
+  died of a signal.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from apps.bench.probe import Crashed, GradientProbe, probe_crash
+from apps.bench.tools import CRASH_GUARDED, Missing, Unsupported, first_line
+
+
+def wrt_positions(fn, wrt):
+    names = list(inspect.signature(fn).parameters)
+    return [names.index(w) for w in wrt]
+
+
+@dataclass
+class _Transformed:
+    grad: object
+    transform_s: float
+
+
+#: (app module name, fine) -> the coarsen gradient and its transformation time
+_coarsen_cache: dict[tuple[str, bool], _Transformed] = {}
+
+
+def _coarsen_prepare(mod, args, fine):
+    """coarsen.differentiate once per (app, mode); the transformation time is recorded once."""
+    try:
+        import coarsen
+        differentiate = coarsen.differentiate
+    except (ImportError, AttributeError) as e:
+        raise Missing(f"coarsen.differentiate unavailable ({e})") from None
+    key = (mod.__name__, fine)
+    info = {}
+    if key not in _coarsen_cache:
+        t0 = time.perf_counter()
+        g = differentiate(mod.objective, wrt=tuple(mod.WRT), coarsen=not fine)
+        t_fence = time.perf_counter() - t0
+        # g.source_for specializes (SSA, analyses, AD, printing) without calling Numba, so the
+        # first call below measures Numba's compilation (plus one run) on its own
+        t0 = time.perf_counter()
+        if hasattr(g, "source_for"):
+            g.source_for(*args)
+        _coarsen_cache[key] = _Transformed(g, t_fence + time.perf_counter() - t0)
+        info["transform_s"] = _coarsen_cache[key].transform_s
+    else:
+        info["transform_s_cached"] = _coarsen_cache[key].transform_s
+    g = _coarsen_cache[key].grad
+    return (lambda: g(*args)), info, g
+
+
+def jax_grad_fn(mod, args):
+    """``jax.jit(jax.grad(jax_objective))`` w.r.t. ``WRT``; the non-differentiated Python
+    scalars are static arguments.  Returns a zero-argument callable that blocks on the result."""
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError as e:
+        raise Missing(f"jax not installed ({e})") from None
+    jax.config.update("jax_enable_x64", True)
+    wpos = wrt_positions(mod.objective, mod.WRT)
+    static = tuple(i for i, a in enumerate(args)
+                   if i not in wpos and np.ndim(a) == 0 and not isinstance(a, np.ndarray))
+    jargs = tuple(a if i in static else jnp.asarray(a, dtype=jnp.float64 if i in wpos else None)
+                  for i, a in enumerate(args))
+    gf = jax.jit(jax.grad(mod.jax_objective, argnums=tuple(wpos)), static_argnums=static)
+    return lambda: jax.block_until_ready(gf(*jargs))
+
+
+def autograd_fn(mod, args):
+    try:
+        import autograd
+        import autograd.numpy as anp
+    except ImportError as e:
+        raise Missing(f"autograd not installed ({e})") from None
+    wpos = wrt_positions(mod.objective, mod.WRT)
+
+    def packed(wvals):
+        full = list(args)
+        for p, v in zip(wpos, wvals):
+            full[p] = v
+        return mod.xp_objective(anp, *full)
+
+    gf = autograd.grad(packed)
+    wvals = tuple(args[p] for p in wpos)
+    return lambda: gf(wvals)
+
+
+def torch_fn(mod, args):
+    try:
+        import torch
+    except ImportError as e:
+        raise Missing(f"torch not installed ({e})") from None
+    from apps._xp import TorchNS
+
+    xp = TorchNS()
+    wpos = wrt_positions(mod.objective, mod.WRT)
+    base = []
+    for i, a in enumerate(args):
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f":
+            base.append(torch.as_tensor(a, dtype=torch.float64))
+        elif isinstance(a, np.ndarray):
+            base.append(torch.as_tensor(a))
+        elif i in wpos:
+            base.append(torch.tensor(float(a), dtype=torch.float64))
+        else:
+            base.append(a)
+
+    def run():
+        full = list(base)
+        leaves = []
+        for p in wpos:
+            t = base[p].detach().clone().requires_grad_(True)
+            full[p] = t
+            leaves.append(t)
+        loss = mod.xp_objective(xp, *full)
+        return torch.autograd.grad(loss, leaves)
+
+    return run
+
+
+#: app module name -> tangent's gradient function, or the exception it raised
+_tangent_cache: dict[str, object] = {}
+
+
+def tangent_fn(mod, args):
+    try:
+        import tangent
+    except ImportError as e:
+        raise Missing(f"tangent-ad not installed ({e})") from None
+    for k in list(vars(tangent.utils)):  # silence its per-call integer-gradient prints
+        if k.endswith("_warnings_left"):
+            setattr(tangent.utils, k, 0)
+    if mod.__name__ not in _tangent_cache:
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(
+                    io.StringIO()):
+                df = tangent.grad(mod.objective, wrt=tuple(wrt_positions(mod.objective, mod.WRT)),
+                                  verbose=0)
+        except Exception as e:  # tangent raises many kinds of errors on unsupported code
+            _tangent_cache[mod.__name__] = e
+        else:
+            _tangent_cache[mod.__name__] = df
+    df = _tangent_cache[mod.__name__]
+    if isinstance(df, Exception):
+        raise Unsupported(f"{type(df).__name__}: {first_line(df)}")
+
+    def run():
+        r = df(*args)
+        return r if isinstance(r, tuple) else (r,)
+
+    return run
+
+
+@dataclass
+class Prepared:
+    fn: Callable
+    info: dict = field(default_factory=dict)
+    grad: object = None
+    obj: object = None  # the gradient object (coarsen), for tape_bytes
+
+
+def make_fn(tool, mod, args):
+    """``(callable, info, gradient object or None)`` for ``tool`` on ``mod`` at ``args``."""
+    if tool == "primal":
+        return (lambda: mod.primal_numba(*args)), {}, None
+    if tool == "handwritten":
+        return (lambda: mod.handwritten_grad(*args)), {}, None
+    if tool in ("coarsen", "coarsen_fine"):
+        return _coarsen_prepare(mod, args, fine=(tool == "coarsen_fine"))
+    peers = {"jax": jax_grad_fn, "autograd": autograd_fn, "torch": torch_fn,
+             "tangent": tangent_fn}
+    if tool not in peers:
+        raise ValueError(f"unknown tool {tool!r}")
+    return peers[tool](mod, args), {}, None
+
+
+def prepare(tool, mod, args) -> Prepared:
+    """Build ``tool``'s callable for ``mod`` at ``args`` and make its first call (untimed)."""
+    fn, info, obj = make_fn(tool, mod, args)
+    if tool in CRASH_GUARDED:
+        # generated code could crash the process (a wrong tape size is a segfault), which would
+        # end the whole run: probe the first call in a child process first
+        crash = probe_crash(GradientProbe(mod.objective, tuple(mod.WRT),
+                                          coarse=(tool == "coarsen"), args=tuple(args)))
+        if crash:
+            raise Crashed(crash)
+    t0 = time.perf_counter()
+    out = fn()
+    info["first_call_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out = fn()
+    info["second_call_s"] = time.perf_counter() - t0
+    tb = getattr(obj, "tape_bytes", None) if obj is not None else None
+    if callable(tb):
+        try:
+            tb = tb(*args)
+        except Exception:
+            tb = None
+    if tb is not None:
+        info["tape_bytes"] = int(tb)
+    return Prepared(fn=fn, info=info, grad=None if tool == "primal" else out, obj=obj)

@@ -1,0 +1,90 @@
+"""The command line: ``python -m apps.bench [--quick] [--apps a,b] [--sizes s,m,l] [--tools ...]
+[--out DIR]``.
+
+Requires the apps of :mod:`apps`.  Guarantees: validates every name before running; always runs
+the primal and the hand-written gradient (the ratios need them); prints the report once, ending
+on the coarse-vs-fine summary (the skipped peers, with the command that installs each, are a
+section of the report), then one line naming the skipped peers and one saying where the files
+went.  Progress goes to stderr.  Returns 0.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import apps
+from apps.bench.report import render_markdown
+from apps.bench.runner import Config, run
+from apps.bench.tools import ALL_TOOLS
+
+
+def _split(s):
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def parse_config(argv=None) -> Config:
+    from apps import bench
+
+    ap = argparse.ArgumentParser(prog="python -m apps.bench",
+                                 description=bench.__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help="sizes s,m; 0.05 s batches, 3 samples: a few minutes on 2 cores")
+    ap.add_argument("--apps", type=_split, default=list(apps.APP_NAMES),
+                    help="comma-separated apps (default: all): " + ",".join(apps.APP_NAMES))
+    ap.add_argument("--sizes", type=_split, default=None, help="comma-separated from s,m,l")
+    ap.add_argument("--tools", type=_split, default=list(ALL_TOOLS),
+                    help="comma-separated from " + ",".join(ALL_TOOLS)
+                    + " (peers that are not installed are skipped)")
+    ap.add_argument("--out", type=Path, default=Path("bench_out"))
+    ap.add_argument("--min-time", type=float, default=None, help="seconds per calibrated batch")
+    ap.add_argument("--samples", type=int, default=None, help="interleaved samples per tool")
+    ap.add_argument("--slow-limit", type=float, default=None,
+                    help="seconds per call above which a Python-level peer runs at a smaller size")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--no-progress", action="store_true")
+    a = ap.parse_args(argv)
+    for x in a.apps:
+        if x not in apps.APP_NAMES:
+            ap.error(f"unknown app {x!r}")
+    for t in a.tools:
+        if t not in ALL_TOOLS:
+            ap.error(f"unknown tool {t!r}")
+    tools = list(a.tools)
+    for base in ("primal", "handwritten"):  # the ratios need them
+        if base not in tools:
+            tools.insert(0 if base == "primal" else min(len(tools), 1), base)
+    sizes = a.sizes or (["s", "m"] if a.quick else ["s", "m", "l"])
+    for s in sizes:
+        if s not in apps.SIZES:
+            ap.error(f"unknown size {s!r}")
+    return Config(
+        apps=a.apps, sizes=sizes, tools=[t for t in ALL_TOOLS if t in tools], out=a.out,
+        min_time=a.min_time if a.min_time is not None else (0.05 if a.quick else 0.5),
+        samples=a.samples if a.samples is not None else (3 if a.quick else 10),
+        case_budget_s=2.0 if a.quick else 20.0,
+        slow_limit_s=a.slow_limit if a.slow_limit is not None else (0.5 if a.quick else 5.0),
+        seed=a.seed, memory=not a.no_memory, plots=not a.no_plots, quick=a.quick,
+        progress=not a.no_progress,
+    )
+
+
+def main(argv=None):
+    cfg = parse_config(argv)
+    result = run(cfg)
+    print(render_markdown(result, summary="last"))
+    skipped = [s["tool"] for s in result["meta"]["skipped_peers"]]
+    if skipped:
+        print(f"skipped (not installed): {', '.join(skipped)}; how to add them: \"Peers not "
+              f"installed\" above and in {cfg.out / 'results.md'}")
+    plots = result.get("plots") or []
+    print(f"wrote {cfg.out / 'results.md'}, {cfg.out / 'results.json'}"
+          + (f" and {len(plots)} plots" if plots else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
