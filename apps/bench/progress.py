@@ -58,5 +58,6 @@ class Progress:
 
     def close(self):
         if self._bar is not None:
+            self._bar.set_description_str("done", refresh=False)
             self._bar.close()
             self._bar = None

@@ -1,15 +1,23 @@
 """The benchmark harness: it runs, checks gradients before timing, reports failures in the
-table instead of crashing, and writes its Markdown, JSON and plots."""
+table instead of crashing, writes its Markdown and JSON after every case, probes generated code
+in a spawned child, and prints its summary once."""
 from __future__ import annotations
 
+import functools
+import io
 import json
+import operator
+import os
+import pickle
 import types
 
 import numba
 import numpy as np
 import pytest
 
+import apps
 from apps import bench
+from apps.bench import adapters, runner
 
 
 def _cfg(tmp_path, **kw):
@@ -24,6 +32,7 @@ def test_run_writes_reports(tmp_path):
     res = bench.run(_cfg(tmp_path, apps=["series", "kalman"]))
     data = json.loads((tmp_path / "results.json").read_text())
     assert [c["app"] for c in data["cases"]] == ["series", "kalman"]
+    assert data["meta"]["complete"] is True
     for c in res["cases"]:
         hw = c["tools"]["handwritten"]
         assert hw["status"] == "ok" and hw["median_s"] > 0
@@ -32,10 +41,11 @@ def test_run_writes_reports(tmp_path):
         assert bench.ratio(c, "handwritten", "handwritten") == pytest.approx(1.0)
         assert bench.ratio(c, "handwritten", "primal") > 0
     md = (tmp_path / "results.md").read_text()
-    assert "| series (7) |" in md and "geomean" in md
+    assert "| series (7) |" in md and "geomean" in md and "Partial results" not in md
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
-def _fake_app(xp_objective):
+def _fake_app(name="apps.fake", xp_objective=None):
     """A one-parameter app: f(x, n) = sum_{i<n} x^2 i."""
     def objective(x, n):
         s = 0.0
@@ -43,46 +53,101 @@ def _fake_app(xp_objective):
             s += x * x * i
         return s
 
+    sizes = {"s": 4, "m": 8, "l": 16}
     return types.SimpleNamespace(
-        __name__="apps.fake", objective=objective, WRT=("x",), SIZES={"s": 4, "m": 8, "l": 16},
-        make_inputs=lambda size, seed=0: (1.5, {"s": 4, "m": 8, "l": 16}[size]),
+        __name__=name, objective=objective, WRT=("x",), SIZES=sizes,
+        make_inputs=lambda size, seed=0: (1.5, sizes[size]),
         primal_numba=numba.njit(objective),
         handwritten_grad=numba.njit(lambda x, n: (x * n * (n - 1),)),
         xp_objective=xp_objective, jax_objective=None)
 
 
-def test_mismatch_and_failure_are_reported_not_timed(tmp_path):
-    pytest.importorskip("autograd")
+def _stub_peer(monkeypatch, grad_of):
+    """Make the ``autograd`` tool call ``grad_of(mod, args)`` instead of autograd."""
+    monkeypatch.setattr(adapters, "autograd_fn",
+                        lambda mod, args: (lambda: grad_of(mod, args)))
+
+
+def test_mismatch_and_failure_are_reported_not_timed(tmp_path, monkeypatch):
     cfg = _cfg(tmp_path, tools=["primal", "handwritten", "autograd"])
     prog = bench.Progress(1, enabled=False)
+    app = _fake_app()
 
-    wrong = _fake_app(lambda xp, x, n: 3.0 * x * x)          # gradient 6x, not x n (n-1)
-    res = bench._measure_group(wrong, "s", cfg.tools, cfg, prog, "fake")
+    _stub_peer(monkeypatch, lambda mod, args: (6.0 * args[0],))     # not x n (n-1)
+    res = bench.measure_group(app, "s", cfg.tools, cfg, prog, "fake")
     assert res["autograd"]["status"] == "mismatch" and "median_s" not in res["autograd"]
     assert res["autograd"]["ref"] == "handwritten"
     assert res["handwritten"]["status"] == "ok"
 
-    def boom(xp, x, n):
+    def boom(mod, args):
         raise RuntimeError("boom\nsecond line")
 
-    res = bench._measure_group(_fake_app(boom), "s", cfg.tools, cfg, prog, "fake")
+    _stub_peer(monkeypatch, boom)
+    res = bench.measure_group(app, "s", cfg.tools, cfg, prog, "fake")
     assert res["autograd"] == {"status": "failed", "message": "RuntimeError: boom"}
     assert res["primal"]["status"] == "ok"
 
-    right = _fake_app(lambda xp, x, n: x * x * (n * (n - 1) / 2))
-    res = bench._measure_group(right, "s", cfg.tools, cfg, prog, "fake")
+    _stub_peer(monkeypatch, lambda mod, args: (args[0] * args[1] * (args[1] - 1),))
+    res = bench.measure_group(app, "s", cfg.tools, cfg, prog, "fake")
     assert res["autograd"]["status"] == "ok" and res["autograd"]["median_s"] > 0
 
 
-def test_missing_peer_is_a_note(tmp_path, monkeypatch):
+def test_peers_not_installed_get_no_column_and_an_install_hint(tmp_path, monkeypatch):
+    def find_spec(name):
+        return None if name in ("torch", "tangent") else object()
+
+    keep, skipped = bench.available_tools(list(bench.ALL_TOOLS), find_spec=find_spec)
+    assert "torch" not in keep and "tangent" not in keep and "jax" in keep
+    assert [s.tool for s in skipped] == ["tangent", "torch"]
+    assert skipped[1].install == "pip install torch" and not skipped[1].in_bench_extra
+    assert skipped[0].install == "pip install tangent-ad" and skipped[0].in_bench_extra
+
+    monkeypatch.setattr(runner, "available_tools",
+                        functools.partial(bench.available_tools, find_spec=find_spec))
+    res = bench.run(_cfg(tmp_path, tools=["primal", "handwritten", "torch"]))
+    assert res["meta"]["tools"] == ["primal", "handwritten"]
+    assert res["meta"]["requested_tools"] == ["primal", "handwritten", "torch"]
+    assert "torch" not in res["cases"][0]["tools"]
+    md = (tmp_path / "results.md").read_text()
+    assert "torch |" not in md and "| torch" not in md
+    assert "## Peers not installed (no column)" in md and "`pip install torch`" in md
+
+
+def test_a_peer_that_fails_to_import_is_a_note(tmp_path, monkeypatch):
     def missing(mod, args):
         raise bench.Missing("jax not installed (test)")
 
-    monkeypatch.setattr(bench, "jax_grad_fn", missing)
+    monkeypatch.setattr(adapters, "jax_grad_fn", missing)
+    monkeypatch.setattr(runner, "available_tools",
+                        functools.partial(bench.available_tools, find_spec=lambda n: object()))
     res = bench.run(_cfg(tmp_path, tools=["primal", "handwritten", "jax"]))
     assert res["cases"][0]["tools"]["jax"]["status"] == "missing"
     md = (tmp_path / "results.md").read_text()
-    assert "Peers not installed" in md and "jax not installed (test)" in md
+    assert "Peers that failed to import" in md and "jax not installed (test)" in md
+
+
+def test_results_are_written_after_each_app(tmp_path, monkeypatch):
+    """A run stopped in the second app (here by KeyboardInterrupt, as a time limit would) keeps
+    the first app's results, in both files, marked partial."""
+    seen = {}
+
+    def load(name):
+        if name == "second":
+            seen["json"] = json.loads((tmp_path / "results.json").read_text())
+            seen["md"] = (tmp_path / "results.md").read_text()
+            raise KeyboardInterrupt
+        return _fake_app("apps." + name)
+
+    monkeypatch.setattr(apps, "load", load)
+    with pytest.raises(KeyboardInterrupt):
+        bench.run(_cfg(tmp_path, apps=["first", "second"], sizes=["s", "m"]))
+    assert [(c["app"], c["size"]) for c in seen["json"]["cases"]] == [("first", "s"),
+                                                                       ("first", "m")]
+    assert seen["json"]["meta"]["complete"] is False
+    assert "Partial results: 2 of 4" in seen["md"] and "| first (4) |" in seen["md"]
+    # what a stopped run leaves behind is the same, and no temporary files
+    assert json.loads((tmp_path / "results.json").read_text()) == seen["json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json", "results.md"]
 
 
 def test_interleaving_is_round_robin():
@@ -102,50 +167,191 @@ def test_adbench_measure():
     assert adbench_err([np.nan], [1.0]) == float("inf")
 
 
-def test_cli_quick_smoke(tmp_path, capsys):
-    pytest.importorskip("matplotlib")
+def test_cli_smoke(tmp_path, capsys):
     rc = bench.main(["--quick", "--apps", "series", "--sizes", "s", "--tools",
                      "primal,handwritten", "--out", str(tmp_path), "--min-time", "0.001",
-                     "--samples", "2", "--no-progress"])
+                     "--samples", "2", "--no-progress", "--no-plots"])
     assert rc == 0
     out = capsys.readouterr().out
     assert "Gradient time / hand-written gradient time" in out
+    assert out.rstrip().splitlines()[-1].startswith("wrote ")
+
+
+def test_cli_plots(tmp_path):
+    pytest.importorskip("matplotlib")
+    bench.main(["--apps", "series", "--sizes", "s", "--tools", "primal,handwritten", "--out",
+                str(tmp_path), "--min-time", "0.001", "--samples", "2", "--no-progress"])
     assert (tmp_path / "ratio_vs_handwritten_s.png").stat().st_size > 1000
 
 
-def test_probe_crash_reports_a_segfault_and_passes_normal_calls():
-    import os
+def _tool(med, tape=None, peak=None, status="ok", **kw):
+    return {"status": status, "median_s": med, "min_s": med, "max_s": med,
+            "tape_bytes": tape, "peak_bytes": peak, **kw}
 
-    if not hasattr(os, "fork"):
-        pytest.skip("needs os.fork")
+
+def _result(cases, tools=("primal", "coarsen", "coarsen_fine", "handwritten"), **meta):
+    base = {"tools": list(tools), "date": "today", "python": "3", "machine": "m", "cpus": 2,
+            "versions": {}, "tolerance": 1e-8, "min_time_s": 0.05, "samples": 3,
+            "slow_limit_s": 0.5, "memory_method": "tracemalloc", "skipped_peers": [],
+            "complete": True}
+    base.update(meta)
+    return {"meta": base, "cases": cases}
+
+
+def test_cli_prints_the_summary_once_and_last(tmp_path, capsys, monkeypatch):
+    result = _result([{"app": "a", "size": "s", "dims": 3, "tools": {
+        "primal": _tool(1e-4), "coarsen": _tool(1e-3, 0, 100),
+        "coarsen_fine": _tool(2e-3, 8, 200), "handwritten": _tool(5e-4)}}],
+        skipped_peers=[{"tool": "torch", "reason": "module 'torch' is not installed",
+                        "install": "pip install torch", "in_bench_extra": False}])
+    monkeypatch.setattr(bench.cli, "run", lambda cfg: result)
+    bench.main(["--out", str(tmp_path), "--no-progress"])
+    out = capsys.readouterr().out
+    assert out.count("## Coarse vs fine-grained AD (summary)") == 1
+    tail = out[out.index("## Coarse vs fine-grained AD (summary)"):]
+    assert "## Size" not in tail  # nothing of the report after the summary
+    assert "skipped (not installed): torch" in out and "`pip install torch`" in out
+    md = bench.render_markdown(result)  # the file: summary first, once
+    assert md.count("## Coarse vs fine-grained AD (summary)") == 1
+    assert md.index("(summary)") < md.index("## Size s")
+
+
+def test_long_failure_messages_go_to_footnotes():
+    long = ("UnsupportedError: tangent cannot differentiate the subscript assignment "
+            "on line 12 of this objective because it mutates an array in place, which its "
+            "reverse mode does not model; rewrite the loop without writes")
+    other = "RuntimeError: boom"
+    result = _result([
+        {"app": "a", "size": "s", "dims": 3, "tools": {
+            "primal": _tool(1e-4), "handwritten": _tool(5e-4),
+            "tangent": {"status": "unsupported", "message": long},
+            "coarsen": {"status": "crashed", "message": "crashed with SIGSEGV in the compiled "
+                        "gradient (probed in a child process)"},
+            "coarsen_fine": _tool(2e-3)}},
+        {"app": "b", "size": "s", "dims": 4, "tools": {
+            "primal": _tool(1e-4), "handwritten": _tool(5e-4),
+            "tangent": {"status": "unsupported", "message": long},
+            "coarsen": _tool(1e-3), "coarsen_fine": {"status": "failed", "message": other}}}],
+        tools=("primal", "coarsen", "coarsen_fine", "handwritten", "tangent"))
+    md = bench.render_markdown(result)
+    table_rows = [ln for ln in md.splitlines() if ln.startswith("|")]
+    assert all("UnsupportedError" not in ln and "boom" not in ln for ln in table_rows)
+    notes = [ln for ln in md.splitlines() if ln.startswith("[^")]
+    assert len(notes) == 3  # one per distinct (tool, message); defined once each
+    tangent_note = next(n for n in notes if "tangent:" in n)
+    assert tangent_note.endswith("rewrite the loop without writes")  # whole, not cut
+    ref = tangent_note.split(":")[0]
+    assert sum(ln.count(f"UNSUPPORTED {ref}") for ln in table_rows) >= 4  # both apps, 2 tables
+    assert any(f"CRASHED [^" in ln for ln in table_rows)
+    # references are defined after the table that first uses them
+    first_use = md.index(f"UNSUPPORTED {ref}")
+    assert md.index(tangent_note) > first_use
+
+
+def test_first_line_cuts_at_a_word_boundary():
+    e = ValueError("word " * 100 + "\nsecond line")
+    msg = bench.first_line(e, limit=42)
+    assert len(msg) <= 42 and msg.endswith("\u2026") and msg[:-1].split()[-1] == "word"
+    assert bench.first_line(ValueError("short\nmore")) == "short"
+
+
+def test_probe_uses_spawn_and_never_forks(monkeypatch):
     import ctypes
 
-    msg = bench.probe_crash(lambda: ctypes.string_at(0))
+    assert bench.START_METHOD == "spawn"
+    assert bench.probe_context().get_start_method() == "spawn"
+
+    def no_fork():
+        raise AssertionError("the probe must not fork")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    msg = bench.probe_crash(functools.partial(ctypes.string_at, 0))
     assert msg is not None and "SIGSEGV" in msg
-    assert bench.probe_crash(lambda: 1 + 1) is None
-    assert bench.probe_crash(lambda: 1 / 0) is None  # exceptions are the parent's to report
+    assert bench.probe_crash(functools.partial(operator.add, 1, 1)) is None
+    # exceptions are the parent's to report
+    assert bench.probe_crash(functools.partial(operator.truediv, 1, 0)) is None
+
+
+def test_probe_of_an_unpicklable_job_is_deprecated():
+    if not hasattr(os, "fork"):
+        pytest.skip("needs os.fork")
+    with pytest.warns(DeprecationWarning, match="GradientProbe"):
+        assert bench.probe_crash(lambda: 1 + 1) is None
+
+
+def test_coarsen_is_probed_with_a_picklable_gradient_probe(monkeypatch):
+    jobs = []
+
+    def record(job, timeout_s=None):
+        jobs.append(job)
+        return None
+
+    monkeypatch.setattr(adapters, "probe_crash", record)
+    mod = apps.load("series")
+    args = mod.make_inputs("s")
+    bench.prepare("coarsen", mod, args)
+    (job,) = jobs
+    assert isinstance(job, bench.GradientProbe) and job.coarse is True
+    assert job.fn is mod.objective and job.wrt == tuple(mod.WRT)
+    assert pickle.loads(pickle.dumps(job)).fn is mod.objective
+
+    monkeypatch.setattr(adapters, "probe_crash", lambda job, timeout_s=None: "crashed with X")
+    with pytest.raises(bench.Crashed):
+        bench.prepare("coarsen_fine", mod, args)
+
+
+def test_progress_writes_plain_lines_off_a_terminal():
+    buf = io.StringIO()
+    prog = bench.Progress(2, stream=buf)
+    assert not prog.uses_bar
+    prog.show("a/s: prepare coarsen")
+    prog.step()
+    prog.show("b/s: prepare coarsen")
+    prog.close()
+    text = buf.getvalue()
+    assert "\r" not in text
+    lines = text.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("[0/2") and lines[1].startswith("[1/2")
+    assert lines[1].endswith("b/s: prepare coarsen")
+
+    silent = io.StringIO()
+    off = bench.Progress(2, enabled=False, stream=silent)
+    off.show("x")
+    off.close()
+    assert silent.getvalue() == ""
+
+
+def test_progress_shows_a_bar_on_a_terminal():
+    pytest.importorskip("tqdm")
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    buf = Tty()
+    prog = bench.Progress(2, stream=buf)
+    assert prog.uses_bar
+    prog.show("a/s: prepare coarsen")
+    prog.step()
+    prog.close()
+    assert "a/s: prepare coarsen" in buf.getvalue() and "1/2" in buf.getvalue()
 
 
 def test_summary_table_coarse_vs_fine_with_tapes():
-    def tool(med, tape, peak, status="ok"):
-        return {"status": status, "median_s": med, "min_s": med, "max_s": med,
-                "tape_bytes": tape, "peak_bytes": peak}
-
-    result = {"meta": {"tools": ["primal", "coarsen", "coarsen_fine", "handwritten"]},
-              "cases": [
-                  {"app": "a", "size": "m", "dims": 10, "tools": {
-                      "coarsen": tool(1e-3, 0, 100), "coarsen_fine": tool(4e-3, 800, 900),
-                      "handwritten": tool(5e-4, None, 50)}},
-                  {"app": "b", "size": "m", "dims": 20, "tools": {
-                      "coarsen": tool(2e-3, 100, 200), "coarsen_fine": tool(2e-3, 400, 400),
-                      "handwritten": tool(1e-3, None, 50)}},
-                  {"app": "c", "size": "m", "dims": 5, "tools": {
-                      "coarsen": {"status": "crashed", "message": "crashed with SIGSEGV"},
-                      "coarsen_fine": tool(1e-3, 8, 8), "handwritten": tool(1e-3, None, 8)}},
-              ]}
+    result = _result([
+        {"app": "a", "size": "m", "dims": 10, "tools": {
+            "coarsen": _tool(1e-3, 0, 100), "coarsen_fine": _tool(4e-3, 800, 900),
+            "handwritten": _tool(5e-4, None, 50)}},
+        {"app": "b", "size": "m", "dims": 20, "tools": {
+            "coarsen": _tool(2e-3, 100, 200), "coarsen_fine": _tool(2e-3, 400, 400),
+            "handwritten": _tool(1e-3, None, 50)}},
+        {"app": "c", "size": "m", "dims": 5, "tools": {
+            "coarsen": {"status": "crashed", "message": "crashed with SIGSEGV"},
+            "coarsen_fine": _tool(1e-3, 8, 8), "handwritten": _tool(1e-3, None, 8)}},
+    ])
     md = bench.render_summary(result)
     assert "| a (10) | m | 1.00 ms | 4.00 ms | 4x | 2 | 0 B | 800 B |" in md
-    assert "CRASHED" in md
+    assert "| c (5) | m | CRASHED [^1] |" in md and "[^1]: coarsen: crashed with SIGSEGV" in md
     # geomean speedup over a and b: sqrt(4 * 1) = 2; tape ratio only where both are non-empty
     assert "geomean speedup fine/coarse 2 (over 2 apps)" in md
     assert "tape fine/coarse 4 (over 1 apps)" in md
