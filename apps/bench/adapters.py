@@ -22,8 +22,8 @@ import contextlib
 import inspect
 import io
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 

@@ -27,8 +27,8 @@ import signal
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 PROBE_TIMEOUT_S = 600.0
 #: how the probe's child process is started

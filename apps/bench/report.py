@@ -158,7 +158,7 @@ def render_summary(result, notes: Footnotes | None = None) -> str:
     lines.append("")
     lines += notes.flush()
     for size, ps in per_size.items():
-        def g(k):
+        def g(k, ps=ps):
             v = geomean(ps[k])
             n = len([x for x in ps[k] if x])
             return "-" if v is None else f"{v:.3g} (over {n} apps)"

@@ -13,8 +13,8 @@ Requires only the standard library (nothing here imports a peer).  Guarantees:
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 ALL_TOOLS = ("primal", "coarsen", "coarsen_fine", "handwritten", "jax", "autograd", "tangent",
              "torch")

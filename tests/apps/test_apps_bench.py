@@ -242,7 +242,7 @@ def test_long_failure_messages_go_to_footnotes():
     assert tangent_note.endswith("rewrite the loop without writes")  # whole, not cut
     ref = tangent_note.split(":")[0]
     assert sum(ln.count(f"UNSUPPORTED {ref}") for ln in table_rows) >= 4  # both apps, 2 tables
-    assert any(f"CRASHED [^" in ln for ln in table_rows)
+    assert any("CRASHED [^" in ln for ln in table_rows)
     # references are defined after the table that first uses them
     first_use = md.index(f"UNSUPPORTED {ref}")
     assert md.index(tangent_note) > first_use
@@ -284,7 +284,6 @@ def test_coarsen_is_probed_with_a_picklable_gradient_probe(monkeypatch):
 
     def record(job, timeout_s=None):
         jobs.append(job)
-        return None
 
     monkeypatch.setattr(adapters, "probe_crash", record)
     mod = apps.load("series")
