@@ -112,14 +112,24 @@ class Emitter:
         from ..ir.nodes import uses
         k = next(i for i, st in enumerate(block) if st is getitem)
         changed = False
+        def writes(sub):
+            return (isinstance(sub, Store) and sub.array == base) or \
+                (isinstance(sub, Assign) and sub.target in idx_vars) or \
+                (isinstance(sub, For) and sub.var in idx_vars)
+
         for st in list(block[k + 1:]) + [x for rest in after for x in rest]:
+            # a loop after the read that both uses the value and writes: a later trip's use
+            # follows an earlier trip's write, whatever their order in the body
+            for loop in walk([st]):
+                if isinstance(loop, (For, While)) and any(writes(x) for x in walk([loop])) and \
+                        any(isinstance(u, Var) and u.name == getitem.target
+                            for x in walk([loop]) for u in uses(x)):
+                    return True
             for sub in walk([st]):
                 if changed and any(isinstance(u, Var) and u.name == getitem.target for u in uses(sub)):
                     return True
             for sub in walk([st]):
-                if (isinstance(sub, Store) and sub.array == base) or \
-                        (isinstance(sub, Assign) and sub.target in idx_vars) or \
-                        (isinstance(sub, For) and sub.var in idx_vars):
+                if writes(sub):
                     changed = True
                     if any(isinstance(u, Var) and u.name == getitem.target for u in uses(sub)):
                         return True
