@@ -1132,7 +1132,9 @@ def _assigns(stmts, name):
     return False
 
 
-def lower(fn) -> Function:
+def lower(fn) -> tuple[Function, list]:
+    """``(fn_ir, source parameter names)``: the function lowered, fenced and split into SSA
+    webs."""
     src = get_source(fn)
     namer = Namer(seed=identifiers(src.node))
     lw = Lowerer(src, namer)

@@ -63,7 +63,9 @@ class Namer:
 
     def user_fresh(self, base):
         """A new user-space name (inlined helpers' locals, module-level arrays)."""
-        return self.fresh(self._user_space(base))
+        if self.compiler_looking(base):
+            return self._user_space(base)      # escaped to a name nobody uses, and taken
+        return self.fresh(base)
 
     def temp(self):
         self.count += 1

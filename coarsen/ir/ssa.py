@@ -2,7 +2,8 @@
 
 Requires: an untyped ``ir.Function`` from the frontend (structured: blocks, ``If``, ``For``,
 ``While``; no ``Segment`` yet).
-Guarantees: a new ``Function`` (the input is not modified) in which each variable name
+Guarantees: a ``Function`` (the input is not modified; returned as it is when no variable
+splits) in which each variable name
 stands for exactly one *web*: the union of the definitions that reach a common use (reaching
 definitions, computed on the structure, with loops iterated to a fixpoint).  Two unrelated
 uses of one source name, such as a loop index ``i`` reused by a later loop, or ``c`` first
