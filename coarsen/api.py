@@ -565,6 +565,15 @@ class Report:
     def __getitem__(self, k):
         return self.segments[k]
 
+    def __repr__(self):
+        # short, so that ``g.report()`` at a REPL prompt does not echo the plan a second time
+        n = len(self.segments)
+        mode = "coarse" if self.coarsen else "fine-grained"
+        return f"<coarsen Report of {self.function}: {mode}, {n} segment{'' if n == 1 else 's'}>"
+
+    def __str__(self):
+        return self.format()
+
     def format(self):
         out = [f"coarsen plan for {self.function}({', '.join(self.signature)}), "
                f"{'coarse' if self.coarsen else 'fine-grained (coarsen=False): no segments'}"]

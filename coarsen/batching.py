@@ -60,6 +60,8 @@ Targets:
 """
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
 import math
 
 import numpy as np
@@ -105,6 +107,43 @@ def _convert(value):
     if isinstance(value, np.integer):
         return int(value)
     return value
+
+
+def import_numba_cuda():
+    """``numba.cuda``, or a ``CoarsenError`` that names the failure and what to install.
+
+    With numba-cuda (the NVIDIA-maintained CUDA target, which replaces Numba's built-in
+    ``numba.cuda``), its NumPy support module is imported here too: numba-cuda imports it only
+    at the first kernel compile, and numba-cuda 0.30.4, for one, fails there under NumPy 2.5
+    (it registers ``np.row_stack``, which NumPy 2.5 removed).  The simulator compiles no kernel
+    and does not need that module, so under ``NUMBA_ENABLE_CUDASIM=1`` it is not imported."""
+    try:
+        from numba import config
+        cuda = importlib.import_module("numba.cuda")
+        if not config.ENABLE_CUDASIM:
+            try:
+                importlib.import_module("numba.cuda.np.arrayobj")
+            except ModuleNotFoundError as exc:  # Numba's built-in numba.cuda has no numba.cuda.np
+                if not (exc.name or "").startswith("numba.cuda.np"):
+                    raise
+        return cuda
+    except Exception as exc:  # any failure inside numba-cuda's import
+        try:
+            which = f"numba-cuda {importlib.metadata.version('numba-cuda')}"
+        except importlib.metadata.PackageNotFoundError:
+            import numba
+            which = f"numba.cuda (built into numba {numba.__version__})"
+        npv = np.__version__
+        if isinstance(exc, AttributeError) and "numpy" in str(exc):
+            hint = (f"{which} does not support NumPy {npv}: install numpy<2.5 "
+                    f"(pip install 'numpy<2.5'), which pip install 'coarsen[cuda]' pins, or a "
+                    f"numba-cuda release that supports NumPy {npv}; or use target='cpu'")
+        else:
+            hint = ("pip install 'coarsen[cuda]' installs numba-cuda with a NumPy it supports "
+                    "(numba-cuda[cu12] or numba-cuda[cu13] adds the CUDA libraries where the "
+                    "machine has no CUDA toolkit); or use target='cpu'")
+        raise CoarsenError(f"target='cuda': {which} failed to import with NumPy {npv}: "
+                           f"{type(exc).__name__}: {exc}", hint=hint) from exc
 
 
 class BatchedGradient:
@@ -262,7 +301,8 @@ class BatchedGradient:
             raise CoarsenError(f"target='cuda' batches scalar-only functions; in one set, "
                                f"{', '.join(arrays)} {'is an array' if len(arrays) == 1 else 'are arrays'}",
                                hint="use target='cpu' (numba.prange) for functions of arrays")
-        from numba import cuda, config
+        cuda = import_numba_cuda()
+        from numba import config
         if not config.ENABLE_CUDASIM and not cuda.is_available():
             raise CoarsenError("target='cuda': no CUDA GPU is available",
                                hint="use target='cpu', or set NUMBA_ENABLE_CUDASIM=1 before "
