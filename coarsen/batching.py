@@ -136,12 +136,13 @@ def import_numba_cuda():
         npv = np.__version__
         if isinstance(exc, AttributeError) and "numpy" in str(exc):
             hint = (f"{which} does not support NumPy {npv}: install numpy<2.5 "
-                    f"(pip install 'numpy<2.5'), which pip install 'coarsen[cuda]' pins, or a "
+                    f"(pip install 'numpy<2.5'; coarsen's [cuda] extra pins it), or a "
                     f"numba-cuda release that supports NumPy {npv}; or use target='cpu'")
         else:
-            hint = ("pip install 'coarsen[cuda]' installs numba-cuda with a NumPy it supports "
-                    "(numba-cuda[cu12] or numba-cuda[cu13] adds the CUDA libraries where the "
-                    "machine has no CUDA toolkit); or use target='cpu'")
+            hint = ("install coarsen's [cuda] extra (pip install -e '.[cuda]' in coarsen's "
+                    "folder): numba-cuda with a NumPy it supports; numba-cuda[cu12] or "
+                    "numba-cuda[cu13] adds the CUDA libraries where the machine has no CUDA "
+                    "toolkit; or use target='cpu'")
         raise CoarsenError(f"target='cuda': {which} failed to import with NumPy {npv}: "
                            f"{type(exc).__name__}: {exc}", hint=hint) from exc
 

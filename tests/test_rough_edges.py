@@ -85,7 +85,7 @@ def test_cuda_batch_with_numba_cuda_broken_by_numpy_says_what_to_install(monkeyp
     assert "failed to import with NumPy " + np.__version__ in err.problem
     assert "numba" in err.problem and "row_stack" in err.problem
     assert "numpy<2.5" in err.hint and "pip install 'numpy<2.5'" in err.hint
-    assert "coarsen[cuda]" in err.hint and "target='cpu'" in err.hint
+    assert "[cuda] extra" in err.hint and "target='cpu'" in err.hint
     assert isinstance(err.__cause__, AttributeError)
 
 
@@ -94,7 +94,7 @@ def test_numba_cuda_missing_pieces_get_the_install_hint(monkeypatch):
     with pytest.raises(CoarsenError) as info:
         batching.import_numba_cuda()
     assert "NVIDIA CUDA Python bindings not found" in info.value.problem
-    assert "coarsen[cuda]" in info.value.hint and "numpy<2.5" not in info.value.hint
+    assert "pip install -e '.[cuda]'" in info.value.hint and "numpy<2.5" not in info.value.hint
 
 
 def test_numba_cuda_numpy_module_checked_outside_the_simulator(monkeypatch):
