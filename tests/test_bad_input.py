@@ -3,7 +3,7 @@ edges of the input domain (new signatures, NaN/inf, kinks and ties, empty arrays
 counts) give the documented results, never a crash from deep inside the generated code.
 
 Conventions checked here (DESIGN.md, coarsen's docstrings; JAX's where JAX is importable):
-``abs`` at 0 has derivative 0; ``max``/``min``/``np.maximum``/``np.minimum`` at a tie give 0.5 to
+``abs`` at 0 has derivative 1 (as ``jax.grad``); ``max``/``min``/``np.maximum``/``np.minimum`` at a tie give 0.5 to
 each side; ``np.max``/``np.min`` split the adjoint evenly among tied entries; a comparison at a
 tie follows the branch Python takes (no derivative of the condition).  NaN and inf propagate as
 the derivative formula evaluated in IEEE arithmetic (as NumPy would): each expected value below
