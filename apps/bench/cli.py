@@ -30,7 +30,7 @@ def parse_config(argv=None) -> Config:
                                  description=bench.__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",
-                    help="sizes s,m; 0.05 s batches, 3 samples: a few minutes on 2 cores")
+                    help="sizes s,m; 0.05 s batches, 3 samples: about 5 minutes on 2 cores")
     ap.add_argument("--apps", type=_split, default=list(apps.APP_NAMES),
                     help="comma-separated apps (default: all): " + ",".join(apps.APP_NAMES))
     ap.add_argument("--sizes", type=_split, default=None, help="comma-separated from s,m,l")
