@@ -1,4 +1,4 @@
-"""Element reads the reverse sweep re-reads instead of taping (``Emitter.find_recomputable``)
+"""Primal re-emission edge cases. Element reads the reverse sweep re-reads instead of taping (``Emitter.find_recomputable``)
 must see the value that was read: not when a later loop both uses the value and writes the
 array, since a later trip's use follows an earlier trip's write (soak seed 21001631)."""
 import math
@@ -41,3 +41,15 @@ def _args():
                          ids=lambda f: f.__name__)
 def test_reread_after_loop_write(fn, target, coarse):
     check_value_and_grad(fn, _args, None, target, coarse, f"{fn.__name__}-{target}-{coarse}")
+
+
+def float_of_comparison(x, y):
+    return float(x < y) * 5.0 * x + float(x > 2.0 * y) * y * y
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+@pytest.mark.parametrize("coarse", [True, False], ids=["coarse", "fine"])
+def test_float_of_a_comparison(target, coarse):
+    """float(bool) works on every target (Numba has no float(bool); the code says float(int(.)))."""
+    check_value_and_grad(float_of_comparison, lambda: (0.3, 0.7), None, target, coarse,
+                         f"float_of_comparison-{target}-{coarse}")

@@ -798,6 +798,8 @@ class Emitter:
                 return B.compare(v[0], "<" if step.value > 0 else ">", v[1])
             return B.call(self.helper("_range_cont"), *v)
         if op == "float":
+            if isinstance(args[0], Var) and self.types.get(args[0].name) == Scalar("bool"):
+                return B.call("float", B.call("int", v[0]))     # Numba has no float(bool)
             return B.call("float", v[0])
         if op == "int":
             return B.call("int", v[0])
