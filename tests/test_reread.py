@@ -1,6 +1,10 @@
-"""Primal re-emission edge cases. Element reads the reverse sweep re-reads instead of taping (``Emitter.find_recomputable``)
+"""Primal re-emission edge cases.
+
+Element reads the reverse sweep re-reads instead of taping (``Emitter.find_recomputable``)
 must see the value that was read: not when a later loop both uses the value and writes the
-array, since a later trip's use follows an earlier trip's write (soak seed 21001631)."""
+array, since a later trip's use follows an earlier trip's write (soak seed 21001631).
+``float(bool)`` must compile on the cpu target.
+"""
 import math
 
 import numpy as np
