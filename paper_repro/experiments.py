@@ -5,7 +5,7 @@ Numba compilation); gradients are checked against each other and against a refer
 anything is timed; repeats are calibrated per gradient (doubling until a batch takes
 ``min_time``); samples are interleaved round-robin across the gradients being compared, in the
 same process, and the median per call is reported (min and max kept in the JSON).  Generated
-gradients run in a forked child first (:func:`apps.bench.probe_crash`), so a segfault in
+gradients run in a spawned child first (:func:`apps.bench.probe_crash`), so a segfault in
 generated code is recorded instead of ending the run.
 
 coarsen is used through its public API only: ``coarsen.differentiate``, ``g(*args)``,
@@ -94,7 +94,7 @@ def _prepare_gradient(fn, args, *, coarse, wrt=None):
     g = coarsen.differentiate(fn, wrt=wrt, coarsen=coarse)
     g.source_for(*args)
     info["transform_s"] = time.perf_counter() - t0
-    crash = bench.probe_crash(lambda: g(*args))
+    crash = bench.probe_crash(bench.GradientProbe(fn, wrt, coarse, tuple(args)))
     if crash:
         raise bench.Crashed(crash)
     t0 = time.perf_counter()
@@ -105,7 +105,7 @@ def _prepare_gradient(fn, args, *, coarse, wrt=None):
 
 
 def _err_text(e):
-    return f"{type(e).__name__}: {bench._first_line(e)}"
+    return f"{type(e).__name__}: {bench.first_line(e)}"
 
 
 # ----------------------------------------------------------------------------- (a) + (b), apps
@@ -271,7 +271,8 @@ def closed_forms(st: Settings, ns=(10 ** 2, 10 ** 3, 10 ** 4, 10 ** 5, 10 ** 6))
             row = {"n": n}
             fns = {}
             for mode, g in gs.items():
-                crash = bench.probe_crash(lambda g=g: g(*args))
+                crash = bench.probe_crash(bench.GradientProbe(fn, wrt, mode == "coarse",
+                                                              tuple(args)))
                 if crash:
                     row[mode] = {"status": "crashed", "message": crash}
                     continue
@@ -377,7 +378,8 @@ def bugs():
         for mode, coarse in (("coarse", True), ("fine", False)):
             try:
                 g = coarsen.differentiate(fn, wrt=tuple(wrt), coarsen=coarse)
-                crash = bench.probe_crash(lambda: g(*fresh()))
+                crash = bench.probe_crash(bench.GradientProbe(fn, tuple(wrt), coarse,
+                                                              tuple(fresh())))
                 if crash:
                     row[mode] = "crashed (" + crash.split(" in ")[0].replace("crashed with ", "") + ")"
                     continue

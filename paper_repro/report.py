@@ -472,7 +472,7 @@ def render(res, files, meta):
         out += ["## Bugs found while reproducing (re-checked in this run)", ""]
         out.append("Minimal reproducers in `paper_repro/bug_repros.py`; each is differentiated "
                    "coarse and fine (Numba) and compared with central differences; generated "
-                   "code runs in a forked child first. `ok` means the bug is fixed on this code "
+                   "code runs in a spawned child first. `ok` means the bug is fixed on this code "
                    "base.")
         out.append("")
         out.append("| reproducer | coarse | fine | the bug as found |")

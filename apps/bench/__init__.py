@@ -79,7 +79,7 @@ from apps.bench.timing import calibrate, interleaved, peak_memory
 from apps.bench.tools import (ALL_TOOLS, GRAD_TOOLS, PEERS, TOL, Missing, SkippedPeer,
                               Unsupported, available_tools, first_line)
 
-#: the old name of :func:`first_line`, kept while ``paper_repro`` still calls it
+#: the old name of :func:`first_line`
 _first_line = first_line
 
 __all__ = [
