@@ -9,8 +9,10 @@ a paper column says "qualitative", that is why.
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
+
+from apps.bench.report import fmt_bytes as fmt_b
+from apps.bench.report import fmt_time as fmt_t
 
 from .experiments import geomean, ratio
 
@@ -23,26 +25,6 @@ PAPER = {
               "trip count (qualitative)",
     "segsize": "a segment size limit trades reuse against coarsening (qualitative)",
 }
-
-
-def fmt_t(s):
-    if s is None:
-        return "-"
-    if s < 1e-3:
-        return f"{s * 1e6:.1f} us"
-    if s < 1:
-        return f"{s * 1e3:.2f} ms"
-    return f"{s:.2f} s"
-
-
-def fmt_b(b):
-    if b is None:
-        return "n/a"
-    b = float(b)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if b < 1024 or unit == "GiB":
-            return f"{b:.0f} {unit}" if unit == "B" else f"{b:.1f} {unit}"
-        b /= 1024.0
 
 
 def fmt_x(v, digits=3):

@@ -28,7 +28,20 @@ from __future__ import annotations
 import re
 
 from ..errors import CoarsenError
-from .nodes import Array, Assign, For, If, Slice, Store, Var, While, assigned, uses, walk
+from .nodes import (
+    Array,
+    Assign,
+    For,
+    If,
+    Slice,
+    Store,
+    Var,
+    While,
+    assigned,
+    blocks,
+    uses,
+    walk,
+)
 
 _TEMP = re.compile(r"^_t(\d+)$")
 
@@ -161,20 +174,6 @@ def _rename(s, mapping):
 
 
 # ------------------------------------------------------------------ aliases
-def _blocks(stmts):
-    """Every block (statement list) of a body, nested ones included."""
-    yield stmts
-    for s in stmts:
-        if isinstance(s, If):
-            yield from _blocks(s.body)
-            yield from _blocks(s.orelse)
-        elif isinstance(s, For):
-            yield from _blocks(s.body)
-        elif isinstance(s, While):
-            yield from _blocks(s.test_body)
-            yield from _blocks(s.body)
-
-
 def _is_alias(s, types):
     return isinstance(s, Assign) and s.op == "copy" and len(s.args) == 1 \
         and isinstance(s.args[0], Var) and isinstance(types.get(s.target), Array) \
@@ -254,7 +253,7 @@ def _resolve_aliases(fn):
     for _ in range(10000):
         written = {s.array for s in walk(fn.body) if isinstance(s, Store)}
         done = False
-        for block in _blocks(fn.body):
+        for block in blocks(fn.body):
             for k, s in enumerate(block):
                 if _is_alias(s, types) and (s.target in written or s.args[0].name in written):
                     if _resolve_one(fn, block, k):

@@ -259,3 +259,19 @@ def assigned(block):
         elif isinstance(st, For):
             out.add(st.var)
     return out
+
+
+def blocks(block):
+    """Every block (statement list) of a body, nested ones included."""
+    yield block
+    for s in block:
+        if isinstance(s, If):
+            yield from blocks(s.body)
+            yield from blocks(s.orelse)
+        elif isinstance(s, For):
+            yield from blocks(s.body)
+        elif isinstance(s, While):
+            yield from blocks(s.test_body)
+            yield from blocks(s.body)
+        elif isinstance(s, Segment):
+            yield from blocks(s.stmts)
