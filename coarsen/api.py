@@ -1,50 +1,76 @@
-"""The public API: ``differentiate`` and the ``Gradient`` it returns.
+"""The public API: ``differentiate``, the ``Gradient`` it returns, and ``compile_gradient``,
+the one pipeline behind it.
 
-Requires: the frontend, IR, analyses and reverse mode of this package, and
-``coarsen.lowering`` for printing, building and caching.
-Guarantees: ``differentiate(fn)`` reads and fences the source at once; each new signature of
-argument types (Numba-style: float, int, bool, arrays by dtype and rank) specializes the
-gradient on first call, once, and caches it in memory (per ``Gradient``, never re-validated)
-and on disk.  The disk key covers everything that shapes the generated code: the fingerprint
+Requires: the frontend, IR, analyses and reverse mode of this package, ``coarsen.artifact``
+(``Options``, ``Signature``, ``Artifact``), and ``coarsen.lowering`` for printing, building and
+caching.
+Guarantees: ``compile_gradient(fn, signature, options)`` runs the whole pipeline once (one
+lowering, then types, analyses, reverse mode, printing; or a disk-cache hit after the
+lowering) and returns a frozen ``Artifact``; it keeps nothing in memory.  The disk key
+(``artifact.KeyParts``) covers everything that shapes the generated code: the fingerprint
 of every read the frontend made while lowering (the source of the function and of every
 inlined helper from any module, ``@njit`` helpers and closure-captured ones included, their
 default values, and the value of every module-level or closure name they read; see
 ``coarsen.frontend.source``), the signature (module-level arrays' types included), the
 options, and the versions of coarsen (with the hash of its code), Python, NumPy, Numba and
-SymPy; an entry is served only to the exact key parts it was stored with.  Those reads happen
-when a signature is first specialized in a process.
+SymPy; an entry is served only to the exact key parts it was stored with.
+``differentiate(fn)`` reads and fences the source at once; ``Gradient`` is a facade: each new
+signature of argument types (Numba-style: float, int, bool, arrays by dtype and rank) gets its
+artifact from ``compile_gradient`` on first call, once, kept per ``Gradient`` (never
+re-validated: the frontend's reads happen when a signature is first specialized in a process).
 ``g(*args, **kwargs)`` binds its arguments like the function (keywords, defaults) and returns
 the gradient, ``g.value_and_grad(...)`` the value and the gradient, ``g.source`` the generated
 code.  ``wrt`` is checked by ``differentiate`` itself.  Array arguments that overlap in memory
 are refused (``CoarsenError`` naming both) when the function writes either of them.
 The caller's arrays are never modified.  float32 arrays are computed in float64 and their
 gradients returned as float32.
-For ``coarsen.export`` and ``coarsen.batching``: ``g.signature_of(args)`` and
-``g.specialization(types, signature, workspace=...)`` give a specialization,
-``g.last_specialization`` the last call's, ``g.module_arrays`` the module-level arrays the
-entry takes after the parameters, ``g.returns_single`` whether the gradient is one value.
+For ``coarsen.export`` and ``coarsen.batching``: ``g.specialize(args)``, and
+``g.signature_of(args)`` with ``g.specialization(types, signature, workspace=...)``, give an
+``Artifact``, ``g.last_specialization`` the last call's, ``g.module_arrays`` the module-level
+arrays the entry takes after the parameters, ``g.returns_single`` whether the gradient is one
+value, ``g.options`` the ``Options``.
 """
 from __future__ import annotations
 
 import hashlib
 import inspect
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import __version__
+from . import __version__, lowering
+from .ad.reverse import differentiate_ir
+from .analysis.activity import analyze
+from .artifact import (
+    TARGETS,
+    Artifact,
+    KeyParts,
+    Options,
+    Signature,
+    arg_type,
+    check_wrt,
+    resolve_wrt,
+    written_positions,
+)
 from .errors import CoarsenError
 from .frontend.lower import lower
 from .frontend.source import display_path, get_source, unwrap
-from .ir.nodes import Array, Assign, Scalar, Store, walk
-from .ir.typeinfer import VIEW_OPS, infer
-from .analysis.activity import analyze
-from .ad.reverse import differentiate_ir
-from . import lowering
+from .ir.nodes import Array, Scalar
+from .ir.typeinfer import infer
 from .lowering.cache import toolchain_versions
 
-TARGETS = ("cpu", "python")
+__all__ = [
+    "TARGETS",
+    "Artifact",
+    "Gradient",
+    "Options",
+    "Report",
+    "Signature",
+    "compile_gradient",
+    "differentiate",
+    "ir_text",
+]
 
 
 def _code_fingerprint():
@@ -77,261 +103,176 @@ def code_fingerprint():
     return _FINGERPRINT
 
 
-def _arg_type(name, value):
-    if isinstance(value, (bool, np.bool_)):
-        return Scalar("bool"), "bool"
-    if isinstance(value, (int, np.integer)):
-        return Scalar("i64"), "int64"
-    if isinstance(value, (float, np.floating)):
-        return Scalar("f64"), "float64" if not isinstance(value, np.float32) else "float32"
-    if isinstance(value, np.ndarray):
-        kind = value.dtype.kind
-        if kind == "f" and value.dtype.itemsize in (4, 8):
-            dt = "f64"
-        elif kind in "iu":
-            dt = "i64"
-        elif kind == "b":
-            dt = "bool"
-        else:
-            raise CoarsenError(f"parameter {name!r}: arrays of dtype {value.dtype} are not supported",
-                               hint="pass float64, float32, integer or bool arrays")
-        if value.ndim == 0:
-            raise CoarsenError(f"parameter {name!r}: 0-d arrays are not supported",
-                               hint="pass a Python float instead")
-        return Array(dt, value.ndim), f"{value.dtype.name}[{', '.join(':' * value.ndim)}]"
-    raise CoarsenError(f"parameter {name!r}: values of type {type(value).__name__} are not supported",
-                       hint="pass floats, ints, bools or NumPy arrays")
+def compile_gradient(fn, signature, options, *, module_arrays=None):
+    """The one pipeline: the ``Artifact`` of ``fn`` for ``signature`` (a ``Signature``) and
+    ``options`` (an ``Options``), from the disk cache when an entry has exactly its key parts.
+
+    ``signature.types`` may leave out the module-level arrays' types (they are then taken
+    from the lowering); given, they must match.  ``module_arrays``, when given, are the arrays
+    the caller saw (``Gradient``: at ``differentiate()``); the lowering must find the same
+    objects, else ``CoarsenError`` (they were rebound).  Nothing is cached in memory here."""
+    fn = unwrap(fn)
+    src = get_source(fn)                    # raises CoarsenError when there is no source
+    params = [a.id for a in src.node.args.args]
+    n = len(params)
+    wrt = resolve_wrt(options.wrt, params, signature.types, fn.__name__)
+    t0 = time.perf_counter()
+    # Lowered once per artifact, and this one IR serves both uses: its record of reads (with
+    # the module-level arrays it found and what it writes) makes the cache key, and on a miss
+    # the same object goes on through infer, analyze and differentiate_ir.  It is lowered here,
+    # not reused from the fence in Gradient.__init__: the key must describe the lowering the
+    # code comes from, read when the signature is first specialized (README), and each
+    # signature needs an untyped IR of its own (infer fills in and rewrites it).
+    fn_ir, _ = lower(fn)
+    arrays = tuple(fn_ir.global_arrays)
+    if module_arrays is not None and [id(a) for a in arrays] != [id(a) for a in module_arrays]:
+        raise CoarsenError(f"the module-level arrays that {fn.__name__} reads were rebound "
+                           "after coarsen.differentiate() was called",
+                           hint="call coarsen.differentiate again after changing module-level arrays")
+    array_types = [arg_type("<module-level array>", a) for a in arrays]
+    types = tuple(signature.types)
+    if len(types) == n:
+        types += tuple(t for t, _ in array_types)
+    if len(signature.texts) != n or list(types[n:]) != [t for t, _ in array_types]:
+        raise CoarsenError(f"the signature {signature} does not match {fn.__name__}'s {n} parameters "
+                           f"and {len(arrays)} module-level arrays",
+                           hint="build it with Signature.of(params, args, module_arrays)")
+    written = written_positions(fn_ir)
+    key = KeyParts(dependencies=fn_ir.dependencies.fingerprint(), function=fn.__qualname__,
+                   module=str(fn.__module__), file=src.filename, signature=tuple(signature.texts),
+                   module_arrays=tuple(text for _, text in array_types), wrt=wrt,
+                   coarsen=options.coarsen, target=options.target, workspace=options.workspace,
+                   boundscheck=options.boundscheck, budget_seconds=options.budget_seconds,
+                   version=__version__, code=code_fingerprint(),
+                   toolchain=tuple(sorted(toolchain_versions().items())))
+    parts = key.as_dict()
+    cache_key = lowering.cache_key(**parts)
+    try:
+        cached = lowering.load(cache_key, parts=parts)
+    except lowering.LoweringError:
+        cached = None
+    entry_name = f"value_and_grad_{fn.__name__}"
+    if cached is not None:
+        source, meta = cached
+        ir_text_ = meta.get("ir", "")
+        plan = meta.get("plan", [])
+    else:
+        infer(fn_ir, list(types))
+        _check_returns_float(fn_ir, src)
+        # the IR names of the parameters (user names are escaped where they look like
+        # compiler names: coarsen.frontend.names.Namer)
+        wrt_ir = tuple(fn_ir.params[params.index(w)] for w in wrt)
+        facts = analyze(fn_ir, wrt_ir)
+        # differentiate_ir gets the same IR (no copy): today it plans segments in it and
+        # replaces closed-form loops in place; the planned IR it emitted from is em.fn, which
+        # the IR text shows (the same object today, its own copy once it stops mutating).
+        module, em = differentiate_ir(fn_ir, wrt_ir, facts, entry_name, coarsen=options.coarsen,
+                                      budget_seconds=options.budget_seconds,
+                                      workspace=options.workspace, boundscheck=options.boundscheck)
+        plan = [_plan_entry(seg) for seg in em.segments]
+        header = (f"Generated by coarsen {__version__} from {fn.__module__}.{fn.__qualname__} "
+                  f"({display_path(fn)}:{src.node.lineno})\n"
+                  f"signature: ({', '.join(signature.texts)}); wrt: {', '.join(wrt)}; "
+                  f"{'coarse' if options.coarsen else 'fine-grained'} AD")
+        source = lowering.render(module, target=options.build_target, header=header)
+        from .ir.printer import format_function
+        ir_text_ = format_function(em.fn)
+        try:
+            lowering.store_source(cache_key, source, {"ir": ir_text_, "wrt": list(wrt), "plan": plan},
+                                  parts=parts)
+        except lowering.LoweringError:
+            pass
+    transform = time.perf_counter() - t0
+    mod = lowering.build(source, name=fn.__name__, target=options.build_target)
+    return Artifact(function=fn.__qualname__, signature=tuple(signature.texts), types=types,
+                    options=options, wrt=wrt, entry_name=entry_name, source=source, module=mod,
+                    entry=getattr(mod, entry_name), ir_text=ir_text_, plan=tuple(plan),
+                    transform_seconds=transform, cached=cached is not None, written=written,
+                    module_arrays=arrays, reads=fn_ir.dependencies, key=key, cache_key=cache_key)
 
 
-def _written_positions(fn_ir):
-    """Positions in ``fn_ir.params`` (the user's parameters, then module-level arrays) of the
-    arrays the function may write: targets of ``Store`` and of in-place updates, and arrays
-    that a written variable may view (``b = a``, slices, ``.T``, reshapes), conservatively."""
-    written = set()
-    views = []
-    for s in walk(fn_ir.body):
-        if isinstance(s, Store):
-            written.add(s.array)
-        elif isinstance(s, Assign):
-            if s.attr("inplace"):           # ``a += ...``: on an array, a write into a
-                written.add(s.target)
-                if s.args and hasattr(s.args[0], "name"):
-                    written.add(s.args[0].name)
-            if s.op in VIEW_OPS and s.args and hasattr(s.args[0], "name"):
-                views.append((s.target, s.args[0].name))
-    changed = True
-    while changed:
-        changed = False
-        for target, base in views:
-            if target in written and base not in written:
-                written.add(base)
-                changed = True
-    return frozenset(i for i, p in enumerate(fn_ir.params) if p in written)
+def _check_returns_float(fn_ir, src):
+    """Refuse (at the last ``return``) a function whose typed result is not a float scalar."""
+    rt = fn_ir.types.get(fn_ir.result)
+    if isinstance(rt, Scalar) and rt.kind == "f64":
+        return
+    what = "an array" if isinstance(rt, Array) else ("an integer" if rt == Scalar("i64") else str(rt))
+    import gast as _gast
+    rets = [n for n in _gast.walk(src.node) if isinstance(n, _gast.Return)]
+    at = rets[-1] if rets else src.node
+    raise CoarsenError(f"{src.fn.__name__} returns {what}; coarsen differentiates functions "
+                       "that return one float scalar",
+                       filename=src.filename, lineno=at.lineno, col_offset=at.col_offset,
+                       source_line=src.line(at.lineno),
+                       hint="return a scalar objective, e.g. np.sum(...) or float(...)")
 
 
-@dataclass
-class Specialization:
-    signature: tuple
-    wrt: tuple
-    source: str
-    module: object
-    entry: object
-    ir_text: str
-    plan: list
-    transform_seconds: float
-    compile_seconds: float = 0.0
-    compiled: bool = False
-    cached: bool = False            # the source came from the on-disk cache
-    written: frozenset = frozenset()  # positions (parameters, then module arrays) it may write
-    dependencies: str = ""          # fingerprint of the frontend's reads (source.Dependencies)
+# the former name of an Artifact
+Specialization = Artifact
 
 
 class Gradient:
-    """The gradient of a function; see ``coarsen.differentiate``."""
+    """The gradient of a function; see ``coarsen.differentiate``.  A facade over
+    ``compile_gradient``: it binds arguments, computes their ``Signature``, keeps one
+    ``Artifact`` per signature and options, checks aliasing and calls the artifact."""
 
     def __init__(self, fn, wrt, coarsen, target, boundscheck=True):
-        if target not in TARGETS:
-            raise CoarsenError(f"unknown target {target!r}", hint=f"use one of {TARGETS}")
+        self.options = Options(wrt=wrt, coarsen=coarsen, target=target, boundscheck=boundscheck)
         self.fn = unwrap(fn)
         self.src = get_source(self.fn)          # raises CoarsenError when there is no source
         self.params = [a.id for a in self.src.node.args.args]
         self._nparams = len(self.params)
         self._pysig = inspect.signature(self.fn)    # binds keyword arguments and defaults
-        self.coarsen = coarsen
-        self.target = target
-        self.boundscheck = bool(boundscheck)
-        self._wrt_spec = wrt
         self._single = wrt is not None and not isinstance(wrt, (tuple, list))
-        self._check_wrt_spec()
-        self._specs = {}
+        check_wrt(self.options.wrt, self.params, self.fn.__name__)
+        self._artifacts = {}
         self._fast = {}
         self._last = None
         self.__name__ = f"grad_{self.fn.__name__}"
         self.__doc__ = f"Gradient of {self.fn.__qualname__}, generated by coarsen."
-        # the fence runs now: unsupported syntax is refused before any call
-        fn_ir, _ = lower(self.fn)
+        # the fence runs now: unsupported syntax is refused before any call.  This lowering
+        # is not the one code is generated from (compile_gradient lowers per signature, when
+        # the signature is first specialized); it gives what is fixed at differentiate():
         # module-level arrays the function reads enter as extra read-only arguments
-        self._global_arrays = list(fn_ir.global_arrays)
+        fn_ir, _ = lower(self.fn)
+        self._global_arrays = tuple(fn_ir.global_arrays)
         # the parameters' names in the IR and the generated code: the user's, escaped where
         # they look like compiler names or shadow a module the generated code imports
         self.ir_params = list(fn_ir.params[:len(self.params)])
         # what the fence read (functions' sources, defaults, module-level and closure values),
-        # for inspection; each specialization keys its code by the reads of the lowering that
-        # code comes from (Specialization.dependencies), and takes its written arguments from it
+        # for inspection; each artifact keys its code by the reads of its own lowering
         self.dependencies = fn_ir.dependencies
 
-    def _check_wrt_spec(self):
-        """Refuse a ``wrt`` that names no parameter, at ``differentiate()`` (types come later)."""
-        spec = self._wrt_spec
-        if spec is None:
-            return
-        items = spec if isinstance(spec, (tuple, list)) else (spec,)
-        if not items:
-            raise CoarsenError(f"wrt is empty: nothing of {self.fn.__name__} to differentiate",
-                               hint="pass wrt=None for every float parameter, or name some")
-        for it in items:
-            if isinstance(it, (int, np.integer)) and not isinstance(it, (bool, np.bool_)):
-                if not 0 <= it < len(self.params):
-                    raise CoarsenError(f"wrt position {it} is out of range: {self.fn.__name__} has "
-                                       f"{len(self.params)} parameters ({', '.join(self.params)})",
-                                       hint=f"use a position from 0 to {len(self.params) - 1}, or a name")
-            elif isinstance(it, str):
-                if it not in self.params:
-                    raise CoarsenError(f"wrt names {it!r}, which is not a parameter of {self.fn.__name__}",
-                                       hint=f"parameters are {', '.join(self.params)}")
-            else:
-                raise CoarsenError(f"wrt entries must be parameter names or positions, got {it!r}",
-                                   hint=f"parameters are {', '.join(self.params)}")
+    @property
+    def coarsen(self):
+        return self.options.coarsen
 
-    # ------------------------------------------------------------------ wrt
-    def _resolve_wrt(self, types):
-        spec = self._wrt_spec
-        if spec is None:
-            names = [p for p, t in zip(self.params, types)
-                     if (isinstance(t, Scalar) and t.kind == "f64") or (isinstance(t, Array) and t.dtype == "f64")]
-            if not names:
-                raise CoarsenError(f"{self.fn.__name__} has no float parameters to differentiate")
-            return tuple(names)
-        items = spec if isinstance(spec, (tuple, list)) else (spec,)
-        out = []
-        for it in items:
-            if isinstance(it, (int, np.integer)) and not isinstance(it, bool):
-                if not 0 <= it < len(self.params):
-                    raise CoarsenError(f"wrt position {it} is out of range: {self.fn.__name__} has "
-                                       f"{len(self.params)} parameters")
-                name = self.params[it]
-            elif isinstance(it, str):
-                if it not in self.params:
-                    raise CoarsenError(f"wrt names {it!r}, which is not a parameter of {self.fn.__name__}",
-                                       hint=f"parameters are {', '.join(self.params)}")
-                name = it
-            else:
-                raise CoarsenError(f"wrt entries must be parameter names or positions, got {it!r}")
-            t = types[self.params.index(name)]
-            if not ((isinstance(t, Scalar) and t.kind == "f64") or (isinstance(t, Array) and t.dtype == "f64")):
-                raise CoarsenError(f"cannot differentiate with respect to {name!r}: it is {t}, not a float",
-                                   hint="differentiate with respect to float scalars or float arrays")
-            out.append(name)
-        return tuple(out)
+    @property
+    def target(self):
+        return self.options.target
 
-    # ------------------------------------------------------------------ specialization
+    @property
+    def boundscheck(self):
+        return self.options.boundscheck
+
+    # ------------------------------------------------------------------ artifacts
     def _signature(self, args):
-        if len(args) != len(self.params):
-            raise CoarsenError(f"{self.fn.__name__} takes {len(self.params)} arguments "
-                               f"({', '.join(self.params)}), got {len(args)}")
-        types, sig = [], []
-        for name, a in zip(self.params, args):
-            t, text = _arg_type(name, a)
-            types.append(t)
-            sig.append(text)
-        for a in self._global_arrays:
-            t, text = _arg_type("<module-level array>", a)
-            types.append(t)
-        return tuple(types), tuple(sig)
+        return Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)
 
-    def _specialize(self, types, sig, workspace=False):
-        """The compiled specialization for argument ``types`` (cached in memory and on disk).
-        ``workspace=True`` builds the scalar-only variant whose tapes are passed in (CUDA)."""
-        key = (types, self._wrt_spec if not isinstance(self._wrt_spec, list) else tuple(self._wrt_spec),
-               workspace)
-        spec = self._specs.get(key)
-        if spec is not None:
-            return spec
-        wrt = self._resolve_wrt(types)
-        t0 = time.perf_counter()
-        # The lowering the code comes from (on a miss) is the one the key describes: its record
-        # of reads (helpers' sources, defaults, module-level values) is fingerprinted here.
-        fn_ir, _ = lower(self.fn)
-        if [id(a) for a in fn_ir.global_arrays] != [id(a) for a in self._global_arrays]:
-            raise CoarsenError(f"the module-level arrays that {self.fn.__name__} reads were rebound "
-                               "after coarsen.differentiate() was called",
-                               hint="call coarsen.differentiate again after changing module-level arrays")
-        written = _written_positions(fn_ir)
-        deps = fn_ir.dependencies.fingerprint()
-        key_parts = dict(dependencies=deps, function=self.fn.__qualname__,
-                         module=str(self.fn.__module__), file=self.src.filename,
-                         signature=list(sig),
-                         module_arrays=[_arg_type("<module-level array>", a)[1]
-                                        for a in self._global_arrays],
-                         wrt=list(wrt), coarsen=bool(self.coarsen), target=self.target,
-                         workspace=workspace, boundscheck=self.boundscheck,
-                         version=__version__, code=code_fingerprint(),
-                         toolchain=toolchain_versions())
-        cache_key = lowering.cache_key(**key_parts)
-        cached = None
-        try:
-            cached = lowering.load(cache_key, parts=key_parts)
-        except lowering.LoweringError:
-            cached = None
-        entry_name = f"value_and_grad_{self.fn.__name__}"
-        if cached is not None:
-            source, meta = cached
-            ir_text = meta.get("ir", "")
-            plan = meta.get("plan", [])
-        else:
-            infer(fn_ir, list(types))
-            rt = fn_ir.types.get(fn_ir.result)
-            if not (isinstance(rt, Scalar) and rt.kind == "f64"):
-                what = "an array" if isinstance(rt, Array) else ("an integer" if rt == Scalar("i64") else str(rt))
-                import gast as _gast
-                rets = [n for n in _gast.walk(self.src.node) if isinstance(n, _gast.Return)]
-                at = rets[-1] if rets else self.src.node
-                raise CoarsenError(f"{self.fn.__name__} returns {what}; coarsen differentiates functions "
-                                   "that return one float scalar",
-                                   filename=self.src.filename, lineno=at.lineno, col_offset=at.col_offset,
-                                   source_line=self.src.line(at.lineno),
-                                   hint="return a scalar objective, e.g. np.sum(...) or float(...)")
-            # the IR names of the parameters (user names are escaped where they look like
-            # compiler names: coarsen.frontend.names.Namer)
-            wrt_ir = tuple(fn_ir.params[self.params.index(w)] for w in wrt)
-            facts = analyze(fn_ir, wrt_ir)
-            module, em = differentiate_ir(fn_ir, wrt_ir, facts, entry_name, coarsen=self.coarsen,
-                                          workspace=workspace, boundscheck=self.boundscheck)
-            plan = [_plan_entry(seg) for seg in em.segments]
-            header = (f"Generated by coarsen {__version__} from {self.fn.__module__}.{self.fn.__qualname__} "
-                      f"({display_path(self.fn)}:{self.src.node.lineno})\n"
-                      f"signature: ({', '.join(sig)}); wrt: {', '.join(wrt)}; "
-                      f"{'coarse' if self.coarsen else 'fine-grained'} AD")
-            source = lowering.render(module, target="python" if workspace else self.target, header=header)
-            from .ir.printer import format_function
-            ir_text = format_function(fn_ir)
-            try:
-                lowering.store_source(cache_key, source, {"ir": ir_text, "wrt": list(wrt), "plan": plan},
-                                      parts=key_parts)
-            except lowering.LoweringError:
-                pass
-        transform = time.perf_counter() - t0
-        mod = lowering.build(source, name=self.fn.__name__, target="python" if workspace else self.target)
-        entry = getattr(mod, entry_name)
-        spec = Specialization(tuple(sig), wrt, source, mod, entry, ir_text, plan, transform,
-                              cached=cached is not None, written=written, dependencies=deps)
-        self._specs[key] = spec
-        return spec
+    def _artifact(self, signature, workspace=False):
+        """The artifact for ``signature`` (compiled on first use, then kept).  ``workspace=True``
+        is the scalar-only variant whose tapes are passed in (CUDA)."""
+        options = replace(self.options, workspace=True) if workspace else self.options
+        key = (signature.types, options)
+        art = self._artifacts.get(key)
+        if art is None:
+            art = compile_gradient(self.fn, signature, options, module_arrays=self._global_arrays)
+            self._artifacts[key] = art
+        return art
 
     def _prepare(self, args):
-        types, sig = self._signature(args)
-        spec = self._specialize(types, sig)
-        self._last = spec
+        art = self._artifact(self._signature(args))
+        self._last = art
         conv = []
         for a in tuple(args) + tuple(self._global_arrays):
             if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.dtype != np.float64:
@@ -343,7 +284,7 @@ class Gradient:
             elif isinstance(a, np.integer):
                 a = int(a)
             conv.append(a)
-        return spec, conv
+        return art, conv
 
     def _run(self, args):
         # Fast path: the same argument kinds as a previous call need no conversion and no
@@ -351,27 +292,23 @@ class Gradient:
         key = tuple((a.dtype.num, a.ndim) if type(a) is np.ndarray else type(a) for a in args)
         hit = self._fast.get(key)
         if hit is not None:
-            spec, plain, casts = hit
-            self._last = spec
-            if spec.written:
-                self._check_aliasing(args, spec.written)
+            art, plain, casts = hit
+            self._last = art
+            if art.written:
+                self._check_aliasing(args, art.written)
             if plain:
-                value, grads, tape = spec.entry(*args, *self._global_arrays)
+                value, grads, tape = art.entry(*args, *self._global_arrays)
                 self.tape_bytes = 8 * (tape[0] + tape[1])
                 res = tuple(g if arr else float(g) for g, arr in zip(grads, casts))
                 return float(value), (res[0] if self._single else res)
-        spec, conv = self._prepare(args)
-        if spec.written:
-            self._check_aliasing(args, spec.written)
-        t0 = time.perf_counter()
-        value, grads, tape = spec.entry(*conv)
+        art, conv = self._prepare(args)
+        if art.written:
+            self._check_aliasing(args, art.written)
+        value, grads, tape = art.entry(*conv)
         self.tape_bytes = 8 * (int(tape[0]) + int(tape[1]))
-        if not spec.compiled:
-            spec.compile_seconds = time.perf_counter() - t0
-            spec.compiled = True
         out = []
         plain = all(c is a for c, a in zip(conv, args))
-        for name, gr in zip(spec.wrt, grads):
+        for name, gr in zip(art.wrt, grads):
             a = args[self.params.index(name)]
             if isinstance(a, np.ndarray):
                 if a.dtype != np.float64:
@@ -381,8 +318,8 @@ class Gradient:
                 gr = float(gr)
             out.append(gr)
         if len(self._fast) < 64:
-            is_array = tuple(isinstance(args[self.params.index(n)], np.ndarray) for n in spec.wrt)
-            self._fast[key] = (spec, plain, is_array)
+            is_array = tuple(isinstance(args[self.params.index(n)], np.ndarray) for n in art.wrt)
+            self._fast[key] = (art, plain, is_array)
         res = out[0] if self._single else tuple(out)
         return float(value), res
 
@@ -446,27 +383,24 @@ class Gradient:
         return self._last.source
 
     def source_for(self, *args):
-        types, sig = self._signature(args)
-        return self._specialize(types, sig).source
+        return self._artifact(self._signature(args)).source
 
     def ir(self, *args):
         """The IR text of the function specialized for ``args``."""
-        types, sig = self._signature(args)
-        return self._specialize(types, sig).ir_text
+        return self._artifact(self._signature(args)).ir_text
 
     def report(self, *args, file=None):
         """The segment plan of the specialization for ``args`` (default: the last call's):
         prints it and returns a ``Report`` (a list of one dict per segment of interest)."""
         if args:
-            types, sig = self._signature(args)
-            spec = self._specialize(types, sig)
-            self._last = spec
+            art = self._artifact(self._signature(args))
+            self._last = art
         elif self._last is not None:
-            spec = self._last
+            art = self._last
         else:
             raise CoarsenError("call the gradient once (or pass example arguments to report) first")
-        rep = Report(self.fn.__qualname__, spec.signature, self.coarsen, spec.plan,
-                     spec.transform_seconds, getattr(self, "tape_bytes", None))
+        rep = Report(self.fn.__qualname__, art.signature, self.coarsen, list(art.plan),
+                     art.transform_seconds, getattr(self, "tape_bytes", None))
         import sys
         print(rep.format(), file=file or sys.stdout)
         return rep
@@ -487,19 +421,19 @@ class Gradient:
         return batched_gradient(self, in_axes, target=target)
 
     def specialize(self, args_or_types):
-        """The ``Specialization`` for example arguments (a tuple of values)."""
-        types, sig = self._signature(tuple(args_or_types))
-        return self._specialize(types, sig)
+        """The ``Artifact`` for example arguments (a tuple of values)."""
+        return self._artifact(self._signature(args_or_types))
 
     def signature_of(self, args):
         """``(types, signature)`` of example ``args`` (one per parameter): ``types`` are the IR
         types (module-level arrays' appended), ``signature`` the parameters' Numba type texts."""
-        return self._signature(tuple(args))
+        sig = self._signature(args)
+        return sig.types, sig.texts
 
     def specialization(self, types, signature, *, workspace=False):
-        """The ``Specialization`` for ``signature_of``'s ``(types, signature)``;
+        """The ``Artifact`` for ``signature_of``'s ``(types, signature)``;
         ``workspace=True`` is the scalar-only variant whose tapes are passed in (CUDA)."""
-        return self._specialize(types, signature, workspace)
+        return self._artifact(Signature(tuple(types), tuple(signature)), workspace)
 
     @property
     def module_arrays(self):
@@ -509,7 +443,7 @@ class Gradient:
 
     @property
     def last_specialization(self):
-        """The ``Specialization`` of the last call (or ``report``), or ``None`` before any."""
+        """The ``Artifact`` of the last call (or ``report``), or ``None`` before any."""
         return self._last
 
     @property
@@ -520,6 +454,7 @@ class Gradient:
 
     def __repr__(self):
         return f"<coarsen gradient of {self.fn.__qualname__}>"
+
 
 
 def _plan_entry(seg):
@@ -575,8 +510,8 @@ class Report:
         return self.format()
 
     def format(self):
-        out = [f"coarsen plan for {self.function}({', '.join(self.signature)}), "
-               f"{'coarse' if self.coarsen else 'fine-grained (coarsen=False): no segments'}"]
+        out = [(f"coarsen plan for {self.function}({', '.join(self.signature)}), "
+                f"{'coarse' if self.coarsen else 'fine-grained (coarsen=False): no segments'}")]
         for e in self.segments:
             a, b = e["lines"]
             where = f"line {a}" if a == b else f"lines {a}-{b}"

@@ -66,11 +66,11 @@ import math
 
 import numpy as np
 
+from . import lowering
 from .errors import CoarsenError
 from .ir.nodes import Array, Scalar
-from . import lowering
 
-__all__ = ["batched_gradient", "BatchedGradient", "SAFETY_FACTOR"]
+__all__ = ["SAFETY_FACTOR", "BatchedGradient", "batched_gradient"]
 
 #: tape size per thread = ceil(SAFETY_FACTOR * largest high-water mark of the sampled sets)
 SAFETY_FACTOR = 2.0
@@ -252,8 +252,8 @@ class BatchedGradient:
         if hit is not None:
             return hit
         g = self.g
-        spec = g.specialization(types, sig)
-        entry = f"value_and_grad_{g.fn.__name__}"
+        spec = g.specialization(types, sig)           # the Artifact (coarsen.artifact)
+        entry = spec.entry_name
         n_user = len(g.params)
         ir_name = dict(zip(g.params, g.ir_params))
         params = [(p, _numba_text(t)) for p, t in zip(g.ir_params, types[:n_user])]
@@ -276,7 +276,7 @@ class BatchedGradient:
 
     def source_for(self, *args):
         """The generated source of the batched driver (and device code, for CUDA) for ``args``."""
-        args, size, types, sig = self._split(args)
+        args, _size, types, sig = self._split(args)
         hit = self._cuda_driver(types, sig) if self.target == "cuda" else self._cpu_driver(types, sig)
         with open(hit[2], encoding="utf-8") as fh:
             return fh.read()
@@ -286,7 +286,7 @@ class BatchedGradient:
         if self.target == "cuda":
             return self._call_cuda(args, size, types, sig)
         spec, driver, _ = self._cpu_driver(types, sig)
-        conv = [_convert(a) for a in args] + list(self.g.module_arrays)
+        conv = [_convert(a) for a in args] + list(spec.module_arrays)
         values, grads = driver(*conv)
         return self._result(args, spec.wrt, values, grads)
 
@@ -314,7 +314,7 @@ class BatchedGradient:
         if hit is not None:
             return hit
         ws = g.specialization(types, sig, workspace=True)
-        entry = f"value_and_grad_{g.fn.__name__}"
+        entry = ws.entry_name
         ir_name = dict(zip(g.params, g.ir_params))
         params = [(p, _numba_text(t)) for p, t in zip(g.ir_params, types)]
         driver = f"cuda_batch_value_and_grad_{g.fn.__name__}"

@@ -39,12 +39,11 @@ import re
 
 import numpy as np
 
-from . import __version__
+from . import __version__, lowering
 from .errors import CoarsenError
 from .frontend.source import display_path
-from . import lowering
 
-__all__ = ["export_gradient", "parse_signature", "example_args", "MAX_EMBEDDED"]
+__all__ = ["MAX_EMBEDDED", "example_args", "export_gradient", "parse_signature"]
 
 #: the largest module-level array (in elements) that an export embeds as a literal
 MAX_EMBEDDED = 100_000
@@ -176,9 +175,9 @@ def _array_literal(a):
                 return "math.inf" if v > 0 else "-math.inf"
             return repr(float(v))
     elif kind in "iu":
-        lit = lambda v: repr(int(v))  # noqa: E731
+        lit = lambda v: repr(int(v))
     elif kind == "b":
-        lit = lambda v: repr(bool(v))  # noqa: E731
+        lit = lambda v: repr(bool(v))
     else:  # pragma: no cover - the core refuses other dtypes
         raise CoarsenError(f"cannot embed a module-level array of dtype {a.dtype}")
     flat = [lit(v) for v in a.ravel().tolist()]
@@ -282,23 +281,23 @@ def export_gradient(g, path, signature=None):
                                     "or call the gradient once first")
         signature = last.signature
     parsed = parse_signature(signature, len(g.params))
-    spec = g.specialize(example_args(parsed))
-    entry = f"value_and_grad_{fname}"
+    art = g.specialize(example_args(parsed))      # the Artifact (coarsen.artifact)
+    entry = art.entry_name
     new_entry = f"_value_and_grad_{fname}_entry"
-    body = _strip_leading_comments(spec.source)
+    body = _strip_leading_comments(art.source)
     if re.search(rf"\b{re.escape(new_entry)}\b", body):  # pragma: no cover - generated names differ
         raise CoarsenError(f"export: the generated module already defines {new_entry}")
     body = re.sub(rf"\b{re.escape(entry)}(?=\s*\()", new_entry, body)
 
     globals_lines = [f"_SIGNATURE = {tuple(_sig_text([t]) for t in parsed)!r}"]
-    if g.module_arrays:
+    if art.module_arrays:
         globals_lines.append("# module-level arrays read by the function: a snapshot taken at export time")
-        lits = [_array_literal(a) for a in g.module_arrays]
+        lits = [_array_literal(a) for a in art.module_arrays]
         globals_lines.append("_MODULE_ARRAYS = (\n" + "".join(
             "    " + lit.replace("\n", "\n    ") + ",\n" for lit in lits) + ")")
     else:
         globals_lines.append("_MODULE_ARRAYS = ()")
-    wrt_pos = tuple(g.params.index(w) for w in spec.wrt)
+    wrt_pos = tuple(g.params.index(w) for w in art.wrt)
     single = g.returns_single
     wrappers = _WRAPPERS.format(
         params=tuple(g.params),
@@ -312,27 +311,28 @@ def export_gradient(g, path, signature=None):
         # shadow math, np or numba (coarsen.frontend.names.Namer)
         arglist=", ".join(g.ir_params),
         argtuple=", ".join(g.ir_params) + ("," if len(g.ir_params) == 1 else ""),
-        wrt_text=", ".join(spec.wrt),
+        wrt_text=", ".join(art.wrt),
         ret_note=" (a single value)" if single else " (a tuple in wrt order)",
         entry=new_entry,
     )
     # the wrappers convert with NumPy, and module-level arrays need math: imports kept in
     # isort order
-    needed = ["import numpy as np"] + (["import math"] if g.module_arrays else [])
+    needed = ["import numpy as np"] + (["import math"] if art.module_arrays else [])
     body = _with_imports(body, needed)
     source = body.rstrip("\n") + "\n" + wrappers
-    wrt_arg = ",".join(spec.wrt) + ("," if not single and len(spec.wrt) == 1 else "")
+    wrt_arg = ",".join(art.wrt) + ("," if not single and len(art.wrt) == 1 else "")
+    coarse, target = art.options.coarsen, art.options.target
     header = "\n".join([
         f"Gradient of {g.fn.__qualname__}, exported by coarsen {__version__}.",
         f"source: {display_path(g.fn)}:{g.src.node.lineno} ({g.fn.__module__}.{g.fn.__qualname__})",
         f"signature: ({_sig_text(parsed)})",
-        f"wrt: {', '.join(spec.wrt)} ({'a single value' if single else 'a tuple'} out); "
-        f"{'coarse' if g.coarsen else 'fine-grained'} AD; target {g.target}",
+        (f"wrt: {', '.join(art.wrt)} ({'a single value' if single else 'a tuple'} out); "
+        f"{'coarse' if coarse else 'fine-grained'} AD; target {target}"),
         f"Defines value_and_grad_{fname}(...) and grad_{fname}(...); needs only math, numpy"
-        + (" and numba." if g.target == "cpu" else "."),
-        "Regenerate instead of editing: python -m coarsen export "
+        + (" and numba." if target == "cpu" else "."),
+        ("Regenerate instead of editing: python -m coarsen export "
         f"{g.fn.__module__}:{g.fn.__qualname__} --signature \"{_sig_text(parsed)}\" "
-        f"--wrt {wrt_arg}{' --fine' if not g.coarsen else ''} --target {g.target} -o <file>",
+        f"--wrt {wrt_arg}{' --fine' if not coarse else ''} --target {target} -o <file>"),
     ])
     try:
         return lowering.export_module(source, path, header=header)

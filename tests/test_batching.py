@@ -199,15 +199,15 @@ def test_workspace_entry_is_nopython_typable_with_strided_tapes():
     import numba
 
     g = coarsen.differentiate(ex.newton_sqrt, wrt="a")
-    types, sig = g._signature((2.0, 1e-9))
-    ws = g._specialize(types, sig, workspace=True)
+    types, sig = g.signature_of((2.0, 1e-9))
+    ws = g.specialization(types, sig, workspace=True)
     dev = numba.njit(ws.entry)
     ftape = np.zeros(3 * 64)
     itape = np.zeros(3 * 64, dtype=np.int64)
     for a in (2.0, 50.0, 1e4):
         status = np.zeros(1, dtype=np.int64)
         v, gr, tape = dev(a, 1e-9, ftape[1::3], itape[1::3], status)
-        rv, rg, rtape = g._specialize(types, sig).entry(a, 1e-9)
+        rv, rg, rtape = g.specialization(types, sig).entry(a, 1e-9)
         assert status[0] == 0 and v == rv and gr == rg and tape == rtape
     status = np.zeros(1, dtype=np.int64)
     assert dev(1e4, 1e-9, ftape[:2], itape[:2], status)[0] == 0.0 and status[0] == 1

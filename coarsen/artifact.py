@@ -1,0 +1,285 @@
+"""The data of the pipeline's ends: ``Options`` and ``Signature`` in, ``Artifact`` out.
+
+``coarsen.api.compile_gradient(fn, signature, options)`` is the one pipeline (lower, infer,
+analyze, differentiate, render, cache, build); this module holds what it takes and gives, and
+the small pure functions around it that need no compiler stage.
+
+Requires: ``coarsen.ir.nodes`` (IR types, ``walk``) and ``coarsen.ir.typeinfer.VIEW_OPS``.
+
+Guarantees:
+
+* ``Options`` is a frozen, hashable dataclass of every option that shapes the generated code
+  (``wrt`` as given to ``differentiate``, a list made a tuple; ``coarsen``; ``target``;
+  ``boundscheck``; ``workspace``, the scalar-only CUDA variant; ``budget_seconds``, the time
+  budget of the symbolic stage per segment).  An unknown target raises ``CoarsenError``.
+  Every field but ``wrt`` (which enters resolved, as names) is a part of the disk cache key.
+* ``Signature.of(params, args, module_arrays)`` classifies example arguments as the compiler
+  types them (Numba-style: float, int, bool, arrays by dtype and rank); ``types`` are the IR
+  types of the parameters then of the module-level arrays, ``texts`` the parameters' Numba
+  type texts.  Unsupported values raise ``CoarsenError`` naming the parameter.
+* ``check_wrt`` refuses (at ``differentiate()``) a ``wrt`` that names no parameter;
+  ``resolve_wrt`` maps it to parameter names once the types are known (default: every float
+  parameter), refusing non-float ones.
+* ``written_positions(fn_ir)``: positions in ``fn_ir.params`` of the arrays the function may
+  write, conservatively (views of written arrays count).  It reads the IR, never modifies it.
+* ``KeyParts`` is every part of the disk cache key, typed; ``as_dict()`` is what
+  ``coarsen.lowering.cache_key`` hashes (the same dict as before this module existed, plus
+  ``budget_seconds``).
+* ``Artifact`` is the frozen result of one compilation: the source, the entry's name, the
+  built module and its entry, the plan (one JSON-able dict per segment of interest, what
+  ``Report`` is built from), the IR text, the resolved ``wrt``, what the function may write, the
+  frontend's reads (``reads``, a ``Dependencies``; ``dependencies`` its fingerprint) and the key.
+  Calling it runs the entry on converted arguments (float64/int64 arrays, Python scalars),
+  module-level arrays appended: ``(value, grads, (tape floats, tape ints))``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import CoarsenError
+from .ir.nodes import Array, Assign, Scalar, Store, walk
+from .ir.typeinfer import VIEW_OPS
+
+TARGETS = ("cpu", "python")
+
+__all__ = [
+    "TARGETS",
+    "Artifact",
+    "KeyParts",
+    "Options",
+    "Signature",
+    "arg_type",
+    "check_wrt",
+    "resolve_wrt",
+    "written_positions",
+]
+
+
+@dataclass(frozen=True)
+class Options:
+    """What ``differentiate`` accepts (and the variants it builds), hashable."""
+    wrt: object = None
+    coarsen: bool = True
+    target: str = "cpu"
+    boundscheck: bool = True
+    workspace: bool = False
+    budget_seconds: float = 2.0
+
+    def __post_init__(self):
+        if self.target not in TARGETS:
+            raise CoarsenError(f"unknown target {self.target!r}", hint=f"use one of {TARGETS}")
+        if isinstance(self.wrt, list):
+            object.__setattr__(self, "wrt", tuple(self.wrt))
+        object.__setattr__(self, "coarsen", bool(self.coarsen))
+        object.__setattr__(self, "boundscheck", bool(self.boundscheck))
+        object.__setattr__(self, "workspace", bool(self.workspace))
+        object.__setattr__(self, "budget_seconds", float(self.budget_seconds))
+
+    @property
+    def build_target(self):
+        """The target the module is built for: the workspace variant is plain Python (CUDA
+        compiles it on launch)."""
+        return "python" if self.workspace else self.target
+
+
+def arg_type(name, value):
+    """``(IR type, Numba type text)`` of one argument value."""
+    if isinstance(value, (bool, np.bool_)):
+        return Scalar("bool"), "bool"
+    if isinstance(value, (int, np.integer)):
+        return Scalar("i64"), "int64"
+    if isinstance(value, (float, np.floating)):
+        return Scalar("f64"), "float64" if not isinstance(value, np.float32) else "float32"
+    if isinstance(value, np.ndarray):
+        kind = value.dtype.kind
+        if kind == "f" and value.dtype.itemsize in (4, 8):
+            dt = "f64"
+        elif kind in "iu":
+            dt = "i64"
+        elif kind == "b":
+            dt = "bool"
+        else:
+            raise CoarsenError(f"parameter {name!r}: arrays of dtype {value.dtype} are not supported",
+                               hint="pass float64, float32, integer or bool arrays")
+        if value.ndim == 0:
+            raise CoarsenError(f"parameter {name!r}: 0-d arrays are not supported",
+                               hint="pass a Python float instead")
+        return Array(dt, value.ndim), f"{value.dtype.name}[{', '.join(':' * value.ndim)}]"
+    raise CoarsenError(f"parameter {name!r}: values of type {type(value).__name__} are not supported",
+                       hint="pass floats, ints, bools or NumPy arrays")
+
+
+@dataclass(frozen=True)
+class Signature:
+    """The types of one call: IR types of the parameters then of the module-level arrays, and
+    the parameters' Numba type texts."""
+    types: tuple
+    texts: tuple
+
+    @classmethod
+    def of(cls, params, args, module_arrays=(), fname="the function"):
+        if len(args) != len(params):
+            raise CoarsenError(f"{fname} takes {len(params)} arguments "
+                               f"({', '.join(params)}), got {len(args)}")
+        types, texts = [], []
+        for name, a in zip(params, args):
+            t, text = arg_type(name, a)
+            types.append(t)
+            texts.append(text)
+        for a in module_arrays:
+            types.append(arg_type("<module-level array>", a)[0])
+        return cls(tuple(types), tuple(texts))
+
+
+def _is_float(t):
+    return (isinstance(t, Scalar) and t.kind == "f64") or (isinstance(t, Array) and t.dtype == "f64")
+
+
+def _is_position(it):
+    return isinstance(it, (int, np.integer)) and not isinstance(it, (bool, np.bool_))
+
+
+def check_wrt(spec, params, fname):
+    """Refuse a ``wrt`` that names no parameter (types come later)."""
+    if spec is None:
+        return
+    items = spec if isinstance(spec, (tuple, list)) else (spec,)
+    if not items:
+        raise CoarsenError(f"wrt is empty: nothing of {fname} to differentiate",
+                           hint="pass wrt=None for every float parameter, or name some")
+    for it in items:
+        if _is_position(it):
+            if not 0 <= it < len(params):
+                raise CoarsenError(f"wrt position {it} is out of range: {fname} has "
+                                   f"{len(params)} parameters ({', '.join(params)})",
+                                   hint=f"use a position from 0 to {len(params) - 1}, or a name")
+        elif isinstance(it, str):
+            if it not in params:
+                raise CoarsenError(f"wrt names {it!r}, which is not a parameter of {fname}",
+                                   hint=f"parameters are {', '.join(params)}")
+        else:
+            raise CoarsenError(f"wrt entries must be parameter names or positions, got {it!r}",
+                               hint=f"parameters are {', '.join(params)}")
+
+
+def resolve_wrt(spec, params, types, fname):
+    """The names of the parameters to differentiate for argument ``types``."""
+    if spec is None:
+        names = [p for p, t in zip(params, types) if _is_float(t)]
+        if not names:
+            raise CoarsenError(f"{fname} has no float parameters to differentiate")
+        return tuple(names)
+    items = spec if isinstance(spec, (tuple, list)) else (spec,)
+    out = []
+    for it in items:
+        if isinstance(it, (int, np.integer)) and not isinstance(it, bool):
+            if not 0 <= it < len(params):
+                raise CoarsenError(f"wrt position {it} is out of range: {fname} has "
+                                   f"{len(params)} parameters")
+            name = params[it]
+        elif isinstance(it, str):
+            if it not in params:
+                raise CoarsenError(f"wrt names {it!r}, which is not a parameter of {fname}",
+                                   hint=f"parameters are {', '.join(params)}")
+            name = it
+        else:
+            raise CoarsenError(f"wrt entries must be parameter names or positions, got {it!r}")
+        t = types[params.index(name)]
+        if not _is_float(t):
+            raise CoarsenError(f"cannot differentiate with respect to {name!r}: it is {t}, not a float",
+                               hint="differentiate with respect to float scalars or float arrays")
+        out.append(name)
+    return tuple(out)
+
+
+def written_positions(fn_ir):
+    """Positions in ``fn_ir.params`` (the user's parameters, then module-level arrays) of the
+    arrays the function may write: targets of ``Store`` and of in-place updates, and arrays
+    that a written variable may view (``b = a``, slices, ``.T``, reshapes), conservatively."""
+    written = set()
+    views = []
+    for s in walk(fn_ir.body):
+        if isinstance(s, Store):
+            written.add(s.array)
+        elif isinstance(s, Assign):
+            if s.attr("inplace"):           # ``a += ...``: on an array, a write into a
+                written.add(s.target)
+                if s.args and hasattr(s.args[0], "name"):
+                    written.add(s.args[0].name)
+            if s.op in VIEW_OPS and s.args and hasattr(s.args[0], "name"):
+                views.append((s.target, s.args[0].name))
+    changed = True
+    while changed:
+        changed = False
+        for target, base in views:
+            if target in written and base not in written:
+                written.add(base)
+                changed = True
+    return frozenset(i for i, p in enumerate(fn_ir.params) if p in written)
+
+
+@dataclass(frozen=True)
+class KeyParts:
+    """Every part of the disk cache key (``coarsen.lowering.cache``), typed."""
+    dependencies: str           # Dependencies.fingerprint() of the lowering the code comes from
+    function: str
+    module: str
+    file: str
+    signature: tuple            # the parameters' Numba type texts
+    module_arrays: tuple        # the module-level arrays' Numba type texts
+    wrt: tuple                  # resolved parameter names
+    coarsen: bool
+    target: str
+    workspace: bool
+    boundscheck: bool
+    budget_seconds: float
+    version: str
+    code: str                   # hash of coarsen's own source
+    toolchain: tuple            # sorted (name, version) pairs
+
+    def as_dict(self):
+        """The JSON-able parts ``coarsen.lowering.cache_key`` hashes and an entry keeps."""
+        return {"dependencies": self.dependencies, "function": self.function,
+                "module": self.module, "file": self.file, "signature": list(self.signature),
+                "module_arrays": list(self.module_arrays), "wrt": list(self.wrt),
+                "coarsen": self.coarsen, "target": self.target, "workspace": self.workspace,
+                "boundscheck": self.boundscheck, "budget_seconds": self.budget_seconds,
+                "version": self.version, "code": self.code, "toolchain": dict(self.toolchain)}
+
+
+@dataclass(frozen=True, eq=False)
+class Artifact:
+    """One compiled gradient: what ``compile_gradient`` gives for a signature and options."""
+    function: str               # the function's qualified name
+    signature: tuple            # the parameters' Numba type texts
+    types: tuple                # IR types: parameters, then module-level arrays
+    options: Options
+    wrt: tuple                  # the differentiated parameters' (source) names
+    entry_name: str             # ``value_and_grad_<f>``, defined by ``source``
+    source: str
+    module: object              # the built module
+    entry: object               # ``module.<entry_name>``
+    ir_text: str                # the IR after planning (segments)
+    plan: tuple                 # one dict per segment of interest (``Report.segments``)
+    transform_seconds: float    # lowering to source text (or to the cache hit)
+    cached: bool                # the source came from the on-disk cache
+    written: frozenset          # positions (parameters, then module arrays) it may write
+    module_arrays: tuple        # the module-level arrays the entry takes after the parameters
+    reads: object               # the frontend's ``Dependencies`` (the key's first part)
+    key: KeyParts
+    cache_key: str
+    dependencies: str = field(init=False)   # ``reads.fingerprint()``
+
+    def __post_init__(self):
+        object.__setattr__(self, "dependencies", self.key.dependencies)
+
+    def __call__(self, *args):
+        """The entry on converted arguments, the module-level arrays appended."""
+        return self.entry(*args, *self.module_arrays)
+
+    def __repr__(self):
+        return (f"<coarsen Artifact {self.entry_name}({', '.join(self.signature)}), "
+                f"wrt {', '.join(self.wrt)}, target {self.options.build_target}"
+                f"{', from the disk cache' if self.cached else ''}>")
