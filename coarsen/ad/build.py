@@ -197,17 +197,14 @@ class X:
 
 
 def fn(fname, *args):
-    """math.f for scalars, np.f when any argument is an array expression."""
+    """The primitive ``fname`` applied: ``math.<f>`` for scalars, ``np.<f>`` when any argument
+    is an array expression (names from the primitive registry, ``coarsen.ir.primitives``)."""
+    from ..ir.primitives import primitive      # the registry builds its rules with this module
+    prim = primitive(fname)
     arr = any(isinstance(a, X) and a.array for a in args)
-    mod = "np" if arr or fname in NP_ONLY else "math"
-    real = (NP_NAMES if arr or fname in NP_ONLY else MATH_NAMES).get(fname, fname)
-    return X(call(f"{mod}.{real}", *args), arr)
-
-
-MATH_NAMES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
-              "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "abs": "fabs"}
-NP_NAMES = {"abs": "abs"}
-NP_ONLY = {"sign", "where"}
+    if arr or prim.np_only:
+        return X(call(f"np.{prim.np_name or fname}", *args), arr)
+    return X(call(f"math.{prim.math_name or fname}", *args), arr)
 
 
 def select(cond, a, b):

@@ -18,6 +18,7 @@ import math
 import sympy
 
 from ..ir.nodes import Assign, Const, If, Var
+from ..ir.primitives import REGISTRY
 from .. import symbolic as S
 
 
@@ -45,15 +46,6 @@ def _fallback_reason(exc):
     if isinstance(exc, _Unliftable):
         return f"cannot lift {exc}"
     return f"symbolic stage failed ({type(exc).__name__}: {str(exc)[:80]})"
-
-
-_UNARY = {"sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "arcsin": sympy.asin,
-          "arccos": sympy.acos, "arctan": sympy.atan, "sinh": sympy.sinh, "cosh": sympy.cosh,
-          "tanh": sympy.tanh, "arcsinh": sympy.asinh, "arccosh": sympy.acosh,
-          "arctanh": sympy.atanh, "exp": sympy.exp, "log": sympy.log, "sqrt": sympy.sqrt,
-          "erf": sympy.erf,
-          "expm1": lambda a: sympy.exp(a) - 1, "log1p": lambda a: sympy.log(1 + a),
-          "log10": lambda a: sympy.log(a) / sympy.log(10), "log2": lambda a: sympy.log(a) / sympy.log(2)}
 
 
 class Lifter:
@@ -89,46 +81,16 @@ class Lifter:
         return self.inputs[operand.name]
 
     def expr(self, s, env):
+        """The SymPy expression of ``s`` (its primitive's SymPy counterpart)."""
+        prim = REGISTRY.get(s.op)
+        if prim is None or prim.sympy is None:
+            raise _Unliftable(s.op)
         a = [self.val(x, env) for x in s.args]
-        op = s.op
-        if op not in ("not", "or", "and", "truth", "copy"):
+        if not prim.keeps_booleans:
             # booleans in arithmetic count as 0 and 1
             a = [S.gamma(x, sympy.Integer(1), sympy.Integer(0)) if isinstance(x, sympy.logic.boolalg.Boolean)
                  and not isinstance(x, sympy.Symbol) else x for x in a]
-        if op == "add":
-            return a[0] + a[1]
-        if op == "sub":
-            return a[0] - a[1]
-        if op == "mul":
-            return a[0] * a[1]
-        if op == "div":
-            return a[0] / a[1]
-        if op == "pow":
-            e = a[1]
-            if isinstance(e, sympy.Float) and float(e).is_integer():
-                e = sympy.Integer(int(e))
-            return a[0] ** e
-        if op == "neg":
-            return -a[0]
-        if op in ("copy", "float", "truth"):
-            return a[0]
-        if op in _UNARY:
-            return _UNARY[op](a[0])
-        if op == "arctan2":
-            return sympy.atan2(a[0], a[1])
-        if op == "hypot":
-            return sympy.sqrt(a[0] ** 2 + a[1] ** 2)
-        rel = {"lt": sympy.Lt, "le": sympy.Le, "gt": sympy.Gt, "ge": sympy.Ge, "eq": sympy.Eq,
-               "ne": sympy.Ne}
-        if op in rel:
-            return rel[op](a[0], a[1], evaluate=False)
-        if op == "not":
-            return sympy.Not(a[0])
-        if op == "or":
-            return sympy.Or(a[0], a[1])
-        if op == "and":
-            return sympy.And(a[0], a[1])
-        raise _Unliftable(op)
+        return prim.sympy(*a)
 
     inline = frozenset()
 
@@ -136,7 +98,7 @@ class Lifter:
         for s in stmts:
             if isinstance(s, Assign):
                 e = self.expr(s, env)
-                if self.types[s.target].kind == "bool" or s.op in ("copy", "float", "truth") \
+                if self.types[s.target].kind == "bool" or REGISTRY[s.op].transparent \
                         or isinstance(e, (sympy.Symbol, sympy.Number)) or s.target in self.inline:
                     env[s.target] = e        # booleans and copies stay inline
                 else:

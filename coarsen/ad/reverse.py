@@ -21,8 +21,8 @@ from ..ir.nodes import (Array, Assign, Const, For, If, NEWAXIS, Scalar, Segment,
                         Var, While, walk)
 from ..analysis.activity import intact, is_temp
 from . import build as B
-from .build import X, fn as mfn
-from .rules import PARTIALS, ZERO, diff_positions
+from .build import X
+from ..ir.primitives import primitive
 from .runtime import helper_source
 from .canonical import real_name
 
@@ -74,6 +74,10 @@ class Emitter:
             t = self.types.get(operand.name)
             return t.ndim if isinstance(t, Array) else 0
         return 0
+
+    def intact(self, name):
+        """Is ``name`` never overwritten after it is first set (activity's ``intact``)?"""
+        return intact(self.f, name)
 
     def taped(self, name):
         return name in self.tbr and not intact(self.f, name)
@@ -758,169 +762,8 @@ class Emitter:
 
     # ------------------------------------------------------------------ primal ops
     def primal(self, s):
-        op, args = s.op, s.args
-        v = [self.val(a) for a in args]
-        arr = any(self.is_arr(a) for a in args)
-        bin_ops = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "floordiv": "//",
-                   "mod": "%"}
-        cmp_ops = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-        if op in bin_ops:
-            if op == "div" and not arr and all(isinstance(a, Var) and self.types[a.name].kind != "f64" for a in args if isinstance(a, Var)) \
-                    and all(not isinstance(a, Const) or isinstance(a.value, int) for a in args):
-                return B.binop(B.call("float", v[0]), "/", v[1])
-            return B.binop(v[0], bin_ops[op], v[1])
-        if op in cmp_ops:
-            return B.compare(v[0], cmp_ops[op], v[1])
-        if op == "neg":
-            return gast.UnaryOp(op=gast.USub(), operand=B.ex(v[0]))
-        if op == "not":
-            if arr:
-                return B.call("np.logical_not", v[0])
-            return gast.UnaryOp(op=gast.Not(), operand=B.ex(v[0]))
-        if op == "truth":
-            t = self.types.get(args[0].name) if isinstance(args[0], Var) else None
-            if isinstance(args[0], Const):
-                return B.const(bool(args[0].value))
-            if t == Scalar("bool"):
-                return B.ex(v[0])
-            return B.call("bool", v[0])
-        if op in ("or", "and"):
-            return gast.BoolOp(op=gast.Or() if op == "or" else gast.And(), values=[B.ex(v[0]), B.ex(v[1])])
-        if op == "copy":
-            if s.target in self.f.materialize:
-                return B.call(gast.Attribute(value=B.ex(v[0]), attr="copy", ctx=gast.Load()))
-            return B.ex(v[0])
-        if op == "copyarr":
-            return B.call(gast.Attribute(value=B.ex(v[0]), attr="copy", ctx=gast.Load()))
-        if op == "range_cont":
-            step = args[2]
-            if isinstance(step, Const):
-                return B.compare(v[0], "<" if step.value > 0 else ">", v[1])
-            return B.call(self.helper("_range_cont"), *v)
-        if op == "float":
-            if isinstance(args[0], Var) and self.types.get(args[0].name) == Scalar("bool"):
-                return B.call("float", B.call("int", v[0]))     # Numba has no float(bool)
-            return B.call("float", v[0])
-        if op == "int":
-            return B.call("int", v[0])
-        if op == "astype":
-            dt = {"f64": "np.float64", "i64": "np.int64", "bool": "np.bool_"}[s.attr("dtype")]
-            return B.call(gast.Attribute(value=B.ex(v[0]), attr="astype", ctx=gast.Load()), B.attr(dt))
-        if op in ("minimum", "maximum"):
-            if arr:
-                return B.call(f"np.{op}", *v)
-            return B.call("min" if op == "minimum" else "max", *v)
-        if op == "abs":
-            return B.call("np.abs", v[0]) if arr else B.call("abs", v[0])
-        if op == "where":
-            if arr:
-                return B.call("np.where", *v)
-            return B.ifexp(v[0], v[1], v[2])
-        if op in ("lgamma", "gamma"):
-            if arr:
-                raise _err(s, f"math.{op} of arrays is not supported", "apply it to elements in a loop")
-            return B.call(f"math.{op}", v[0])
-        if op in ("erf", "erfc") and arr:
-            raise _err(s, f"np/math {op} of arrays is not supported", "apply math.erf to elements in a loop")
-        if op in PARTIALS or op in ("floor", "ceil", "sign"):
-            if op in ("floor", "ceil") and not arr:
-                return B.call("float", B.call(f"math.{op}", v[0]))
-            return B.ex(mfn(op, *v))
-        if op == "getitem":
-            node = B.subscript(v[0], self.index_node(s.index))
-            if s.target in self.f.materialize and isinstance(self.types[s.target], Array):
-                return B.call(gast.Attribute(value=node, attr="copy", ctx=gast.Load()))
-            return node
-        if op == "dim":
-            return B.subscript(B.attr(f"{args[0].name}.shape"), args[1].value)
-        if op == "size":
-            return B.attr(f"{args[0].name}.size")
-        if op == "ndim":
-            return B.const(self.nd(args[0]))
-        if op in ("sum", "mean", "prod", "amax", "amin", "std", "var"):
-            return self.primal_reduction(s, v)
-        if op in ("matmul", "dot"):
-            na, nb = self.nd(args[0]), self.nd(args[1])
-            if na == 0 or nb == 0:
-                return B.binop(v[0], "*", v[1])
-            return B.call(self.helper(f"_mm{na}{nb}" if (na, nb) != (1, 1) else "_mm11"), *v)
-        if op == "transpose":
-            return B.attr(f"{args[0].name}.T")
-        if op == "reshape":
-            return B.call(gast.Attribute(value=B.call("np.ascontiguousarray", v[0]), attr="reshape", ctx=gast.Load()),
-                          B.tuple_(*v[1:]))
-        if op == "ravel":
-            return B.call(gast.Attribute(value=B.call("np.ascontiguousarray", v[0]), attr="ravel", ctx=gast.Load()))
-        if op == "flip":
-            return B.call("np.flip", v[0])
-        if op == "expand_dims":
-            ax = s.attr("axis") % (self.nd(args[0]) + 1)
-            return B.call("np.expand_dims", v[0], ax)
-        if op in ("zeros", "ones", "empty", "full"):
-            nd = s.attr("ndim")
-            shape = B.tuple_(*v[:nd])
-            dt = s.attr("dtype")
-            extra = [B.attr("np.int64")] if dt == "i64" else []
-            if op == "full":
-                return B.call("np.full", shape, v[nd], *extra)
-            return B.call(f"np.{op}", shape, *extra)
-        if op in ("zeros_like", "ones_like", "empty_like", "full_like"):
-            base = op[:-5]
-            dt = self.types[s.target].dtype
-            extra = [B.attr("np.int64")] if dt == "i64" else []
-            shape = B.attr(f"{args[0].name}.shape")
-            if base == "full":
-                return B.call("np.full", shape, v[1], *extra)
-            return B.call(f"np.{base}", shape, *extra)
-        if op == "eye":
-            dt = s.attr("dtype")
-            return B.call("np.eye", v[0], *([B.attr("np.int64")] if dt == "i64" else []))
-        raise _err(s, f"operation {op!r} cannot be generated")
-
-    def primal_reduction(self, s, v):
-        op = s.op
-        a = s.args[0]
-        nd = self.nd(a)
-        if nd == 0:
-            if op in ("sum", "prod", "amax", "amin", "mean"):
-                return B.call("float", v[0]) if op == "mean" else B.ex(v[0])
-        axis = s.attr("axis")
-        keep = s.attr("keepdims")
-        if axis is not None:
-            axis %= nd
-        fname = {"sum": "np.sum", "prod": "np.prod", "amax": "np.max", "amin": "np.min",
-                 "mean": "np.sum", "std": "np.std", "var": "np.var"}[op]
-        if axis is None:
-            if op == "mean":
-                red = B.binop(B.call("np.sum", v[0]), "/", B.attr(f"{a.name}.size"))
-            else:
-                red = B.call(fname, v[0])
-            if keep:
-                return B.call("np.full", B.tuple_(*([1] * nd)), red)
-            return red
-        if op in ("prod", "amax", "amin") and nd > 1:
-            red = B.call(self.helper(f"_red_{op}_{nd}_{axis}"), v[0])
-            return B.call("np.expand_dims", red, axis) if keep else red
-        count = B.subscript(B.attr(f"{a.name}.shape"), axis)
-        if nd == 1:
-            red = B.call(fname, v[0]) if op not in ("mean",) else B.binop(B.call("np.sum", v[0]), "/", count)
-            if op in ("std", "var"):
-                red = B.call(fname, v[0])
-        elif op in ("sum", "mean"):
-            red = B.call("np.sum", v[0], axis=axis)
-            if op == "mean":
-                red = B.binop(red, "/", count)
-        else:  # var / std along an axis
-            mean = B.call("np.expand_dims", B.binop(B.call("np.sum", v[0], axis=axis), "/", count), axis)
-            dev = B.binop(v[0], "-", mean)
-            red = B.binop(B.call("np.sum", B.binop(dev, "*", dev), axis=axis), "/", count)
-            if op == "std":
-                red = B.call("np.sqrt", red)
-        if keep:
-            if nd == 1:
-                return B.call("np.full", B.tuple_(1), red)
-            return B.call("np.expand_dims", red, axis)
-        return red
+        """The primal expression of the assignment ``s``: its primitive's emitter."""
+        return primitive(s.op).emit(self, s, [self.val(a) for a in s.args])
 
     # ------------------------------------------------------------------ assignments
     def assign(self, s):
@@ -936,7 +779,7 @@ class Emitter:
             rev += self.pop(t)
         if t not in self.active:
             return fwd, rev
-        active_args = [p for p in diff_positions(s.op, len(s.args))
+        active_args = [p for p in primitive(s.op).diff_positions(len(s.args))
                        if isinstance(s.args[p], Var) and s.args[p].name in self.active]
         contribs = []
         g = X(B.name(self.bar(t)), self.is_arr(Var(t)))
@@ -944,7 +787,7 @@ class Emitter:
         self_ref = any(isinstance(a, Var) and a.name == t for a in s.args)
         needs_reset = not is_set and not intact(self.f, t)
         # accumulation t = t + e / t = t - e: the adjoint of t flows through unchanged
-        if self_ref and s.op in ("add", "sub") and isinstance(s.args[0], Var) and s.args[0].name == t \
+        if self_ref and primitive(s.op).accumulates and isinstance(s.args[0], Var) and s.args[0].name == t \
                 and not (isinstance(s.args[1], Var) and s.args[1].name == t) \
                 and self.nd(s.args[0]) == self.nd(Var(t)):
             body = []
@@ -979,15 +822,18 @@ class Emitter:
             self.in_reverse = False
 
     def _vjp(self, s, p, g, pre_fwd, pre_rev):
-        op, args = s.op, s.args
+        """Adjoint updates of operand ``p`` of ``s`` given the output's adjoint ``g``: local
+        partials (broadcasting undone in ``reduce_to``) or the primitive's structural VJP."""
+        prim = primitive(s.op)
+        args = s.args
         arg = args[p]
         out = []
-        out_nd = self.nd(Var(s.target))
-        if op in PARTIALS:
-            rule = PARTIALS[op][p]
+        if prim.partials is not None:
+            rule = prim.partials[p]
             vals = [self.val(a) for a in args]
-            if op == "pow" and isinstance(args[1], Const) and p == 0:
-                partial = rule(vals[0], vals[1], args[1].value)
+            if prim.partials_see_constants:
+                partial = rule(*vals, consts=tuple(a.value if isinstance(a, Const) else None
+                                                   for a in args))
             else:
                 partial = rule(*vals)
             pn = B.ex(partial)
@@ -998,142 +844,14 @@ class Emitter:
             else:
                 contrib = g * partial
             others = [a for i, a in enumerate(args) if i != p and self.is_arr(a)]
-            contrib = self.reduce_to(arg, contrib, out_nd, bool(others) and self.nd(arg) > 0,
-                                     pre_fwd, pre_rev)
+            contrib = self.reduce_to(arg, contrib, self.nd(Var(s.target)),
+                                     bool(others) and self.nd(arg) > 0, pre_fwd, pre_rev)
             self.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
             return out
-        a = self.val(arg)
-        if op == "getitem":
-            self.accumulate_region(arg.name, s.index, g, pre_fwd, pre_rev, out)
-            return out
-        if op in ("sum", "mean"):
-            nd = self.nd(arg)
-            if nd == 0:
-                self.accumulate(arg.name, g, pre_fwd, pre_rev, out)
-                return out
-            axis = s.attr("axis")
-            keep = s.attr("keepdims")
-            gg = g
-            if op == "mean":
-                count = B.attr(f"{arg.name}.size") if axis is None else \
-                    B.subscript(B.attr(f"{arg.name}.shape"), axis % nd)
-                if not intact(self.f, arg.name) and not self.taped(arg.name):
-                    shp = self.shape_of(arg, pre_fwd, pre_rev)
-                    count = B.subscript(shp, axis % nd) if axis is not None else \
-                        B.call("np.prod", B.call("np.array", shp))
-                gg = g / X(count)
-            if axis is not None and not keep:
-                gg = X(B.call("np.expand_dims", gg, axis % nd), True)
-            self.broadcast_into(arg, gg, pre_fwd, pre_rev, out)
-            return out
-        if op in ("var", "std"):
-            nd = self.nd(arg)
-            axis = s.attr("axis")
-            keep = s.attr("keepdims")
-            if axis is None:
-                n = X(B.attr(f"{arg.name}.size"))
-                mean = X(B.binop(B.call("np.sum", a), "/", B.attr(f"{arg.name}.size")))
-                gg = g
-            else:
-                ax = axis % nd
-                n = X(B.subscript(B.attr(f"{arg.name}.shape"), ax))
-                mean = X(B.call("np.expand_dims", B.binop(B.call("np.sum", a, axis=ax), "/", n), ax), True)
-                gg = g if keep else X(B.call("np.expand_dims", g, ax), True)
-            dev = a - mean
-            if op == "var":
-                contrib = gg * (2.0 * dev / n)
-            else:
-                if axis is None:
-                    sd = X(B.call("np.sqrt", B.binop(B.call("np.sum", B.binop(dev, "*", dev)), "/", n)))
-                else:
-                    sd = X(B.call("np.expand_dims", B.call("np.sqrt", B.binop(
-                        B.call("np.sum", B.binop(dev, "*", dev), axis=ax), "/", n)), ax), True)
-                contrib = gg * (dev / (n * sd))
-            self.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
-            return out
-        if op in ("amax", "amin"):
-            nd = self.nd(arg)
-            if nd == 0:
-                self.accumulate(arg.name, g, pre_fwd, pre_rev, out)
-                return out
-            fname = "np.max" if op == "amax" else "np.min"
-            axis = s.attr("axis")
-            if axis is None:
-                m = X(B.call(fname, a))
-                mask = X(B.compare(a, "==", m), True)
-                contrib = X(B.call("np.where", mask, g / X(B.call("np.sum", mask)), 0.0), True)
-            elif nd == 1:
-                m = X(B.call(fname, a))
-                mask = X(B.compare(a, "==", m), True)
-                gs = g if not s.attr("keepdims") else X(B.subscript(B.ex(g), 0))
-                contrib = X(B.call("np.where", mask, gs / X(B.call("np.sum", mask)), 0.0), True)
-            else:  # ties along the axis share the adjoint evenly, as in JAX
-                ax = axis % nd
-                m = X(B.call("np.expand_dims", B.call(self.helper(f"_red_{op}_{nd}_{ax}"), a), ax), True)
-                mask = X(B.compare(a, "==", m), True)
-                count = X(B.call("np.expand_dims", B.call("np.sum", mask, axis=ax), ax), True)
-                gs = g if s.attr("keepdims") else X(B.call("np.expand_dims", g, ax), True)
-                contrib = mask * (gs / count)
-            self.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
-            return out
-        if op == "prod":
-            if self.nd(arg) == 0:
-                self.accumulate(arg.name, g, pre_fwd, pre_rev, out)
-                return out
-            axis = s.attr("axis")
-            if axis is None:
-                contrib = g * X(B.call(self.helper("_prod_grad"), a), True)
-            elif self.nd(arg) == 1:
-                gs = X(B.subscript(B.ex(g), 0)) if s.attr("keepdims") else g
-                contrib = gs * X(B.call(self.helper("_prod_grad"), a), True)
-            else:
-                ax = axis % self.nd(arg)
-                gs = g if s.attr("keepdims") else X(B.call("np.expand_dims", g, ax), True)
-                contrib = gs * X(B.call(self.helper(f"_prod_grad_{self.nd(arg)}_{ax}"), a), True)
-            self.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
-            return out
-        if op in ("matmul", "dot"):
-            A, Bv = args
-            na, nb = self.nd(A), self.nd(Bv)
-            other = self.val(args[1 - p])
-            if na == 0 or nb == 0:   # scalar dot
-                contrib = g * other
-                contrib = self.reduce_to(arg, contrib, max(na, nb), False, pre_fwd, pre_rev)
-                self.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
-                return out
-            o = X(B.attr(f"{args[1 - p].name}.T"), True) if self.nd(args[1 - p]) == 2 else other
-            if (na, nb) == (2, 2):
-                contrib = B.call(self.helper("_mm22"), g, o) if p == 0 else B.call(self.helper("_mm22"), o, g)
-            elif (na, nb) == (2, 1):
-                contrib = B.call(self.helper("_outer"), g, other) if p == 0 else B.call(self.helper("_mm21"), o, g)
-            elif (na, nb) == (1, 2):
-                contrib = B.call(self.helper("_mm21"), other, g) if p == 0 else B.call(self.helper("_outer"), other, g)
-            else:
-                contrib = B.binop(g, "*", other)
-            self.accumulate(arg.name, X(contrib, True), pre_fwd, pre_rev, out)
-            return out
-        if op == "transpose":
-            self.accumulate(arg.name, X(B.attr(f"{self.bar(s.target)}.T") if B.ex(g).__class__ is gast.Name and B.ex(g).id == self.bar(s.target)
-                                        else gast.Attribute(value=B.ex(g), attr="T", ctx=gast.Load()), True),
-                            pre_fwd, pre_rev, out)
-            return out
-        if op in ("reshape", "ravel", "expand_dims"):
-            shape = self.shape_of(arg, pre_fwd, pre_rev) if arg.name in self.f.set_temps \
-                else B.attr(f"{self.bar(arg.name)}.shape")
-            contrib = B.call(gast.Attribute(value=B.call("np.ascontiguousarray", g), attr="reshape",
-                                            ctx=gast.Load()), shape)
-            self.accumulate(arg.name, X(contrib, True), pre_fwd, pre_rev, out)
-            return out
-        if op == "flip":
-            self.accumulate(arg.name, X(B.call("np.flip", g), True), pre_fwd, pre_rev, out)
-            return out
-        if op in ("copyarr", "copy", "astype"):
-            self.accumulate(arg.name, g, pre_fwd, pre_rev, out)
-            return out
-        if op in ("full", "full_like"):
-            self.accumulate(arg.name, X(B.call("np.sum", g)), pre_fwd, pre_rev, out)
-            return out
-        raise _err(s, f"no derivative rule for {op!r}")
+        if prim.vjp is None:
+            raise _err(s, f"no derivative rule for {s.op!r}")
+        prim.vjp(self, s, p, g, pre_fwd, pre_rev, out)
+        return out
 
     def broadcast_into(self, arg, gg, pre_fwd, pre_rev, out):
         """arg_bar += gg broadcast to arg's shape."""

@@ -23,7 +23,12 @@ from dataclasses import dataclass, field
 from ..errors import CoarsenError
 from ..ir.nodes import (Array, Assign, For, If, Segment, Store, Var, While, is_float, uses,
                         walk, walk_with_depth)
-from ..ad.rules import NO_DERIVATIVE, diff_positions
+from ..ir.primitives import primitive
+
+
+def diff_positions(op, nargs):
+    """Operand positions of ``op`` through which derivatives flow (the primitive registry)."""
+    return primitive(op).diff_positions(nargs)
 
 
 @dataclass
@@ -94,7 +99,7 @@ def analyze(fn, wrt):
                     changed = True
     active = {v for v in varied & useful if is_float(types.get(v))}
     for s in walk(fn.body):
-        if isinstance(s, Assign) and s.op in NO_DERIVATIVE and s.target in active:
+        if isinstance(s, Assign) and primitive(s.op).undifferentiable and s.target in active:
             raise _err(s, f"math.{s.op} of a differentiated value has no derivative rule",
                        f"{s.op} may only see values that do not depend on the differentiated inputs")
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from ..ir.nodes import (NEWAXIS, Array, Assign, Const, For, If, Segment, Slice, Store, Var, While,
                         assigned)
-from ..ir.typeinfer import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
+from ..ir.primitives import REGISTRY
 
 
 @dataclass(frozen=True)
@@ -224,10 +224,10 @@ class _Planner:
         if op in ("zeros", "ones", "empty", "full"):
             return {d: st.norm(self.form(args[d], st)) for d in range(nd)}
         like = None
-        if op in ("zeros_like", "ones_like", "empty_like", "full_like", "copy", "copyarr", "astype",
-                  "flip") or op in ELEMENTWISE_UNARY:
+        prim = REGISTRY[op]
+        if prim.shape_like:
             like = args[0]
-        elif op in ELEMENTWISE_BINARY and len(args) == 2:
+        elif prim.broadcasting and len(args) == 2:
             arrays = [a for a in args if isinstance(a, Var) and isinstance(self.types.get(a.name), Array)]
             if len(arrays) == 1 or (len(arrays) == 2 and arrays[0] == arrays[1]):
                 like = arrays[0]

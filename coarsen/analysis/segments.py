@@ -16,15 +16,11 @@ expression swell to cut for; the symbolic stage's size guard and time budget bou
 from __future__ import annotations
 
 from ..ir.nodes import Assign, For, If, Scalar, Segment, Store, Var, While, walk
+from ..ir.primitives import ops_where
 
-LIFT_OPS = {"add", "sub", "mul", "div", "pow", "neg", "copy", "float", "sin", "cos", "tan",
-            "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh",
-            "arctanh", "exp", "expm1", "log", "log1p", "log10", "log2", "sqrt", "erf",
-            "arctan2", "hypot", "lt", "le", "gt", "ge", "eq", "ne", "not", "truth", "or", "and"}
-BOOL_OPS = {"lt", "le", "gt", "ge", "eq", "ne", "not", "truth", "or", "and"}
-PASSENGER_OPS = {"getitem", "dim", "size", "int", "floor", "ceil", "floordiv", "mod", "add",
-                 "sub", "mul", "neg", "copy", "lt", "le", "gt", "ge", "eq", "ne", "not", "truth",
-                 "or", "and", "range_cont", "sign", "abs", "minimum", "maximum"}
+LIFT_OPS = ops_where(lambda p: p.sympy is not None)     # with a SymPy counterpart
+BOOL_OPS = ops_where(lambda p: p.boolean)
+PASSENGER_OPS = ops_where(lambda p: p.passenger)       # bookkeeping a segment carries along
 
 
 class Planner:

@@ -1,0 +1,154 @@
+"""The primitive registry: everything coarsen knows about one operation, in one entry.
+
+Requires: nothing but ``coarsen.ir.nodes`` and ``coarsen.errors`` (rules are registered by the
+family modules of this package: ``elementwise``, ``logic``, ``casts``, ``reductions``,
+``linalg``, ``shapes``, ``constructors``).
+Guarantees: ``primitive(name)`` returns the ``Primitive`` of an IR op name; ``spelled(module,
+attr)`` maps a source spelling (``math.asin``, ``np.arcsin``, ``np.multiply``) to the op name.
+Each entry holds:
+
+- ``type_rule(checker, stmt, operand_types) -> Type``: the result type (or ``CoarsenError``);
+- ``emit(emitter, stmt, values) -> gast expr``: the primal expression in generated code;
+- the derivative, in one of four shapes, chosen by the registration helper:
+  ``defvjp`` (element-wise partials, one per operand, ``None`` for zero: the reverse sweep
+  multiplies by the output's adjoint and undoes broadcasting in one place), ``defstructural``
+  (a VJP function writing adjoint updates itself: indexing, reductions, products, reshapes),
+  ``zero`` (no derivative anywhere: comparisons, ``floor``, integer ops) or ``undifferentiable``
+  (evaluated, but refused where a differentiated value flows in);
+- ``sympy``: its SymPy counterpart when segments may lift it (coarse mode), else ``None``;
+- flags other passes ask: ``view`` (the result may alias operand 0), ``passenger`` (integer or
+  boolean bookkeeping a segment may carry along), ``boolean``, ``transparent`` (the value of
+  operand 0, unchanged), ``shape_like`` (a new array with operand 0's shape), ``broadcasting``
+  (element-wise over broadcast operands), ``reduction``, ``accumulates`` (``t = t + e``/``t = t - e``
+  passes ``t``'s adjoint through unchanged), ``np_only``, ``keeps_booleans``.
+
+Adding a NumPy function is one entry in a family module plus its tests (see ARCHITECTURE.md).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ...errors import CoarsenError
+from ..nodes import Array, Scalar
+
+
+@dataclass
+class Primitive:
+    name: str
+    type_rule: Callable
+    emit: Callable
+    arity: int | None = None
+    math: tuple = ()            # spellings under ``math``
+    numpy: tuple = ()           # spellings under ``np``
+    partials: tuple | None = None
+    vjp: Callable | None = None
+    structural: tuple = ()      # operand positions a structural VJP differentiates (mod nargs)
+    zero: bool = False
+    undifferentiable: bool = False
+    sympy: Callable | None = None
+    math_name: str | None = None   # name of the function in generated scalar code (math.<>)
+    np_name: str | None = None     # ... and in array code (np.<>)
+    float_result: bool = False
+    view: bool = False
+    passenger: bool = False
+    boolean: bool = False
+    transparent: bool = False
+    shape_like: bool = False
+    broadcasting: bool = False
+    reduction: bool = False
+    accumulates: int = 0           # +1: t = t + e; -1: t = t - e
+    np_only: bool = False          # generated as np.<f> on scalars too (math has none)
+    keeps_booleans: bool = False   # lifting passes boolean operands as they are (not 0/1)
+    partials_see_constants: bool = False   # partials get ``consts=`` (operands' constant values)
+
+    def diff_positions(self, nargs):
+        """Operand positions through which derivatives flow."""
+        if self.zero:
+            return ()
+        if self.undifferentiable:
+            return tuple(range(nargs))
+        if self.partials is not None:
+            return tuple(i for i, p in enumerate(self.partials) if p is not None)
+        if self.vjp is not None:
+            return tuple(p % nargs for p in self.structural)
+        raise KeyError(self.name)
+
+
+REGISTRY: dict[str, Primitive] = {}
+_SPELLINGS: dict[tuple[str, str], str] = {}
+
+
+def register(prim: Primitive) -> Primitive:
+    if prim.name in REGISTRY:
+        raise ValueError(f"primitive {prim.name!r} registered twice")
+    REGISTRY[prim.name] = prim
+    for module, names in (("math", prim.math), ("numpy", prim.numpy)):
+        for n in names:
+            key = (module, n)
+            if key in _SPELLINGS:
+                raise ValueError(f"{module}.{n} spelled twice ({_SPELLINGS[key]}, {prim.name})")
+            _SPELLINGS[key] = prim.name
+    return prim
+
+
+def primitive(name: str) -> Primitive:
+    """The registry entry of the IR op ``name`` (KeyError when there is none)."""
+    return REGISTRY[name]
+
+
+def spelled(module: str, attr: str):
+    """The op a source spelling names (``("math", "asin") -> "arcsin"``), or None."""
+    return _SPELLINGS.get((module, attr))
+
+
+def spellings(module: str) -> dict:
+    """attr -> op for every registered spelling under ``module`` ("math" or "numpy")."""
+    return {a: op for (m, a), op in _SPELLINGS.items() if m == module}
+
+
+def ops_where(pred) -> frozenset:
+    """The names of the primitives whose entry satisfies ``pred``."""
+    return frozenset(n for n, p in REGISTRY.items() if pred(p))
+
+
+def defvjp(name, *partials):
+    """Element-wise local partials of ``name``, one per operand (``None``: zero there)."""
+    REGISTRY[name].partials = partials
+
+
+def defstructural(name, vjp, positions):
+    """A structural VJP ``vjp(emitter, stmt, p, g, pre_fwd, pre_rev, out)`` for operand ``p``."""
+    prim = REGISTRY[name]
+    prim.vjp = vjp
+    prim.structural = tuple(positions)
+
+
+# ------------------------------------------------------------------ type helpers
+def err(stmt, problem, hint=None):
+    """A ``CoarsenError`` at an IR statement's source location."""
+    loc = stmt.loc
+    return CoarsenError(problem, filename=loc.filename, lineno=loc.lineno, col_offset=loc.col,
+                        source_line=loc.text, hint=hint)
+
+
+def dtype_join(a, b):
+    if "f64" in (a, b):
+        return "f64"
+    if "i64" in (a, b):
+        return "i64"
+    return "bool" if a == b == "bool" else "i64"
+
+
+def dt(t):
+    return t.kind if isinstance(t, Scalar) else t.dtype
+
+
+def nd(t):
+    return t.ndim if isinstance(t, Array) else 0
+
+
+def make(dtype, ndim):
+    if ndim == 0:
+        return Scalar(dtype)
+    return Array(dtype, ndim)

@@ -1,0 +1,248 @@
+"""Element-wise primitives: arithmetic, the math functions, ``minimum``/``maximum``, ``where``.
+
+Requires: ``core`` (the registry) and ``coarsen.ad.build`` (expression builders).
+Guarantees: each primitive's type rule (NumPy's promotion: ints and floats give floats, the
+result's rank is the largest operand rank), its emitted primal (``math.<f>`` on scalars,
+``np.<f>`` on arrays), its local partials (autograd's ``defvjp``; the reverse sweep multiplies
+them by the output's adjoint and sums over broadcast axes) and, where segments may lift it,
+its SymPy counterpart.
+
+Conventions at non-differentiable points (those of JAX, checked against jax.grad):
+``abs'(0) = 1``; ``minimum``/``maximum`` split the adjoint evenly between tied operands;
+``floor``, ``ceil``, ``sign``, ``//`` have zero derivative.
+"""
+from __future__ import annotations
+
+import math
+
+import gast
+import sympy
+
+from ...ad import build as B
+from ...ad.build import X, fn, select
+from .core import Primitive, defvjp, dt, dtype_join, err, make, nd, register
+
+
+# ------------------------------------------------------------------ type rules
+def _binary_type(c, s, ts):
+    a, b = ts
+    prim = REGISTRY_VIEW[s.op]
+    rank = max(nd(a), nd(b))
+    if prim.float_result:
+        return make("f64", rank)
+    return make(dtype_join(dt(a), dt(b)), rank)
+
+
+def _pow_type(c, s, ts):
+    a, b = ts
+    exp_nonneg_int = isinstance(s.args[1], _Const) and isinstance(s.args[1].value, int) \
+        and s.args[1].value >= 0
+    d = dtype_join(dt(a), dt(b))
+    if d != "f64" and not exp_nonneg_int:
+        d = "f64"
+    return make(d, max(nd(a), nd(b)))
+
+
+def _float_unary_type(c, s, ts):
+    return make("f64", nd(ts[0]))
+
+
+def _rounding_type(c, s, ts):
+    (a,) = ts
+    return make("f64", nd(a)) if dt(a) == "f64" else make(dt(a), nd(a))
+
+
+def _signed_type(c, s, ts):
+    (a,) = ts
+    d = dt(a)
+    return make("i64" if d == "bool" else d, nd(a))
+
+
+def _where_type(c, s, ts):
+    cond, a, b = ts
+    return make(dtype_join(dt(a), dt(b)), max(nd(cond), nd(a), nd(b)))
+
+
+# ------------------------------------------------------------------ emitters
+def _emit_binop(symbol):
+    def emit(em, s, v):
+        return B.binop(v[0], symbol, v[1])
+    return emit
+
+
+def _emit_div(em, s, v):
+    if any(em.is_arr(a) for a in s.args):
+        return B.binop(v[0], "/", v[1])
+    if all(em.types[a.name].kind != "f64" for a in s.args if isinstance(a, _Var)) \
+            and all(not isinstance(a, _Const) or isinstance(a.value, int) for a in s.args):
+        return B.binop(B.call("float", v[0]), "/", v[1])     # Python's true division of ints
+    return B.binop(v[0], "/", v[1])
+
+
+def _emit_neg(em, s, v):
+    return gast.UnaryOp(op=gast.USub(), operand=B.ex(v[0]))
+
+
+def _emit_math(em, s, v):
+    return B.ex(fn(s.op, *v))
+
+
+def _emit_rounding(em, s, v):
+    if not any(em.is_arr(a) for a in s.args) and s.op != "sign":
+        return B.call("float", B.call(f"math.{s.op}", v[0]))
+    return B.ex(fn(s.op, *v))
+
+
+def _emit_scalar_only(em, s, v):
+    if any(em.is_arr(a) for a in s.args):
+        raise err(s, f"math.{s.op} of arrays is not supported", "apply it to elements in a loop")
+    return B.ex(fn(s.op, *v))
+
+
+def _emit_minmax(em, s, v):
+    if any(em.is_arr(a) for a in s.args):
+        return B.call(f"np.{s.op}", *v)
+    return B.call("min" if s.op == "minimum" else "max", *v)
+
+
+def _emit_abs(em, s, v):
+    return B.call("np.abs", v[0]) if em.is_arr(s.args[0]) else B.call("abs", v[0])
+
+
+def _emit_where(em, s, v):
+    if any(em.is_arr(a) for a in s.args):
+        return B.call("np.where", *v)
+    return B.ifexp(v[0], v[1], v[2])
+
+
+# ------------------------------------------------------------------ registration
+from ..nodes import Const as _Const, Var as _Var   # noqa: E402
+from .core import REGISTRY as REGISTRY_VIEW        # noqa: E402
+
+
+def _binary(name, symbol=None, *, numpy=(), math_=(), float_result=False, sympy_=None, emit=None,
+            type_rule=_binary_type, **flags):
+    register(Primitive(name, type_rule, emit or (_emit_binop(symbol) if symbol else _emit_math),
+                       arity=2, numpy=numpy, math=math_, float_result=float_result, sympy=sympy_,
+                       broadcasting=True, **flags))
+
+
+def _unary(name, *, numpy=(), math_=(), sympy_=None, type_rule=_float_unary_type, emit=_emit_math,
+           **flags):
+    register(Primitive(name, type_rule, emit, arity=1, numpy=numpy, math=math_, sympy=sympy_,
+                       float_result=type_rule is _float_unary_type, shape_like=True, **flags))
+
+
+_binary("add", "+", numpy=("add",), sympy_=lambda a, b: a + b, passenger=True, accumulates=1)
+_binary("sub", "-", numpy=("subtract",), sympy_=lambda a, b: a - b, passenger=True, accumulates=-1)
+_binary("mul", "*", numpy=("multiply",), sympy_=lambda a, b: a * b, passenger=True)
+_binary("div", "/", numpy=("divide", "true_divide"), float_result=True, emit=_emit_div,
+        sympy_=lambda a, b: a / b)
+
+
+def _sympy_pow(a, b):
+    if isinstance(b, sympy.Float) and float(b).is_integer():
+        b = sympy.Integer(int(b))
+    return a ** b
+
+
+_binary("pow", "**", numpy=("power",), math_=("pow",), type_rule=_pow_type, sympy_=_sympy_pow)
+_binary("floordiv", "//", numpy=("floor_divide",), passenger=True, zero=True)
+_binary("mod", "%", passenger=True)
+_binary("minimum", numpy=("minimum", "fmin"), emit=_emit_minmax, passenger=True)
+_binary("maximum", numpy=("maximum", "fmax"), emit=_emit_minmax, passenger=True)
+_binary("arctan2", numpy=("arctan2",), math_=("atan2",), float_result=True,
+        sympy_=sympy.atan2, math_name="atan2")
+_binary("hypot", numpy=("hypot",), math_=("hypot",), float_result=True,
+        sympy_=lambda a, b: sympy.sqrt(a ** 2 + b ** 2))
+_binary("logaddexp", numpy=("logaddexp",), float_result=True, np_only=True)   # no math.logaddexp
+
+_unary("neg", numpy=("negative",), type_rule=_signed_type, emit=_emit_neg, sympy_=lambda a: -a,
+       passenger=True)
+_unary("abs", numpy=("abs", "absolute", "fabs"), math_=("fabs",), type_rule=_signed_type,
+       emit=_emit_abs, passenger=True, math_name="fabs")
+for _name, _math, _sym in (
+        ("sin", "sin", sympy.sin), ("cos", "cos", sympy.cos), ("tan", "tan", sympy.tan),
+        ("arcsin", "asin", sympy.asin), ("arccos", "acos", sympy.acos),
+        ("arctan", "atan", sympy.atan), ("sinh", "sinh", sympy.sinh),
+        ("cosh", "cosh", sympy.cosh), ("tanh", "tanh", sympy.tanh),
+        ("arcsinh", "asinh", sympy.asinh), ("arccosh", "acosh", sympy.acosh),
+        ("arctanh", "atanh", sympy.atanh), ("exp", "exp", sympy.exp),
+        ("expm1", "expm1", lambda a: sympy.exp(a) - 1), ("log", "log", sympy.log),
+        ("log1p", "log1p", lambda a: sympy.log(1 + a)),
+        ("log10", "log10", lambda a: sympy.log(a) / sympy.log(10)),
+        ("log2", "log2", lambda a: sympy.log(a) / sympy.log(2)),
+        ("sqrt", "sqrt", sympy.sqrt), ("erf", "erf", sympy.erf), ("erfc", "erfc", None)):
+    _unary(_name, numpy=(_name,) if _name not in ("erf", "erfc") else (), math_=(_math,),
+           sympy_=_sym, math_name=_math,
+           emit=_emit_scalar_only if _name in ("erf", "erfc") else _emit_math)
+for _name in ("floor", "ceil"):
+    _unary(_name, numpy=(_name,), math_=(_name,), type_rule=_rounding_type, emit=_emit_rounding,
+           passenger=True, zero=True)
+_unary("sign", numpy=("sign",), type_rule=_rounding_type, emit=_emit_rounding, passenger=True,
+       zero=True, np_only=True)
+for _name in ("lgamma", "gamma"):       # math has no digamma: evaluated, never differentiated
+    _unary(_name, math_=(_name,), emit=_emit_scalar_only, undifferentiable=True)
+register(Primitive("where", _where_type, _emit_where, arity=3, numpy=("where",),
+                   np_only=True))
+
+
+# ------------------------------------------------------------------ local partials
+def _one(*_):
+    return X(1.0)
+
+
+def _pow_base(x, y, consts=(None, None)):
+    yconst = consts[1]
+    if yconst is not None:
+        if yconst == 1:
+            return X(1.0)
+        if yconst == 2:
+            return 2.0 * x
+        if yconst == 0.5:
+            return 0.5 / fn("sqrt", x)
+        return X(float(yconst)) * x ** X(float(yconst - 1) if isinstance(yconst, float) else yconst - 1)
+    return y * x ** (y - 1.0)
+
+
+defvjp("add", _one, _one)
+defvjp("sub", _one, lambda x, y: X(-1.0))
+defvjp("mul", lambda x, y: y, lambda x, y: x)
+defvjp("div", lambda x, y: 1.0 / y, lambda x, y: -(x / y) / y)
+defvjp("pow", _pow_base, lambda x, y, consts=None: fn("log", x) * x ** y)
+REGISTRY_VIEW["pow"].partials_see_constants = True
+defvjp("neg", lambda x: X(-1.0))
+defvjp("sin", lambda x: fn("cos", x))
+defvjp("cos", lambda x: -fn("sin", x))
+defvjp("tan", lambda x: 1.0 / (fn("cos", x) * fn("cos", x)))
+defvjp("arcsin", lambda x: 1.0 / fn("sqrt", 1.0 - x * x))
+defvjp("arccos", lambda x: -1.0 / fn("sqrt", 1.0 - x * x))
+defvjp("arctan", lambda x: 1.0 / (1.0 + x * x))
+defvjp("sinh", lambda x: fn("cosh", x))
+defvjp("cosh", lambda x: fn("sinh", x))
+defvjp("tanh", lambda x: 1.0 - fn("tanh", x) * fn("tanh", x))
+defvjp("arcsinh", lambda x: 1.0 / fn("sqrt", x * x + 1.0))
+defvjp("arccosh", lambda x: 1.0 / fn("sqrt", x * x - 1.0))
+defvjp("arctanh", lambda x: 1.0 / (1.0 - x * x))
+defvjp("exp", lambda x: fn("exp", x))
+defvjp("expm1", lambda x: fn("exp", x))
+defvjp("log", lambda x: 1.0 / x)
+defvjp("log1p", lambda x: 1.0 / (1.0 + x))
+defvjp("log10", lambda x: 1.0 / (x * math.log(10.0)))
+defvjp("log2", lambda x: 1.0 / (x * math.log(2.0)))
+defvjp("sqrt", lambda x: 0.5 / fn("sqrt", x))
+defvjp("abs", lambda x: select(x.cmp(">=", 0.0), 1.0, -1.0))
+defvjp("erf", lambda x: (2.0 / math.sqrt(math.pi)) * fn("exp", -(x * x)))
+defvjp("erfc", lambda x: (-2.0 / math.sqrt(math.pi)) * fn("exp", -(x * x)))
+defvjp("arctan2", lambda y, x: x / (x * x + y * y), lambda y, x: -y / (x * x + y * y))
+defvjp("hypot", lambda x, y: x / fn("hypot", x, y), lambda x, y: y / fn("hypot", x, y))
+defvjp("minimum",
+       lambda x, y: select(x.cmp("<", y), 1.0, select(x.cmp("==", y), 0.5, 0.0)),
+       lambda x, y: select(y.cmp("<", x), 1.0, select(x.cmp("==", y), 0.5, 0.0)))
+defvjp("maximum",
+       lambda x, y: select(x.cmp(">", y), 1.0, select(x.cmp("==", y), 0.5, 0.0)),
+       lambda x, y: select(y.cmp(">", x), 1.0, select(x.cmp("==", y), 0.5, 0.0)))
+defvjp("mod", _one, lambda x, y: -fn("floor", x / y))
+defvjp("where", None, lambda c, a, b: select(c, 1.0, 0.0), lambda c, a, b: select(c, 0.0, 1.0))
+defvjp("logaddexp", lambda x, y: fn("exp", x - fn("logaddexp", x, y)),
+       lambda x, y: fn("exp", y - fn("logaddexp", x, y)))

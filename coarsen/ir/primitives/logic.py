@@ -1,0 +1,82 @@
+"""Comparisons, boolean logic and the loop-continuation test: zero derivative everywhere.
+
+Requires: ``core``, ``coarsen.ad.build``.
+Guarantees: type rules (booleans; the truth value of an array is refused), emitted primals,
+SymPy counterparts (relations and boolean connectives, so segments can lift branches).
+"""
+from __future__ import annotations
+
+import gast
+import sympy
+
+from ...ad import build as B
+from ...ad.build import X
+from ..nodes import BOOL, Array, Const, Scalar
+from .core import Primitive, err, make, nd, register
+
+
+def _compare_type(c, s, ts):
+    return make("bool", max(nd(t) for t in ts))
+
+
+def _truth_type(c, s, ts):
+    if any(isinstance(t, Array) for t in ts):
+        raise err(s, "the truth value of an array is ambiguous",
+                  "use np.any/np.all explicitly (not supported) or compare scalars")
+    return BOOL
+
+
+def _bool_type(c, s, ts):
+    return BOOL
+
+
+def _emit_compare(symbol):
+    def emit(em, s, v):
+        return B.compare(v[0], symbol, v[1])
+    return emit
+
+
+def _emit_not(em, s, v):
+    if em.is_arr(s.args[0]):
+        return B.call("np.logical_not", v[0])
+    return gast.UnaryOp(op=gast.Not(), operand=B.ex(v[0]))
+
+
+def _emit_truth(em, s, v):
+    a = s.args[0]
+    if isinstance(a, Const):
+        return B.const(bool(a.value))
+    if em.types.get(a.name) == Scalar("bool"):
+        return B.ex(v[0])
+    return B.call("bool", v[0])
+
+
+def _emit_boolop(em, s, v):
+    return gast.BoolOp(op=gast.Or() if s.op == "or" else gast.And(), values=[B.ex(v[0]), B.ex(v[1])])
+
+
+def _emit_range_cont(em, s, v):
+    step = s.args[2]
+    if isinstance(step, Const):
+        return B.compare(v[0], "<" if step.value > 0 else ">", v[1])
+    return B.call(em.helper("_range_cont"), *v)
+
+
+_REL = {"lt": ("<", sympy.Lt), "le": ("<=", sympy.Le), "gt": (">", sympy.Gt),
+        "ge": (">=", sympy.Ge), "eq": ("==", sympy.Eq), "ne": ("!=", sympy.Ne)}
+for _name, (_sym, _rel) in _REL.items():
+    register(Primitive(_name, _compare_type, _emit_compare(_sym), arity=2, zero=True,
+                       passenger=True, boolean=True, broadcasting=False,
+                       sympy=(lambda r: lambda a, b: r(a, b, evaluate=False))(_rel)))
+register(Primitive("not", _truth_type, _emit_not, arity=1, zero=True, passenger=True,
+                   boolean=True, keeps_booleans=True, sympy=sympy.Not))
+register(Primitive("truth", _truth_type, _emit_truth, arity=1, zero=True, passenger=True,
+                   boolean=True, transparent=True, keeps_booleans=True, sympy=lambda a: a))
+register(Primitive("or", _bool_type, _emit_boolop, arity=2, zero=True, passenger=True,
+                   boolean=True, keeps_booleans=True, sympy=sympy.Or))
+register(Primitive("and", _bool_type, _emit_boolop, arity=2, zero=True, passenger=True,
+                   boolean=True, keeps_booleans=True, sympy=sympy.And))
+register(Primitive("range_cont", _bool_type, _emit_range_cont, arity=3, zero=True,
+                   passenger=True))
+
+__all__ = ["X"]

@@ -1,0 +1,185 @@
+"""Reductions: ``sum``, ``mean``, ``prod``, ``amax``, ``amin``, ``std``, ``var``, over all
+elements or one static axis, with ``keepdims``.
+
+Requires: ``core``, ``coarsen.ad.build``; the emitter's runtime helpers ``_red_*`` and
+``_prod_grad*`` (``coarsen.ad.runtime``).
+Guarantees: type rules (the axis must be in range), emitted primals, and structural VJPs:
+sums and means broadcast the adjoint back; ``amax``/``amin`` share it evenly between tied
+maxima (as JAX does); ``prod`` uses a division-free product of the others; ``var``/``std``
+use the deviations from the mean.
+"""
+from __future__ import annotations
+
+from ...ad import build as B
+from ...ad.build import X
+from ..nodes import Array
+from .core import Primitive, defstructural, dt, err, make, register
+
+REDUCTIONS = ("sum", "mean", "prod", "amax", "amin", "std", "var")
+
+
+def _reduction_type(c, s, ts):
+    op = s.op
+    a = ts[0]
+    if not isinstance(a, Array):
+        if op in ("sum", "prod", "amax", "amin", "mean"):
+            return make("f64" if op == "mean" else dt(a), 0)
+        raise err(s, f"{op} of a scalar")
+    axis = s.attr("axis")
+    keep = s.attr("keepdims")
+    d = "f64" if op in ("mean", "std", "var") or a.dtype == "f64" else "i64"
+    if axis is None:
+        return make(d, a.ndim if keep else 0)
+    if not -a.ndim <= axis < a.ndim:
+        raise err(s, f"axis {axis} is out of range for a {a.ndim}-D array")
+    return make(d, a.ndim if keep else a.ndim - 1)
+
+
+def _emit_reduction(em, s, v):
+    op = s.op
+    a = s.args[0]
+    rank = em.nd(a)
+    if rank == 0:
+        if op in ("sum", "prod", "amax", "amin", "mean"):
+            return B.call("float", v[0]) if op == "mean" else B.ex(v[0])
+    axis = s.attr("axis")
+    keep = s.attr("keepdims")
+    if axis is not None:
+        axis %= rank
+    fname = {"sum": "np.sum", "prod": "np.prod", "amax": "np.max", "amin": "np.min",
+             "mean": "np.sum", "std": "np.std", "var": "np.var"}[op]
+    if axis is None:
+        if op == "mean":
+            red = B.binop(B.call("np.sum", v[0]), "/", B.attr(f"{a.name}.size"))
+        else:
+            red = B.call(fname, v[0])
+        if keep:
+            return B.call("np.full", B.tuple_(*([1] * rank)), red)
+        return red
+    if op in ("prod", "amax", "amin") and rank > 1:
+        red = B.call(em.helper(f"_red_{op}_{rank}_{axis}"), v[0])
+        return B.call("np.expand_dims", red, axis) if keep else red
+    count = B.subscript(B.attr(f"{a.name}.shape"), axis)
+    if rank == 1:
+        red = B.call(fname, v[0]) if op != "mean" else B.binop(B.call("np.sum", v[0]), "/", count)
+    elif op in ("sum", "mean"):
+        red = B.call("np.sum", v[0], axis=axis)
+        if op == "mean":
+            red = B.binop(red, "/", count)
+    else:  # var / std along an axis
+        mean = B.call("np.expand_dims", B.binop(B.call("np.sum", v[0], axis=axis), "/", count), axis)
+        dev = B.binop(v[0], "-", mean)
+        red = B.binop(B.call("np.sum", B.binop(dev, "*", dev), axis=axis), "/", count)
+        if op == "std":
+            red = B.call("np.sqrt", red)
+    if keep:
+        if rank == 1:
+            return B.call("np.full", B.tuple_(1), red)
+        return B.call("np.expand_dims", red, axis)
+    return red
+
+
+def _vjp_sum_mean(em, s, p, g, pre_fwd, pre_rev, out):
+    arg = s.args[p]
+    rank = em.nd(arg)
+    if rank == 0:
+        em.accumulate(arg.name, g, pre_fwd, pre_rev, out)
+        return
+    axis = s.attr("axis")
+    gg = g
+    if s.op == "mean":
+        count = B.attr(f"{arg.name}.size") if axis is None else \
+            B.subscript(B.attr(f"{arg.name}.shape"), axis % rank)
+        if not em.intact(arg.name) and not em.taped(arg.name):
+            shp = em.shape_of(arg, pre_fwd, pre_rev)
+            count = B.subscript(shp, axis % rank) if axis is not None else \
+                B.call("np.prod", B.call("np.array", shp))
+        gg = g / X(count)
+    if axis is not None and not s.attr("keepdims"):
+        gg = X(B.call("np.expand_dims", gg, axis % rank), True)
+    em.broadcast_into(arg, gg, pre_fwd, pre_rev, out)
+
+
+def _vjp_var_std(em, s, p, g, pre_fwd, pre_rev, out):
+    arg = s.args[p]
+    a = em.val(arg)
+    rank = em.nd(arg)
+    axis = s.attr("axis")
+    if axis is None:
+        n = X(B.attr(f"{arg.name}.size"))
+        mean = X(B.binop(B.call("np.sum", a), "/", B.attr(f"{arg.name}.size")))
+        gg = g
+    else:
+        ax = axis % rank
+        n = X(B.subscript(B.attr(f"{arg.name}.shape"), ax))
+        mean = X(B.call("np.expand_dims", B.binop(B.call("np.sum", a, axis=ax), "/", n), ax), True)
+        gg = g if s.attr("keepdims") else X(B.call("np.expand_dims", g, ax), True)
+    dev = a - mean
+    if s.op == "var":
+        contrib = gg * (2.0 * dev / n)
+    else:
+        if axis is None:
+            sd = X(B.call("np.sqrt", B.binop(B.call("np.sum", B.binop(dev, "*", dev)), "/", n)))
+        else:
+            sd = X(B.call("np.expand_dims", B.call("np.sqrt", B.binop(
+                B.call("np.sum", B.binop(dev, "*", dev), axis=ax), "/", n)), ax), True)
+        contrib = gg * (dev / (n * sd))
+    em.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
+
+
+def _vjp_extremum(em, s, p, g, pre_fwd, pre_rev, out):
+    arg = s.args[p]
+    a = em.val(arg)
+    rank = em.nd(arg)
+    if rank == 0:
+        em.accumulate(arg.name, g, pre_fwd, pre_rev, out)
+        return
+    fname = "np.max" if s.op == "amax" else "np.min"
+    axis = s.attr("axis")
+    if axis is None:
+        m = X(B.call(fname, a))
+        mask = X(B.compare(a, "==", m), True)
+        contrib = X(B.call("np.where", mask, g / X(B.call("np.sum", mask)), 0.0), True)
+    elif rank == 1:
+        m = X(B.call(fname, a))
+        mask = X(B.compare(a, "==", m), True)
+        gs = g if not s.attr("keepdims") else X(B.subscript(B.ex(g), 0))
+        contrib = X(B.call("np.where", mask, gs / X(B.call("np.sum", mask)), 0.0), True)
+    else:  # ties along the axis share the adjoint evenly, as in JAX
+        ax = axis % rank
+        m = X(B.call("np.expand_dims", B.call(em.helper(f"_red_{s.op}_{rank}_{ax}"), a), ax), True)
+        mask = X(B.compare(a, "==", m), True)
+        count = X(B.call("np.expand_dims", B.call("np.sum", mask, axis=ax), ax), True)
+        gs = g if s.attr("keepdims") else X(B.call("np.expand_dims", g, ax), True)
+        contrib = mask * (gs / count)
+    em.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
+
+
+def _vjp_prod(em, s, p, g, pre_fwd, pre_rev, out):
+    arg = s.args[p]
+    a = em.val(arg)
+    rank = em.nd(arg)
+    if rank == 0:
+        em.accumulate(arg.name, g, pre_fwd, pre_rev, out)
+        return
+    axis = s.attr("axis")
+    if axis is None:
+        contrib = g * X(B.call(em.helper("_prod_grad"), a), True)
+    elif rank == 1:
+        gs = X(B.subscript(B.ex(g), 0)) if s.attr("keepdims") else g
+        contrib = gs * X(B.call(em.helper("_prod_grad"), a), True)
+    else:
+        ax = axis % rank
+        gs = g if s.attr("keepdims") else X(B.call("np.expand_dims", g, ax), True)
+        contrib = gs * X(B.call(em.helper(f"_prod_grad_{rank}_{ax}"), a), True)
+    em.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
+
+
+_SPELL = {"sum": ("sum",), "mean": ("mean",), "prod": ("prod",), "amax": ("max", "amax"),
+          "amin": ("min", "amin"), "std": ("std",), "var": ("var",)}
+_VJP = {"sum": _vjp_sum_mean, "mean": _vjp_sum_mean, "prod": _vjp_prod, "amax": _vjp_extremum,
+        "amin": _vjp_extremum, "std": _vjp_var_std, "var": _vjp_var_std}
+for _name in REDUCTIONS:
+    register(Primitive(_name, _reduction_type, _emit_reduction, arity=1, numpy=_SPELL[_name],
+                       reduction=True))
+    defstructural(_name, _VJP[_name], (0,))

@@ -1,0 +1,144 @@
+"""Indexing and shape primitives: ``getitem``, ``dim``/``size``/``ndim``, ``transpose``,
+``reshape``, ``ravel``, ``flip``, ``expand_dims``.
+
+Requires: ``core``, ``coarsen.ad.build``.
+Guarantees: type rules (indices must be integers or slices; fancy indexing is refused), the
+emitted primal, and structural VJPs: an element or slice read scatters its adjoint into the
+region it read; reshapes reshape the adjoint back; ``flip`` and ``.T`` flip and transpose it.
+"""
+from __future__ import annotations
+
+import gast
+
+from ...ad import build as B
+from ...ad.build import X
+from ..nodes import I64, Array
+from .core import Primitive, defstructural, dt, err, make, nd, register
+
+
+def _getitem_type(c, s, ts):
+    return make(ts[0].dtype, c.index_type(s, ts[0], s.index))
+
+
+def _dim_type(c, s, ts):
+    if not isinstance(ts[0], Array):
+        raise err(s, "len()/shape of a scalar")
+    k = s.args[1].value
+    if not 0 <= k < ts[0].ndim:
+        raise err(s, f"shape index {k} out of range for a {ts[0].ndim}-D array")
+    return I64
+
+
+def _int_type(c, s, ts):
+    return I64
+
+
+def _transpose_type(c, s, ts):
+    if not isinstance(ts[0], Array):
+        raise err(s, ".T of a scalar")
+    return ts[0]
+
+
+def _same_type(c, s, ts):
+    return ts[0]
+
+
+def _ravel_type(c, s, ts):
+    return make(dt(ts[0]), 1)
+
+
+def _reshape_type(c, s, ts):
+    for d in s.args[1:]:
+        c.expect_int(d, s, "reshape dimensions")
+    return make(dt(ts[0]), len(s.args) - 1)
+
+
+def _expand_dims_type(c, s, ts):
+    return make(dt(ts[0]), nd(ts[0]) + 1)
+
+
+def _emit_getitem(em, s, v):
+    node = B.subscript(v[0], em.index_node(s.index))
+    if s.target in em.f.materialize and isinstance(em.types[s.target], Array):
+        return B.call(gast.Attribute(value=node, attr="copy", ctx=gast.Load()))
+    return node
+
+
+def _emit_dim(em, s, v):
+    return B.subscript(B.attr(f"{s.args[0].name}.shape"), s.args[1].value)
+
+
+def _emit_size(em, s, v):
+    return B.attr(f"{s.args[0].name}.size")
+
+
+def _emit_ndim(em, s, v):
+    return B.const(em.nd(s.args[0]))
+
+
+def _emit_transpose(em, s, v):
+    return B.attr(f"{s.args[0].name}.T")
+
+
+def _emit_reshape(em, s, v):
+    return B.call(gast.Attribute(value=B.call("np.ascontiguousarray", v[0]), attr="reshape",
+                                 ctx=gast.Load()), B.tuple_(*v[1:]))
+
+
+def _emit_ravel(em, s, v):
+    return B.call(gast.Attribute(value=B.call("np.ascontiguousarray", v[0]), attr="ravel",
+                                 ctx=gast.Load()))
+
+
+def _emit_flip(em, s, v):
+    return B.call("np.flip", v[0])
+
+
+def _emit_expand_dims(em, s, v):
+    ax = s.attr("axis") % (em.nd(s.args[0]) + 1)
+    return B.call("np.expand_dims", v[0], ax)
+
+
+def _vjp_getitem(em, s, p, g, pre_fwd, pre_rev, out):
+    em.accumulate_region(s.args[p].name, s.index, g, pre_fwd, pre_rev, out)
+
+
+def _vjp_transpose(em, s, p, g, pre_fwd, pre_rev, out):
+    node = B.ex(g)
+    if isinstance(node, gast.Name) and node.id == em.bar(s.target):
+        t = B.attr(f"{em.bar(s.target)}.T")
+    else:
+        t = gast.Attribute(value=node, attr="T", ctx=gast.Load())
+    em.accumulate(s.args[p].name, X(t, True), pre_fwd, pre_rev, out)
+
+
+def _vjp_reshape(em, s, p, g, pre_fwd, pre_rev, out):
+    arg = s.args[p]
+    shape = em.shape_of(arg, pre_fwd, pre_rev) if arg.name in em.f.set_temps \
+        else B.attr(f"{em.bar(arg.name)}.shape")
+    contrib = B.call(gast.Attribute(value=B.call("np.ascontiguousarray", g), attr="reshape",
+                                    ctx=gast.Load()), shape)
+    em.accumulate(arg.name, X(contrib, True), pre_fwd, pre_rev, out)
+
+
+def _vjp_flip(em, s, p, g, pre_fwd, pre_rev, out):
+    em.accumulate(s.args[p].name, X(B.call("np.flip", g), True), pre_fwd, pre_rev, out)
+
+
+register(Primitive("getitem", _getitem_type, _emit_getitem, view=True, passenger=True))
+register(Primitive("dim", _dim_type, _emit_dim, arity=2, zero=True, passenger=True))
+register(Primitive("size", _int_type, _emit_size, arity=1, zero=True, passenger=True))
+register(Primitive("ndim", _int_type, _emit_ndim, arity=1, zero=True))
+register(Primitive("transpose", _transpose_type, _emit_transpose, arity=1, view=True,
+                   numpy=("transpose",)))
+register(Primitive("reshape", _reshape_type, _emit_reshape, view=True, numpy=("reshape",)))
+register(Primitive("ravel", _ravel_type, _emit_ravel, arity=1, view=True))
+register(Primitive("flip", _same_type, _emit_flip, arity=1, view=True, shape_like=True,
+                   numpy=("flip",)))
+register(Primitive("expand_dims", _expand_dims_type, _emit_expand_dims, arity=1, view=True,
+                   numpy=("expand_dims",)))
+defstructural("getitem", _vjp_getitem, (0,))
+defstructural("transpose", _vjp_transpose, (0,))
+for _name in ("reshape", "ravel", "expand_dims"):
+    defstructural(_name, _vjp_reshape, (0,))
+defstructural("flip", _vjp_flip, (0,))
