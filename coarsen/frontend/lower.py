@@ -18,6 +18,8 @@ from ..errors import CoarsenError
 from ..ir.nodes import (Assign, Const, For, Function, If, Loc, NEWAXIS, Slice, Store, Var,
                         While)
 from ..ir.ssa import split_webs
+from .array_literals import DtypeLike, lower_array_call
+from .helpers_inline import TupleValue, constant_index, inline_call
 from .names import Namer, identifiers
 from .source import (FunctionSource, GlobalArray, Known, Module, UserFunction, UserModule,
                      get_source, resolve, resolve_attribute)
@@ -62,6 +64,11 @@ _UNSUPPORTED_EXPRS = {
 
 _REDUCTIONS = {"sum", "amax", "amin", "prod", "mean", "std", "var"}
 
+FLOAT32_PROBLEM = "float32 is not supported: coarsen computes in float64"
+FLOAT32_HINT = ("use np.float64 (float32 input arrays are computed in float64 too, and their "
+                "gradients cast back to float32); float32 storage computed in float64 would not "
+                "give NumPy's float32 values")
+
 
 class _Flags:
     def __init__(self):
@@ -103,6 +110,8 @@ class Lowerer:
         self.out = None
         self.loops = []
         self.flags = _Flags()
+        self.tuple_results = None      # result names of a helper that returns a tuple
+        self.tuples = {}               # source name -> TupleValue (``t = helper()``, bound once)
         node = src.node
         self.params = [a.id for a in node.args.args]
         self.local_names = set(self.params)
@@ -179,11 +188,35 @@ class Lowerer:
             self.emit(Assign(self.flags.ret, "copy", (Const(False),), self.loc(node)))
             self.emit(Assign(self.result, "copy", (Const(0.0),), self.loc(node)))
         self.lower_block(body, self.out)
+        if self.tuple_results is not None and not tail_only:
+            # a tuple helper with early returns: each element starts as 0.0, as _ret does
+            self.out[1:2] = [Assign(r, "copy", (Const(0.0),), self.loc(node))
+                             for r in self.tuple_results]
         return self.out
+
+    def _array_literal_lists(self, stmt):
+        """ids of the list displays that are (nested in) the argument of np.array/np.asarray."""
+        out = set()
+
+        def nested(n):
+            if isinstance(n, (gast.List, gast.Tuple)):
+                out.add(id(n))
+                for e in n.elts:
+                    nested(e)
+
+        for sub in gast.walk(stmt):
+            if isinstance(sub, gast.Call) and sub.args and isinstance(sub.args[0], gast.List):
+                k = self.resolve_value(sub.func, quiet=True)
+                if isinstance(k, Known) and k.op in ("array", "asarray"):
+                    nested(sub.args[0])
+        return out
 
     def _fence(self, body):
         for stmt in body:
+            literals = self._array_literal_lists(stmt)
             for sub in gast.walk(stmt):
+                if id(sub) in literals:
+                    continue
                 info = _UNSUPPORTED_STMTS.get(type(sub)) or _UNSUPPORTED_EXPRS.get(type(sub))
                 if info is not None:
                     what, hint = info
@@ -267,14 +300,67 @@ class Lowerer:
     def stmt_Return(self, s):
         if s.value is None:
             raise self.err(s, "the function must return a float scalar", "return a value")
-        if isinstance(s.value, gast.Tuple):
-            raise self.err(s.value, "returning a tuple is not supported",
-                           "return one float scalar (the objective)")
-        self.lower_expr(s.value, target=self.result)
+        if not self.prefix:
+            if isinstance(s.value, gast.Tuple):
+                raise self.err(s.value, "returning a tuple is not supported",
+                               "return one float scalar (the objective)")
+            val = self.lower_expr(s.value, target=self.result, allow_tuple=True)
+            if isinstance(val, TupleValue):
+                raise self.err(s.value, f"returning a tuple is not supported ({val.what} is a "
+                               f"tuple of {len(val)} values)",
+                               "return one float scalar (the objective), e.g. one element of it")
+        else:
+            self.return_from_helper(s)
         if self.flags.ret:
             self.emit(Assign(self.flags.ret, "copy", (Const(True),), self.loc(s)))
             for loop in self.loops:
                 pass  # enclosing loops test the returned flag themselves
+
+    def return_from_helper(self, s):
+        """``return e`` in an inlined helper: one value into the result variable, or a tuple
+        (a literal, a tuple helper's call, a name bound to one) element by element into one
+        result variable each; every ``return`` of a helper must agree on the kind and length."""
+        v = s.value
+        if isinstance(v, gast.Tuple):
+            for e in v.elts:
+                if isinstance(e, (gast.Tuple, gast.Starred)):
+                    raise self.err(e, "nested tuples in a return are not supported",
+                                   "return a flat tuple (a, b, c)")
+            names = self.result_tuple(s, len(v.elts))
+            vals = [self.lower_expr(e) for e in v.elts]
+            for r, val in zip(names, vals):
+                self.emit(Assign(r, "copy", (val,), self.loc(s)))
+            return
+        if self.tuple_results is not None and not isinstance(v, (gast.Call, gast.Name)):
+            self.result_tuple(s, None)
+        val = self.lower_expr(v, target=self.result if self.tuple_results is None else None,
+                              allow_tuple=True)
+        if isinstance(val, TupleValue):
+            names = self.result_tuple(s, len(val))
+            for r, item in zip(names, val.items):
+                self.emit(Assign(r, "copy", (item,), self.loc(s)))
+            return
+        if self.tuple_results is not None:
+            self.result_tuple(s, None)
+        self.single_result = True
+
+    single_result = False
+
+    def result_tuple(self, s, n):
+        """The result variables of a helper whose ``return`` at ``s`` gives a tuple of ``n``
+        values (``None``: one value), created at its first tuple return."""
+        helper = self.src.fn.__name__
+        if n is None or self.single_result:
+            raise self.err(s, f"{helper}() returns a tuple on one path and a single value on another",
+                           "return the same kind of value (a tuple of the same length) everywhere")
+        if self.tuple_results is None:
+            base = "_" + self.prefix + "result_"
+            self.tuple_results = [self.namer.fresh(f"{base}{k}") for k in range(n)]
+        elif len(self.tuple_results) != n:
+            raise self.err(s, f"{helper}() returns tuples of different lengths "
+                           f"({len(self.tuple_results)} and {n})",
+                           "return tuples of one length on every path")
+        return self.tuple_results
 
     def stmt_Break(self, s):
         if not self.loops:
@@ -303,6 +389,11 @@ class Lowerer:
     def assign_to(self, target, value, s):
         if isinstance(target, gast.Name):
             self.check_target_name(target)
+            if isinstance(value, (gast.Call, gast.Name)):
+                val = self.lower_expr(value, target=self.name(target.id), allow_tuple=True)
+                if isinstance(val, TupleValue):
+                    self.bind_tuple(target, val)
+                return
             self.lower_expr(value, target=self.name(target.id))
         elif isinstance(target, gast.Tuple):
             self.assign_tuple(target, value, s)
@@ -332,8 +423,23 @@ class Lowerer:
         else:
             raise self.err(target, f"cannot assign to {type(target).__name__}")
 
+    def bind_tuple(self, target, val):
+        """``t = f(...)`` with ``f`` returning a tuple: ``t`` names its elements (read as
+        ``t[0]`` or unpacked), which needs ``t`` assigned by this one statement only."""
+        stores = sum(1 for n in gast.walk(self.src.node)
+                     if isinstance(n, gast.Name) and n.id == target.id
+                     and isinstance(n.ctx, gast.Store))
+        if stores != 1 or target.id in self.params:
+            raise self.err(target, f"{target.id!r} holds the tuple {val.what} but is also "
+                           "assigned elsewhere", f"unpack the tuple instead: a, b = {val.what[:-2]}(...)")
+        self.tuples[target.id] = TupleValue(val.items, repr(target.id))
+
     def assign_tuple(self, target, value, s):
         elts = target.elts
+        for t in elts:
+            if isinstance(t, gast.Tuple):
+                raise self.err(t, "nested tuple unpacking is not supported",
+                               "unpack one level at a time")
         if isinstance(value, gast.Tuple):
             if len(value.elts) != len(elts):
                 raise self.err(s, "tuple unpacking with mismatched lengths")
@@ -362,8 +468,18 @@ class Lowerer:
                 self.emit(Assign(tmp, "dim", (arr, Const(k)), self.loc(value)))
                 self.assign_operand(t, Var(tmp), s)
             return
-        raise self.err(value, "tuple unpacking is supported from tuples and from .shape only",
-                       "assign the values one by one")
+        if isinstance(value, (gast.Call, gast.Name)):
+            val = self.lower_expr(value, allow_tuple=True)
+            if isinstance(val, TupleValue):
+                if len(val) != len(elts):
+                    raise self.err(s, f"cannot unpack {val.what}, a tuple of {len(val)} values, "
+                                   f"into {len(elts)} names", "unpack into one name per element")
+                for t, v in zip(elts, val.items):
+                    self.assign_operand(t, v, s)
+                return
+        raise self.err(value, "tuple unpacking is supported from tuples, from .shape and from "
+                       "helpers that return tuples only",
+                       "assign the values one by one (arrays are not unpacked by rows)")
 
     def _is_shape_call(self, call):
         f = call.func
@@ -436,6 +552,9 @@ class Lowerer:
                            "pass the array as a parameter, or copy it into a local array first")
         if base.id not in self.local_names:
             raise self.err(base, f"{base.id!r} is not a local array or parameter")
+        if base.id in self.tuples:
+            raise self.err(base, f"{base.id!r} is a tuple, and tuples cannot be modified",
+                           "unpack it into variables and assign those")
         arr = Var(self.name(base.id))
         return arr, self.lower_index(node.slice)
 
@@ -661,13 +780,20 @@ class Lowerer:
         return False
 
     # ------------------------------------------------------------------ expressions
-    def lower_expr(self, node, target=None):
+    def lower_expr(self, node, target=None, allow_tuple=False):
         """Lower an expression; returns its operand. With ``target``, the result is assigned
-        to that variable (and Var(target) is returned)."""
+        to that variable (and Var(target) is returned).  A tuple (a tuple helper's call, a name
+        bound to one) is returned as a ``TupleValue`` with ``allow_tuple`` and refused
+        otherwise."""
         method = getattr(self, "expr_" + type(node).__name__, None)
         if method is None:
             raise self.err(node, f"{type(node).__name__} expressions are not supported")
         res = method(node, target)
+        if isinstance(res, TupleValue):
+            if allow_tuple:
+                return res
+            raise self.err(node, f"{res.what} is a tuple of {len(res)} values, not one value",
+                           "unpack it (a, b = f(...)) or take one element with a constant index (t[0])")
         if target is not None and not (isinstance(res, Var) and res.name == target):
             self.emit(Assign(target, "copy", (res,), self.loc(node)))
             return Var(target)
@@ -687,6 +813,8 @@ class Lowerer:
         raise self.err(node, f"constants of type {type(v).__name__} are not supported")
 
     def expr_Name(self, node, target):
+        if node.id in self.tuples:
+            return self.tuples[node.id]
         if node.id in self.local_names:
             return Var(self.name(node.id))
         val = self.resolve_value(node)
@@ -853,7 +981,14 @@ class Lowerer:
             if not isinstance(k, Const) or not isinstance(k.value, int):
                 raise self.err(node.slice, "shape must be indexed with an integer constant")
             return self.op(node, target, "dim", [arr, k])
-        arr = self.lower_expr(node.value)
+        arr = self.lower_expr(node.value, allow_tuple=True)
+        if isinstance(arr, TupleValue):
+            k = constant_index(node.slice, len(arr))
+            if k is None:
+                raise self.err(node.slice, f"{arr.what} is a tuple of {len(arr)} values: index it "
+                               f"with an integer constant from {-len(arr)} to {len(arr) - 1}",
+                               "or unpack it: a, b = ...")
+            return arr.items[k]
         if not isinstance(arr, Var):
             raise self.err(node.value, "only arrays can be indexed")
         index = self.lower_index(node.slice)
@@ -876,7 +1011,7 @@ class Lowerer:
         raise self.err(f, "this call cannot be differentiated",
                        "call math/NumPy functions or plain Python functions defined in files")
 
-    def _kw(self, node, allowed):
+    def keywords(self, node, allowed):
         out = {}
         for kw in node.keywords:
             if kw.arg is None:
@@ -904,32 +1039,46 @@ class Lowerer:
             return node.value
         raise self.err(node, f"{what} must be True or False")
 
-    def _dtype(self, node):
+    def dtype_of(self, node, like_ok=True):
+        """The IR dtype a ``dtype=`` argument names: ``"f64"`` (``np.float64``, ``float``,
+        absent), ``"i64"`` (``np.int64``, ``int``), or a ``DtypeLike`` for ``x.dtype`` (resolved
+        by type inference; only where ``like_ok``).  ``np.float32`` is refused: coarsen computes
+        in float64, and float32 storage computed in float64 would not give NumPy's values."""
         if node is None:
             return "f64"
+        if isinstance(node, gast.Attribute) and node.attr == "dtype":
+            if not like_ok:
+                raise self.err(node, "dtype=x.dtype is not supported here",
+                               "write the dtype: np.float64 or np.int64")
+            return DtypeLike(self.lower_expr(node.value))
         k = self.resolve_value(node, quiet=True)
         if isinstance(k, Known) and k.origin == "dtype":
-            return {"float64": "f64", "float32": "f64", "int64": "i64"}.get(k.op, "f64")
-        if isinstance(node, gast.Name) and node.id == "float":
+            if k.op == "float32":
+                raise self.err(node, FLOAT32_PROBLEM, FLOAT32_HINT)
+            if k.op in ("float64", "int64"):
+                return {"float64": "f64", "int64": "i64"}[k.op]
+        if isinstance(k, Known) and k.origin == "numpy" and k.op == "float":
+            return "f64"                # np.float64 is also the function float64(x)
+        if isinstance(node, gast.Name) and node.id == "float" and node.id not in self.local_names:
             return "f64"
-        if isinstance(node, gast.Name) and node.id == "int":
+        if isinstance(node, gast.Name) and node.id == "int" and node.id not in self.local_names:
             return "i64"
-        raise self.err(node, "dtype must be np.float64, np.int64, float or int")
+        raise self.err(node, "dtype must be np.float64, np.int64, float, int or x.dtype")
 
     def method_call(self, node, target):
         f = node.func
         name = f.attr
         obj = self.lower_expr(f.value)
         if name == "copy":
-            self._kw(node, ())
+            self.keywords(node, ())
             return self.op(node, target, "copyarr", [obj])
         if name in ("sum", "mean", "max", "min", "prod", "std", "var"):
-            kw = self._kw(node, ("axis", "keepdims"))
+            kw = self.keywords(node, ("axis", "keepdims"))
             axis_node = node.args[0] if node.args else kw.get("axis")
             canon = {"max": "amax", "min": "amin"}.get(name, name)
             return self.reduction(node, target, canon, obj, axis_node, kw.get("keepdims"))
         if name == "reshape":
-            self._kw(node, ())
+            self.keywords(node, ())
             dims = node.args[0].elts if len(node.args) == 1 and isinstance(node.args[0], gast.Tuple) else node.args
             return self.op(node, target, "reshape", [obj] + [self.lower_expr(d) for d in dims])
         if name == "transpose":
@@ -937,7 +1086,7 @@ class Lowerer:
                 raise self.err(node, "transpose with axes is not supported", "use .T for 2-D arrays")
             return self.op(node, target, "transpose", [obj])
         if name == "astype":
-            dt = self._dtype(node.args[0] if node.args else None)
+            dt = self.dtype_of(node.args[0] if node.args else None, like_ok=False)
             return self.op(node, target, "astype", [obj], attrs=(("dtype", dt),))
         if name == "dot":
             return self.op(node, target, "dot", [obj, self.lower_expr(node.args[0])])
@@ -955,13 +1104,15 @@ class Lowerer:
     def known_call(self, node, kind, target):
         op = kind.op
         if kind.origin == "dtype":
-            if op in ("float64", "float32"):
+            if op == "float32":
+                raise self.err(node.func, FLOAT32_PROBLEM, FLOAT32_HINT)
+            if op == "float64":
                 op = "float"
             else:
                 raise self.err(node.func, f"np.{op}(...) is not supported here")
         args = node.args
-        if op in ("sum", "mean", "prod", "amax", "amin", "std", "var"):
-            kw = self._kw(node, ("axis", "keepdims"))
+        if op in _REDUCTIONS:
+            kw = self.keywords(node, ("axis", "keepdims"))
             if not args:
                 raise self.err(node, f"{op} needs an array argument")
             if kind.origin == "builtin":
@@ -970,7 +1121,7 @@ class Lowerer:
             axis_node = args[1] if len(args) > 1 else kw.get("axis")
             return self.reduction(node, target, op, arr, axis_node, kw.get("keepdims"))
         if op in ("zeros", "ones", "empty", "full"):
-            kw = self._kw(node, ("dtype",) + (("fill_value",) if op == "full" else ()))
+            kw = self.keywords(node, ("dtype",) + (("fill_value",) if op == "full" else ()))
             if not args:
                 raise self.err(node, f"np.{op} needs a shape")
             shape = args[0]
@@ -982,20 +1133,31 @@ class Lowerer:
                 if fv is None:
                     raise self.err(node, "np.full needs a fill value")
                 extra = [self.lower_expr(fv)]
-            dt = self._dtype(args[2] if op == "full" and len(args) > 2 else
-                             (args[1] if op != "full" and len(args) > 1 else kw.get("dtype")))
-            return self.op(node, target, op, dimops + extra, attrs=(("dtype", dt), ("ndim", len(dimops))))
+            dt = self.dtype_of(args[2] if op == "full" and len(args) > 2 else
+                               (args[1] if op != "full" and len(args) > 1 else kw.get("dtype")))
+            attrs = (("dtype", "f64" if isinstance(dt, DtypeLike) else dt), ("ndim", len(dimops)))
+            if isinstance(dt, DtypeLike):
+                # dtype=x.dtype: the same array built ``*_like`` an array of the shape, with x's
+                # dtype (a trailing operand that type inference reads)
+                shaped = self.op(node, None, "empty", dimops, attrs=attrs)
+                return self.op(node, target, op + "_like", [shaped] + extra + [dt.operand],
+                               attrs=(("dtype", "like"),))
+            return self.op(node, target, op, dimops + extra, attrs=attrs)
         if op in ("zeros_like", "ones_like", "empty_like", "full_like"):
-            kw = self._kw(node, ("dtype",))
+            kw = self.keywords(node, ("dtype",))
             a = self.lower_expr(args[0])
             extra = [self.lower_expr(args[1])] if op == "full_like" else []
-            dt = self._dtype(kw.get("dtype")) if "dtype" in kw else None
+            dt = self.dtype_of(kw.get("dtype")) if "dtype" in kw else None
+            if isinstance(dt, DtypeLike):
+                return self.op(node, target, op, [a] + extra + [dt.operand], attrs=(("dtype", "like"),))
             return self.op(node, target, op, [a] + extra, attrs=(("dtype", dt),))
         if op == "eye":
-            kw = self._kw(node, ("dtype",))
+            kw = self.keywords(node, ("dtype",))
             return self.op(node, target, "eye", [self.lower_expr(args[0])],
-                           attrs=(("dtype", self._dtype(kw.get("dtype"))),))
-        self._kw(node, ())
+                           attrs=(("dtype", self.dtype_of(kw.get("dtype"), like_ok=False)),))
+        if op in ("array", "asarray"):
+            return lower_array_call(self, node, op, target)
+        self.keywords(node, ())
         if op == "range":
             raise self.err(node, "range() is only supported as the iterable of a for loop")
         if op == "len":
@@ -1061,63 +1223,8 @@ class Lowerer:
 
     # ------------------------------------------------------------------ inlining
     def inline(self, node, fn, target, discard=False):
-        if fn in self.stack:
-            raise self.err(node, f"recursive call to {fn.__name__}() is not supported",
-                           "rewrite the recursion as a loop")
-        sub_src = get_source(fn, self.src.deps)     # its reads join this lowering's record
-        k = self.namer.inline_count(fn.__name__)
-        sub = Lowerer(sub_src, self.namer, prefix=f"{fn.__name__.strip('_')}{k}_", stack=self.stack)
-        # bind positional, keyword and default arguments as Python does
-        bound = [None] * len(sub.params)
-        if len(node.args) > len(sub.params):
-            raise self.err(node, f"{fn.__name__}() takes {len(sub.params)} arguments, got {len(node.args)}")
-        for j, a in enumerate(node.args):
-            bound[j] = a
-        for kw in node.keywords:
-            if kw.arg is None:
-                raise self.err(kw.value, "**-unpacking of keyword arguments is not supported",
-                               "pass the arguments by name or position")
-            if kw.arg not in sub.params:
-                raise self.err(node, f"{fn.__name__}() has no parameter {kw.arg!r}",
-                               f"its parameters are {', '.join(sub.params)}")
-            j = sub.params.index(kw.arg)
-            if bound[j] is not None:
-                raise self.err(node, f"{fn.__name__}() got two values for {kw.arg!r}")
-            bound[j] = kw.value
-        defaults = fn.__defaults__ or ()
-        for j in range(len(sub.params)):
-            if bound[j] is None:
-                d = j - (len(sub.params) - len(defaults))
-                if d < 0:
-                    raise self.err(node, f"{fn.__name__}() is missing the argument {sub.params[j]!r}")
-                dv = defaults[d]
-                if not isinstance(dv, (int, float, bool)):
-                    raise self.err(node, f"the default of {sub.params[j]!r} is not a number",
-                                   "pass the argument explicitly")
-                bound[j] = gast.Constant(value=dv, kind=None)
-        args = [self.lower_expr(a) for a in bound]
-        rebound = set()
-        for n in gast.walk(sub_src.node):
-            if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
-                rebound.add(n.id)
-        loc = self.loc(node)
-        for p, a in zip(sub.params, args):
-            if isinstance(a, Var) and p not in rebound:
-                sub.rename[p] = a.name          # arrays pass by reference, as in Python
-            else:
-                sub.rename[p] = self.namer.user_fresh(sub.prefix + p)
-                self.emit(Assign(sub.rename[p], "copy", (a,), loc))
-        body = sub.lower_function()
-        self.out.extend(body)
-        if not sub.has_return:
-            if not discard:
-                raise self.err(node, f"{fn.__name__}() returns nothing, so its value cannot be used")
-            return Const(0.0)
-        res = Var(sub.result)
-        if target is not None:
-            self.emit(Assign(target, "copy", (res,), loc))
-            return Var(target)
-        return res
+        """Inline a call of the user function ``fn`` (``coarsen.frontend.helpers_inline``)."""
+        return inline_call(self, node, fn, target, discard)
 
 
 def _contains_or_is(node, types_, stop_at_loops=False):
