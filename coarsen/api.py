@@ -103,6 +103,9 @@ def code_fingerprint():
     return _FINGERPRINT
 
 
+# compile_gradient lives beside Gradient, not in a module of its own: it reads
+# ``differentiate_ir``, ``__version__`` and ``toolchain_versions`` as this module's names, which
+# tests/test_cache_process.py and tests/test_cache_deps.py replace in child processes.
 def compile_gradient(fn, signature, options, *, module_arrays=None):
     """The one pipeline: the ``Artifact`` of ``fn`` for ``signature`` (a ``Signature``) and
     ``options`` (an ``Options``), from the disk cache when an entry has exactly its key parts.
