@@ -41,6 +41,7 @@ import gast
 import numpy as np
 
 from ..errors import CoarsenError
+from ..ir.primitives import spellings
 
 
 # ------------------------------------------------------------------ dependencies
@@ -307,32 +308,12 @@ def display_path(fn) -> str:
 
 
 # ------------------------------------------------------------------ known functions
-MATH_FUNCS = {
-    "sin": "sin", "cos": "cos", "tan": "tan", "asin": "arcsin", "acos": "arccos", "atan": "arctan",
-    "atan2": "arctan2", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "asinh": "arcsinh",
-    "acosh": "arccosh", "atanh": "arctanh", "exp": "exp", "expm1": "expm1", "log": "log",
-    "log1p": "log1p", "log10": "log10", "log2": "log2", "sqrt": "sqrt", "pow": "pow",
-    "fabs": "abs", "hypot": "hypot", "erf": "erf", "erfc": "erfc", "floor": "floor", "ceil": "ceil",
-    "lgamma": "lgamma", "gamma": "gamma",
-}
-NUMPY_FUNCS = {
-    "sin": "sin", "cos": "cos", "tan": "tan", "arcsin": "arcsin", "arccos": "arccos",
-    "arctan": "arctan", "arctan2": "arctan2", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
-    "arcsinh": "arcsinh", "arccosh": "arccosh", "arctanh": "arctanh",
-    "exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "log10": "log10",
-    "log2": "log2", "sqrt": "sqrt", "abs": "abs", "absolute": "abs", "fabs": "abs",
-    "square": "square", "power": "pow", "hypot": "hypot", "minimum": "minimum",
-    "maximum": "maximum", "fmin": "minimum", "fmax": "maximum", "clip": "clip", "where": "where",
-    "sum": "sum", "mean": "mean", "prod": "prod", "max": "amax", "amax": "amax", "min": "amin",
-    "amin": "amin", "std": "std", "var": "var", "dot": "dot", "matmul": "matmul",
-    "outer": "outer", "flip": "flip", "transpose": "transpose", "reshape": "reshape",
-    "zeros": "zeros", "ones": "ones", "empty": "empty", "full": "full", "eye": "eye",
-    "identity": "eye", "zeros_like": "zeros_like", "ones_like": "ones_like",
-    "empty_like": "empty_like", "full_like": "full_like", "copy": "copyarr",
-    "float64": "float", "floor": "floor", "ceil": "ceil", "sign": "sign",
-    "shape": "shape", "expand_dims": "expand_dims", "logaddexp": "logaddexp",
-    "array": "array", "asarray": "asarray",     # coarsen.frontend.array_literals
-}
+# spellings of primitives come from the registry (coarsen.ir.primitives); the frontend adds
+# its own sugar, lowered into primitives by coarsen.frontend.lower (square, clip, outer, shape;
+# array and asarray by coarsen.frontend.array_literals)
+MATH_FUNCS = spellings("math")
+NUMPY_FUNCS = {**spellings("numpy"), "square": "square", "clip": "clip", "outer": "outer",
+               "shape": "shape", "array": "array", "asarray": "asarray"}
 BUILTIN_FUNCS = {"abs": "abs", "min": "min", "max": "max", "float": "float", "int": "int",
                  "len": "len", "range": "range", "bool": "bool"}
 CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf, "tau": math.tau, "nan": math.nan}

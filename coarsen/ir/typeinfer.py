@@ -14,47 +14,15 @@ from ..errors import CoarsenError
 from .inplace import apply_inplace
 from .nodes import (Array, Assign, BOOL, Const, F64, For, I64, If, NEWAXIS, Scalar, Slice,
                     Store, Var, While, walk)
+from .primitives import REGISTRY, dt as _dt, dtype_join as _dtype_join, nd as _nd, ops_where
 
-ELEMENTWISE_UNARY = {"neg", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh",
-                     "tanh", "arcsinh", "arccosh", "arctanh", "exp", "expm1", "log", "log1p",
-                     "log10", "log2", "sqrt", "abs", "erf", "erfc", "floor", "ceil", "sign",
-                     "lgamma", "gamma"}
-ELEMENTWISE_BINARY = {"add", "sub", "mul", "div", "pow", "floordiv", "mod", "minimum",
-                      "maximum", "arctan2", "hypot", "logaddexp"}
-COMPARE = {"lt", "le", "gt", "ge", "eq", "ne"}
-FLOAT_RESULT = {"div", "arctan2", "hypot", "logaddexp", "sin", "cos", "tan", "arcsin", "arccos",
-                "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "exp",
-                "expm1", "log", "log1p", "log10", "log2", "sqrt", "erf", "erfc", "lgamma",
-                "gamma"}
-VIEW_OPS = {"copy", "getitem", "transpose", "reshape", "expand_dims", "flip", "ravel"}
+VIEW_OPS = ops_where(lambda p: p.view)    # results that may alias operand 0
 
 
 def _err(stmt, problem, hint=None):
     loc = stmt.loc
     return CoarsenError(problem, filename=loc.filename, lineno=loc.lineno, col_offset=loc.col,
                         source_line=loc.text, hint=hint)
-
-
-def _dtype_join(a, b):
-    if "f64" in (a, b):
-        return "f64"
-    if "i64" in (a, b):
-        return "i64"
-    return "bool" if a == b == "bool" else "i64"
-
-
-def _dt(t):
-    return t.kind if isinstance(t, Scalar) else t.dtype
-
-
-def _nd(t):
-    return t.ndim if isinstance(t, Array) else 0
-
-
-def _make(dtype, ndim):
-    if ndim == 0:
-        return Scalar(dtype)
-    return Array(dtype, ndim)
 
 
 def unify(a, b, stmt, name):
@@ -207,145 +175,11 @@ class Inference:
         return arr_t.ndim - nint + nnew
 
     def assign_type(self, s):
-        op = s.op
-        ts = self.arg_types(s)
-        if op in ELEMENTWISE_BINARY or op == "pow":
-            a, b = ts
-            nd = max(_nd(a), _nd(b))
-            if op in FLOAT_RESULT:
-                dt = "f64"
-            elif op == "pow":
-                exp_nonneg_int = isinstance(s.args[1], Const) and isinstance(s.args[1].value, int) \
-                    and s.args[1].value >= 0
-                dt = _dtype_join(_dt(a), _dt(b))
-                if dt != "f64" and not exp_nonneg_int:
-                    dt = "f64"
-            else:
-                dt = _dtype_join(_dt(a), _dt(b))
-            if op == "matmul":
-                pass
-            return _make(dt, nd)
-        if op in ELEMENTWISE_UNARY:
-            (a,) = ts
-            if op in FLOAT_RESULT:
-                return _make("f64", _nd(a))
-            if op in ("floor", "ceil", "sign"):
-                return _make("f64", _nd(a)) if _dt(a) == "f64" else _make(_dt(a), _nd(a))
-            dt = _dt(a)
-            return _make("i64" if dt == "bool" else dt, _nd(a))
-        if op in COMPARE:
-            return _make("bool", max(_nd(t) for t in ts))
-        if op in ("not", "truth"):
-            if any(isinstance(t, Array) for t in ts):
-                raise _err(s, "the truth value of an array is ambiguous", "use np.any/np.all explicitly (not supported) or compare scalars")
-            return BOOL
-        if op in ("or", "and"):
-            return BOOL
-        if op == "range_cont":
-            return BOOL
-        if op == "copy":
-            return ts[0]
-        if op == "float":
-            if isinstance(ts[0], Array):
-                raise _err(s, "float() of an array", "index the element first")
-            return F64
-        if op == "int":
-            if isinstance(ts[0], Array):
-                raise _err(s, "int() of an array", "index the element first")
-            return I64
-        if op == "astype":
-            return _make(s.attr("dtype"), _nd(ts[0]))
-        if op == "where":
-            c, a, b = ts
-            return _make(_dtype_join(_dt(a), _dt(b)), max(_nd(c), _nd(a), _nd(b)))
-        if op == "getitem":
-            nd = self.index_type(s, ts[0], s.index)
-            return _make(ts[0].dtype, nd)
-        if op == "dim":
-            if not isinstance(ts[0], Array):
-                raise _err(s, "len()/shape of a scalar")
-            k = s.args[1].value
-            if not 0 <= k < ts[0].ndim:
-                raise _err(s, f"shape index {k} out of range for a {ts[0].ndim}-D array")
-            return I64
-        if op in ("size", "ndim"):
-            return I64
-        if op in ("sum", "prod", "amax", "amin", "mean", "std", "var"):
-            a = ts[0]
-            if not isinstance(a, Array):
-                if op in ("sum", "prod", "amax", "amin", "mean"):
-                    return _make("f64" if op == "mean" else _dt(a), 0)
-                raise _err(s, f"{op} of a scalar")
-            axis = s.attr("axis")
-            keep = s.attr("keepdims")
-            dt = "f64" if op in ("mean", "std", "var") or a.dtype == "f64" else "i64"
-            if axis is None:
-                return _make(dt, a.ndim if keep else 0)
-            if not -a.ndim <= axis < a.ndim:
-                raise _err(s, f"axis {axis} is out of range for a {a.ndim}-D array")
-            return _make(dt, a.ndim if keep else a.ndim - 1)
-        if op in ("matmul", "dot"):
-            a, b = ts
-            if isinstance(a, Scalar) or isinstance(b, Scalar):
-                if op == "dot":
-                    return _make(_dtype_join(_dt(a), _dt(b)), max(_nd(a), _nd(b)))
-                raise _err(s, "@ needs arrays on both sides")
-            if a.ndim > 2 or b.ndim > 2:
-                raise _err(s, f"{'@' if op == 'matmul' else 'dot'} of arrays with more than 2 dimensions is not supported")
-            nd = {(2, 2): 2, (2, 1): 1, (1, 2): 1, (1, 1): 0}[(a.ndim, b.ndim)]
-            return _make(_dtype_join(a.dtype, b.dtype), nd)
-        if op == "transpose":
-            if not isinstance(ts[0], Array):
-                raise _err(s, ".T of a scalar")
-            return ts[0]
-        if op == "flip":
-            return ts[0]
-        if op == "ravel":
-            return _make(_dt(ts[0]), 1)
-        if op == "reshape":
-            for d in s.args[1:]:
-                self.expect_int(d, s, "reshape dimensions")
-            return _make(_dt(ts[0]), len(s.args) - 1)
-        if op == "expand_dims":
-            return _make(_dt(ts[0]), _nd(ts[0]) + 1)
-        if op == "copyarr":
-            return ts[0]
-        if op in ("zeros", "ones", "empty", "full"):
-            nd = s.attr("ndim")
-            for d in s.args[:nd]:
-                self.expect_int(d, s, "array shapes")
-            return _make(s.attr("dtype"), nd)
-        if op in ("zeros_like", "ones_like", "empty_like", "full_like"):
-            a = ts[0]
-            if not isinstance(a, Array):
-                raise _err(s, f"np.{op} of a scalar")
-            how = s.attr("dtype")
-            if how in ("like", "elements"):
-                # dtype=x.dtype ("like") and np.array([...]) ("elements"): the dtype of the
-                # operands after the op's own (coarsen.frontend.array_literals)
-                return Array(self.dtype_of_operands(s, ts[2 if op == "full_like" else 1:], how), a.ndim)
-            return Array(how or a.dtype, a.ndim)
-        if op == "eye":
-            self.expect_int(s.args[0], s, "np.eye size")
-            return Array(s.attr("dtype"), 2)
-        raise _err(s, f"operation {op!r} is not supported")
-
-    def dtype_of_operands(self, s, ts, how):
-        """NumPy's dtype for ``dtype=x.dtype`` (``how == "like"``: ``x``'s, an array) or for
-        ``np.array`` of scalars (``"elements"``: float if any is, else int); bool is refused (the
-        constructors emit float or int arrays only)."""
-        if how == "like" and not isinstance(ts[0], Array):
-            raise _err(s, "x.dtype of a scalar", "use the dtype itself: np.float64 or np.int64")
-        if how == "elements" and any(isinstance(t, Array) for t in ts):
-            raise _err(s, "np.array of a list holding arrays is not supported (NumPy would stack them)",
-                       "np.array([...]) takes scalars; allocate np.empty((k, n)) and assign rows a[i] = row")
-        out = _dt(ts[0])
-        for t in ts[1:]:
-            out = _dtype_join(out, _dt(t))
-        if out == "bool":
-            raise _err(s, "a bool array made by np.array([...]) or dtype=x.dtype is not supported",
-                       "use float or int values")
-        return out
+        """The result type of ``s``: its primitive's type rule (``coarsen.ir.primitives``)."""
+        prim = REGISTRY.get(s.op)
+        if prim is None:
+            raise _err(s, f"operation {s.op!r} is not supported")
+        return prim.type_rule(self, s, self.arg_types(s))
 
     def store(self, s):
         arr = self.types.get(s.array)
