@@ -1,0 +1,205 @@
+"""Adjoint statements of assignments and stores: the primal expression (the primitive's
+emitter), the adjoint updates (local partials with broadcasting undone in ``reduce_to``, or the
+primitive's structural VJP), and the resets that keep each adjoint equal to the derivative of
+the result with respect to the variable's current value.
+
+Requires: an emitter with the tape methods (``coarsen.ad.reverse.tapes``) and operand helpers
+(``coarsen.ad.reverse.emitter``); the primitive registry (``coarsen.ir.primitives``).
+Guarantees: ``assign``/``store`` return ``(forward code, reverse code)`` for one statement.
+"""
+from __future__ import annotations
+
+import gast
+
+from ...ir.nodes import (Const, NEWAXIS, Slice, Var)
+from ...analysis.activity import intact
+from .. import build as B
+from ..build import X
+from ...ir.primitives import err, primitive
+
+
+class AdjointMixin:
+    # ------------------------------------------------------------------ adjoint updates
+    def accumulate(self, name, expr, pre_fwd, pre_rev, out):
+        """name_bar += expr (or = expr for a set-once temporary); expr has name's shape."""
+        bar = self.bar(name)
+        node = B.ex(expr)
+        if name in self.f.set_temps:
+            if self.is_arr(Var(name)) and isinstance(node, (gast.Name, gast.Subscript)):
+                node = B.call(gast.Attribute(value=node, attr="copy", ctx=gast.Load()))
+            out.append(B.assign(bar, node))
+        else:
+            out.append(B.augassign(bar, "+", node))
+
+    def accumulate_region(self, name, index, expr, pre_fwd, pre_rev, out):
+        bar = self.bar(name)
+        if name in self.f.set_temps:
+            shape = self.shape_of(Var(name), pre_fwd, pre_rev)
+            out.append(B.assign(bar, B.call("np.zeros", shape)))
+        if any(it == NEWAXIS for it in index):
+            base_idx = tuple(it for it in index if it != NEWAXIS)
+            g_idx = []
+            for it in index:
+                if it == NEWAXIS:
+                    g_idx.append(B.const(0))
+                elif isinstance(it, Slice):
+                    g_idx.append(B.slice_())
+            gnode = B.subscript(expr, gast.Tuple(elts=g_idx, ctx=gast.Load()) if len(g_idx) > 1 else g_idx[0])
+            index = base_idx
+            expr = gnode
+        if not index:
+            out.append(B.augassign(bar, "+", expr))
+            return
+        out.append(B.augassign(B.subscript(bar, self.index_node(index)), "+", expr))
+
+    def reduce_to(self, operand, contrib, out_nd, others_arrays, pre_fwd, pre_rev):
+        """Sum an adjoint contribution over broadcast axes so it matches ``operand``."""
+        nd = self.nd(operand)
+        if nd == 0:
+            if out_nd == 0:
+                return contrib
+            return X(B.call("np.sum", contrib))
+        if nd == out_nd and not others_arrays:
+            return contrib
+        if operand.name in self.f.set_temps:
+            shape = self.shape_of(operand, pre_fwd, pre_rev)
+        else:
+            shape = B.attr(f"{self.bar(operand.name)}.shape")
+        return X(B.call(self.helper(f"_sum_to_{out_nd}_{nd}"), contrib, shape), True)
+
+    # ------------------------------------------------------------------ primal ops
+    def primal(self, s):
+        """The primal expression of the assignment ``s``: its primitive's emitter."""
+        return primitive(s.op).emit(self, s, [self.val(a) for a in s.args])
+
+    # ------------------------------------------------------------------ assignments
+    def assign(self, s):
+        t = s.target
+        fwd = self.index_checks(s)
+        pre_fwd, pre_rev = [], []
+        taped = self.taped_at(s)
+        if taped:
+            fwd += self.push(t)
+        fwd.append(B.assign(t, self.primal(s)))
+        rev = []
+        if taped:
+            rev += self.pop(t)
+        if t not in self.active:
+            return fwd, rev
+        active_args = [p for p in primitive(s.op).diff_positions(len(s.args))
+                       if isinstance(s.args[p], Var) and s.args[p].name in self.active]
+        contribs = []
+        g = X(B.name(self.bar(t)), self.is_arr(Var(t)))
+        is_set = t in self.f.set_temps
+        self_ref = any(isinstance(a, Var) and a.name == t for a in s.args)
+        needs_reset = not is_set and not intact(self.f, t)
+        # accumulation t = t + e / t = t - e: the adjoint of t flows through unchanged
+        if self_ref and primitive(s.op).accumulates and isinstance(s.args[0], Var) and s.args[0].name == t \
+                and not (isinstance(s.args[1], Var) and s.args[1].name == t) \
+                and self.nd(s.args[0]) == self.nd(Var(t)):
+            body = []
+            if 1 in active_args:
+                body += self.vjp(s, 1, g, pre_fwd, pre_rev)
+            return pre_fwd + fwd, rev + pre_rev + body
+        capture = []
+        if self_ref and needs_reset and active_args:
+            gname = self.fresh("_g")
+            self.extra_inits.append((gname, self.types[t]))
+            capture.append(B.assign(gname, B.name(self.bar(t))))
+            g = X(B.name(gname), self.is_arr(Var(t)))
+        reset = []
+        if needs_reset:
+            if self.is_arr(Var(t)):
+                reset.append(B.assign(self.bar(t), B.call("np.zeros", B.attr(f"{t}.shape"))))
+            else:
+                reset.append(B.assign(self.bar(t), 0.0))
+        for p in active_args:
+            contribs += self.vjp(s, p, g, pre_fwd, pre_rev)
+        if capture:
+            body = capture + reset + contribs
+        else:
+            body = contribs + reset
+        return pre_fwd + fwd, rev + pre_rev + body
+
+    def vjp(self, s, p, g, pre_fwd, pre_rev):
+        self.in_reverse = True
+        try:
+            return self._vjp(s, p, g, pre_fwd, pre_rev)
+        finally:
+            self.in_reverse = False
+
+    def _vjp(self, s, p, g, pre_fwd, pre_rev):
+        """Adjoint updates of operand ``p`` of ``s`` given the output's adjoint ``g``: local
+        partials (broadcasting undone in ``reduce_to``) or the primitive's structural VJP."""
+        prim = primitive(s.op)
+        args = s.args
+        arg = args[p]
+        out = []
+        if prim.partials is not None:
+            rule = prim.partials[p]
+            vals = [self.val(a) for a in args]
+            if prim.partials_see_constants:
+                partial = rule(*vals, consts=tuple(a.value if isinstance(a, Const) else None
+                                                   for a in args))
+            else:
+                partial = rule(*vals)
+            pn = B.ex(partial)
+            if isinstance(pn, gast.Constant) and pn.value == 1.0:
+                contrib = g
+            elif isinstance(pn, gast.UnaryOp) and isinstance(pn.operand, gast.Constant) and pn.operand.value == 1.0:
+                contrib = -g
+            else:
+                contrib = g * partial
+            others = [a for i, a in enumerate(args) if i != p and self.is_arr(a)]
+            contrib = self.reduce_to(arg, contrib, self.nd(Var(s.target)),
+                                     bool(others) and self.nd(arg) > 0, pre_fwd, pre_rev)
+            self.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
+            return out
+        if prim.vjp is None:
+            raise err(s, f"no derivative rule for {s.op!r}")
+        prim.vjp(self, s, p, g, pre_fwd, pre_rev, out)
+        return out
+
+    def broadcast_into(self, arg, gg, pre_fwd, pre_rev, out):
+        """arg_bar += gg broadcast to arg's shape."""
+        if arg.name in self.f.set_temps:
+            shape = self.shape_of(arg, pre_fwd, pre_rev)
+            out.append(B.assign(self.bar(arg.name), B.binop(B.call("np.zeros", shape), "+", gg)))
+        else:
+            out.append(B.augassign(self.bar(arg.name), "+", gg))
+
+    # ------------------------------------------------------------------ stores
+    def store(self, s):
+        a = s.array
+        fwd, rev = self.index_checks(s), []
+        if a in self.tbr:
+            fwd += self.push_region(a, s.index)
+        region = B.subscript(a, self.index_node(s.index))
+        v = self.val(s.value)
+        if s.aug is None:
+            fwd.append(B.assign(region, v))
+        elif self.bounds is not None and self.is_arr(s.value):
+            # a[s] = a[s] + v: Numba's in-place a[s] += v does not check that v's shape
+            # broadcasts to the region's (it reads past v's end); the sum checks, as NumPy does
+            fwd.append(B.assign(region, B.binop(B.subscript(a, self.index_node(s.index)),
+                                               "+" if s.aug == "add" else "-", v)))
+        else:
+            fwd.append(B.augassign(region, "+" if s.aug == "add" else "-", v))
+        if a in self.tbr:
+            rev += self.pop_region(a, s.index)
+        if a not in self.active:
+            return fwd, rev
+        pre_fwd, pre_rev = [], []
+        body = []
+        rnd = self.region_ndim(a, s.index)
+        if isinstance(s.value, Var) and s.value.name in self.active:
+            g = X(B.subscript(self.bar(a), self.index_node(s.index)), rnd > 0)
+            if s.aug == "sub":
+                g = -g
+            contrib = self.reduce_to(s.value, g, rnd, rnd > 0 and self.nd(s.value) > 0, pre_fwd, pre_rev)
+            self.accumulate(s.value.name, contrib, pre_fwd, pre_rev, body)
+        if s.aug is None:
+            body.append(B.assign(B.subscript(self.bar(a), self.index_node(s.index)), 0.0))
+        return pre_fwd + fwd, rev + pre_rev + body
+
+

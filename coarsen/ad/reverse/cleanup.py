@@ -1,0 +1,108 @@
+"""Cleanup of the generated function: dead compiler-made assignments, reservation placeholders
+that reserve nothing, initial values, and source lines as comments.
+
+Requires: gast statements from the emitter.
+Guarantees: the user's own statements are never removed; passes return new statement lists.
+"""
+from __future__ import annotations
+
+import gast
+
+from ...ir.nodes import Array
+from .. import build as B
+
+
+def drop_dead_adjoint_code(body, primal_names):
+    """Remove compiler-made assignments whose value is never read (adjoints nobody
+    accumulates into, captured adjoints, unused segment temporaries, initial values), until
+    none is left: generated modules have no dead temporaries.  The user's own statements are
+    never removed."""
+    import re
+    made = re.compile(r"^(.*_bar|_g\d+|_s\d+_\w+|_shape\d+|_closed\d+|_n\d+)$")
+
+    def removable(st, loaded):
+        if isinstance(st, gast.AugAssign) and isinstance(st.target, gast.Name):
+            name = st.target.id      # x_bar += ... with x_bar never read
+            return name not in loaded and bool(made.match(name))
+        if not (isinstance(st, gast.Assign) and len(st.targets) == 1
+                and isinstance(st.targets[0], gast.Name)):
+            return False
+        name = st.targets[0].id
+        if name in loaded:
+            return False
+        return bool(made.match(name)) or getattr(st, "_coarsen_init", False)
+
+    while True:
+        loaded = {n.id for st in body for n in gast.walk(st)
+                  if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)}
+        changed = False
+
+        def prune(stmts):
+            nonlocal changed
+            out = []
+            for st in stmts:
+                if removable(st, loaded):
+                    changed = True
+                    continue
+                for field in ("body", "orelse"):
+                    sub = getattr(st, field, None)
+                    if isinstance(sub, list) and sub:
+                        new = prune(sub)
+                        setattr(st, field, new or [gast.Pass()])
+                out.append(st)
+            return out
+
+        body = prune(body)
+        if not changed:
+            return body
+
+
+def drop_marked(stmts):
+    """Remove the reservation placeholders that turned out to reserve nothing."""
+    out = []
+    for st in stmts:
+        if getattr(st, "_coarsen_drop", False):
+            continue
+        for field in ("body", "orelse"):
+            sub = getattr(st, field, None)
+            if isinstance(sub, list) and sub:
+                new = drop_marked(sub)
+                setattr(st, field, new or [gast.Pass()])
+        out.append(st)
+    return out
+
+
+def names_read(nodes):
+    out = set()
+    for n in nodes:
+        for sub in gast.walk(n):
+            if isinstance(sub, gast.Name) and isinstance(sub.ctx, gast.Load):
+                out.add(sub.id)
+    return out
+
+
+
+def init_value(t):
+    if isinstance(t, Array):
+        dt = {"f64": [], "i64": [B.attr("np.int64")], "bool": [B.attr("np.bool_")]}[t.dtype]
+        return B.call("np.empty", B.tuple_(*([0] * t.ndim)), *dt)
+    return {"f64": B.const(0.0), "i64": B.const(0), "bool": B.const(False)}[t.kind]
+
+
+def comment_pass(stmts, last=None):
+    for st in stmts:
+        loc = getattr(st, "_coarsen_loc", None)
+        if loc is not None:
+            key = (loc.filename, loc.lineno)
+            if getattr(st, "coarsen_comment", None):
+                last = key
+            elif key != last:
+                st.coarsen_comment = f"{loc.text}"
+                last = key
+        for field in ("body", "orelse"):
+            sub = getattr(st, field, None)
+            if isinstance(sub, list) and sub and field in ("body", "orelse"):
+                comment_pass(sub, last)
+    return last
+
+

@@ -1,0 +1,148 @@
+"""Control-flow reversal: blocks run in reverse order, ``if`` re-tests its condition,
+``range`` loops run backwards by index arithmetic, ``while`` loops by a trip counter.
+
+Requires: an emitter with the tape, adjoint and segment methods.
+Guarantees: ``block``/``stmt`` return ``(forward code, reverse code)``; ``record_reads`` notes
+which primal variables each statement's reverse code reads (for the tape analysis,
+``coarsen.analysis.recording``).
+"""
+from __future__ import annotations
+
+import gast
+
+from ...ir.nodes import (Assign, Const, For, If, Scalar, Segment, Store,
+                         Var, While)
+from .. import build as B
+from ..build import X
+from ...ir.primitives import err
+from .cleanup import names_read
+
+
+class ControlMixin:
+    # ------------------------------------------------------------------ blocks
+    def block(self, stmts):
+        fwd, rev = [], []
+        for s in stmts:
+            f, r = self.stmt(s)
+            self.record_reads(s, r)
+            if f:
+                f[0]._coarsen_loc = s.loc
+            if r:
+                r[0]._coarsen_loc = s.loc
+            fwd.extend(f)
+            rev[:0] = r
+        return fwd, rev
+
+    def stmt(self, s):
+        if isinstance(s, Segment):
+            return self.segment(s)
+        if isinstance(s, Assign):
+            return self.assign(s)
+        if isinstance(s, Store):
+            return self.store(s)
+        if isinstance(s, If):
+            bf, br = self.block(s.body)
+            of, orr = self.block(s.orelse)
+            fwd = [B.if_(self.val(s.cond), bf, of)]
+            rev = []
+            if br or orr:
+                if br:
+                    rev = [B.if_(self.val(s.cond), br, orr)]
+                else:
+                    rev = [B.if_(B.ex(X(gast.UnaryOp(op=gast.Not(), operand=B.ex(self.val(s.cond))))), orr)]
+            return fwd, rev
+        if isinstance(s, For):
+            self.depth += 1
+            saved = self.enter_region()
+            bf, br = self.block(s.body)
+            reserve, per_trip = self.leave_region(saved, self.trip_count(s))
+            self.depth -= 1
+            args = self.range_args(s)
+            if per_trip:
+                fwd = [B.for_range(s.var, args, reserve + bf)]
+            else:
+                fwd = reserve + [B.for_range(s.var, args, bf)]
+            fwd = self.hoisted_checks(s) + fwd
+            fwd += self.rest_holders()
+            if not br:
+                return fwd, []
+            rev = self.reverse_range(s, br)
+            return fwd, rev
+        if isinstance(s, While):
+            self.depth += 1
+            tf, tr = self.block(s.test_body)
+            saved = self.enter_region()
+            bf, br = self.block(s.body)
+            reserve, _ = self.leave_region(saved, None)
+            bf = reserve + bf
+            self.depth -= 1
+            if tr:
+                raise err(s, "internal: a loop condition needs reverse code")
+            if not br:
+                body = tf + [B.if_(B.ex(X(gast.UnaryOp(op=gast.Not(), operand=B.ex(self.val(s.test))))), [B.break_()])] + bf
+                return [B.while_(B.const(True), body)] + self.rest_holders(), []
+            trips = self.fresh("_trips")
+            self.types[trips] = Scalar("i64")
+            self.f.defs[trips] = 1
+            if self.depth > 0:
+                self.f.in_loop.add(trips)
+            self.tbr.add(trips)
+            fwd = []
+            if self.taped(trips):
+                self.extra_inits.append((trips, Scalar("i64")))
+                fwd += self.push(trips)
+            fwd.append(B.assign(trips, 0))
+            body = tf + [B.if_(B.ex(X(gast.UnaryOp(op=gast.Not(), operand=B.ex(self.val(s.test))))), [B.break_()])] \
+                + bf + [B.augassign(trips, "+", 1)]
+            fwd.append(B.while_(B.const(True), body))
+            fwd += self.rest_holders()
+            r = self.fresh("_trip")
+            rev = [B.for_range(r, [B.name(trips)], br)]
+            if self.taped(trips):
+                rev += self.pop(trips)
+            return fwd, rev
+        raise TypeError(s)
+
+    def trip_count(self, s):
+        start, stop, step = s.start, s.stop, s.step
+        if isinstance(step, Const) and step.value == 1:
+            if isinstance(start, Const) and start.value == 0:
+                return self.val(stop)
+            return self.val(stop) - self.val(start)
+        return X(B.call(self.helper("_range_len"), self.val(start), self.val(stop), self.val(step)))
+
+    def record_reads(self, s, rev):
+        """Which primal variables the reverse code of ``s`` (its own part) reads."""
+        if isinstance(s, Segment):
+            return   # recorded by segment() itself
+        if isinstance(s, (Assign, Store)):
+            names = names_read(rev)
+        elif isinstance(s, If):
+            names = {s.cond.name} if isinstance(s.cond, Var) and rev else set()
+        elif isinstance(s, For):
+            names = {b.name for b in (s.start, s.stop, s.step) if isinstance(b, Var)} if rev else set()
+        else:
+            names = set()
+        for n in names:
+            if n in self.types:
+                self.reads_at.setdefault(n, []).append(s)
+
+    def range_args(self, s):
+        start, stop, step = s.start, s.stop, s.step
+        if isinstance(step, Const) and step.value == 1:
+            if isinstance(start, Const) and start.value == 0:
+                return [self.val(stop)]
+            return [self.val(start), self.val(stop)]
+        return [self.val(start), self.val(stop), self.val(step)]
+
+    def reverse_range(self, s, body_rev):
+        start, stop, step = s.start, s.stop, s.step
+        if isinstance(step, Const) and step.value == 1:
+            return [B.for_range(s.var, [self.val(stop) - 1, self.val(start) - 1, -1], body_rev)]
+        if isinstance(step, Const) and step.value == -1:
+            return [B.for_range(s.var, [self.val(stop) + 1, self.val(start) + 1], body_rev)]
+        k = self.fresh("_k")
+        n = B.call(self.helper("_range_len"), self.val(start), self.val(stop), self.val(step))
+        body = [B.assign(s.var, self.val(start) + X(B.name(k)) * self.val(step))] + body_rev
+        return [B.for_range(k, [X(n) - 1, -1, -1], body)]
+

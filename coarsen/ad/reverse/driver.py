@@ -1,0 +1,241 @@
+"""Reverse mode: from a typed IR function to the derivative program as a gast module.
+
+Requires: a typed ``ir.Function``, the names of the differentiated parameters, and the
+analysis ``Facts`` (``coarsen.analysis.activity``).
+Guarantees: a ``gast.Module`` with the runtime helpers it needs and one function
+``<name>_value_and_grad(*params)`` returning ``(value, (adjoint of each wrt parameter,))``.
+The function runs a forward sweep (the primal, saving on typed tapes the values the reverse
+sweep reads that would otherwise be overwritten) and a reverse sweep (adjoint statements in
+reverse order, restoring saved values as it goes): the invariant is that at the reverse point
+of every statement, each variable the reverse sweep reads holds its forward value there.
+Tapes are a float64 buffer and an int64 buffer that grow geometrically; ``range`` loops are
+reversed by index arithmetic, ``while`` loops by a trip counter.  Adjoints are named
+``<variable>_bar``; the original source line heads each block as a comment.
+
+``differentiate_ir`` is the driver: it plans and lifts segments (coarse mode), plans bounds
+checks, emits both sweeps until the tape analysis settles (``coarsen.analysis.recording``),
+and assembles the module (``cleanup``).  It works on its own copy of the function and facts:
+the caller's IR is never changed, so one lowering serves every use.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+import gast
+
+from ... import symbolic as S
+from ...analysis.activity import intact
+from ...analysis.bounds import plan_bounds
+from ...analysis.segments import plan_segments
+from ...analysis.recording import tape_sites, to_be_recorded
+from ...errors import CoarsenError
+from ...ir.nodes import Array, Assign, For, Segment, walk
+from .. import build as B
+from ..build import X
+from ..canonical import lift_canonically
+from ..lift import closed_form_segment, differentiate_segment
+from ..runtime import helper_source
+from .cleanup import comment_pass, drop_dead_adjoint_code, drop_marked, init_value
+from .emitter import Emitter
+from .tapes import FP, FT, IP, IT
+
+
+def _replace_loop(block, loop, seg):
+    """Put the loop segment ``seg`` where ``loop`` stands (its statements keep the loop)."""
+    for k, st in enumerate(block):
+        if st is loop:
+            body = seg.info.get("singular_body")
+            loop.body = [body] if body is not None else list(seg.stmts)
+            seg.stmts = [loop]
+            block[k] = seg
+            return True
+        for sub in (getattr(st, "body", None), getattr(st, "orelse", None), getattr(st, "stmts", None)):
+            if isinstance(sub, list) and sub is not seg.stmts and _replace_loop(sub, loop, seg):
+                return True
+    return False
+
+
+
+
+def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_seconds=2.0,
+                     workspace=False, boundscheck=True):
+    """Build the derivative module for a typed IR function (see the module docstring).
+
+    ``workspace=True`` (for CUDA) requires scalar code only: the tapes are not allocated but
+    passed in as the extra parameters ``_ftape``, ``_itape`` (per-thread slices of one
+    preallocated workspace) with ``_status`` (an int64 array: ``_status[0] = 1`` when a tape
+    would overflow, and the function returns zeros at once).  ``boundscheck=True`` checks
+    every array index in the forward sweep before its access (``coarsen.analysis.bounds``):
+    an index out of range raises ``IndexError`` naming the source line."""
+    # work on copies: planning puts Segment nodes into the body, closed forms replace loops,
+    # and the emitter types the variables it makes
+    fn = replace(fn, body=copy.deepcopy(fn.body), types=dict(fn.types))
+    facts = replace(facts, defs=dict(facts.defs), in_loop=set(facts.in_loop))
+    types = fn.types
+    if workspace:
+        for v, t in types.items():
+            if isinstance(t, Array):
+                raise CoarsenError(f"the CUDA target supports functions of scalars only; {v!r} is an array",
+                                   filename=fn.filename,
+                                   hint="use target='cpu' (batched with prange) for functions with arrays")
+    segments = []
+    if coarsen:
+        segments = plan_segments(fn, facts)
+        loop_bodies = {}
+        for st in walk(fn.body):
+            if isinstance(st, For) and len(st.body) == 1 and isinstance(st.body[0], Segment):
+                loop_bodies[id(st.body[0])] = st
+        for seg in list(segments):
+            budget = S.Budget(max_ops=4000, seconds=budget_seconds)
+            loop = loop_bodies.get(id(seg))
+            if loop is not None:
+                info = lift_canonically(closed_form_segment, seg, types, facts.active, budget,
+                                        loop=loop)
+                if "partials" in info and info["singular"]:
+                    # the loop stays as the path for the singular points (exactness there)
+                    body = Segment(list(seg.stmts), seg.loc, seg.index, passengers=list(seg.passengers),
+                                inputs=list(seg.inputs), outputs=list(seg.outputs), info=dict(seg.info))
+                    body.info.update(lift_canonically(differentiate_segment, body, types,
+                                                      facts.active, budget))
+                    if "partials" not in body.info:
+                        info = {"fallback": "closed form needs the loop at singular points, and the "
+                                "loop body could not be lifted"}
+                    else:
+                        info["singular_body"] = body
+                if "partials" in info:
+                    seg.info.update(info)
+                    seg.info["kind"] = "loop"
+                    seg.info["loop"] = loop
+                    seg.outputs = list(info["carried"])
+                    seg.inputs = sorted({i for (_, i) in info["partials"]})
+                    _replace_loop(fn.body, loop, seg)
+                    continue
+                seg.info["closed_form_fallback"] = info.get("fallback")
+            seg.info.update(lift_canonically(differentiate_segment, seg, types, facts.active,
+                                             budget))
+    # index checks (boundscheck): proven, hoisted before loops, or inline before accesses
+    # the canonical names segments were lifted under (coarsen.ad.canonical), to print back
+    lifted_names = {}
+    for seg in segments:
+        lifted_names.update(seg.info.get("names", {}))
+        sub = seg.info.get("singular_body")
+        if sub is not None:
+            lifted_names.update(sub.info.get("names", {}))
+    bounds = plan_bounds(fn) if boundscheck else None
+    # phase 1: which primal variables does the reverse sweep read?
+    # The reverse sweep's reads decide what is taped, and taping adds restore code that reads
+    # more (the condition of an if whose branch now restores an array element, a loop's
+    # bounds): emit until the reads no longer grow (monotone, so this ends).
+    reads = {}
+    tbr, sites = set(), frozenset()
+    for _ in range(8):
+        em = Emitter(fn, wrt, facts, tbr)
+        em.lifted_names = lifted_names
+        em.tape_sites = sites
+        em.workspace = workspace
+        em.bounds = bounds
+        fwd, rev = em.block(fn.body)
+        grown = False
+        for v, rs in em.reads_at.items():
+            known = reads.setdefault(v, [])
+            for r in rs:
+                key = (r[0], id(r[1])) if isinstance(r, tuple) else id(r)
+                if key not in {((k[0], id(k[1])) if isinstance(k, tuple) else id(k)) for k in known}:
+                    known.append(r)
+                    grown = True
+        if not grown and _ > 0:
+            break
+        plain = {v: [r[1] if isinstance(r, tuple) else r for r in rs] for v, rs in reads.items()}
+        tbr = to_be_recorded(fn, plain)
+        for v in facts.active:
+            if isinstance(types.get(v), Array) and not intact(facts, v) and v not in facts.set_temps:
+                tbr.add(v)
+        sites = tape_sites(fn, reads)
+    else:
+        raise CoarsenError("internal: the tape analysis did not settle", filename=fn.filename)
+    top_f, top_i = em.count_f, em.count_i
+    em.close_holders(em.region)
+    fwd = drop_marked(fwd)
+    prologue = []
+    for p in fn.params:
+        if p in facts.stored and isinstance(types[p], Array):
+            prologue.append(B.assign(p, B.call(gast.Attribute(value=B.name(p), attr="copy", ctx=gast.Load()))))
+    inits = {}
+    for v in sorted(tbr):
+        if v not in fn.params and em.taped(v) and v in types and isinstance(types[v], Array):
+            inits[v] = types[v]
+    for st in walk(fn.body):
+        if isinstance(st, Assign) and st.target not in fn.params and em.taped_at(st):
+            inits[st.target] = types[st.target]
+    for v in sorted(facts.active):
+        if v not in fn.params and isinstance(types.get(v), Array) and v not in facts.set_temps:
+            inits[v] = types[v]
+    for v, t in em.extra_inits:
+        inits.setdefault(v, t)
+    for v in sorted(inits):
+        st = B.assign(v, init_value(inits[v]))
+        st._coarsen_init = True
+        prologue.append(st)
+    if workspace:
+        prologue.append(B.assign(FP, 0))
+        prologue.append(B.assign(IP, 0))
+        for k, tape in ((top_f, FT), (top_i, IT)):
+            if k:
+                prologue.append(em.workspace_check(tape, X(k)))
+    else:
+        if em.uses_ftape:
+            prologue.append(B.assign(FT, B.call("np.empty", top_f + 64)))
+            prologue.append(B.assign(FP, 0))
+        if em.uses_itape:
+            prologue.append(B.assign(IT, B.call("np.empty", top_i + 64, B.attr("np.int64"))))
+            prologue.append(B.assign(IP, 0))
+    if prologue:
+        prologue[0].coarsen_comment = "prologue: copies of written inputs, tapes, initial values"
+    value_name = "_value"
+    mid = [B.assign(value_name, B.call("float", fn.result), comment="reverse sweep")]
+    # tape high-water marks (pushes happen only in the forward sweep), for reports
+    mid.append(B.assign("_tape_floats", B.name(FP) if em.uses_ftape else 0))
+    mid.append(B.assign("_tape_ints", B.name(IP) if em.uses_itape else 0))
+    adj_init = []
+    seeded = fn.result in facts.active      # the result's adjoint starts at 1, the others at 0
+    for v in sorted(facts.active | set(wrt)):
+        if v in facts.set_temps:
+            continue
+        t = types.get(v)
+        if isinstance(t, Array):
+            adj_init.append(B.assign(Emitter.bar(v), B.call("np.zeros", B.attr(f"{v}.shape"))))
+        else:
+            adj_init.append(B.assign(Emitter.bar(v), 1.0 if seeded and v == fn.result else 0.0))
+    seed = []
+    if seeded and (fn.result in facts.set_temps or isinstance(types.get(fn.result), Array)):
+        seed = [B.assign(Emitter.bar(fn.result), 1.0)]
+    grads = []
+    for w in wrt:
+        grads.append(B.name(Emitter.bar(w)))
+    ret = B.return_(B.tuple_(value_name, gast.Tuple(elts=grads, ctx=gast.Load()),
+                             B.tuple_("_tape_floats", "_tape_ints")))
+    if fwd:
+        fwd[0].coarsen_comment = "forward sweep" + (("\n" + fwd[0].coarsen_comment) if getattr(fwd[0], "coarsen_comment", None) else "")
+    body = prologue + fwd + mid + adj_init + seed + rev + [ret]
+    comment_pass(fwd)
+    comment_pass(rev)
+    for st in fwd[:1]:
+        loc = getattr(st, "_coarsen_loc", None)
+        if loc is not None:
+            st.coarsen_comment = "forward sweep\n" + loc.text
+    params = list(fn.params) + ([FT, IT, "_status"] if workspace else [])
+    body = drop_dead_adjoint_code(body, set(fn.types))
+    func = B.funcdef(entry_name, params, body)
+    helpers = helper_source(sorted(em.helpers)) if em.helpers else ""
+    # import what the code uses (generated modules pass `ruff check`)
+    used = {n.id for node in [func] + list(gast.parse(helpers).body if helpers else [])
+            for n in gast.walk(node) if isinstance(n, gast.Name)}
+    header = gast.parse("".join(line for mod, line in (("math", "import math\n"),
+                                                       ("np", "import numpy as np\n"))
+                                if mod in used) or "\n")
+    helper_mod = gast.parse(helpers) if helpers else gast.Module(body=[], type_ignores=[])
+    module = gast.Module(body=header.body + helper_mod.body + [func], type_ignores=[])
+    em.segments = segments
+    return module, em
+

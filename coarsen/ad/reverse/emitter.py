@@ -1,0 +1,124 @@
+"""The reverse-pass emitter: one object per emission, holding the state the jobs share.
+
+Requires: a typed ``ir.Function``, the differentiated parameters, activity ``Facts``, the
+variables to be recorded (``coarsen.analysis.recording``).
+Guarantees: ``Emitter.block(stmts)`` returns the forward and reverse code of a statement list.
+The jobs live in their own modules, mixed in here: tapes (``tapes``), adjoint statements
+(``adjoints``), segment steps (``steps``), control-flow reversal (``control``).  The emitter
+never changes the IR it reads: variables it makes (trip counters, closed-form temporaries) get
+their types in ``self.types``, a copy of ``fn.types``.
+"""
+from __future__ import annotations
+
+import gast
+
+from ...ir.nodes import (Array, NEWAXIS, Slice, Var)
+from ...analysis.activity import intact
+from .. import build as B
+from ..build import X
+from ...analysis.bounds import hoisted_check, inline_check
+from ...analysis.recording import find_recomputable
+from .adjoints import AdjointMixin
+from .control import ControlMixin
+from .steps import SegmentMixin
+from .tapes import TapeMixin
+
+
+class Emitter(TapeMixin, AdjointMixin, SegmentMixin, ControlMixin):
+    def __init__(self, fn, wrt, facts, tbr=frozenset()):
+        self.fn = fn
+        self.types = fn.types
+        self.wrt = list(wrt)
+        self.f = facts
+        self.active = facts.active
+        self.tbr = set(tbr)
+        self.helpers = set()
+        self.counter = 0
+        self.uses_ftape = False
+        self.uses_itape = False
+        self.extra_inits = []     # (name, type) of emitter-made variables to pre-initialize
+        self.depth = 0
+        self.recompute = find_recomputable(fn, facts)
+        self.reads_at = {}
+        self.region = self.new_region()
+
+    # ------------------------------------------------------------------ naming
+    def fresh(self, base):
+        self.counter += 1
+        return f"{base}{self.counter}"
+
+    @staticmethod
+    def bar(name):
+        return name + "_bar"
+
+    def ty(self, name):
+        return self.types.get(name)
+
+    def is_arr(self, operand):
+        return isinstance(operand, Var) and isinstance(self.types.get(operand.name), Array)
+
+    def nd(self, operand):
+        if isinstance(operand, Var):
+            t = self.types.get(operand.name)
+            return t.ndim if isinstance(t, Array) else 0
+        return 0
+
+    def intact(self, name):
+        """Is ``name`` never overwritten after it is first set (activity's ``intact``)?"""
+        return intact(self.f, name)
+
+    def taped(self, name):
+        return name in self.tbr and not intact(self.f, name)
+
+    tape_sites = frozenset()
+
+    def taped_at(self, s):
+        """Must the assignment ``s`` save the value it overwrites?  Arrays: when the variable
+        is to be recorded at all; scalars: when ``s`` may overwrite a value the reverse sweep
+        still reads (``_tape_sites``)."""
+        if isinstance(self.types.get(s.target), Array):
+            return self.taped(s.target)
+        return id(s) in self.tape_sites and not intact(self.f, s.target)
+
+    def helper(self, name):
+        self.helpers.add(name)
+        return name
+
+    # ------------------------------------------------------------------ operands
+    def val(self, operand):
+        if isinstance(operand, Var):
+            if self.in_reverse and operand.name in self.recompute:
+                s = self.recompute[operand.name]
+                return X(B.subscript(s.args[0].name, self.index_node(s.index)), False)
+            return X(B.name(operand.name), self.is_arr(operand))
+        return X(B.const(operand.value))
+
+    in_reverse = False
+    lifted_names = {}     # canonical -> real names of lifted segments (coarsen.ad.canonical)
+
+    def index_node(self, index):
+        items = []
+        for it in index:
+            if it == NEWAXIS:
+                items.append(B.const(None))
+            elif isinstance(it, Slice):
+                items.append(B.slice_(*(None if p is None else self.val(p) for p in (it.lower, it.upper, it.step))))
+            else:
+                items.append(B.ex(self.val(it)))
+        if len(items) == 1:
+            return items[0]
+        return gast.Tuple(elts=items, ctx=gast.Load())
+
+    def index_checks(self, s):
+        """Forward code checking the indices of the element access ``s`` before it runs."""
+        if self.bounds is None:
+            return []
+        return [inline_check(c, self.val) for c in self.bounds.inline.get(id(s), ())]
+
+    def hoisted_checks(self, loop):
+        """Index checks of the accesses in ``loop``'s body, run once before it."""
+        if self.bounds is None:
+            return []
+        out = [hoisted_check(c, loop, self.val) for c in self.bounds.hoisted.get(id(loop), ())]
+        return [c for c in out if c is not None]
+

@@ -1,0 +1,251 @@
+"""Segment steps: the forward code of a lifted segment (with its tape pushes) and its
+reverse step, one preaccumulated update ``in_bar += d out/d in * out_bar`` per path; loops in
+closed form (with the loop kept for the closed form's singular points).
+
+Requires: an emitter with the tape and adjoint methods; segments lifted by ``coarsen.ad.lift``
+(their partials and local Jacobians in SymPy, under canonical names, ``coarsen.ad.canonical``).
+Guarantees: ``segment(seg)`` returns ``(forward code, reverse code)``, and records which primal
+variables the step reads and when (on entry, after the passengers, at the end).
+"""
+from __future__ import annotations
+
+import gast
+
+from ...ir.nodes import (Assign, Scalar, walk)
+from ...analysis.activity import intact
+from .. import build as B
+from ..build import X
+from ..canonical import real_name
+from .cleanup import names_read
+
+
+class SegmentMixin:
+    # ------------------------------------------------------------------ segments
+    def fwd_pops(self, s):
+        """Forward code of a lifted statement (with its tape pushes) and the pops that undo it:
+        float pops (run before the segment's step, which needs entry values) and condition pops
+        (run after it: the step chooses its path by the conditions' values in the segment)."""
+        if isinstance(s, Assign):
+            fwd, fpops, cpops = self.index_checks(s), [], []
+            if self.taped_at(s):
+                fwd += self.push(s.target)
+                (fpops if self.types[s.target].kind == "f64" else cpops).extend(self.pop(s.target))
+            fwd.append(B.assign(s.target, self.primal(s)))
+            return fwd, fpops, cpops
+        fb, fpb, cpb = self.fwd_pops_block(s.body)
+        fo, fpo, cpo = self.fwd_pops_block(s.orelse)
+        fwd = [B.if_(self.val(s.cond), fb, fo)]
+
+        def branch(pb, po):
+            if not (pb or po):
+                return []
+            if pb:
+                return [B.if_(self.val(s.cond), pb, po)]
+            return [B.if_(B.ex(X(gast.UnaryOp(op=gast.Not(), operand=B.ex(self.val(s.cond))))), po)]
+        return fwd, branch(fpb, fpo), branch(cpb, cpo)
+
+    def fwd_pops_block(self, stmts):
+        fwd, fpops, cpops = [], [], []
+        for st in stmts:
+            f, fp, cp = self.fwd_pops(st)
+            if f:
+                f[0]._coarsen_loc = st.loc
+            fwd += f
+            fpops[:0] = fp
+            cpops[:0] = cp
+        return fwd, fpops, cpops
+
+    def segment(self, seg):
+        info = seg.info
+        if "partials" not in info:
+            return self.block(seg.stmts)
+        if info.get("kind") == "loop":
+            return self.loop_segment(seg)
+        fwd, pass_rev = [], []
+        for st in seg.passengers:
+            f, r = self.stmt(st)
+            self.record_reads(st, r)
+            if f:
+                f[0]._coarsen_loc = st.loc
+            fwd += f
+            pass_rev[:0] = r
+        lifted = [st for st in seg.stmts if not any(st is p for p in seg.passengers)]
+        lf, fpops, cpops = self.fwd_pops_block(lifted)
+        fwd += lf
+        step = self.segment_step(seg)
+        names = {n for n in names_read(step + fpops + cpops) if n in self.types}
+        passenger_defs = {p.target for p in seg.passengers}
+        cond_defs = {st.target for st in walk(lifted)
+                     if isinstance(st, Assign) and self.types[st.target].kind == "bool"}
+        for n in names:
+            # when the step reads each value: conditions as they stand at the segment's end,
+            # passengers' results after the passengers (before the lifted statements, which
+            # may reassign them), everything else on entry
+            if n in cond_defs:
+                self.reads_at.setdefault(n, []).append(("end", seg))
+            elif n in passenger_defs:
+                self.reads_at.setdefault(n, []).append(("mid", seg))
+            else:
+                self.reads_at.setdefault(n, []).append(seg)
+        return fwd, fpops + step + cpops + pass_rev
+
+    def loop_segment(self, seg):
+        """A loop replaced by the exact closed form of its carried values."""
+        import sympy
+        info = seg.info
+        n = self.fresh("_n")
+        self.types[n] = Scalar("i64")
+        nsym = sympy.Symbol(n, integer=True)
+        fwd = [B.assign(n, B.call("int", self.sym_expr(info["trip_count"])))]
+        tmps = []
+        for v in info["carried"]:
+            e = info["finals_n"][v].xreplace({info["n_symbol"]: nsym})
+            t = self.fresh("_closed")
+            self.types[t] = self.types[v]
+            conv = "float" if self.types[v].kind == "f64" else "int"
+            fwd.append(B.assign(t, B.call(conv, self.sym_expr(e))))
+            tmps.append((v, t))
+        pops = []
+        inner = {}
+        for st in walk(seg.stmts):
+            if isinstance(st, Assign):
+                inner[st.target] = inner.get(st.target, False) or self.taped_at(st)
+        for v, t in tmps:
+            if inner.get(v):
+                fwd += self.push(v)
+                pops[:0] = self.pop(v)
+            fwd.append(B.assign(v, B.name(t)))
+        fwd[0].coarsen_comment = f"loop (line {seg.loc.lineno}) in closed form: " + \
+            "; ".join(info["formula"].splitlines())
+        step = self.segment_step(seg)
+        names = {nm for nm in names_read(step + pops) if nm in self.types}
+        rev = pops + step
+        if info.get("singular"):
+            # at the closed form's singular points the loop runs, one coarse step per trip
+            import sympy
+            guard = self.sym_expr(sympy.Or(*info["singular"]))
+            names |= {nm for nm in names_read([guard]) if nm in self.types}
+            loop_fwd, loop_rev = self.stmt(info["loop"])
+            fwd = [B.if_(guard, loop_fwd, fwd)]
+            fwd[0].coarsen_comment = "exact closed form, except at its singular points (the loop)"
+            rev = [B.if_(self.sym_expr(sympy.Or(*info["singular"])), loop_rev or [gast.Pass()], rev)]
+        for nm in names:
+            self.reads_at.setdefault(nm, []).append(seg)
+        return fwd, rev
+
+    def sym_expr(self, expr):
+        """A SymPy expression as a gast expression (recomputable element reads re-read)."""
+        from ... import symbolic as S
+        node = gast.parse(S.to_python(expr)).body[0].value
+        if self.lifted_names:
+            names = self.lifted_names
+
+            class Real(gast.NodeTransformer):
+                def visit_Name(self, n):
+                    n.id = real_name(n.id, names)
+                    return n
+            node = Real().visit(node)
+        if self.recompute:
+            rec = self.recompute
+            emitter = self
+
+            class Sub(gast.NodeTransformer):
+                def visit_Name(self, n):
+                    if isinstance(n.ctx, gast.Load) and n.id in rec:
+                        st = rec[n.id]
+                        return B.subscript(st.args[0].name, emitter.index_node(st.index))
+                    return n
+            node = Sub().visit(node)
+        return node
+
+    def segment_step(self, seg):
+        info = seg.info
+        partials = info["partials"]
+        outs = [o for o in seg.outputs if o in self.active and any(k[0] == o for k in partials)]
+        ins = []
+        for o, i in sorted(partials, key=lambda k: (k[1], k[0])):
+            if i in self.active and i not in ins:
+                ins.append(i)
+        code = []
+        g = {}
+        for o in outs:
+            if o in ins:
+                gname = self.fresh("_g")
+                self.extra_inits.append((gname, self.types[o]))
+                code.append(B.assign(gname, B.name(self.bar(o))))
+                g[o] = X(B.name(gname))
+            else:
+                g[o] = X(B.name(self.bar(o)))
+        late_reset = []
+        for o in seg.outputs:
+            if o not in self.active or o in self.f.set_temps:
+                continue
+            if intact(self.f, o) and o not in ins:
+                continue
+            (code if o in ins else late_reset).append(B.assign(self.bar(o), 0.0))
+        paths = info.get("paths") or [((), partials, info["jac"])]
+        branches = []
+        for decisions, path_partials, jac in paths:
+            body = self.path_step(path_partials, jac, outs, ins, g)
+            got = {i for (o, i) in path_partials if o in outs}
+            body += self.zero_unset_inputs(seg, got)
+            branches.append((decisions, body))
+        if len(branches) == 1:
+            code += branches[0][1]
+        else:
+            chain = None
+            for decisions, body in reversed(branches):
+                if chain is None:
+                    chain = body or [gast.Pass()]
+                    continue
+                tests = []
+                for cond, flag in decisions:
+                    t = B.ex(self.val(cond))
+                    tests.append(t if flag else gast.UnaryOp(op=gast.Not(), operand=t))
+                test = tests[0] if len(tests) == 1 else gast.BoolOp(op=gast.And(), values=tests)
+                chain = [B.if_(test, body, chain)]
+            code += chain
+        code += late_reset
+        if code:
+            a, b = info["lines"]
+            where = f"line {a}" if a == b else f"lines {a}-{b}"
+            code[0].coarsen_comment = f"segment {seg.index} ({where}), one preaccumulated step: {info.get('formula', '')}"
+        return code
+
+    def path_step(self, partials, jac, outs, ins, g):
+        """The preaccumulated step of one straight-line path: ``in_bar += sum(d out/d in * out_bar)``."""
+        code = []
+        # only the replacements the partials need (values are recomputed by the forward code)
+        needed = set()
+        for (o, i), e in partials.items():
+            if o in outs and i in ins:
+                needed |= e.free_symbols
+        keep = []
+        for sym, e in reversed(jac.replacements):
+            if sym in needed:
+                keep.append((sym, e))
+                needed |= e.free_symbols
+        for sym, e in reversed(keep):
+            code.append(B.assign(real_name(sym.name, self.lifted_names), self.sym_expr(e)))
+        pre_fwd, pre_rev = [], []
+        for i in ins:
+            total = None
+            for o in outs:
+                if (o, i) not in partials:
+                    continue
+                p = X(self.sym_expr(partials[(o, i)]))
+                term = g[o] if (isinstance(p.node, gast.Constant) and p.node.value == 1) else g[o] * p
+                total = term if total is None else total + term
+            if total is not None:
+                self.accumulate(i, total, pre_fwd, pre_rev, code)
+        return code
+
+    def zero_unset_inputs(self, seg, ins_with_contrib):
+        """A set-once temporary fed into the segment whose partials are all zero (its value
+        was overwritten) still needs its adjoint defined: zero."""
+        out = []
+        for i in seg.inputs:
+            if i in self.f.set_temps and i in self.active and i not in ins_with_contrib:
+                out.append(B.assign(self.bar(i), 0.0))
+        return out
+

@@ -1,0 +1,177 @@
+"""What the reverse sweep needs recorded: the to-be-recorded analysis of the reverse pass.
+
+Requires: a typed (and planned) ``ir.Function``, activity ``Facts``, and the reads of the
+reverse code the emitter generated (``reads_at``: variable -> the statements whose reverse
+code reads it; a ``("mid"|"end", segment)`` pair for reads after a segment's passengers or at
+its end).
+Guarantees: ``find_recomputable`` names the scalar temporaries read from an array whose
+element holds still while they live (the reverse sweep re-reads the element instead of taping
+it); ``to_be_recorded`` the variables a later assignment may overwrite before the reverse
+sweep reads them; ``tape_sites`` the scalar assignments that must save the value they
+overwrite.  None of them changes its inputs.
+"""
+from __future__ import annotations
+
+from ..ir.nodes import Array, Assign, For, If, Segment, Store, Var, While, uses, walk
+from .activity import intact, is_temp, statement_positions
+
+
+def find_recomputable(fn, facts):
+    """Scalar temporaries (``t = a[i]``) the reverse sweep may re-read from their array:
+    ``{temporary: its getitem statement}``."""
+    out = {}
+    _find(fn, facts, fn.body, out)
+    return out
+
+
+def _written_before_use(block, getitem, base, idx_vars, after=()):
+    """Is ``base`` written, or an index variable reassigned, between the element read
+    ``getitem`` and a use of its value (then re-reading the element later would not give
+    the value that was used)?  ``after``: the rest of each enclosing block, innermost
+    first (a read in a segment or a branch may be used after it)."""
+    k = next(i for i, st in enumerate(block) if st is getitem)
+    changed = False
+    def writes(sub):
+        return (isinstance(sub, Store) and sub.array == base) or \
+            (isinstance(sub, Assign) and sub.target in idx_vars) or \
+            (isinstance(sub, For) and sub.var in idx_vars)
+
+    for st in list(block[k + 1:]) + [x for rest in after for x in rest]:
+        # a loop after the read that both uses the value and writes: a later trip's use
+        # follows an earlier trip's write, whatever their order in the body
+        for loop in walk([st]):
+            if isinstance(loop, (For, While)) and any(writes(x) for x in walk([loop])) and \
+                    any(isinstance(u, Var) and u.name == getitem.target
+                        for x in walk([loop]) for u in uses(x)):
+                return True
+        for sub in walk([st]):
+            if changed and any(isinstance(u, Var) and u.name == getitem.target for u in uses(sub)):
+                return True
+        for sub in walk([st]):
+            if writes(sub):
+                changed = True
+                if any(isinstance(u, Var) and u.name == getitem.target for u in uses(sub)):
+                    return True
+    return False
+
+
+def _find(fn, facts, block, out, loop_vars=(), after=()):
+    """Scalar temporaries read from an array, at indices that hold still while the
+    temporary lives: the reverse sweep re-reads the element instead of saving it on the
+    tape.  ``after``: the rest of each enclosing block, innermost first."""
+    for i, s in enumerate(block):
+        inner = (block[i + 1:],) + after
+        if isinstance(s, Assign) and s.op == "getitem" and is_temp(s.target) \
+                and facts.defs.get(s.target) == 1 and not isinstance(fn.types.get(s.target), Array):
+            base = s.args[0].name
+            # a written array qualifies too: re-reading it in the reverse sweep makes it
+            # recorded, so every write saves and restores the element it overwrites, and
+            # the array holds its forward contents at each reverse point
+            # indices: any integer variable works (the reverse sweep restores what it
+            # reads), unless it is reassigned between the read and the use
+            ok = intact(facts, base) and base not in fn.views
+            idx_vars = {it.name for it in s.index if isinstance(it, Var)}
+            if ok and _written_before_use(block, s, base, idx_vars, after):
+                ok = False
+            if ok:
+                out[s.target] = s
+        elif isinstance(s, If):
+            _find(fn, facts, s.body, out, loop_vars, inner)
+            _find(fn, facts, s.orelse, out, loop_vars, inner)
+        elif isinstance(s, For):
+            _find(fn, facts, s.body, out, loop_vars + (s.var,), inner)
+        elif isinstance(s, While):
+            _find(fn, facts, s.body, out, loop_vars, inner)
+        elif isinstance(s, Segment):
+            _find(fn, facts, s.stmts, out, loop_vars, inner)
+
+
+def to_be_recorded(fn, reads_at):
+    """Variables whose values the reverse sweep reads at a point where a later assignment
+    (later in program order, or in a loop around both) may have overwritten them: exactly
+    these are saved before each assignment and restored when it is reversed.  A value read
+    only after its last assignment (an accumulator used after its loop) needs no tape."""
+    order, loops_of = statement_positions(fn.body)
+    defs = {}
+    for st in walk(fn.body):
+        if isinstance(st, Assign):
+            defs.setdefault(st.target, []).append(st)
+        elif isinstance(st, For):
+            defs.setdefault(st.var, []).append(st)
+    out = set()
+    for v, readers in reads_at.items():
+        if v in fn.params and v not in defs:
+            continue
+        for r in readers:
+            pr = order[id(r)]
+            hit = False
+            for d in defs.get(v, ()):
+                if isinstance(d, For) and d.var == v:
+                    continue   # the reverse loop sets its own index
+                if order[id(d)] >= pr or any(lp in loops_of[id(r)] for lp in loops_of[id(d)]):
+                    hit = True
+                    break
+            if hit:
+                out.add(v)
+                break
+    # arrays whose elements the reverse sweep reads must be restored across stores
+    stored = {st.array for st in walk(fn.body) if isinstance(st, Store)}
+    for v in reads_at:
+        if v in stored and isinstance(fn.types.get(v), Array):
+            out.add(v)
+    return out
+
+
+def tape_sites(fn, reads_at):
+    """The scalar assignments that must save the value they overwrite.
+
+    A forward may-analysis over the structured IR: a variable is *pending* from a point whose
+    reverse code reads its value until the next assignment to it; an assignment met while its
+    variable is pending overwrites a value the reverse sweep will read, so it is taped.
+    (An accumulator read only after its loop, say, is then taped once per outer trip, not once
+    per inner trip.)  Loops iterate to a fixpoint; both arms of an ``if`` are joined."""
+    start, mid, end = {}, {}, {}
+    for v, readers in reads_at.items():
+        for r in readers:
+            if isinstance(r, tuple):
+                (end if r[0] == "end" else mid).setdefault(id(r[1]), set()).add(v)
+            else:
+                start.setdefault(id(r), set()).add(v)
+    marked = set()
+
+    def flow(block, pending):
+        pending = set(pending)
+        for st in block:
+            pending |= start.get(id(st), set())
+            if isinstance(st, Assign):
+                if st.target in pending:
+                    marked.add(id(st))
+                pending.discard(st.target)
+            elif isinstance(st, If):
+                pending = flow(st.body, pending) | flow(st.orelse, pending)
+            elif isinstance(st, For):
+                pending = loop(st.body, pending)
+            elif isinstance(st, While):
+                pending = flow(st.test_body, pending)
+                pending = loop(st.test_body + st.body, pending)
+            elif isinstance(st, Segment):
+                pending = flow(st.passengers, pending)
+                pending |= mid.get(id(st), set())
+                pending = flow([x for x in st.stmts if not any(x is p for p in st.passengers)], pending)
+            pending |= end.get(id(st), set())
+        return pending
+
+    def loop(body, pending):
+        entry = set(pending)
+        out = set()
+        for _ in range(4):
+            new = flow(body, entry | out)
+            if new <= out:
+                break
+            out |= new
+        return entry | out
+
+    flow(fn.body, set())
+    return frozenset(marked)
+
+
