@@ -15,7 +15,9 @@ How a plain float64 function is made to run in extended precision
 * ``numpy`` is replaced by :data:`NP_LD`, a proxy that forwards everything to NumPy except the
   array constructors (``zeros``, ``ones``, ``empty``, ``full``, ``eye``, ``array``, ``asarray``,
   the ``*_like`` forms, ``arange``, ``linspace``), which create ``longdouble`` arrays where NumPy
-  would create float64/float32 ones, and ``np.float64``/``np.float32``/``np.pi``/``np.e``;
+  would create float64/float32 ones, ``np.float64``/``np.float32``/``np.pi``/``np.e``, and
+  ``np.linalg.solve`` (Gaussian elimination with partial pivoting in ``longdouble``: NumPy's
+  LAPACK has no extended precision; :data:`LINALG_LD`);
 * the builtin ``float`` is replaced by a longdouble conversion;
 * every plain user function it references (directly, through a user module such as
   ``import tests.zoo.helpers_mod as hm``, or as a ``numba.njit`` dispatcher via ``.py_func``) is
@@ -248,12 +250,53 @@ def _make_np_overrides():
     )
 
 
+def _solve_ld(a, b):
+    """``np.linalg.solve`` in extended precision (NumPy's LAPACK has no longdouble):
+    Gaussian elimination with partial pivoting; ``b`` 1-D or 2-D."""
+    a = np.array(a, dtype=LD)
+    b = np.array(b, dtype=LD)
+    n = a.shape[0]
+    if a.ndim != 2 or a.shape[1] != n or b.shape[0] != n or b.ndim not in (1, 2):
+        raise np.linalg.LinAlgError("solve: A must be square and b must match it")
+    vec = b.ndim == 1
+    x = b.reshape(n, -1).copy()
+    for k in range(n):
+        piv = k + int(np.argmax(np.abs(a[k:, k])))
+        if a[piv, k] == 0:
+            raise np.linalg.LinAlgError("Singular matrix")
+        if piv != k:
+            a[[k, piv]] = a[[piv, k]]
+            x[[k, piv]] = x[[piv, k]]
+        f = a[k + 1:, k] / a[k, k]
+        a[k + 1:, k:] -= np.outer(f, a[k, k:])
+        x[k + 1:] -= np.outer(f, x[k])
+    for k in range(n - 1, -1, -1):
+        x[k] = (x[k] - a[k, k + 1:] @ x[k + 1:]) / a[k, k]
+    return x[:, 0] if vec else x
+
+
+class _LinalgLD(types.ModuleType):
+    """``numpy.linalg`` with ``solve`` in extended precision; everything else is NumPy's."""
+
+    def __init__(self):
+        super().__init__("numpy_linalg_longdouble")
+        self.solve = _solve_ld
+
+    def __getattr__(self, name):
+        return getattr(np.linalg, name)
+
+
+LINALG_LD = _LinalgLD()
+
+
 class _NumpyLD(types.ModuleType):
-    """``numpy`` with float array constructors producing ``np.longdouble``."""
+    """``numpy`` with float array constructors producing ``np.longdouble`` and ``linalg``
+    solving in ``np.longdouble``."""
 
     def __init__(self):
         super().__init__("numpy_longdouble")
         self.__dict__.update(_make_np_overrides())
+        self.linalg = LINALG_LD
 
     def __getattr__(self, name):
         return getattr(np, name)
@@ -264,7 +307,8 @@ NP_LD = _NumpyLD()
 # numpy callables that can be imported by name (``from numpy import zeros``)
 _NP_BY_IDENTITY = {id(getattr(np, k)): v for k, v in _make_np_overrides().items()
                    if callable(getattr(np, k, None)) and not isinstance(getattr(np, k), type)}
-_NP_BY_IDENTITY.update({id(np.float64): LD, id(np.float32): LD})
+_NP_BY_IDENTITY.update({id(np.float64): LD, id(np.float32): LD, id(np.linalg): LINALG_LD,
+                        id(np.linalg.solve): _solve_ld})
 
 _MATH_BY_IDENTITY = {id(getattr(math, k)): getattr(MATH_LD, k)
                      for k in vars(MATH_LD) if callable(getattr(math, k, None))}
@@ -312,6 +356,8 @@ def _transform(v, memo):
         return MATH_LD
     if v is np:
         return NP_LD
+    if v is np.linalg:
+        return LINALG_LD
     if _is_dispatcher(v):
         return _clone(v.py_func, memo)
     if isinstance(v, types.FunctionType):

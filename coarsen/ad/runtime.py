@@ -6,7 +6,10 @@ of those they call, in a fixed order, so generated modules are deterministic and
 ``math``, NumPy and Numba.  Tapes are typed NumPy buffers (float64 values, int64 control
 data) that grow geometrically; ``_grow`` refuses sizes beyond ``MAX_TAPE_BYTES`` with a
 ``MemoryError`` before allocating.  Matrix products are written as loops: they accept any
-memory layout (slices, transposes) and need no BLAS.
+memory layout (slices, transposes) and need no BLAS.  ``_cumsum2``/``_rcumsum*`` and
+``_diff_adj*`` are the loops of ``np.cumsum``/``np.diff`` along an axis and their adjoints;
+``_solve*`` call ``np.linalg.solve`` (LAPACK) on contiguous float64 copies; ``_ein_<a>_<b>__<out>``
+(``einsum_helper_name``) is a loop nest generated per ``np.einsum`` spec (Numba has none).
 """
 from __future__ import annotations
 
@@ -128,9 +131,106 @@ def _prod_grad(a):
         right[i] = right[i + 1] * flat[i + 1]
     return (left * right).reshape(a.shape)
 ''',
+    "_cumsum2": '''
+def _cumsum2(a, axis):
+    n, m = a.shape
+    out = np.empty((n, m), a.dtype)
+    if axis == 0:
+        for j in range(m):
+            acc = a[0, j]
+            out[0, j] = acc
+            for i in range(1, n):
+                acc = acc + a[i, j]
+                out[i, j] = acc
+    else:
+        for i in range(n):
+            acc = a[i, 0]
+            out[i, 0] = acc
+            for j in range(1, m):
+                acc = acc + a[i, j]
+                out[i, j] = acc
+    return out
+''',
+    "_rcumsum1": '''
+def _rcumsum1(g):
+    n = g.shape[0]
+    out = np.empty(n)
+    acc = 0.0
+    for i in range(n - 1, -1, -1):
+        acc += g[i]
+        out[i] = acc
+    return out
+''',
+    "_rcumsum2": '''
+def _rcumsum2(g, axis):
+    n, m = g.shape
+    out = np.empty((n, m))
+    if axis == 0:
+        for j in range(m):
+            acc = 0.0
+            for i in range(n - 1, -1, -1):
+                acc += g[i, j]
+                out[i, j] = acc
+    else:
+        for i in range(n):
+            acc = 0.0
+            for j in range(m - 1, -1, -1):
+                acc += g[i, j]
+                out[i, j] = acc
+    return out
+''',
+    "_diff_adj1": '''
+def _diff_adj1(g):
+    n = g.shape[0]
+    out = np.zeros(n + 1)
+    for i in range(n):
+        out[i] -= g[i]
+        out[i + 1] += g[i]
+    return out
+''',
+    "_diff_adj2": '''
+def _diff_adj2(g, axis):
+    n, m = g.shape
+    if axis == 0:
+        out = np.zeros((n + 1, m))
+        for i in range(n):
+            for j in range(m):
+                out[i, j] -= g[i, j]
+                out[i + 1, j] += g[i, j]
+    else:
+        out = np.zeros((n, m + 1))
+        for i in range(n):
+            for j in range(m):
+                out[i, j] -= g[i, j]
+                out[i, j + 1] += g[i, j]
+    return out
+''',
+    "_solve": '''
+def _solve(a, b):
+    return np.linalg.solve(np.ascontiguousarray(a).astype(np.float64),
+                           np.ascontiguousarray(b).astype(np.float64))
+''',
+    "_solve_adj_b": '''
+def _solve_adj_b(a, g):
+    return _solve(a.T, g)
+''',
+    "_solve_adj_a1": '''
+def _solve_adj_a1(a, b, g):
+    x = _solve(a, b)
+    gb = _solve(a.T, g)
+    return -_outer(gb, x)
+''',
+    "_solve_adj_a2": '''
+def _solve_adj_a2(a, b, g):
+    x = _solve(a, b)
+    gb = _solve(a.T, g)
+    return -_mm22(gb, x.T)
+''',
 }
 
-_DEPS = {"_push": ("_grow",), "_push_array": ("_grow",), "_reserve": ("_grow",)}
+_DEPS = {"_push": ("_grow",), "_push_array": ("_grow",), "_reserve": ("_grow",),
+         "_solve_adj_b": ("_solve",), "_solve_adj_a1": ("_solve", "_outer"),
+         "_solve_adj_a2": ("_solve", "_mm22")}
 
 
 def _sum_to_source(gnd, tnd):
@@ -232,6 +332,52 @@ def _prod_grad_axis_source(nd, ax):
     return "\n".join(lines) + "\n"
 
 
+def einsum_helper_name(a, b, out):
+    """The runtime helper computing ``np.einsum(f"{a},{b}->{out}", x, y)`` (letters only, each
+    at most once per operand); it takes a third argument, the output's shape, when ``out``
+    has letters that neither operand has (the VJP of an operand summed over its own axes)."""
+    return f"_ein_{a}_{b}__{out}"
+
+
+def _einsum_source(a, b, out):
+    """Loops over every letter: ``out[o] += x[a] * y[b]``; checks shared letters' lengths."""
+    fname = einsum_helper_name(a, b, out)
+    free = [c for c in out if c not in a and c not in b]
+    lines = [f"def {fname}(x, y{', shape' if free else ''}):"]
+    size = {}
+    for opname, spec in (("x", a), ("y", b)):
+        for k, c in enumerate(spec):
+            dim = f"{opname}.shape[{k}]"
+            if c in size:
+                lines.append(f"    if {dim} != {size[c]}:")
+                lines.append(f"        raise ValueError('einsum: operands disagree on the length "
+                             f"of the index {c}')")
+            else:
+                size[c] = f"n_{c}"
+                lines.append(f"    n_{c} = {dim}")
+    for k, c in enumerate(out):
+        if c in free:
+            size[c] = f"n_{c}"
+            lines.append(f"    n_{c} = shape[{k}]")
+    if out:
+        lines.append(f"    out = np.zeros(({''.join(f'n_{c}, ' for c in out)}))")
+    else:
+        lines.append("    out = 0.0")
+    letters = list(dict.fromkeys(out + a + b))
+    pad = "    "
+    for c in letters:
+        lines.append(f"{pad}for {c}_ in range(n_{c}):")
+        pad += "    "
+
+    def at(opname, spec):
+        return f"{opname}[{', '.join(c + '_' for c in spec)}]" if spec else opname
+
+    target = at("out", out)
+    lines.append(f"{pad}{target} += {at('x', a)} * {at('y', b)}")
+    lines.append("    return out")
+    return "\n".join(lines) + "\n"
+
+
 def helper_source(names):
     """Source of the named helpers plus their dependencies, deterministic order."""
     want = set()
@@ -260,6 +406,10 @@ def helper_source(names):
         elif n.startswith("_prod_grad_"):
             nd, ax = n[len("_prod_grad_"):].split("_")
             out.append(_prod_grad_axis_source(int(nd), int(ax)).strip("\n"))
+        elif n.startswith("_ein_"):
+            operands, out_spec = n[len("_ein_"):].rsplit("__", 1)
+            a, b = operands.split("_")
+            out.append(_einsum_source(a, b, out_spec).strip("\n"))
         elif n.startswith("_pop_into"):
             out.append(_pop_into_source(int(n[len("_pop_into"):])).strip("\n"))
         else:

@@ -17,12 +17,14 @@ import gast
 from ..errors import CoarsenError
 from ..ir.nodes import (Assign, Const, For, Function, If, Loc, NEWAXIS, Slice, Store, Var,
                         While)
+from ..ir.primitives import ops_where, primitive, spelled
 from ..ir.ssa import split_webs
 from .array_literals import DtypeLike, lower_array_call
 from .helpers_inline import TupleValue, constant_index, inline_call
 from .names import Namer, identifiers
 from .source import (FunctionSource, GlobalArray, Known, Module, UserFunction, UserModule,
                      get_source, resolve, resolve_attribute)
+from .static_attrs import STATIC_ATTR_OPS, einsum_spec_strings, lower_static_attr_call
 
 _BINOPS = {gast.Add: "add", gast.Sub: "sub", gast.Mult: "mul", gast.Div: "div",
            gast.Pow: "pow", gast.FloorDiv: "floordiv", gast.Mod: "mod", gast.MatMult: "matmul"}
@@ -62,7 +64,7 @@ _UNSUPPORTED_EXPRS = {
     gast.Starred: ("star-arguments", "pass arguments one by one"),
 }
 
-_REDUCTIONS = {"sum", "amax", "amin", "prod", "mean", "std", "var"}
+_REDUCTIONS = ops_where(lambda p: p.reduction)
 
 FLOAT32_PROBLEM = "float32 is not supported: coarsen computes in float64"
 FLOAT32_HINT = ("use np.float64 (float32 input arrays are computed in float64 too, and their "
@@ -213,7 +215,7 @@ class Lowerer:
 
     def _fence(self, body):
         for stmt in body:
-            literals = self._array_literal_lists(stmt)
+            literals = self._array_literal_lists(stmt) | einsum_spec_strings(self, stmt)
             for sub in gast.walk(stmt):
                 if id(sub) in literals:
                     continue
@@ -855,10 +857,13 @@ class Lowerer:
             if isinstance(base, Module) and base.kind == "linalg":
                 if node.attr == "norm":
                     return Known("norm", "numpy")
+                if spelled("linalg", node.attr):
+                    return Known(spelled("linalg", node.attr), "numpy")
                 if quiet:
                     return None
                 raise self.err(node, f"np.linalg.{node.attr} is not supported",
-                               "np.linalg.norm(x) is; write other linear algebra with loops and @")
+                               "np.linalg.norm(x) and np.linalg.solve(A, b) are; write other linear "
+                               "algebra with loops and @")
             if isinstance(base, Module) and base.kind == "numpy" and node.attr == "linalg":
                 return Module("linalg")
             if isinstance(base, Module):
@@ -1103,6 +1108,8 @@ class Lowerer:
 
     def known_call(self, node, kind, target):
         op = kind.op
+        if op in STATIC_ATTR_OPS:      # np.cumsum, np.diff, np.einsum: static arguments as attrs
+            return lower_static_attr_call(self, node, op, target)
         if kind.origin == "dtype":
             if op == "float32":
                 raise self.err(node.func, FLOAT32_PROBLEM, FLOAT32_HINT)
@@ -1214,8 +1221,7 @@ class Lowerer:
             return self.op(node, target, "reshape", [a] + [self.lower_expr(d) for d in dims])
         if op == "copyarr":
             return self.op(node, target, "copyarr", [self.lower_expr(args[0])])
-        arity = {"arctan2": 2, "hypot": 2, "pow": 2, "minimum": 2, "maximum": 2, "where": 3,
-                 "dot": 2, "matmul": 2, "logaddexp": 2}.get(op, 1)
+        arity = primitive(op).arity or 1
         if len(args) != arity:
             raise self.err(node, f"{op} takes {arity} argument(s) here")
         ops = [self.lower_expr(a) for a in args]

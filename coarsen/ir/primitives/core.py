@@ -2,9 +2,10 @@
 
 Requires: nothing but ``coarsen.ir.nodes`` and ``coarsen.errors`` (rules are registered by the
 family modules of this package: ``elementwise``, ``logic``, ``casts``, ``reductions``,
-``linalg``, ``shapes``, ``constructors``).
+``linalg``, ``shapes``, ``constructors``, ``cumulative``, ``arrays``).
 Guarantees: ``primitive(name)`` returns the ``Primitive`` of an IR op name; ``spelled(module,
-attr)`` maps a source spelling (``math.asin``, ``np.arcsin``, ``np.multiply``) to the op name.
+attr)`` maps a source spelling (``math.asin``, ``np.arcsin``, ``np.multiply``, and
+``np.linalg.solve`` under the module ``"linalg"``) to the op name.
 Each entry holds:
 
 - ``type_rule(checker, stmt, operand_types) -> Type``: the result type (or ``CoarsenError``);
@@ -41,6 +42,7 @@ class Primitive:
     arity: int | None = None
     math: tuple = ()            # spellings under ``math``
     numpy: tuple = ()           # spellings under ``np``
+    linalg: tuple = ()          # spellings under ``np.linalg``
     partials: tuple | None = None
     vjp: Callable | None = None
     structural: tuple = ()      # operand positions a structural VJP differentiates (mod nargs)
@@ -83,7 +85,7 @@ def register(prim: Primitive) -> Primitive:
     if prim.name in REGISTRY:
         raise ValueError(f"primitive {prim.name!r} registered twice")
     REGISTRY[prim.name] = prim
-    for module, names in (("math", prim.math), ("numpy", prim.numpy)):
+    for module, names in (("math", prim.math), ("numpy", prim.numpy), ("linalg", prim.linalg)):
         for n in names:
             key = (module, n)
             if key in _SPELLINGS:
@@ -103,7 +105,8 @@ def spelled(module: str, attr: str):
 
 
 def spellings(module: str) -> dict:
-    """attr -> op for every registered spelling under ``module`` ("math" or "numpy")."""
+    """attr -> op for every registered spelling under ``module`` ("math", "numpy" or
+    "linalg", the last for ``np.linalg.<attr>``)."""
     return {a: op for (m, a), op in _SPELLINGS.items() if m == module}
 
 

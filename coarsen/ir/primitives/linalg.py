@@ -1,16 +1,24 @@
 """Matrix products: ``matmul`` (``@``) and ``dot``, of 1-D and 2-D arrays (``dot`` also of
-scalars).
+scalars); ``einsum`` of two operands; ``solve`` (``np.linalg.solve``).
 
-Requires: ``core``, ``coarsen.ad.build``; the runtime helpers ``_mm*`` and ``_outer``.
-Guarantees: type rules (ranks above 2 are refused), the emitted primal (loops in the runtime
-helpers, which check the inner dimensions), and the VJPs ``A_bar += g @ B.T``,
-``B_bar += A.T @ g`` in every rank combination.
+Requires: ``core``, ``coarsen.ad.build``; the runtime helpers ``_mm*``, ``_outer``, ``_solve*``
+and the per-spec ``_ein_*`` loop nests (``coarsen.ad.runtime``).  The frontend
+(``coarsen.frontend.static_attrs``) gives ``einsum`` its spec string as the ``spec`` attribute.
+Guarantees: type rules (ranks above 2 are refused; ``solve`` takes a 2-D ``A`` and a 1-D or
+2-D ``b``; ``einsum`` takes an explicit ``a,b->out`` spec of letters, each at most once per
+operand, output letters among the operands', operand ranks matching), the emitted primal
+(loops in the runtime helpers, which check the inner dimensions; LAPACK for ``solve``), and the
+VJPs ``A_bar += g @ B.T``, ``B_bar += A.T @ g`` in every rank combination; for ``solve``
+``gb = solve(A.T, g)``, ``b_bar += gb``, ``A_bar -= gb x^T`` with ``x = solve(A, b)`` recomputed
+from ``A`` and ``b``; for ``einsum`` the adjoint of an operand is again an einsum, of the
+output's adjoint and the other operand, summed over the letters that operand lacks.
 """
 from __future__ import annotations
 
 from ...ad import build as B
 from ...ad.build import X
-from ..nodes import Scalar
+from ...ad.runtime import einsum_helper_name
+from ..nodes import Array, Scalar
 from .core import Primitive, defstructural, dt, dtype_join, err, make, nd, register
 
 
@@ -58,3 +66,99 @@ def _vjp_product(em, s, p, g, pre_fwd, pre_rev, out):
 for _name in ("matmul", "dot"):
     register(Primitive(_name, _product_type, _emit_product, arity=2, numpy=(_name,)))
     defstructural(_name, _vjp_product, (0, 1))
+
+
+# ------------------------------------------------------------------ np.linalg.solve
+def _solve_type(c, s, ts):
+    a, b = ts
+    if not isinstance(a, Array) or a.ndim != 2:
+        raise err(s, f"np.linalg.solve needs a 2-D matrix A, not a {nd(a)}-D value",
+                  "solve(A, b) with A square 2-D and b 1-D or 2-D")
+    if not isinstance(b, Array) or b.ndim not in (1, 2):
+        raise err(s, f"np.linalg.solve needs a 1-D or 2-D right-hand side b, not a {nd(b)}-D value",
+                  "solve(A, b) with A square 2-D and b 1-D or 2-D")
+    return make("f64", b.ndim)
+
+
+def _emit_solve(em, s, v):
+    return B.call(em.helper("_solve"), *v)
+
+
+def _vjp_solve(em, s, p, g, pre_fwd, pre_rev, out):
+    a, b = (em.val(x) for x in s.args)
+    if p == 1:
+        contrib = B.call(em.helper("_solve_adj_b"), a, g)
+    else:
+        contrib = B.call(em.helper(f"_solve_adj_a{em.nd(s.args[1])}"), a, b, g)
+    em.accumulate(s.args[p].name, X(contrib, True), pre_fwd, pre_rev, out)
+
+
+register(Primitive("solve", _solve_type, _emit_solve, arity=2, linalg=("solve",)))
+defstructural("solve", _vjp_solve, (0, 1))
+
+
+# ------------------------------------------------------------------ np.einsum
+EINSUM_HINT = ("np.einsum is supported for two operands with an explicit output, letters only, "
+               "each at most once per operand: np.einsum('ij,jk->ik', A, B)")
+
+
+def einsum_specs(s):
+    """(a, b, out) of an einsum statement's ``spec`` attribute, or a CoarsenError."""
+    spec = s.attr("spec")
+    if not isinstance(spec, str) or "->" not in spec:
+        raise err(s, "np.einsum needs an explicit output ('...->...')", EINSUM_HINT)
+    if "." in spec:
+        raise err(s, "np.einsum with an ellipsis ('...') is not supported", EINSUM_HINT)
+    ins, out = spec.split("->", 1)
+    parts = ins.split(",")
+    if len(parts) != 2:
+        raise err(s, f"np.einsum with {len(parts)} operand(s) in the spec is not supported",
+                  EINSUM_HINT)
+    for part in parts + [out]:
+        if not all(ch.isascii() and ch.isalpha() for ch in part):
+            raise err(s, f"np.einsum spec {spec!r}: only letters may name indices", EINSUM_HINT)
+        if len(set(part)) != len(part):
+            raise err(s, f"np.einsum spec {spec!r}: an index repeated within one operand "
+                         "(a diagonal or trace) is not supported", EINSUM_HINT)
+    a, b = parts
+    for ch in out:
+        if ch not in a and ch not in b:
+            raise err(s, f"np.einsum spec {spec!r}: the output index {ch!r} is in no operand")
+    return a, b, out
+
+
+def _einsum_type(c, s, ts):
+    if len(ts) != 2:
+        raise err(s, f"np.einsum of {len(ts)} operand(s) is not supported", EINSUM_HINT)
+    a, b, out = einsum_specs(s)
+    for k, (spec, t) in enumerate(zip((a, b), ts)):
+        if nd(t) != len(spec):
+            raise err(s, f"np.einsum: operand {k + 1} is {nd(t)}-D but the spec gives it "
+                         f"{len(spec)} ind{'ex' if len(spec) == 1 else 'ices'} ({spec!r})")
+    if dt(ts[0]) != "f64" and dt(ts[1]) != "f64":
+        raise err(s, "np.einsum of two integer or boolean operands is not supported",
+                  "convert one of them: x.astype(np.float64)")
+    return make("f64", len(out))
+
+
+def _emit_einsum(em, s, v):
+    a, b, out = einsum_specs(s)
+    return B.call(em.helper(einsum_helper_name(a, b, out)), *v)
+
+
+def _vjp_einsum(em, s, p, g, pre_fwd, pre_rev, out_):
+    specs = einsum_specs(s)
+    out = specs[2]
+    mine, other = specs[p], specs[1 - p]
+    arg = s.args[p]
+    args = [g, em.val(s.args[1 - p])]
+    if any(ch not in out and ch not in other for ch in mine):   # letters summed in arg alone
+        shape = em.shape_of(arg, pre_fwd, pre_rev) if arg.name in em.f.set_temps \
+            else B.attr(f"{em.bar(arg.name)}.shape")
+        args.append(shape)
+    contrib = B.call(em.helper(einsum_helper_name(out, other, mine)), *args)
+    em.accumulate(arg.name, X(contrib, len(mine) > 0), pre_fwd, pre_rev, out_)
+
+
+register(Primitive("einsum", _einsum_type, _emit_einsum, arity=2, numpy=("einsum",)))
+defstructural("einsum", _vjp_einsum, (0, 1))

@@ -1,0 +1,105 @@
+"""Cumulative and differencing primitives: ``cumsum`` (``np.cumsum``) and ``diff`` (``np.diff``).
+
+Requires: ``core``, ``coarsen.ad.build``; the runtime helpers ``_cumsum2``, ``_rcumsum1``,
+``_rcumsum2``, ``_diff_adj1``, ``_diff_adj2`` (``coarsen.ad.runtime``).  The frontend
+(``coarsen.frontend.static_attrs``) gives both an ``axis`` attribute (``None`` or an integer)
+and lowers ``np.diff(x, n)`` to ``n`` chained ``diff``s.
+Guarantees: type rules accept integer or float arrays of 1 or 2 dimensions (``cumsum`` of a
+2-D array needs ``axis=``, as flattening is not supported; booleans and scalars are refused
+with a hint); the primal is NumPy's (``np.cumsum`` in 1-D, a sequential loop along the axis in
+2-D, ``x[1:] - x[:-1]`` along the axis for ``diff``); the VJPs are the reverse cumulative sum of
+the adjoint (``cumsum``) and ``x_bar[:-1] -= g; x_bar[1:] += g`` along the axis (``diff``).
+"""
+from __future__ import annotations
+
+from ...ad import build as B
+from ...ad.build import X
+from ..nodes import Array
+from .core import Primitive, defstructural, err, make, register
+
+
+def _axis_of(s, a):
+    """The normalized static axis of ``s`` on the array type ``a`` (CoarsenError if out of range)."""
+    axis = s.attr("axis")
+    if axis is None:
+        return None
+    if not -a.ndim <= axis < a.ndim:
+        raise err(s, f"axis {axis} is out of range for a {a.ndim}-D array")
+    return axis % a.ndim
+
+
+def _checked_array(s, ts, what):
+    a = ts[0]
+    if not isinstance(a, Array):
+        raise err(s, f"np.{what} of a scalar is not supported", f"np.{what} takes a 1-D or 2-D array")
+    if a.dtype == "bool":
+        raise err(s, f"np.{what} of a boolean array is not supported",
+                  "convert it first: x.astype(np.int64) or x.astype(np.float64)")
+    if a.ndim > 2:
+        raise err(s, f"np.{what} of arrays with more than 2 dimensions is not supported")
+    return a
+
+
+def _cumsum_type(c, s, ts):
+    a = _checked_array(s, ts, "cumsum")
+    axis = _axis_of(s, a)
+    if axis is None and a.ndim > 1:
+        raise err(s, "np.cumsum of a 2-D array without axis= (which flattens it) is not supported",
+                  "pass axis=0 or axis=1, or flatten it first: np.cumsum(x.ravel())")
+    return make(a.dtype, a.ndim)
+
+
+def _diff_type(c, s, ts):
+    a = _checked_array(s, ts, "diff")
+    _axis_of(s, a)
+    return make(a.dtype, a.ndim)
+
+
+def _emit_cumsum(em, s, v):
+    rank = em.nd(s.args[0])
+    if rank == 1:
+        return B.call("np.cumsum", v[0])
+    return B.call(em.helper("_cumsum2"), v[0], s.attr("axis") % rank)
+
+
+def _diff_axis(em, s):
+    rank = em.nd(s.args[0])
+    axis = s.attr("axis")
+    return rank, (rank - 1 if axis is None else axis % rank)   # NumPy's default: the last axis
+
+
+def _emit_diff(em, s, v):
+    rank, axis = _diff_axis(em, s)
+
+    def part(lo, hi):
+        idx = [B.slice_() for _ in range(rank)]
+        idx[axis] = B.slice_(lo, hi)
+        return B.subscript(v[0], idx[0] if rank == 1 else B.tuple_(*idx))
+
+    return B.binop(part(1, None), "-", part(None, -1))
+
+
+def _vjp_cumsum(em, s, p, g, pre_fwd, pre_rev, out):
+    arg = s.args[p]
+    rank = em.nd(arg)
+    if rank == 1:
+        contrib = B.call(em.helper("_rcumsum1"), g)
+    else:
+        contrib = B.call(em.helper("_rcumsum2"), g, s.attr("axis") % rank)
+    em.accumulate(arg.name, X(contrib, True), pre_fwd, pre_rev, out)
+
+
+def _vjp_diff(em, s, p, g, pre_fwd, pre_rev, out):
+    arg = s.args[p]
+    rank, axis = _diff_axis(em, s)
+    if rank == 1:
+        contrib = B.call(em.helper("_diff_adj1"), g)
+    else:
+        contrib = B.call(em.helper("_diff_adj2"), g, axis)
+    em.accumulate(arg.name, X(contrib, True), pre_fwd, pre_rev, out)
+
+
+register(Primitive("cumsum", _cumsum_type, _emit_cumsum, arity=1, numpy=("cumsum",)))
+register(Primitive("diff", _diff_type, _emit_diff, arity=1, numpy=("diff",)))
+defstructural("cumsum", _vjp_cumsum, (0,))
+defstructural("diff", _vjp_diff, (0,))
