@@ -462,21 +462,22 @@ class Gradient:
 
 def _plan_entry(seg):
     """One segment of interest as plain data (JSON-serializable, cached with the source)."""
-    info = seg.info
-    jac = info.get("jac")
-    lines = info.get("lines") or (seg.loc.lineno, seg.loc.lineno)
+    plan = seg.plan
+    lifted = plan.lifted
+    jac = lifted.jac if lifted is not None else None
+    formula = lifted.formula if lifted is not None else None
     entry = {
         "segment": seg.index,
-        "lines": list(lines),
-        "kind": info.get("kind", "block"),
+        "lines": list(plan.lines),
+        "kind": plan.kind,
         "inputs": list(seg.inputs),
         "outputs": list(seg.outputs),
         "ops_before": int(jac.ops_before) if jac is not None else None,
         "ops_after": int(jac.ops_after) if jac is not None else None,
-        "closed_form": info.get("formula") if info.get("kind") == "loop" else None,
-        "closed_form_fallback": info.get("closed_form_fallback"),
-        "fallback": info.get("fallback"),
-        "formula": info.get("formula"),
+        "closed_form": formula if plan.kind == "loop" else None,
+        "closed_form_fallback": plan.closed_form_fallback,
+        "fallback": plan.fallback,
+        "formula": formula,
     }
     if entry["kind"] == "loop" and jac is not None:
         # a closed form replaces a loop: fine AD would pay per trip; count one trip's worth

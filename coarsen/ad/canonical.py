@@ -5,20 +5,33 @@ the active set; a lifting function of ``coarsen.ad.lift``.
 Guarantees: the lifting function sees the segment with every variable renamed to
 ``_cv<segment>_<k>`` (``_cl<segment>_<k>`` for a closed-form loop), numbered in order of
 first appearance, so what it computes depends on the program's structure only (compiler
-temporaries ``_t<k>``, numbered in program order, keep their names).  SymPy orders the terms of sums and products, and CSE its
+temporaries, ``temps``: the function's ``fn.temps``, numbered in program order, keep their
+names).  SymPy orders the terms of sums and products, and CSE its
 temporaries, by symbol name: lifted under the user's names, a renamed program would round
-differently.  The info returned is mapped back: names in keys, lists, decisions and texts are
-the real ones again; SymPy expressions keep the canonical symbols, which ``real_name`` maps
-back when the emitter prints them (``info["names"]`` holds the segment's map).  The segment
-itself is not modified.
+differently.  The result returned (``coarsen.analysis.plans``) is mapped back: names in keys,
+lists, decisions and texts are the real ones again; SymPy expressions keep the canonical
+symbols, which ``real_name`` maps back when the emitter prints them (the result's ``names``
+holds the segment's map).  The segment itself is not modified.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import replace
 
-from ..analysis.activity import is_temp
-from ..ir.nodes import Assign, For, If, Segment, Slice, Store, Var, While, uses, walk
+from ..analysis.plans import ClosedFormLoop, Fallback
+from ..ir.nodes import (
+    Assign,
+    Const,
+    For,
+    If,
+    Segment,
+    Slice,
+    Store,
+    Var,
+    While,
+    uses,
+    walk,
+)
 
 # a lifter's intermediate (``_s<seg>_<name>_<k>``) or output symbol of a canonical variable
 _DERIVED = re.compile(r"(_s\d+_)(_c[vl]\d+_\d+)(_\w+)")
@@ -111,8 +124,8 @@ def _rename(st, m, done):
     return new
 
 
-def _back_info(info, names):
-    """The lifted info with the real names in every key, list, decision and text."""
+def _back(result, names):
+    """The lifting result with the real names in every key, list, decision and text."""
     def r(n):
         return names.get(n, n)
 
@@ -122,56 +135,111 @@ def _back_info(info, names):
     def decisions(ds):
         return tuple((_rename_operand(c, names), flag) for c, flag in ds)
 
-    out = dict(info)
-    if "partials" in out:
-        out["partials"] = partials(out["partials"])
-    if "paths" in out:
-        out["paths"] = [(decisions(d), partials(p), jac) for d, p, jac in out["paths"]]
-    for key in ("inputs", "outputs"):
-        if isinstance(out.get(key), dict):
-            out[key] = {s: r(n) for s, n in out[key].items()}
-    if "carried" in out:
-        out["carried"] = [r(n) for n in out["carried"]]
-    for key in ("finals", "finals_n"):
-        if key in out:
-            out[key] = {r(n): e for n, e in out[key].items()}
-    for key in ("formula", "fallback"):
-        if key in out:
-            out[key] = real_text(out[key], names)
-    if "fallback" not in out:
-        out["names"] = dict(names)
-    return out
+    if isinstance(result, Fallback):
+        return Fallback(real_text(result.reason, names))
+    if isinstance(result, ClosedFormLoop):
+        return replace(result, partials=partials(result.partials),
+                       carried=[r(n) for n in result.carried],
+                       finals={r(n): e for n, e in result.finals.items()},
+                       finals_n={r(n): e for n, e in result.finals_n.items()},
+                       formula=real_text(result.formula, names), names=dict(names))
+    return replace(result, partials=partials(result.partials),
+                   paths=[(decisions(d), partials(p), jac) for d, p, jac in result.paths],
+                   formula=real_text(result.formula, names), names=dict(names))
 
 
-def lift_canonically(lift, seg, types, active, budget, loop=None):
-    """``lift(seg, types, active, budget)`` (or ``lift(loop, seg, ...)`` when ``loop`` is
-    given) on the canonically renamed segment, with the info mapped back (module docstring)."""
+def lift_canonically(lift, seg, types, active, budget, loop=None, temps=frozenset()):
+    """``lift(seg, types, active, budget, temps)`` (or ``lift(loop, seg, ...)`` when ``loop``
+    is given) on the canonically renamed segment, with the result mapped back (module
+    docstring).  ``temps``: the compiler's temporaries (``fn.temps``)."""
     order = _order(seg.stmts, loop)
     # compiler temporaries keep their names: they are numbered in program order already, and
     # the lifter recognizes them by name (single-use temporaries are inlined)
     # a closed-form loop and its segment (lifted again as the loop's body) use two name
     # spaces, so the emitter's one map back stays a function
     kind = "l" if loop is not None else "v"
-    to_canon = {v: f"_c{kind}{seg.index}_{k}" for k, v in enumerate(order) if not is_temp(v)}
+    to_canon = {v: f"_c{kind}{seg.index}_{k}" for k, v in enumerate(order) if v not in temps}
     names = {c: v for v, c in to_canon.items()}
     done = {}
     stmts = [_rename(s, to_canon, done) for s in seg.stmts]
     cseg = Segment(stmts, seg.loc, seg.index,
                    passengers=[done[id(p)] for p in seg.passengers],
                    inputs=[to_canon.get(v, v) for v in seg.inputs],
-                   outputs=[to_canon.get(v, v) for v in seg.outputs], info=dict(seg.info))
+                   outputs=[to_canon.get(v, v) for v in seg.outputs], plan=seg.plan)
     ctypes = dict(types)
     for v, c in to_canon.items():
         if v in types:
             ctypes[c] = types[v]
     cactive = set(active) | {to_canon[v] for v in active if v in to_canon}
     if loop is None:
-        info = lift(cseg, ctypes, cactive, budget)
+        result = lift(cseg, ctypes, cactive, budget, temps)
     else:
         cloop = replace(loop, var=to_canon.get(loop.var, loop.var),
                         start=_rename_operand(loop.start, to_canon),
                         stop=_rename_operand(loop.stop, to_canon),
                         step=_rename_operand(loop.step, to_canon), body=[cseg])
-        info = lift(cloop, cseg, ctypes, cactive, budget)
-    return _back_info(info, names)
+        result = lift(cloop, cseg, ctypes, cactive, budget, temps)
+    return _back(result, names)
 
+
+
+_INFIX = {"add": ("+", 1), "sub": ("-", 1), "mul": ("*", 2), "div": ("/", 2),
+          "floordiv": ("//", 2), "mod": ("%", 2), "pow": ("**", 3)}
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def show_temps(text, fn, depth=6):
+    """``text`` (a formula for people) with each compiler temporary of ``fn`` (``fn.temps``)
+    replaced by the source expression it stands for, rebuilt from its one defining statement
+    (``_t1`` -> ``n`` for ``range(n)``; ``_t5`` -> ``(y * math.log(p))``); a temporary defined
+    more than once, or nested deeper than ``depth``, keeps its name.  For display only."""
+    if not isinstance(text, str) or not fn.temps:
+        return text
+    defs = {}
+    for st in walk(fn.body):
+        if isinstance(st, Assign) and st.target in fn.temps:
+            defs[st.target] = None if st.target in defs else st
+    from ..ir.primitives import REGISTRY
+
+    def operand(op, d):
+        if isinstance(op, Var):
+            return name(op.name, d)
+        return repr(op.value), 9
+
+    def name(n, d):
+        st = defs.get(n)
+        if st is None or d <= 0 or st.attrs:
+            return n, 9
+        if st.index:
+            if st.op != "getitem" or not all(isinstance(i, (Var, Const)) for i in st.index):
+                return n, 9
+            base, _ = operand(st.args[0], d - 1)
+            return f"{base}[{', '.join(operand(i, d - 1)[0] for i in st.index)}]", 9
+        args = [operand(a, d - 1) for a in st.args]
+        prim = REGISTRY.get(st.op)
+        if len(args) == 1 and prim is not None and prim.transparent:
+            return args[0]
+        if st.op == "neg" and len(args) == 1:
+            a, p = args[0]
+            return "-" + (a if p >= 4 else f"({a})"), 4
+        if st.op in _INFIX and len(args) == 2:
+            sym, prec = _INFIX[st.op]
+            (a, pa), (b, pb) = args
+            a = a if pa >= prec else f"({a})"
+            b = b if pb > prec or (pb == prec and st.op in ("add", "mul")) else f"({b})"
+            return f"{a} {sym} {b}", prec
+        spelled = (f"math.{prim.math[0]}" if prim is not None and prim.math else
+                   f"np.{prim.numpy[0]}" if prim is not None and prim.numpy else st.op)
+        return f"{spelled}({', '.join(a for a, _ in args)})", 9
+
+    def sub(m):
+        n = m.group(0)
+        if n not in fn.temps:
+            return n
+        t, prec = name(n, depth)
+        return t if prec >= 9 else f"({t})"
+
+    def part(p):        # ``output = formula``: the output keeps its name
+        lhs, eq, rhs = p.partition(" = ")
+        return lhs + eq + _IDENT.sub(sub, rhs) if eq else _IDENT.sub(sub, p)
+    return "; ".join(part(p) for p in text.split("; "))

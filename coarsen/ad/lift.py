@@ -8,8 +8,11 @@ symbols, never inlined), branches merge through the phi-function ``gamma(c, a, b
 symbols named as the variables themselves (their values on entry), and booleans stay inside the
 conditions of the ``gamma``s.  ``differentiate_segment`` then asks ``coarsen.symbolic`` for the
 local Jacobian (reverse accumulation over the DAG, CSE, stable rewrites) within a size guard and
-a time budget; on ``BudgetExceeded`` it returns ``None`` and the reason, and the caller falls
-back to fine-grained AD for that segment.
+a time budget, and returns a ``LiftedSegment`` (``coarsen.analysis.plans``); on
+``BudgetExceeded`` (or any failure of the symbolic stage) it returns a ``Fallback`` with the
+reason, and the caller falls back to fine-grained AD for that segment.  ``closed_form_segment``
+returns a ``ClosedFormLoop`` or a ``Fallback``.  Compiler temporaries are told by ``temps``
+(the function's ``fn.temps``), never by their spelling.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import math
 
 import sympy
 
+from ..analysis.plans import ClosedFormLoop, Fallback, LiftedSegment
 from ..ir.nodes import Assign, Const, If, Var
 from ..ir.primitives import REGISTRY
 from .. import symbolic as S
@@ -152,31 +156,33 @@ def _paths(stmts):
     return result
 
 
-def differentiate_segment(seg, types, active, budget):
+def differentiate_segment(seg, types, active, budget, temps=frozenset()):
     """Lift ``seg`` and compute its local Jacobian on each path through its branches.
 
     A segment with ``if`` statements is differentiated once per path (at most ``MAX_PATHS``),
     each path a straight-line DAG: the reverse sweep chooses the path by the recorded
     conditions.  (Differentiating the merged ``gamma`` form instead would let CSE evaluate a
     branch's subexpressions, say ``sqrt(x)``, on the path where the program never does.)
-    Returns an info dict with ``paths``: [(decisions, partials, jac)], or ``fallback``."""
+    Returns a ``LiftedSegment`` with ``paths``: [(decisions, partials, jac)], or a
+    ``Fallback``."""
     lifted = [s for s in seg.stmts if not any(s is p for p in seg.passengers)]
     try:
         paths = _paths(lifted)
     except _TooManyPaths:
-        return {"fallback": f"more than {MAX_PATHS} paths through its branches"}
+        return Fallback(f"more than {MAX_PATHS} paths through its branches")
     out = []
     formula = None
     total_before = total_after = 0
     for decisions, straight in paths:
-        info = _differentiate_path(seg, straight, types, active, budget)
-        if "fallback" in info:
-            return info
-        out.append((decisions, info["partials"], info["jac"]))
-        total_before = max(total_before, info["jac"].ops_before)
-        total_after = max(total_after, info["jac"].ops_after)
+        path = _differentiate_path(seg, straight, types, active, budget, temps)
+        if isinstance(path, Fallback):
+            return path
+        partials, jac, path_formula = path
+        out.append((decisions, partials, jac))
+        total_before = max(total_before, jac.ops_before)
+        total_after = max(total_after, jac.ops_after)
         if formula is None or len(paths) == 1:
-            formula = info["formula"]
+            formula = path_formula
     if len(paths) > 1:
         formula = f"{len(paths)} paths through its branches"
     merged = {}
@@ -185,14 +191,13 @@ def differentiate_segment(seg, types, active, budget):
     from .. import symbolic as _S
     jac = _S.LocalJacobian(replacements=[], values={}, partials={}, ops_before=total_before,
                            ops_after=total_after)
-    return {"paths": out, "partials": merged, "jac": jac, "formula": formula}
+    return LiftedSegment(partials=merged, jac=jac, paths=out, formula=formula)
 
 
-def _single_use_temps(seg, lifted):
+def _single_use_temps(seg, lifted, temps):
     """Compiler temporaries used once inside the segment and nowhere else: they are inlined
     into their one use (shared values stay symbols), so SymPy sees whole formulas such as the
     logistic sigmoid ``1/(1 + exp(-z))``."""
-    from ..analysis.activity import is_temp
     from ..ir.nodes import uses, walk
     counts = {}
     for st in walk(lifted):
@@ -203,13 +208,14 @@ def _single_use_temps(seg, lifted):
     for st in walk(lifted):
         if isinstance(st, Assign):
             defs[st.target] = defs.get(st.target, 0) + 1
-    return frozenset(v for v, n in counts.items() if n == 1 and defs.get(v) == 1 and is_temp(v)
+    return frozenset(v for v, n in counts.items() if n == 1 and defs.get(v) == 1 and v in temps
                      and v not in seg.outputs)
 
 
-def _differentiate_path(seg, lifted, types, active, budget):
+def _differentiate_path(seg, lifted, types, active, budget, temps):
+    """(partials, local Jacobian, formula) of one straight-line path, or a ``Fallback``."""
     lifter = Lifter(seg, types)
-    lifter.inline = _single_use_temps(seg, lifted)
+    lifter.inline = _single_use_temps(seg, lifted, temps)
     try:
         env = lifter.block(lifted, {})
         outs = {}
@@ -229,16 +235,15 @@ def _differentiate_path(seg, lifted, types, active, budget):
         jac = S.derivatives(lifter.assignments + bind, inputs, out_syms, budget, wrt=wrt,
                             prefix=f"_s{seg.index}_t")
     except Exception as exc:  # a SymPy failure must never become a wrong gradient
-        return {"fallback": _fallback_reason(exc)}
+        return Fallback(_fallback_reason(exc))
     if _non_finite(list(jac.partials.values()) + [e for _, e in jac.replacements]):
-        return {"fallback": "the symbolic derivative has a non-finite constant"}
+        return Fallback("the symbolic derivative has a non-finite constant")
     out_names = dict(zip(out_syms, outs.keys()))
     in_names = {sym: name for name, sym in lifter.inputs.items()}
     partials = {}
     for (o, i), e in jac.partials.items():
         partials[(out_names[o], in_names[i])] = e
-    return {"jac": jac, "partials": partials, "inputs": in_names, "outputs": out_names,
-            "formula": _formula(outs, lifter.assignments)}
+    return partials, jac, _formula(outs, lifter.assignments)
 
 
 def _formula(outs, assignments):
@@ -263,33 +268,32 @@ def _inline(assignments, expr, budget):
     return expr
 
 
-def closed_form_segment(loop, seg, types, active, budget):
+def closed_form_segment(loop, seg, types, active, budget, temps=frozenset()):
     """Try the phi-calculus on ``for k in range(...)`` whose body is the one segment ``seg``.
 
-    Returns an info dict for a loop segment (``finals``: exact final values of the loop's
-    carried variables in terms of their entry values, the bounds and loop invariants, with
-    ``partials`` of those finals), or a dict with ``fallback`` saying why not."""
+    Returns a ``ClosedFormLoop`` (``finals``: exact final values of the loop's carried
+    variables in terms of their entry values, the bounds and loop invariants, with
+    ``partials`` of those finals), or a ``Fallback`` saying why not."""
     if seg.passengers:
-        return {"fallback": "the loop body reads arrays or computes indices"}
+        return Fallback("the loop body reads arrays or computes indices")
     lifter = Lifter(seg, types)
     try:
         env = lifter.block(seg.stmts, {})
         k = lifter.symbol_for(loop.var) if loop.var in lifter.inputs else sympy.Symbol(loop.var, integer=True)
         carried = {}
-        from ..analysis.activity import is_temp
         # carried: the variables the loop leaves to later code or to its next trip; compiler
         # temporaries live within one trip and are never carried
-        evolving = [v for v in env if (v in seg.outputs or v in lifter.inputs) and not is_temp(v)]
+        evolving = [v for v in env if (v in seg.outputs or v in lifter.inputs) and v not in temps]
         for v in evolving:
             e = env.get(v)
             if e is None:
                 continue
             e = _inline(lifter.assignments, e, budget)
             if types[v].kind == "bool":
-                return {"fallback": f"{v} is a boolean carried by the loop"}
+                return Fallback(f"{v} is a boolean carried by the loop")
             carried[lifter.symbol_for(v)] = e
         if not carried:
-            return {"fallback": "nothing carried"}
+            return Fallback("nothing carried")
 
         def bound(op):
             if isinstance(op, Const):
@@ -299,7 +303,7 @@ def closed_form_segment(loop, seg, types, active, budget):
         start, stop, step = bound(loop.start), bound(loop.stop), bound(loop.step)
         cf = S.closed_form_loop(carried, sympy.Symbol(loop.var, integer=True), start, stop, step, budget)
         if cf is None:
-            return {"fallback": "no closed form: one coarse step per trip"}
+            return Fallback("no closed form: one coarse step per trip")
         finals = {}
         assignments = []
         outs = []
@@ -325,26 +329,26 @@ def closed_form_segment(loop, seg, types, active, budget):
                 if d != 0:
                     why = _singular_points(d, set(wrt), singular)
                     if why:
-                        return {"fallback": f"closed form kept out: its derivative {why}"}
+                        return Fallback(f"closed form kept out: its derivative {why}")
                     partial_exprs[(fin, w)] = d
         jac = S.LocalJacobian(replacements=[], values={}, partials=partial_exprs,
                               ops_before=0, ops_after=S.count_ops(list(partial_exprs.values())))
     except Exception as exc:  # a SymPy failure must never become a wrong gradient
-        return {"fallback": _fallback_reason(exc)}
+        return Fallback(_fallback_reason(exc))
     if _non_finite(list(cf.finals.values()) + list(partial_exprs.values())):
-        return {"fallback": "the closed form has a non-finite constant"}
+        return Fallback("the closed form has a non-finite constant")
     why = _validate_closed_form(carried, cf, loop, types)
     if why:
-        return {"fallback": f"closed form failed its numerical check ({why})"}
+        return Fallback(f"closed form failed its numerical check ({why})")
     out_names = {fin: sym.name for fin, sym in zip(outs, cf.finals)}
     partials = {}
     for (o, i), e in jac.partials.items():
         partials[(out_names[o], i.name)] = e
-    return {"jac": jac, "partials": partials, "closed_form": cf, "finals": finals,
-            "singular": sorted(set(singular), key=sympy.default_sort_key),
-            "n_symbol": cf.n_symbol, "finals_n": {s.name: e for s, e in cf.finals_n.items()},
-            "trip_count": cf.trip_count, "formula": cf.description,
-            "carried": [sym.name for sym in cf.finals]}
+    return ClosedFormLoop(partials=partials, jac=jac, carried=[sym.name for sym in cf.finals],
+                          finals=finals, finals_n={s.name: e for s, e in cf.finals_n.items()},
+                          n_symbol=cf.n_symbol, trip_count=cf.trip_count,
+                          singular=sorted(set(singular), key=sympy.default_sort_key),
+                          formula=cf.description)
 
 
 def _singular_points(expr, active, out):

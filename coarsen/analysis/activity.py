@@ -48,8 +48,10 @@ def _err(stmt, problem, hint=None):
                         source_line=loc.text, hint=hint)
 
 
-def is_temp(name):
-    return name.startswith("_t") and name[2:].isdigit()
+def is_temp(fn, name):
+    """Is ``name`` a compiler temporary of ``fn``?  Known by origin: the frontend and the
+    in-place rewriting record the temporaries they make in ``fn.temps``."""
+    return name in fn.temps
 
 
 def analyze(fn, wrt):
@@ -114,7 +116,7 @@ def analyze(fn, wrt):
     order, loops_of = statement_positions(fn.body)
     for s in walk(fn.body):
         if isinstance(s, Assign) and s.target in views and views[s.target] in written_roots:
-            if is_temp(s.target):
+            if is_temp(fn, s.target):
                 materialize.add(s.target)
             elif not _write_after_view(s, views[s.target], views, order, loops_of, fn.body):
                 continue
@@ -135,7 +137,7 @@ def analyze(fn, wrt):
     def scan(block):
         defined_here = set()
         for s in block:
-            if isinstance(s, Assign) and is_temp(s.target):
+            if isinstance(s, Assign) and is_temp(fn, s.target):
                 defined_here.add(s.target)
             if isinstance(s, Assign) and s.target in active:
                 for p in diff_positions(s.op, len(s.args)):

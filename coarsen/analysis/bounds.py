@@ -171,7 +171,7 @@ class _Planner:
             self.block(s.body, inner, None)
             return st
         if isinstance(s, Segment):
-            if "partials" in s.info and s.info.get("kind") != "loop":
+            if s.plan.lifted is not None and s.plan.kind != "loop":
                 rest = [x for x in s.stmts if not any(x is p for p in s.passengers)]
                 return self.block(list(s.passengers) + rest, st, ctx)
             return self.block(s.stmts, st, ctx)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ..ir.nodes import Assign, For, If, Scalar, Segment, Store, Var, While, walk
 from ..ir.primitives import ops_where
+from .plans import SegmentPlan
 
 LIFT_OPS = ops_where(lambda p: p.sympy is not None)     # with a SymPy counterpart
 BOOL_OPS = ops_where(lambda p: p.boolean)
@@ -155,10 +156,9 @@ class Planner:
         # next trip reads the value this trip leaves: a loop-carried value)
         outputs = [v for v in defined if v in used_outside or v in inputs or v == self.fn.result]
         loc = run[0].loc
-        seg = Segment(passengers + run, loc, len(self.segments) + 1, passengers=list(passengers),
-                      inputs=inputs, outputs=outputs)
         lines = sorted({st.loc.lineno for st in walk(run)})
-        seg.info["lines"] = (lines[0], lines[-1])
+        seg = Segment(passengers + run, loc, len(self.segments) + 1, passengers=list(passengers),
+                      inputs=inputs, outputs=outputs, plan=SegmentPlan((lines[0], lines[-1])))
         self.segments.append(seg)
         return [seg]
 

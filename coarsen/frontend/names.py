@@ -6,7 +6,9 @@ names (temporaries ``_t<k>``, flags, tapes, segment symbols, runtime helpers) st
 and adjoints end with ``_bar``; names standing for user variables do neither, are not Python
 builtins, not a module the generated code imports (``np``, ``math``, ``numba``) and not a
 generated entry point.  A user name that breaks a rule is escaped to a name no identifier of
-the function uses; the mapping is memoized, so one source name has one IR name.
+the function uses; the mapping is memoized, so one source name has one IR name.  The
+temporaries it hands out are recorded (``Namer.temps``): passes know them by origin
+(``Function.temps``), not by spelling.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ class Namer:
         self.count = 0
         self.inlines = {}
         self.globals = {}
+        self.temps = set()          # every temporary handed out (the IR's ``Function.temps``)
 
     @staticmethod
     def compiler_looking(name):
@@ -71,6 +74,7 @@ class Namer:
         self.count += 1
         name = f"_t{self.count}"
         self.used.add(name)
+        self.temps.add(name)
         return name
 
     def fresh(self, base):

@@ -70,6 +70,7 @@ def _lower_augmented(fn):
         counter[0] += 1
         while f"_t{counter[0]}" in types:
             counter[0] += 1
+        fn.temps = fn.temps | {f"_t{counter[0]}"}
         return f"_t{counter[0]}"
 
     def root(name):

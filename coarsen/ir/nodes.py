@@ -165,6 +165,16 @@ class Function:
     filename: str
     types: dict = field(default_factory=dict)   # variable -> Type, after inference
     views: dict = field(default_factory=dict)   # view variable -> base variable
+    # the compiler's temporaries, known by where they come from (the frontend's
+    # ``Namer.temp``, in-place rewriting), not by how they are spelled
+    temps: frozenset | None = None
+
+    def __post_init__(self):
+        if self.temps is None:
+            # IR built by hand (tests) that does not say: the assignments to names spelled
+            # like the frontend's temporaries (``_t<k>``); the frontend always says
+            self.temps = frozenset(s.target for s in walk(self.body) if isinstance(s, Assign)
+                                   and s.target[:2] == "_t" and s.target[2:].isdigit())
 
 
 @dataclass
@@ -173,14 +183,21 @@ class Segment:
 
     ``stmts`` run in order in the forward sweep (``passengers`` first: inactive or element-read
     statements whose results the segment takes as inputs); the reverse sweep takes one
-    preaccumulated step with the local Jacobian ``jac`` (filled in by ``coarsen.ad.lift``)."""
+    preaccumulated step with the local Jacobian of its lifting.  ``plan`` is its typed plan
+    (``coarsen.analysis.plans.SegmentPlan``: source lines, then the lifting result)."""
     stmts: list
     loc: Loc
     index: int
     passengers: list = field(default_factory=list)
     inputs: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
-    info: dict = field(default_factory=dict)
+    plan: object = None
+
+    @property
+    def info(self) -> dict:
+        """The plan as a flat dict (a read-only snapshot for inspection; passes read
+        ``plan``)."""
+        return self.plan.as_dict() if self.plan is not None else {}
 
 
 Stmt = Union[Assign, Store, If, For, While, Segment]

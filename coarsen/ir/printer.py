@@ -49,19 +49,19 @@ def format_function(fn):
                     lines.append(f"{pad}else:")
                     block(s.orelse, ind + 1)
                 for v in sorted(set(_assigned(s.body)) | set(_assigned(s.orelse))):
-                    if not v.startswith("_t"):
+                    if v not in fn.temps:
                         lines.append(f"{pad}{v} = gamma({s.cond}, {v}, {v})")
             elif isinstance(s, For):
-                carried = [v for v in _assigned(s.body) if not v.startswith("_t")]
+                carried = [v for v in _assigned(s.body) if v not in fn.temps]
                 lines.append(f"{pad}for {s.var} in range({s.start}, {s.stop}, {s.step}):"
                              + (f"  # mu: {', '.join(carried)}" if carried else ""))
                 block(s.body, ind + 1)
             elif isinstance(s, Segment):
-                kind = s.info.get("kind", "block")
+                kind = s.plan.kind if s.plan is not None else "block"
                 lines.append(f"{pad}segment {s.index} ({kind}; in {', '.join(s.inputs)}; out {', '.join(s.outputs)}):")
                 block(s.stmts, ind + 1)
             elif isinstance(s, While):
-                carried = [v for v in _assigned(s.body) if not v.startswith("_t")]
+                carried = [v for v in _assigned(s.body) if v not in fn.temps]
                 lines.append(f"{pad}while:" + (f"  # mu: {', '.join(carried)}" if carried else ""))
                 block(s.test_body, ind + 1)
                 lines.append(f"{pad}  break unless {s.test}")

@@ -12,25 +12,23 @@ from ...ir.nodes import Array
 from .. import build as B
 
 
-def drop_dead_adjoint_code(body, primal_names):
+def drop_dead_adjoint_code(body, made):
     """Remove compiler-made assignments whose value is never read (adjoints nobody
     accumulates into, captured adjoints, unused segment temporaries, initial values), until
-    none is left: generated modules have no dead temporaries.  The user's own statements are
-    never removed."""
-    import re
-    made = re.compile(r"^(.*_bar|_g\d+|_s\d+_\w+|_shape\d+|_closed\d+|_n\d+)$")
-
+    none is left: generated modules have no dead temporaries.  ``made``: the names the
+    compiler made (the emitter's fresh names and segment symbols, the adjoints), known by
+    origin; the user's own statements are never removed."""
     def removable(st, loaded):
         if isinstance(st, gast.AugAssign) and isinstance(st.target, gast.Name):
             name = st.target.id      # x_bar += ... with x_bar never read
-            return name not in loaded and bool(made.match(name))
+            return name not in loaded and name in made
         if not (isinstance(st, gast.Assign) and len(st.targets) == 1
                 and isinstance(st.targets[0], gast.Name)):
             return False
         name = st.targets[0].id
         if name in loaded:
             return False
-        return bool(made.match(name)) or getattr(st, "_coarsen_init", False)
+        return name in made or getattr(st, "_coarsen_init", False)
 
     while True:
         loaded = {n.id for st in body for n in gast.walk(st)

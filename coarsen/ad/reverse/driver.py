@@ -26,6 +26,7 @@ import gast
 
 from ... import symbolic as S
 from ...analysis.activity import intact
+from ...analysis.plans import ClosedFormLoop, Fallback
 from ...analysis.bounds import plan_bounds
 from ...analysis.segments import plan_segments
 from ...analysis.recording import tape_sites, to_be_recorded
@@ -33,7 +34,7 @@ from ...errors import CoarsenError
 from ...ir.nodes import Array, Assign, For, Segment, walk
 from .. import build as B
 from ..build import X
-from ..canonical import lift_canonically
+from ..canonical import lift_canonically, show_temps
 from ..lift import closed_form_segment, differentiate_segment
 from ..runtime import helper_source
 from .cleanup import comment_pass, drop_dead_adjoint_code, drop_marked, init_value
@@ -45,7 +46,7 @@ def _replace_loop(block, loop, seg):
     """Put the loop segment ``seg`` where ``loop`` stands (its statements keep the loop)."""
     for k, st in enumerate(block):
         if st is loop:
-            body = seg.info.get("singular_body")
+            body = seg.plan.result.singular_body
             loop.body = [body] if body is not None else list(seg.stmts)
             seg.stmts = [loop]
             block[k] = seg
@@ -56,6 +57,13 @@ def _replace_loop(block, loop, seg):
     return False
 
 
+def _shown(result, fn):
+    """The lifting result with its formula as people read it: the compiler's temporaries
+    (``fn.temps``) it mentions shown as the source expressions they stand for (for the report
+    and comments only; the code never reads the formula)."""
+    if isinstance(result, Fallback) or not result.formula:
+        return result
+    return replace(result, formula=show_temps(result.formula, fn))
 
 
 def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_seconds=2.0,
@@ -90,38 +98,40 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
             budget = S.Budget(max_ops=4000, seconds=budget_seconds)
             loop = loop_bodies.get(id(seg))
             if loop is not None:
-                info = lift_canonically(closed_form_segment, seg, types, facts.active, budget,
-                                        loop=loop)
-                if "partials" in info and info["singular"]:
+                closed = lift_canonically(closed_form_segment, seg, types, facts.active, budget,
+                                          loop=loop, temps=fn.temps)
+                if isinstance(closed, ClosedFormLoop) and closed.singular:
                     # the loop stays as the path for the singular points (exactness there)
                     body = Segment(list(seg.stmts), seg.loc, seg.index, passengers=list(seg.passengers),
-                                inputs=list(seg.inputs), outputs=list(seg.outputs), info=dict(seg.info))
-                    body.info.update(lift_canonically(differentiate_segment, body, types,
-                                                      facts.active, budget))
-                    if "partials" not in body.info:
-                        info = {"fallback": "closed form needs the loop at singular points, and the "
-                                "loop body could not be lifted"}
+                                   inputs=list(seg.inputs), outputs=list(seg.outputs), plan=seg.plan)
+                    lifted = lift_canonically(differentiate_segment, body, types, facts.active,
+                                              budget, temps=fn.temps)
+                    body.plan = replace(body.plan, result=_shown(lifted, fn))
+                    if body.plan.lifted is None:
+                        closed = Fallback("closed form needs the loop at singular points, and the "
+                                          "loop body could not be lifted")
                     else:
-                        info["singular_body"] = body
-                if "partials" in info:
-                    seg.info.update(info)
-                    seg.info["kind"] = "loop"
-                    seg.info["loop"] = loop
-                    seg.outputs = list(info["carried"])
-                    seg.inputs = sorted({i for (_, i) in info["partials"]})
+                        closed = replace(closed, singular_body=body)
+                if isinstance(closed, ClosedFormLoop):
+                    seg.plan = replace(seg.plan, result=_shown(replace(closed, loop=loop), fn))
+                    seg.outputs = list(closed.carried)
+                    seg.inputs = sorted({i for (_, i) in closed.partials})
                     _replace_loop(fn.body, loop, seg)
                     continue
-                seg.info["closed_form_fallback"] = info.get("fallback")
-            seg.info.update(lift_canonically(differentiate_segment, seg, types, facts.active,
-                                             budget))
+                seg.plan = replace(seg.plan, closed_form_fallback=closed.reason)
+            lifted = lift_canonically(differentiate_segment, seg, types, facts.active, budget,
+                                      temps=fn.temps)
+            seg.plan = replace(seg.plan, result=_shown(lifted, fn))
     # index checks (boundscheck): proven, hoisted before loops, or inline before accesses
     # the canonical names segments were lifted under (coarsen.ad.canonical), to print back
     lifted_names = {}
     for seg in segments:
-        lifted_names.update(seg.info.get("names", {}))
-        sub = seg.info.get("singular_body")
-        if sub is not None:
-            lifted_names.update(sub.info.get("names", {}))
+        lifted = seg.plan.lifted
+        if lifted is not None:
+            lifted_names.update(lifted.names)
+            sub = getattr(lifted, "singular_body", None)
+            if sub is not None:
+                lifted_names.update(sub.plan.lifted.names)
     bounds = plan_bounds(fn) if boundscheck else None
     # phase 1: which primal variables does the reverse sweep read?
     # The reverse sweep's reads decide what is taped, and taping adds restore code that reads
@@ -225,7 +235,10 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
         if loc is not None:
             st.coarsen_comment = "forward sweep\n" + loc.text
     params = list(fn.params) + ([FT, IT, "_status"] if workspace else [])
-    body = drop_dead_adjoint_code(body, set(fn.types))
+    # the names the compiler made: the emitter's (fresh names, segment symbols) and the
+    # adjoint of every variable (the emitter types the variables it makes in fn.types)
+    made = em.made | {Emitter.bar(v) for v in set(fn.types) | set(facts.active) | set(wrt)}
+    body = drop_dead_adjoint_code(body, made)
     func = B.funcdef(entry_name, params, body)
     helpers = helper_source(sorted(em.helpers)) if em.helpers else ""
     # import what the code uses (generated modules pass `ruff check`)

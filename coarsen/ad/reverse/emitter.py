@@ -34,6 +34,7 @@ class Emitter(TapeMixin, AdjointMixin, SegmentMixin, ControlMixin):
         self.tbr = set(tbr)
         self.helpers = set()
         self.counter = 0
+        self.made = set()         # every name this emitter made (fresh names, segment symbols)
         self.uses_ftape = False
         self.uses_itape = False
         self.extra_inits = []     # (name, type) of emitter-made variables to pre-initialize
@@ -45,7 +46,9 @@ class Emitter(TapeMixin, AdjointMixin, SegmentMixin, ControlMixin):
     # ------------------------------------------------------------------ naming
     def fresh(self, base):
         self.counter += 1
-        return f"{base}{self.counter}"
+        name = f"{base}{self.counter}"
+        self.made.add(name)
+        return name
 
     @staticmethod
     def bar(name):

@@ -13,6 +13,7 @@ import gast
 
 from ...ir.nodes import (Assign, Scalar, walk)
 from ...analysis.activity import intact
+from ...analysis.plans import ClosedFormLoop
 from .. import build as B
 from ..build import X
 from ..canonical import real_name
@@ -56,10 +57,10 @@ class SegmentMixin:
         return fwd, fpops, cpops
 
     def segment(self, seg):
-        info = seg.info
-        if "partials" not in info:
+        lifted = seg.plan.lifted
+        if lifted is None:
             return self.block(seg.stmts)
-        if info.get("kind") == "loop":
+        if isinstance(lifted, ClosedFormLoop):
             return self.loop_segment(seg)
         fwd, pass_rev = [], []
         for st in seg.passengers:
@@ -92,14 +93,14 @@ class SegmentMixin:
     def loop_segment(self, seg):
         """A loop replaced by the exact closed form of its carried values."""
         import sympy
-        info = seg.info
+        info = seg.plan.lifted
         n = self.fresh("_n")
         self.types[n] = Scalar("i64")
         nsym = sympy.Symbol(n, integer=True)
-        fwd = [B.assign(n, B.call("int", self.sym_expr(info["trip_count"])))]
+        fwd = [B.assign(n, B.call("int", self.sym_expr(info.trip_count)))]
         tmps = []
-        for v in info["carried"]:
-            e = info["finals_n"][v].xreplace({info["n_symbol"]: nsym})
+        for v in info.carried:
+            e = info.finals_n[v].xreplace({info.n_symbol: nsym})
             t = self.fresh("_closed")
             self.types[t] = self.types[v]
             conv = "float" if self.types[v].kind == "f64" else "int"
@@ -116,19 +117,19 @@ class SegmentMixin:
                 pops[:0] = self.pop(v)
             fwd.append(B.assign(v, B.name(t)))
         fwd[0].coarsen_comment = f"loop (line {seg.loc.lineno}) in closed form: " + \
-            "; ".join(info["formula"].splitlines())
+            "; ".join(info.formula.splitlines())
         step = self.segment_step(seg)
         names = {nm for nm in names_read(step + pops) if nm in self.types}
         rev = pops + step
-        if info.get("singular"):
+        if info.singular:
             # at the closed form's singular points the loop runs, one coarse step per trip
             import sympy
-            guard = self.sym_expr(sympy.Or(*info["singular"]))
+            guard = self.sym_expr(sympy.Or(*info.singular))
             names |= {nm for nm in names_read([guard]) if nm in self.types}
-            loop_fwd, loop_rev = self.stmt(info["loop"])
+            loop_fwd, loop_rev = self.stmt(info.loop)
             fwd = [B.if_(guard, loop_fwd, fwd)]
             fwd[0].coarsen_comment = "exact closed form, except at its singular points (the loop)"
-            rev = [B.if_(self.sym_expr(sympy.Or(*info["singular"])), loop_rev or [gast.Pass()], rev)]
+            rev = [B.if_(self.sym_expr(sympy.Or(*info.singular)), loop_rev or [gast.Pass()], rev)]
         for nm in names:
             self.reads_at.setdefault(nm, []).append(seg)
         return fwd, rev
@@ -159,8 +160,8 @@ class SegmentMixin:
         return node
 
     def segment_step(self, seg):
-        info = seg.info
-        partials = info["partials"]
+        info = seg.plan.lifted
+        partials = info.partials
         outs = [o for o in seg.outputs if o in self.active and any(k[0] == o for k in partials)]
         ins = []
         for o, i in sorted(partials, key=lambda k: (k[1], k[0])):
@@ -183,7 +184,7 @@ class SegmentMixin:
             if intact(self.f, o) and o not in ins:
                 continue
             (code if o in ins else late_reset).append(B.assign(self.bar(o), 0.0))
-        paths = info.get("paths") or [((), partials, info["jac"])]
+        paths = getattr(info, "paths", None) or [((), partials, info.jac)]
         branches = []
         for decisions, path_partials, jac in paths:
             body = self.path_step(path_partials, jac, outs, ins, g)
@@ -207,9 +208,9 @@ class SegmentMixin:
             code += chain
         code += late_reset
         if code:
-            a, b = info["lines"]
+            a, b = seg.plan.lines
             where = f"line {a}" if a == b else f"lines {a}-{b}"
-            code[0].coarsen_comment = f"segment {seg.index} ({where}), one preaccumulated step: {info.get('formula', '')}"
+            code[0].coarsen_comment = f"segment {seg.index} ({where}), one preaccumulated step: {info.formula or ''}"
         return code
 
     def path_step(self, partials, jac, outs, ins, g):
@@ -226,7 +227,9 @@ class SegmentMixin:
                 keep.append((sym, e))
                 needed |= e.free_symbols
         for sym, e in reversed(keep):
-            code.append(B.assign(real_name(sym.name, self.lifted_names), self.sym_expr(e)))
+            name = real_name(sym.name, self.lifted_names)
+            self.made.add(name)
+            code.append(B.assign(name, self.sym_expr(e)))
         pre_fwd, pre_rev = [], []
         for i in ins:
             total = None

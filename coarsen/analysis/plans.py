@@ -1,0 +1,111 @@
+"""Typed plans of segments of interest: what planning decided and what lifting found.
+
+Requires: nothing (plain dataclasses; SymPy objects and IR nodes are held, not inspected).
+Guarantees: every ``Segment`` carries one ``SegmentPlan`` (``seg.plan``), set by
+``coarsen.analysis.segments.plan_segments`` (its source lines) and replaced, never mutated,
+by the reverse pass's driver once the segment is lifted: ``result`` is then a
+``LiftedSegment`` (a local Jacobian per path through the segment's branches), a
+``ClosedFormLoop`` (a loop replaced by the exact closed form of its carried values) or a
+``Fallback`` (why the segment is differentiated statement by statement).  The lifting
+functions (``coarsen.ad.lift``) return these classes; the readers (segment steps, bounds,
+the report, the IR printer) read their attributes.  Names in keys and lists are the real
+ones; SymPy expressions keep the canonical symbols of ``coarsen.ad.canonical`` (``names``
+maps them back).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """The segment is not lifted: ``reason`` says why (shown in the report)."""
+    reason: str
+
+
+@dataclass(frozen=True)
+class LiftedSegment:
+    """A straight-line or branching segment differentiated symbolically.
+
+    ``partials``: {(output, input): SymPy expression} (all paths merged, for the report and
+    for which adjoints the step updates); ``jac``: the ``symbolic.LocalJacobian`` (operation
+    counts; its replacements for a one-path segment); ``paths``: [(decisions, partials, jac)],
+    the reverse step chooses a path by the recorded conditions (``decisions``: ((cond operand,
+    flag), ...)); ``formula``: the outputs as formulas of the inputs, for people; ``names``:
+    canonical -> real names."""
+    partials: dict
+    jac: Any
+    paths: list
+    formula: str | None = None
+    names: dict = field(default_factory=dict)
+
+    kind = "block"
+
+
+@dataclass(frozen=True)
+class ClosedFormLoop:
+    """A ``for`` loop whose carried values have an exact closed form.
+
+    ``carried``: the loop's carried variables (the segment's outputs); ``finals_n``: their
+    final values in terms of the trip count ``n_symbol``; ``trip_count``: the trip count of
+    the loop's bounds; ``partials`` and ``jac`` as for ``LiftedSegment`` (of the finals);
+    ``singular``: SymPy conditions under which the closed form is not exact to differentiate
+    (the loop then runs, ``loop`` with its body ``singular_body``, a ``Segment`` lifted on its
+    own); ``formula``: the closed form, for people."""
+    partials: dict
+    jac: Any
+    carried: list
+    finals: dict
+    finals_n: dict
+    n_symbol: Any
+    trip_count: Any
+    singular: list
+    formula: str | None = None
+    names: dict = field(default_factory=dict)
+    loop: Any = None
+    singular_body: Any = None
+
+    kind = "loop"
+
+
+Lifted = LiftedSegment | ClosedFormLoop
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    """One segment's plan: its source ``lines`` (first, last), the lifting ``result`` (None
+    before lifting) and, for a loop body, why the loop got no closed form
+    (``closed_form_fallback``)."""
+    lines: tuple[int, int]
+    result: LiftedSegment | ClosedFormLoop | Fallback | None = None
+    closed_form_fallback: str | None = None
+
+    @property
+    def lifted(self) -> Lifted | None:
+        """The lifting result when the segment was lifted (symbolic step), else None."""
+        r = self.result
+        return r if isinstance(r, (LiftedSegment, ClosedFormLoop)) else None
+
+    @property
+    def kind(self) -> str:
+        """``"loop"`` for a closed-form loop, else ``"block"``."""
+        return "loop" if isinstance(self.result, ClosedFormLoop) else "block"
+
+    @property
+    def fallback(self) -> str | None:
+        return self.result.reason if isinstance(self.result, Fallback) else None
+
+    def as_dict(self) -> dict:
+        """The plan as a flat dict (for inspection and tests; no pass reads it)."""
+        out = {"lines": self.lines}
+        r = self.result
+        if r is not None:
+            out.update({k: getattr(r, k) for k in r.__dataclass_fields__})
+            if isinstance(r, Fallback):
+                out["fallback"] = out.pop("reason")
+            if isinstance(r, ClosedFormLoop):
+                out["kind"] = "loop"
+        if self.closed_form_fallback is not None:
+            out["closed_form_fallback"] = self.closed_form_fallback
+        return out
