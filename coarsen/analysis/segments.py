@@ -86,22 +86,24 @@ class Planner:
     def block(self, stmts, whole_loop_body=False):
         out = []
         run, passengers = [], []
+        seq = []            # run and passengers in program order
         defs, reads = set(), set()
 
         def flush():
-            nonlocal run, passengers, defs, reads
+            nonlocal run, passengers, seq, defs, reads
             if run:
                 whole = whole_loop_body and not out and len(run) + len(passengers) == len(stmts)
-                out.extend(self.make(run, passengers, min_ops=1 if whole else 2))
+                out.extend(self.make(run, passengers, seq, min_ops=1 if whole else 2))
             else:
                 out.extend(passengers)
-            run, passengers, defs, reads = [], [], set(), set()
+            run, passengers, seq, defs, reads = [], [], [], set(), set()
 
         for s in stmts:
             if self.lifted(s) and not (isinstance(s, Assign) and self.types[s.target].kind == "bool"
                                        and s.target in defs):
                 # (a condition assigned twice in one segment could not choose its path twice)
                 run.append(s)
+                seq.append(s)
                 for st in walk([s]):
                     if isinstance(st, Assign):
                         defs.add(st.target)
@@ -110,11 +112,13 @@ class Planner:
                 continue
             if (run or passengers) and self.passenger(s, defs, reads):
                 passengers.append(s)
+                seq.append(s)
                 defs.add(s.target)
                 continue
             flush()
             if self.passenger(s, set(), set()):
                 passengers.append(s)
+                seq.append(s)
                 defs.add(s.target)
                 continue
             if isinstance(s, If):
@@ -130,9 +134,11 @@ class Planner:
         flush()
         return out
 
-    def make(self, run, passengers, min_ops=2):
+    def make(self, run, passengers, seq, min_ops=2):
         if self.active_ops(run) < min_ops:
-            return passengers + run
+            # no segment: the statements stay in program order (hoisting passengers is for
+            # segments only; it would split a loop's header from its loop for nothing)
+            return list(seq)
         inside = {id(x) for x in walk(run)} | {id(x) for x in passengers}
         defined = []        # in order of first definition: no order may depend on the names
         for st in walk(run):

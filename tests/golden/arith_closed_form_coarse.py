@@ -2,13 +2,11 @@
 # signature: (float64, int64); wrt: a; coarse AD
 
 def value_and_grad_arith(a, n):
-    # prologue: copies of written inputs, tapes, initial values
-    _g3 = 0.0
     # forward sweep
-    # for i in range(n):
-    _t1 = n
     # s = 0.0
     s = 0.0
+    # for i in range(n):
+    _t1 = n
     # loop (line 10) in closed form: s = a*n*(n - 1)/2 + s  where n = Max(0, n)
     _n1 = int(max(0, _t1))
     _closed2 = float(0.5 * a * _n1 * (_n1 - 1) + s)
@@ -25,10 +23,7 @@ def value_and_grad_arith(a, n):
     # return s
     s_bar += _ret_bar
     # segment 1 (line 10), one preaccumulated step: s = a*n*(n - 1)/2 + s  where n = Max(0, n)
-    _g3 = s_bar
-    s_bar = 0.0
-    a_bar += _g3 * (0.5 * (max(0, _t1) - 1) * max(0, _t1))
-    s_bar += _g3
+    a_bar += s_bar * (0.5 * (max(0, _t1) - 1) * max(0, _t1))
     # s = 0.0
     s_bar = 0.0
     return (_value, (a_bar,), (_tape_floats, _tape_ints))

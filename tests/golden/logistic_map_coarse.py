@@ -21,16 +21,14 @@ def _reserve(tape, need):
 
 def value_and_grad_logistic_map(r, x0, n):
     # prologue: copies of written inputs, tapes, initial values
-    _g1 = 0.0
     x = 0.0
     _ftape = np.empty(64)
     _fpos = 0
     # forward sweep
-    # for i in range(n):
-    _t1 = n
     # x = x0
     x = x0
     # for i in range(n):
+    _t1 = n
     _ftape = _reserve(_ftape, _fpos + 1 * _t1)
     for i in range(_t1):
         # x = r * x * (1.0 - x)
@@ -57,11 +55,9 @@ def value_and_grad_logistic_map(r, x0, n):
         _fpos -= 1
         x = _ftape[_fpos]
         # segment 1 (line 45), one preaccumulated step: x = r*x*(1 - x)
-        _g1 = x_bar
-        x_bar = 0.0
         _s1_t0 = x * (1 - x)
-        r_bar += _g1 * _s1_t0
-        x_bar += _g1 * (-2 * r * x + r)
+        r_bar += x_bar * _s1_t0
+        x_bar = x_bar * (-2 * r * x + r)
     # x = x0
     x0_bar += x_bar
     x_bar = 0.0

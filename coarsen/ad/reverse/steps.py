@@ -169,8 +169,13 @@ class SegmentMixin:
                 ins.append(i)
         code = []
         g = {}
+        # an output that is also an input (x = f(x, ...)): when it is the only one, its
+        # adjoint is updated in place (x_bar = x_bar * dx/dx + ...) after every other input's
+        # update has read it; with several, each is saved first (_g = x_bar) and reset
+        both = [o for o in outs if o in ins]
+        inplace = both[0] if len(both) == 1 and both[0] not in self.f.set_temps else None
         for o in outs:
-            if o in ins:
+            if o in ins and o != inplace:
                 gname = self.fresh("_g")
                 self.extra_inits.append((gname, self.types[o]))
                 code.append(B.assign(gname, B.name(self.bar(o))))
@@ -183,11 +188,13 @@ class SegmentMixin:
                 continue
             if intact(self.f, o) and o not in ins:
                 continue
+            if o == inplace:
+                continue
             (code if o in ins else late_reset).append(B.assign(self.bar(o), 0.0))
         paths = getattr(info, "paths", None) or [((), partials, info.jac)]
         branches = []
         for decisions, path_partials, jac in paths:
-            body = self.path_step(path_partials, jac, outs, ins, g)
+            body = self.path_step(path_partials, jac, outs, ins, g, inplace)
             got = {i for (o, i) in path_partials if o in outs}
             body += self.zero_unset_inputs(seg, got)
             branches.append((decisions, body))
@@ -213,8 +220,10 @@ class SegmentMixin:
             code[0].coarsen_comment = f"segment {seg.index} ({where}), one preaccumulated step: {info.formula or ''}"
         return code
 
-    def path_step(self, partials, jac, outs, ins, g):
-        """The preaccumulated step of one straight-line path: ``in_bar += sum(d out/d in * out_bar)``."""
+    def path_step(self, partials, jac, outs, ins, g, inplace=None):
+        """The preaccumulated step of one straight-line path: ``in_bar += sum(d out/d in * out_bar)``;
+        ``inplace``: an input whose adjoint is also an output's (read as it stands by the
+        other updates): it is updated last, ``x_bar = sum(d out/d x * out_bar)``."""
         code = []
         # only the replacements the partials need (values are recomputed by the forward code)
         needed = set()
@@ -231,7 +240,7 @@ class SegmentMixin:
             self.made.add(name)
             code.append(B.assign(name, self.sym_expr(e)))
         pre_fwd, pre_rev = [], []
-        for i in ins:
+        for i in [i for i in ins if i != inplace] + ([inplace] if inplace is not None else []):
             total = None
             for o in outs:
                 if (o, i) not in partials:
@@ -239,7 +248,11 @@ class SegmentMixin:
                 p = X(self.sym_expr(partials[(o, i)]))
                 term = g[o] if (isinstance(p.node, gast.Constant) and p.node.value == 1) else g[o] * p
                 total = term if total is None else total + term
-            if total is not None:
+            if i == inplace:
+                node = B.ex(total) if total is not None else None
+                if not (isinstance(node, gast.Name) and node.id == self.bar(i)):    # x_bar = x_bar
+                    code.append(B.assign(self.bar(i), node if node is not None else 0.0))
+            elif total is not None:
                 self.accumulate(i, total, pre_fwd, pre_rev, code)
         return code
 
