@@ -8,7 +8,8 @@ data) that grow geometrically; ``_grow`` refuses sizes beyond ``MAX_TAPE_BYTES``
 ``MemoryError`` before allocating.  Matrix products are written as loops: they accept any
 memory layout (slices, transposes) and need no BLAS.  ``_cumsum2``/``_rcumsum*`` and
 ``_diff_adj*`` are the loops of ``np.cumsum``/``np.diff`` along an axis and their adjoints;
-``_solve*`` call ``np.linalg.solve`` (LAPACK) on contiguous float64 copies; ``_ein_<a>_<b>__<out>``
+``_solve*`` solve by Gaussian elimination with partial pivoting (as LAPACK's ``gesv``; Numba's
+``np.linalg`` would need SciPy), raising ``np.linalg.LinAlgError`` at an exactly zero pivot; ``_ein_<a>_<b>__<out>``
 (``einsum_helper_name``) is a loop nest generated per ``np.einsum`` spec (Numba has none).
 """
 from __future__ import annotations
@@ -205,32 +206,86 @@ def _diff_adj2(g, axis):
                 out[i, j + 1] += g[i, j]
     return out
 ''',
-    "_solve": '''
-def _solve(a, b):
-    return np.linalg.solve(np.ascontiguousarray(a).astype(np.float64),
-                           np.ascontiguousarray(b).astype(np.float64))
+    "_solve2": '''
+def _solve2(a, b):
+    n = a.shape[0]
+    if a.shape[1] != n:
+        raise np.linalg.LinAlgError('solve: the matrix is not square')
+    if b.shape[0] != n:
+        raise np.linalg.LinAlgError('solve: the system is not dimensionally valid (A and b differ in length)')
+    m = b.shape[1]
+    lu = np.empty((n, n))
+    x = np.empty((n, m))
+    for i in range(n):
+        for j in range(n):
+            lu[i, j] = a[i, j]
+        for j in range(m):
+            x[i, j] = b[i, j]
+    for k in range(n):
+        p = k
+        big = abs(lu[k, k])
+        for i in range(k + 1, n):
+            if abs(lu[i, k]) > big:
+                big = abs(lu[i, k])
+                p = i
+        if big == 0.0:
+            raise np.linalg.LinAlgError('Singular matrix')
+        if p != k:
+            for j in range(n):
+                t = lu[k, j]
+                lu[k, j] = lu[p, j]
+                lu[p, j] = t
+            for j in range(m):
+                t = x[k, j]
+                x[k, j] = x[p, j]
+                x[p, j] = t
+        piv = lu[k, k]
+        for i in range(k + 1, n):
+            f = lu[i, k] / piv
+            for j in range(k + 1, n):
+                lu[i, j] -= f * lu[k, j]
+            for j in range(m):
+                x[i, j] -= f * x[k, j]
+    for k in range(n - 1, -1, -1):
+        for j in range(m):
+            acc = x[k, j]
+            for i in range(k + 1, n):
+                acc -= lu[k, i] * x[i, j]
+            x[k, j] = acc / lu[k, k]
+    return x
 ''',
-    "_solve_adj_b": '''
-def _solve_adj_b(a, g):
-    return _solve(a.T, g)
+    "_solve1": '''
+def _solve1(a, b):
+    bb = np.empty((b.shape[0], 1))
+    for i in range(b.shape[0]):
+        bb[i, 0] = b[i]
+    return _solve2(a, bb)[:, 0].copy()
+''',
+    "_solve_adj_b1": '''
+def _solve_adj_b1(a, g):
+    return _solve1(a.T, g)
+''',
+    "_solve_adj_b2": '''
+def _solve_adj_b2(a, g):
+    return _solve2(a.T, g)
 ''',
     "_solve_adj_a1": '''
 def _solve_adj_a1(a, b, g):
-    x = _solve(a, b)
-    gb = _solve(a.T, g)
+    x = _solve1(a, b)
+    gb = _solve1(a.T, g)
     return -_outer(gb, x)
 ''',
     "_solve_adj_a2": '''
 def _solve_adj_a2(a, b, g):
-    x = _solve(a, b)
-    gb = _solve(a.T, g)
+    x = _solve2(a, b)
+    gb = _solve2(a.T, g)
     return -_mm22(gb, x.T)
 ''',
 }
 
 _DEPS = {"_push": ("_grow",), "_push_array": ("_grow",), "_reserve": ("_grow",),
-         "_solve_adj_b": ("_solve",), "_solve_adj_a1": ("_solve", "_outer"),
-         "_solve_adj_a2": ("_solve", "_mm22")}
+         "_solve1": ("_solve2",), "_solve_adj_b1": ("_solve1",), "_solve_adj_b2": ("_solve2",),
+         "_solve_adj_a1": ("_solve1", "_outer"), "_solve_adj_a2": ("_solve2", "_mm22")}
 
 
 def _sum_to_source(gnd, tnd):

@@ -1,13 +1,14 @@
 """Matrix products: ``matmul`` (``@``) and ``dot``, of 1-D and 2-D arrays (``dot`` also of
 scalars); ``einsum`` of two operands; ``solve`` (``np.linalg.solve``).
 
-Requires: ``core``, ``coarsen.ad.build``; the runtime helpers ``_mm*``, ``_outer``, ``_solve*``
+Requires: ``core``, ``coarsen.ad.build``; the runtime helpers ``_mm*``, ``_outer``, ``_solve*`` (Gaussian elimination: no LAPACK)
 and the per-spec ``_ein_*`` loop nests (``coarsen.ad.runtime``).  The frontend
 (``coarsen.frontend.static_attrs``) gives ``einsum`` its spec string as the ``spec`` attribute.
 Guarantees: type rules (ranks above 2 are refused; ``solve`` takes a 2-D ``A`` and a 1-D or
 2-D ``b``; ``einsum`` takes an explicit ``a,b->out`` spec of letters, each at most once per
 operand, output letters among the operands', operand ranks matching), the emitted primal
-(loops in the runtime helpers, which check the inner dimensions; LAPACK for ``solve``), and the
+(loops in the runtime helpers, which check the inner dimensions and, for ``solve``, raise
+``np.linalg.LinAlgError`` on a singular matrix), and the
 VJPs ``A_bar += g @ B.T``, ``B_bar += A.T @ g`` in every rank combination; for ``solve``
 ``gb = solve(A.T, g)``, ``b_bar += gb``, ``A_bar -= gb x^T`` with ``x = solve(A, b)`` recomputed
 from ``A`` and ``b``; for ``einsum`` the adjoint of an operand is again an einsum, of the
@@ -81,13 +82,13 @@ def _solve_type(c, s, ts):
 
 
 def _emit_solve(em, s, v):
-    return B.call(em.helper("_solve"), *v)
+    return B.call(em.helper(f"_solve{em.nd(s.args[1])}"), *v)
 
 
 def _vjp_solve(em, s, p, g, pre_fwd, pre_rev, out):
     a, b = (em.val(x) for x in s.args)
     if p == 1:
-        contrib = B.call(em.helper("_solve_adj_b"), a, g)
+        contrib = B.call(em.helper(f"_solve_adj_b{em.nd(s.args[1])}"), a, g)
     else:
         contrib = B.call(em.helper(f"_solve_adj_a{em.nd(s.args[1])}"), a, b, g)
     em.accumulate(s.args[p].name, X(contrib, True), pre_fwd, pre_rev, out)
