@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 import numba
-import numpy as np
 
 from apps._common import check_size, rng
 

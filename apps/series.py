@@ -7,7 +7,6 @@ remove the loop from the derivative, so its cost stops growing with ``n``.
 from __future__ import annotations
 
 import numba
-import numpy as np
 
 from apps._common import check_size
 

@@ -175,9 +175,11 @@ def _array_literal(a):
                 return "math.inf" if v > 0 else "-math.inf"
             return repr(float(v))
     elif kind in "iu":
-        lit = lambda v: repr(int(v))
+        def lit(v):
+            return repr(int(v))
     elif kind == "b":
-        lit = lambda v: repr(bool(v))
+        def lit(v):
+            return repr(bool(v))
     else:  # pragma: no cover - the core refuses other dtypes
         raise CoarsenError(f"cannot embed a module-level array of dtype {a.dtype}")
     flat = [lit(v) for v in a.ravel().tolist()]

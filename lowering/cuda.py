@@ -276,7 +276,7 @@ def cuda_batch_source(
         H.append(f"    {d_tot} = cuda.to_device(np.zeros({len(shared_w)}, dtype=np.float64))")
     H += [
         f"    if isinstance({timings}, dict):",
-        f"        for _k in ('h2d', 'kernel', 'd2h', 'launches'):",
+        "        for _k in ('h2d', 'kernel', 'd2h', 'launches'):",
         f"            {timings}.setdefault(_k, 0)",
         f"    for {start} in range(0, {n_sets}, {chunk}):",
         f"        {stop} = min({start} + {chunk}, {n_sets})",

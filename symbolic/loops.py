@@ -45,7 +45,6 @@ import sympy
 from sympy.core.sorting import default_sort_key
 
 from .budget import Budget
-from .ops import count_ops
 
 __all__ = ["ClosedForm", "closed_form_loop", "trip_count"]
 

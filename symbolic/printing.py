@@ -27,8 +27,6 @@ Guarantees (built on SymPy's ``PythonCodePrinter``, settings ``fully_qualified_m
 """
 from __future__ import annotations
 
-from fractions import Fraction
-
 import sympy
 from sympy.printing.pycode import PythonCodePrinter
 from sympy.printing.precedence import precedence, PRECEDENCE
