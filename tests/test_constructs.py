@@ -225,6 +225,21 @@ def test_cpu_target_fine(case):
     check_value_and_grad(fn, factory, wrt, "cpu", False, f"{fn.__name__}-cpu-fine")
 
 
+def scalar_copies(x, y):
+    a = np.array(x)               # a 0-d array: acts as the number
+    b = np.copy(y * 2.0)
+    return a * b + np.array(3.0)
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_copies_of_numbers(target):
+    """np.array / np.copy of a number used to emit ``.copy()`` on a float (a crash on both
+    targets); they are the number."""
+    g = coarsen.differentiate(scalar_copies, target=target)
+    value, grad = g.value_and_grad(1.5, 2.0)
+    assert value == 9.0 and grad == (4.0, 3.0)
+
+
 def test_int_dtype_follows_numpy():
     """np.array of ints and dtype=idx.dtype of an int array give int arrays (as NumPy): the
     IR types say so, and the values match NumPy's integer arithmetic."""

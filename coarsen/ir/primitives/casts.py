@@ -42,6 +42,8 @@ def _emit_copy(em, s, v):
 
 
 def _emit_copyarr(em, s, v):
+    if not em.is_arr(s.args[0]):
+        return B.ex(v[0])       # np.copy / np.array of a number: the number (a 0-d array acts as one)
     return B.call(gast.Attribute(value=B.ex(v[0]), attr="copy", ctx=gast.Load()))
 
 
