@@ -34,8 +34,10 @@ elements are refused with a ``CoarsenError`` (pass them as parameters instead).
 """
 from __future__ import annotations
 
+import io
 import math
 import re
+import tokenize
 
 import numpy as np
 
@@ -262,6 +264,21 @@ __all__ = ["value_and_grad_{fname}", "grad_{fname}"]
 '''
 
 
+def _rename_identifier(source, old, new):
+    """``source`` with every identifier token ``old`` renamed ``new`` (tokens, not text:
+    comments and strings stay as they are).  ``new`` must not occur as an identifier."""
+    toks = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    if any(t.type == tokenize.NAME and t.string == new for t in toks):  # pragma: no cover
+        raise CoarsenError(f"export: the generated module already defines {new}")
+    lines = source.splitlines(keepends=True)
+    for t in reversed(toks):          # right to left: earlier columns stay valid
+        if t.type == tokenize.NAME and t.string == old:
+            (row, col), (_, end) = t.start, t.end
+            line = lines[row - 1]
+            lines[row - 1] = line[:col] + new + line[end:]
+    return "".join(lines)
+
+
 def _strip_leading_comments(source):
     lines = source.splitlines(keepends=True)
     i = 0
@@ -286,10 +303,7 @@ def export_gradient(g, path, signature=None):
     art = g.specialize(example_args(parsed))      # the Artifact (coarsen.artifact)
     entry = art.entry_name
     new_entry = f"_value_and_grad_{fname}_entry"
-    body = _strip_leading_comments(art.source)
-    if re.search(rf"\b{re.escape(new_entry)}\b", body):  # pragma: no cover - generated names differ
-        raise CoarsenError(f"export: the generated module already defines {new_entry}")
-    body = re.sub(rf"\b{re.escape(entry)}(?=\s*\()", new_entry, body)
+    body = _rename_identifier(_strip_leading_comments(art.source), entry, new_entry)
 
     globals_lines = [f"_SIGNATURE = {tuple(_sig_text([t]) for t in parsed)!r}"]
     if art.module_arrays:
