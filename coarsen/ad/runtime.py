@@ -2,7 +2,9 @@
 
 Requires: nothing.
 Guarantees: ``helper_source(names)`` returns the Python source of the requested helpers and
-of those they call, in a fixed order, so generated modules are deterministic and need only
+of those they call (fixed helpers by name; helpers generated per parameters are requested
+through ``sum_to``, ``pop_array``, ``reduce_axis``... which return the name and record how to
+build it, so no name is parsed back), in a fixed order, so generated modules are deterministic and need only
 ``math``, NumPy and Numba.  Tapes are typed NumPy buffers (float64 values, int64 control
 data) that grow geometrically; ``_grow`` refuses sizes beyond ``MAX_TAPE_BYTES`` with a
 ``MemoryError`` before allocating.  Matrix products are written as loops: they accept any
@@ -13,6 +15,9 @@ memory layout (slices, transposes) and need no BLAS.  ``_cumsum2``/``_rcumsum*``
 (``einsum_helper_name``) is a loop nest generated per ``np.einsum`` spec (Numba has none).
 """
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 MAX_TAPE_BYTES = 8 * 1024 ** 3
 
@@ -433,6 +438,60 @@ def _einsum_source(a, b, out):
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class Generated:
+    """A runtime helper generated for parameters: its name, and the source builder and
+    arguments that produce it (requested through ``sum_to``, ``pop_array``, ``pop_into``,
+    ``reduce_axis``, ``prod_grad_axis``, ``einsum``; never parsed back from the name)."""
+    name: str
+    build: Callable
+    args: tuple
+
+    def source(self):
+        return self.build(*self.args)
+
+
+_GENERATED: dict = {}     # name -> Generated (a name always stands for the same arguments)
+
+
+def _generated(name, build, args):
+    g = Generated(name, build, tuple(args))
+    known = _GENERATED.setdefault(name, g)
+    if known != g:  # pragma: no cover - names are built from all their arguments
+        raise ValueError(f"runtime helper {name!r} requested with two meanings")
+    return name
+
+
+def sum_to(gnd, tnd):
+    """``_sum_to_G_T``: sum a G-D adjoint over broadcast axes down to a T-D operand."""
+    return _generated(f"_sum_to_{gnd}_{tnd}", _sum_to_source, (gnd, tnd))
+
+
+def pop_array(nd):
+    """``_pop_arrayN``: pop an N-D array (with its shape) off the tapes."""
+    return _generated(f"_pop_array{nd}", _pop_array_source, (nd,))
+
+
+def pop_into(nd):
+    """``_pop_intoN``: pop an N-D region into the array part it was saved from."""
+    return _generated(f"_pop_into{nd}", _pop_into_source, (nd,))
+
+
+def reduce_axis(op, nd, ax):
+    """``_red_<op>_N_A``: ``prod``/``amax``/``amin`` of an N-D array along axis A."""
+    return _generated(f"_red_{op}_{nd}_{ax}", _reduce_source, (op, nd, ax))
+
+
+def prod_grad_axis(nd, ax):
+    """``_prod_grad_N_A``: the gradient of a product along axis A, division-free."""
+    return _generated(f"_prod_grad_{nd}_{ax}", _prod_grad_axis_source, (nd, ax))
+
+
+def einsum(a, b, out):
+    """The loop nest of ``np.einsum(f"{a},{b}->{out}", x, y)`` (see ``einsum_helper_name``)."""
+    return _generated(einsum_helper_name(a, b, out), _einsum_source, (a, b, out))
+
+
 def helper_source(names):
     """Source of the named helpers plus their dependencies, deterministic order."""
     want = set()
@@ -450,23 +509,6 @@ def helper_source(names):
     for n in sorted(want):
         if n in _SOURCES:
             out.append(_SOURCES[n].strip("\n"))
-        elif n.startswith("_sum_to_"):
-            g, t = n[len("_sum_to_"):].split("_")
-            out.append(_sum_to_source(int(g), int(t)).strip("\n"))
-        elif n.startswith("_pop_array"):
-            out.append(_pop_array_source(int(n[len("_pop_array"):])).strip("\n"))
-        elif n.startswith("_red_"):
-            op, nd, ax = n[len("_red_"):].rsplit("_", 2)
-            out.append(_reduce_source(op, int(nd), int(ax)).strip("\n"))
-        elif n.startswith("_prod_grad_"):
-            nd, ax = n[len("_prod_grad_"):].split("_")
-            out.append(_prod_grad_axis_source(int(nd), int(ax)).strip("\n"))
-        elif n.startswith("_ein_"):
-            operands, out_spec = n[len("_ein_"):].rsplit("__", 1)
-            a, b = operands.split("_")
-            out.append(_einsum_source(a, b, out_spec).strip("\n"))
-        elif n.startswith("_pop_into"):
-            out.append(_pop_into_source(int(n[len("_pop_into"):])).strip("\n"))
         else:
-            raise KeyError(n)
+            out.append(_GENERATED[n].source().strip("\n"))     # KeyError: never requested
     return "\n\n\n".join(out) + "\n"

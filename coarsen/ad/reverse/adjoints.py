@@ -14,6 +14,7 @@ import gast
 from ...ir.nodes import (Const, NEWAXIS, Slice, Var)
 from ...analysis.activity import intact
 from .. import build as B
+from .. import runtime as R
 from ..build import X
 from ...ir.primitives import err, primitive
 
@@ -65,7 +66,7 @@ class AdjointMixin:
             shape = self.shape_of(operand, pre_fwd, pre_rev)
         else:
             shape = B.attr(f"{self.bar(operand.name)}.shape")
-        return X(B.call(self.helper(f"_sum_to_{out_nd}_{nd}"), contrib, shape), True)
+        return X(B.call(self.helper(R.sum_to(out_nd, nd)), contrib, shape), True)
 
     # ------------------------------------------------------------------ primal ops
     def primal(self, s):

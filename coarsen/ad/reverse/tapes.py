@@ -16,6 +16,7 @@ import gast
 from ...analysis.activity import intact
 from ...ir.nodes import NEWAXIS, Array, Const, Scalar, Var
 from .. import build as B
+from .. import runtime as R
 from ..build import X
 
 FT, FP, IT, IP = "_ftape", "_fpos", "_itape", "_ipos"
@@ -117,7 +118,7 @@ class TapeMixin:
     def pop(self, name):
         t = self.types[name]
         if isinstance(t, Array):
-            fn = self.helper(f"_pop_array{t.ndim}")
+            fn = self.helper(R.pop_array(t.ndim))
             out = [B.assign(B.tuple_(name, FP, IP), B.call(fn, FT, FP, IT, IP))]
             if t.dtype != "f64":
                 out.append(B.assign(name, B.call(B.attr(f"{name}.astype"), B.attr("np.int64" if t.dtype == "i64" else "np.bool_"))))
@@ -151,7 +152,7 @@ class TapeMixin:
         nd = self.region_ndim(array, index)
         if nd == 0:
             return [B.augassign(FP, "-", 1), B.assign(region, B.subscript(FT, B.name(FP)))]
-        return [B.assign(FP, B.call(self.helper(f"_pop_into{nd}"), FT, FP, region))]
+        return [B.assign(FP, B.call(self.helper(R.pop_into(nd)), FT, FP, region))]
 
     def region_ndim(self, array, index):
         t = self.types[array]

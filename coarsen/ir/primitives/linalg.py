@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ...ad import build as B
 from ...ad.build import X
-from ...ad.runtime import einsum_helper_name
+from ...ad import runtime as R
 from ..nodes import Array, Scalar
 from .core import Primitive, defstructural, dt, dtype_join, err, make, nd, register
 
@@ -144,7 +144,7 @@ def _einsum_type(c, s, ts):
 
 def _emit_einsum(em, s, v):
     a, b, out = einsum_specs(s)
-    return B.call(em.helper(einsum_helper_name(a, b, out)), *v)
+    return B.call(em.helper(R.einsum(a, b, out)), *v)
 
 
 def _vjp_einsum(em, s, p, g, pre_fwd, pre_rev, out_):
@@ -157,7 +157,7 @@ def _vjp_einsum(em, s, p, g, pre_fwd, pre_rev, out_):
         shape = em.shape_of(arg, pre_fwd, pre_rev) if arg.name in em.f.set_temps \
             else B.attr(f"{em.bar(arg.name)}.shape")
         args.append(shape)
-    contrib = B.call(em.helper(einsum_helper_name(out, other, mine)), *args)
+    contrib = B.call(em.helper(R.einsum(out, other, mine)), *args)
     em.accumulate(arg.name, X(contrib, len(mine) > 0), pre_fwd, pre_rev, out_)
 
 

@@ -11,6 +11,7 @@ use the deviations from the mean.
 from __future__ import annotations
 
 from ...ad import build as B
+from ...ad import runtime as R
 from ...ad.build import X
 from ..nodes import Array
 from .core import Primitive, defstructural, dt, err, make, register
@@ -57,7 +58,7 @@ def _emit_reduction(em, s, v):
             return B.call("np.full", B.tuple_(*([1] * rank)), red)
         return red
     if op in ("prod", "amax", "amin") and rank > 1:
-        red = B.call(em.helper(f"_red_{op}_{rank}_{axis}"), v[0])
+        red = B.call(em.helper(R.reduce_axis(op, rank, axis)), v[0])
         return B.call("np.expand_dims", red, axis) if keep else red
     count = B.subscript(B.attr(f"{a.name}.shape"), axis)
     if rank == 1:
@@ -147,7 +148,7 @@ def _vjp_extremum(em, s, p, g, pre_fwd, pre_rev, out):
         contrib = X(B.call("np.where", mask, gs / X(B.call("np.sum", mask)), 0.0), True)
     else:  # ties along the axis share the adjoint evenly, as in JAX
         ax = axis % rank
-        m = X(B.call("np.expand_dims", B.call(em.helper(f"_red_{s.op}_{rank}_{ax}"), a), ax), True)
+        m = X(B.call("np.expand_dims", B.call(em.helper(R.reduce_axis(s.op, rank, ax)), a), ax), True)
         mask = X(B.compare(a, "==", m), True)
         count = X(B.call("np.expand_dims", B.call("np.sum", mask, axis=ax), ax), True)
         gs = g if s.attr("keepdims") else X(B.call("np.expand_dims", g, ax), True)
@@ -171,7 +172,7 @@ def _vjp_prod(em, s, p, g, pre_fwd, pre_rev, out):
     else:
         ax = axis % rank
         gs = g if s.attr("keepdims") else X(B.call("np.expand_dims", g, ax), True)
-        contrib = gs * X(B.call(em.helper(f"_prod_grad_{rank}_{ax}"), a), True)
+        contrib = gs * X(B.call(em.helper(R.prod_grad_axis(rank, ax)), a), True)
     em.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
 
 
