@@ -279,7 +279,6 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset()):
     lifter = Lifter(seg, types)
     try:
         env = lifter.block(seg.stmts, {})
-        k = lifter.symbol_for(loop.var) if loop.var in lifter.inputs else sympy.Symbol(loop.var, integer=True)
         carried = {}
         # carried: the variables the loop leaves to later code or to its next trip; compiler
         # temporaries live within one trip and are never carried
