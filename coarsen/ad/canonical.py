@@ -183,8 +183,6 @@ def lift_canonically(lift, seg, types, active, budget, loop=None, temps=frozense
 
 
 
-_INFIX = {"add": ("+", 1), "sub": ("-", 1), "mul": ("*", 2), "div": ("/", 2),
-          "floordiv": ("//", 2), "mod": ("%", 2), "pow": ("**", 3)}
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
@@ -211,7 +209,7 @@ def show_temps(text, fn, depth=6):
         if st is None or d <= 0 or st.attrs:
             return n, 9
         if st.index:
-            if st.op != "getitem" or not all(isinstance(i, (Var, Const)) for i in st.index):
+            if not REGISTRY[st.op].indexing or not all(isinstance(i, (Var, Const)) for i in st.index):
                 return n, 9
             base, _ = operand(st.args[0], d - 1)
             return f"{base}[{', '.join(operand(i, d - 1)[0] for i in st.index)}]", 9
@@ -219,14 +217,14 @@ def show_temps(text, fn, depth=6):
         prim = REGISTRY.get(st.op)
         if len(args) == 1 and prim is not None and prim.transparent:
             return args[0]
-        if st.op == "neg" and len(args) == 1:
+        if prim is not None and prim.prefix and len(args) == 1:
             a, p = args[0]
-            return "-" + (a if p >= 4 else f"({a})"), 4
-        if st.op in _INFIX and len(args) == 2:
-            sym, prec = _INFIX[st.op]
+            return prim.prefix + (a if p >= 4 else f"({a})"), 4
+        if prim is not None and prim.infix and len(args) == 2:
+            sym, prec, associative = prim.infix
             (a, pa), (b, pb) = args
             a = a if pa >= prec else f"({a})"
-            b = b if pb > prec or (pb == prec and st.op in ("add", "mul")) else f"({b})"
+            b = b if pb > prec or (pb == prec and associative) else f"({b})"
             return f"{a} {sym} {b}", prec
         spelled = (f"math.{prim.math[0]}" if prim is not None and prim.math else
                    f"np.{prim.numpy[0]}" if prim is not None and prim.numpy else st.op)

@@ -205,7 +205,7 @@ def _write_after_view(view_def, root, views, order, loops_of, body):
     p = order[id(view_def)]
     stmts = list(walk(body))
     rebinds = [order[id(st)] for st in stmts if isinstance(st, Assign) and st.target == root
-               and st.op not in ("copy",)]
+               and not primitive(st.op).plain_copy]
     for st in stmts:
         if not isinstance(st, Store) or views.get(st.array, st.array) != root:
             continue

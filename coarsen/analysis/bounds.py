@@ -134,7 +134,7 @@ class _Planner:
 
     def stmt(self, s, st, ctx):
         if isinstance(s, Assign):
-            if s.op == "getitem":
+            if REGISTRY[s.op].indexing:
                 self.access(s, s.args[0].name, s.index, st, ctx)
             return self.assign(s, st)
         if isinstance(s, Store):
@@ -181,21 +181,22 @@ class _Planner:
         t, op, args = s.target, s.op, s.args
         eq = rng = aff = None
         shapes = self.shapes(s, st) if isinstance(self.types.get(t), Array) else {}
+        prim = REGISTRY[op]
         if self.is_int(t):
-            if op == "dim" and isinstance(args[0], Var):
+            if prim.dimension and isinstance(args[0], Var):
                 eq = (args[0].name, args[1].value, 0)
-            elif op == "copy":
+            elif prim.plain_copy:
                 a = args[0]
                 eq = self.form(a, st)
                 if isinstance(a, Var):
                     rng, aff = st.rng.get(a.name), st.aff.get(a.name) or (a.name, 0)
-            elif op in ("add", "sub") and len(args) == 2:
+            elif prim.accumulates and len(args) == 2:       # i + k, k + i, i - k
                 a, b = args
-                if op == "add" and isinstance(a, Const):
+                if prim.accumulates > 0 and isinstance(a, Const):
                     a, b = b, a
                 if isinstance(a, Var) and isinstance(b, Const) and isinstance(b.value, int) \
                         and not isinstance(b.value, bool):
-                    k = b.value if op == "add" else -b.value
+                    k = b.value * prim.accumulates
                     eq = _shift(st.eq.get(a.name), k)
                     r = st.rng.get(a.name)
                     rng = (_shift(r[0], k), _shift(r[1], k)) if r else None
@@ -221,10 +222,10 @@ class _Planner:
         element-wise operations of one array with scalars)."""
         op, args = s.op, s.args
         nd = self.types[s.target].ndim
-        if op in ("zeros", "ones", "empty", "full"):
+        prim = REGISTRY[op]
+        if prim.shape_operands:
             return {d: st.norm(self.form(args[d], st)) for d in range(nd)}
         like = None
-        prim = REGISTRY[op]
         if prim.shape_like:
             like = args[0]
         elif prim.broadcasting and len(args) == 2:

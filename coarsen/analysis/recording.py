@@ -13,6 +13,7 @@ overwrite.  None of them changes its inputs.
 from __future__ import annotations
 
 from ..ir.nodes import Array, Assign, For, If, Segment, Store, Var, While, uses, walk
+from ..ir.primitives import primitive
 from .activity import intact, is_temp, statement_positions
 
 
@@ -61,7 +62,7 @@ def _find(fn, facts, block, out, loop_vars=(), after=()):
     tape.  ``after``: the rest of each enclosing block, innermost first."""
     for i, s in enumerate(block):
         inner = (block[i + 1:],) + after
-        if isinstance(s, Assign) and s.op == "getitem" and is_temp(fn, s.target) \
+        if isinstance(s, Assign) and primitive(s.op).indexing and is_temp(fn, s.target) \
                 and facts.defs.get(s.target) == 1 and not isinstance(fn.types.get(s.target), Array):
             base = s.args[0].name
             # a written array qualifies too: re-reading it in the reverse sweep makes it

@@ -16,7 +16,7 @@ expression swell to cut for; the symbolic stage's size guard and time budget bou
 from __future__ import annotations
 
 from ..ir.nodes import Assign, For, If, Scalar, Segment, Store, Var, While, walk
-from ..ir.primitives import ops_where
+from ..ir.primitives import REGISTRY, ops_where
 from .plans import SegmentPlan
 
 LIFT_OPS = ops_where(lambda p: p.sympy is not None)     # with a SymPy counterpart
@@ -60,9 +60,9 @@ class Planner:
             return False
         if not isinstance(self.types.get(s.target), Scalar):
             return False
-        if s.target in self.f.active and s.op != "getitem":
+        if s.target in self.f.active and not REGISTRY[s.op].indexing:
             return False
-        if s.op == "getitem" and s.target in self.f.active and not isinstance(self.types.get(s.target), Scalar):
+        if REGISTRY[s.op].indexing and s.target in self.f.active and not isinstance(self.types.get(s.target), Scalar):
             return False
         from ..ir.nodes import uses
         for u in uses(s):
@@ -75,7 +75,7 @@ class Planner:
     def active_ops(self, stmts):
         n = 0
         for s in walk(stmts):
-            if isinstance(s, Assign) and s.target in self.f.active and s.op not in ("copy",):
+            if isinstance(s, Assign) and s.target in self.f.active and not REGISTRY[s.op].plain_copy:
                 n += 1
         return n
 

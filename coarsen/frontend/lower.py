@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import gast
 
-from ..errors import CoarsenError
 from ..ir.nodes import (Assign, Const, For, Function, If, Loc, NEWAXIS, Slice, Store, Var,
                         While)
-from ..ir.primitives import ops_where, primitive, spelled
+from ..ir.primitives import REGISTRY, ops_where, primitive, spelled
 from ..ir.ssa import split_webs
 from .array_literals import DtypeLike, lower_array_call
 from .helpers_inline import TupleValue, constant_index, inline_call
@@ -802,6 +801,10 @@ class Lowerer:
         return res
 
     def op(self, node, target, op, args, index=(), attrs=()):
+        """Emit ``target = op(args)``; ``op`` names a registered primitive (the frontend's
+        sugar builds primitives by name: an unknown name is a bug here, not user input)."""
+        if op not in REGISTRY:  # pragma: no cover - internal
+            raise KeyError(f"the frontend built an unregistered primitive {op!r}")
         t = target or self.tmp()
         self.emit(Assign(t, op, tuple(args), self.loc(node), index=tuple(index), attrs=tuple(attrs)))
         return Var(t)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 
 from ..errors import CoarsenError
+from .primitives import primitive
 from .nodes import (
     Array,
     Assign,
@@ -110,7 +111,7 @@ def _lower_augmented(fn):
                             ra, rb = sorted((ra, rb), key=rank)
                             parent[rb] = ra
                     full = (Slice(None, None, None),) * t.ndim
-                    if s.op in ("add", "sub"):
+                    if primitive(s.op).accumulates:     # a += e, a -= e: Store's aug
                         out.append(Store(base, full, s.args[1], s.op, s.loc))
                     else:
                         tmp = temp()
@@ -176,7 +177,7 @@ def _rename(s, mapping):
 
 # ------------------------------------------------------------------ aliases
 def _is_alias(s, types):
-    return isinstance(s, Assign) and s.op == "copy" and len(s.args) == 1 \
+    return isinstance(s, Assign) and primitive(s.op).plain_copy and len(s.args) == 1 \
         and isinstance(s.args[0], Var) and isinstance(types.get(s.target), Array) \
         and isinstance(types.get(s.args[0].name), Array)
 
@@ -207,7 +208,7 @@ def _resolve_one(fn, block, k):
     pair = {v, a}
 
     def noop(st):   # v = a, a = v, v = v, a = a: no change once v and a are one array
-        return isinstance(st, Assign) and st.op == "copy" and st.target in pair \
+        return isinstance(st, Assign) and primitive(st.op).plain_copy and st.target in pair \
             and len(st.args) == 1 and isinstance(st.args[0], Var) and st.args[0].name in pair
 
     if v == a:
@@ -241,7 +242,7 @@ def _resolve_one(fn, block, k):
     if direct:
         _rename_reads(last, v, a)
     block[k + 1:stop if stop is not None else len(block)] = \
-        [st for st in rng if not (isinstance(st, Assign) and st.op == "copy"
+        [st for st in rng if not (isinstance(st, Assign) and primitive(st.op).plain_copy
                                   and st.target == a and st.args == (Var(a),))]
     del block[k]
     if not any(_refers(st, v) for st in walk(fn.body)) and v not in fn.params and v != fn.result:

@@ -71,7 +71,7 @@ def _one(*_):
     return X(1.0)
 
 
-register(Primitive("copy", _same_type, _emit_copy, arity=1, view=True, passenger=True,
+register(Primitive("copy", _same_type, _emit_copy, arity=1, view=True, passenger=True, plain_copy=True,
                    transparent=True, shape_like=True, keeps_booleans=True,
                    sympy=lambda a: a))
 register(Primitive("copyarr", _same_type, _emit_copyarr, arity=1, numpy=("copy",),

@@ -87,8 +87,9 @@ def _vjp_fill(em, s, p, g, pre_fwd, pre_rev, out):
 
 
 for _name in ("zeros", "ones", "empty"):
-    register(Primitive(_name, _shape_type, _emit_shape, numpy=(_name,), zero=True))
-register(Primitive("full", _shape_type, _emit_shape, numpy=("full",)))
+    register(Primitive(_name, _shape_type, _emit_shape, numpy=(_name,), zero=True,
+                       shape_operands=True))
+register(Primitive("full", _shape_type, _emit_shape, numpy=("full",), shape_operands=True))
 defstructural("full", _vjp_fill, (-1,))
 for _name in ("zeros_like", "ones_like", "empty_like"):
     register(Primitive(_name, _like_type, _emit_like, arity=1, numpy=(_name,), zero=True,

@@ -21,7 +21,9 @@ Each entry holds:
   boolean bookkeeping a segment may carry along), ``boolean``, ``transparent`` (the value of
   operand 0, unchanged), ``shape_like`` (a new array with operand 0's shape), ``broadcasting``
   (element-wise over broadcast operands), ``reduction``, ``accumulates`` (``t = t + e``/``t = t - e``
-  passes ``t``'s adjoint through unchanged), ``np_only``, ``keeps_booleans``.
+  passes ``t``'s adjoint through unchanged; the sign of operand 1 in index arithmetic),
+  ``np_only``, ``keeps_booleans``, ``indexing``, ``plain_copy``, ``dimension``,
+  ``shape_operands``, and how formulas show it (``infix``, ``prefix``).
 
 Adding a NumPy function is one entry in a family module plus its tests (see ARCHITECTURE.md).
 """
@@ -63,6 +65,12 @@ class Primitive:
     np_only: bool = False          # generated as np.<f> on scalars too (math has none)
     keeps_booleans: bool = False   # lifting passes boolean operands as they are (not 0/1)
     partials_see_constants: bool = False   # partials get ``consts=`` (operands' constant values)
+    indexing: bool = False         # reads the part of operand 0 that ``stmt.index`` selects
+    plain_copy: bool = False       # ``b = a``: the value itself (an alias for arrays)
+    dimension: bool = False        # the length of operand 0 along the constant axis operand 1
+    shape_operands: bool = False   # a new array whose shape is the first ``ndim`` operands
+    infix: tuple | None = None     # (symbol, precedence, associative) for display
+    prefix: str | None = None      # unary operator symbol for display
 
     def diff_positions(self, nargs):
         """Operand positions through which derivatives flow."""

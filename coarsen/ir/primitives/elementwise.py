@@ -133,11 +133,14 @@ def _unary(name, *, numpy=(), math_=(), sympy_=None, type_rule=_float_unary_type
                        float_result=type_rule is _float_unary_type, shape_like=True, **flags))
 
 
-_binary("add", "+", numpy=("add",), sympy_=lambda a, b: a + b, passenger=True, accumulates=1)
-_binary("sub", "-", numpy=("subtract",), sympy_=lambda a, b: a - b, passenger=True, accumulates=-1)
-_binary("mul", "*", numpy=("multiply",), sympy_=lambda a, b: a * b, passenger=True)
+_binary("add", "+", numpy=("add",), sympy_=lambda a, b: a + b, passenger=True, accumulates=1,
+        infix=("+", 1, True))
+_binary("sub", "-", numpy=("subtract",), sympy_=lambda a, b: a - b, passenger=True, accumulates=-1,
+        infix=("-", 1, False))
+_binary("mul", "*", numpy=("multiply",), sympy_=lambda a, b: a * b, passenger=True,
+        infix=("*", 2, True))
 _binary("div", "/", numpy=("divide", "true_divide"), float_result=True, emit=_emit_div,
-        sympy_=lambda a, b: a / b)
+        sympy_=lambda a, b: a / b, infix=("/", 2, False))
 
 
 def _sympy_pow(a, b):
@@ -146,9 +149,11 @@ def _sympy_pow(a, b):
     return a ** b
 
 
-_binary("pow", "**", numpy=("power",), math_=("pow",), type_rule=_pow_type, sympy_=_sympy_pow)
-_binary("floordiv", "//", numpy=("floor_divide",), passenger=True, zero=True)
-_binary("mod", "%", passenger=True)
+_binary("pow", "**", numpy=("power",), math_=("pow",), type_rule=_pow_type, sympy_=_sympy_pow,
+        infix=("**", 3, False))
+_binary("floordiv", "//", numpy=("floor_divide",), passenger=True, zero=True,
+        infix=("//", 2, False))
+_binary("mod", "%", passenger=True, infix=("%", 2, False))
 _binary("minimum", numpy=("minimum", "fmin"), emit=_emit_minmax, passenger=True)
 _binary("maximum", numpy=("maximum", "fmax"), emit=_emit_minmax, passenger=True)
 _binary("arctan2", numpy=("arctan2",), math_=("atan2",), float_result=True,
@@ -158,7 +163,7 @@ _binary("hypot", numpy=("hypot",), math_=("hypot",), float_result=True,
 _binary("logaddexp", numpy=("logaddexp",), float_result=True, np_only=True)   # no math.logaddexp
 
 _unary("neg", numpy=("negative",), type_rule=_signed_type, emit=_emit_neg, sympy_=lambda a: -a,
-       passenger=True)
+       passenger=True, prefix="-")
 _unary("abs", numpy=("abs", "absolute", "fabs"), math_=("fabs",), type_rule=_signed_type,
        emit=_emit_abs, passenger=True, math_name="fabs")
 for _name, _math, _sym in (

@@ -125,8 +125,10 @@ def _vjp_flip(em, s, p, g, pre_fwd, pre_rev, out):
     em.accumulate(s.args[p].name, X(B.call("np.flip", g), True), pre_fwd, pre_rev, out)
 
 
-register(Primitive("getitem", _getitem_type, _emit_getitem, view=True, passenger=True))
-register(Primitive("dim", _dim_type, _emit_dim, arity=2, zero=True, passenger=True))
+register(Primitive("getitem", _getitem_type, _emit_getitem, view=True, passenger=True,
+                   indexing=True))
+register(Primitive("dim", _dim_type, _emit_dim, arity=2, zero=True, passenger=True,
+                   dimension=True))
 register(Primitive("size", _int_type, _emit_size, arity=1, zero=True, passenger=True))
 register(Primitive("ndim", _int_type, _emit_ndim, arity=1, zero=True))
 register(Primitive("transpose", _transpose_type, _emit_transpose, arity=1, view=True,
