@@ -44,6 +44,7 @@ class Primitive:
     arity: int | None = None
     math: tuple = ()            # spellings under ``math``
     numpy: tuple = ()           # spellings under ``np``
+    operators: tuple = ()       # Python operators spelling it (gast class names: "Add", "USub")
     linalg: tuple = ()          # spellings under ``np.linalg``
     partials: tuple | None = None
     vjp: Callable | None = None
@@ -93,7 +94,8 @@ def register(prim: Primitive) -> Primitive:
     if prim.name in REGISTRY:
         raise ValueError(f"primitive {prim.name!r} registered twice")
     REGISTRY[prim.name] = prim
-    for module, names in (("math", prim.math), ("numpy", prim.numpy), ("linalg", prim.linalg)):
+    for module, names in (("math", prim.math), ("numpy", prim.numpy), ("linalg", prim.linalg),
+                          ("operator", prim.operators)):
         for n in names:
             key = (module, n)
             if key in _SPELLINGS:

@@ -122,9 +122,15 @@ from .core import REGISTRY as REGISTRY_VIEW        # noqa: E402
 
 def _binary(name, symbol=None, *, numpy=(), math_=(), float_result=False, sympy_=None, emit=None,
             type_rule=_binary_type, **flags):
+    if symbol is not None:
+        flags.setdefault("operators", (_OPERATOR_CLASS[symbol],))
     register(Primitive(name, type_rule, emit or (_emit_binop(symbol) if symbol else _emit_math),
                        arity=2, numpy=numpy, math=math_, float_result=float_result, sympy=sympy_,
                        broadcasting=True, **flags))
+
+
+_OPERATOR_CLASS = {"+": "Add", "-": "Sub", "*": "Mult", "/": "Div", "**": "Pow",
+                   "//": "FloorDiv", "%": "Mod"}
 
 
 def _unary(name, *, numpy=(), math_=(), sympy_=None, type_rule=_float_unary_type, emit=_emit_math,
@@ -163,7 +169,7 @@ _binary("hypot", numpy=("hypot",), math_=("hypot",), float_result=True,
 _binary("logaddexp", numpy=("logaddexp",), float_result=True, np_only=True)   # no math.logaddexp
 
 _unary("neg", numpy=("negative",), type_rule=_signed_type, emit=_emit_neg, sympy_=lambda a: -a,
-       passenger=True, prefix="-")
+       passenger=True, prefix="-", operators=("USub",))
 _unary("abs", numpy=("abs", "absolute", "fabs"), math_=("fabs",), type_rule=_signed_type,
        emit=_emit_abs, passenger=True, math_name="fabs")
 for _name, _math, _sym in (

@@ -65,7 +65,8 @@ def _vjp_product(em, s, p, g, pre_fwd, pre_rev, out):
 
 
 for _name in ("matmul", "dot"):
-    register(Primitive(_name, _product_type, _emit_product, arity=2, numpy=(_name,)))
+    register(Primitive(_name, _product_type, _emit_product, arity=2, numpy=(_name,),
+                       operators=("MatMult",) if _name == "matmul" else ()))
     defstructural(_name, _vjp_product, (0, 1))
 
 

@@ -62,13 +62,15 @@ def _emit_range_cont(em, s, v):
     return B.call(em.helper("_range_cont"), *v)
 
 
-_REL = {"lt": ("<", sympy.Lt), "le": ("<=", sympy.Le), "gt": (">", sympy.Gt),
-        "ge": (">=", sympy.Ge), "eq": ("==", sympy.Eq), "ne": ("!=", sympy.Ne)}
-for _name, (_sym, _rel) in _REL.items():
+_REL = {"lt": ("<", sympy.Lt, "Lt"), "le": ("<=", sympy.Le, "LtE"), "gt": (">", sympy.Gt, "Gt"),
+        "ge": (">=", sympy.Ge, "GtE"), "eq": ("==", sympy.Eq, "Eq"), "ne": ("!=", sympy.Ne, "NotEq")}
+for _name, (_sym, _rel, _cls) in _REL.items():
     register(Primitive(_name, _compare_type, _emit_compare(_sym), arity=2, zero=True,
+                       operators=(_cls,),
                        passenger=True, boolean=True, broadcasting=False,
                        sympy=(lambda r: lambda a, b: r(a, b, evaluate=False))(_rel)))
 register(Primitive("not", _truth_type, _emit_not, arity=1, zero=True, passenger=True,
+                   operators=("Not",),
                    boolean=True, keeps_booleans=True, sympy=sympy.Not))
 register(Primitive("truth", _truth_type, _emit_truth, arity=1, zero=True, passenger=True,
                    boolean=True, transparent=True, keeps_booleans=True, sympy=lambda a: a))
