@@ -674,3 +674,28 @@ def assert_grad_close(got, expected, rtol=1e-8, atol=0.0, floor=1e-4, err_msg=""
 
 # keep ``builtins`` referenced for readers: the clone's globals fall back to the real builtins
 _ = builtins
+
+
+def _copies(args):
+    return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+
+
+def check_against_oracle(fn, args, target="python", wrt=None, *, coarse=True):
+    """Differentiate ``fn`` and check one call: the value against ``fn`` itself, the gradient
+    (of ``value_and_grad`` and of the plain call) against ``fd_grad``, and the caller's arrays
+    unchanged.  Returns ``(gradient object, value, gradient)``."""
+    import coarsen
+    g = coarsen.differentiate(fn, wrt, target=target, coarsen=coarse)
+    before = _copies(args)
+    value, grads = g.value_and_grad(*_copies(args))
+    got = g(*args)
+    for a, b in zip(args, before):
+        if isinstance(a, np.ndarray):
+            assert np.array_equal(a, b), "the caller's array was modified"
+    ref = fn(*_copies(args))
+    assert np.isclose(value, ref, rtol=1e-12, atol=0.0), (value, ref)
+    pos, single = resolve_wrt(fn, args, wrt)
+    exp = fd_grad(fn, _copies(args), pos)
+    assert_grad_close(grads, exp[0] if single else exp, err_msg=fn.__name__)
+    assert_grad_close(got, exp[0] if single else exp, err_msg=fn.__name__)
+    return g, value, grads

@@ -14,7 +14,7 @@ import pytest
 
 import coarsen
 from coarsen import CoarsenError
-from tests.oracle import assert_grad_close, fd_grad, resolve_wrt
+from tests.oracle import assert_grad_close, check_against_oracle, fd_grad
 
 R = np.random.default_rng(7)
 
@@ -320,20 +320,7 @@ def _copies(args):
 
 def check(fn, args, target="python", wrt=None):
     """Value against the function itself, gradient against the oracle, arguments unchanged."""
-    g = coarsen.differentiate(fn, wrt, target=target)
-    before = _copies(args)
-    value, grads = g.value_and_grad(*_copies(args))
-    got = g(*args)
-    for a, b in zip(args, before):
-        if isinstance(a, np.ndarray):
-            assert np.array_equal(a, b), "the caller's array was modified"
-    ref = fn(*_copies(args))
-    assert np.isclose(value, ref, rtol=1e-12, atol=0.0), (value, ref)
-    pos, single = resolve_wrt(fn, args, wrt)
-    exp = fd_grad(fn, _copies(args), pos)
-    assert_grad_close(grads, exp[0] if single else exp, err_msg=fn.__name__)
-    assert_grad_close(got, exp[0] if single else exp, err_msg=fn.__name__)
-    return g, value, grads
+    return check_against_oracle(fn, args, target, wrt)
 
 
 PY_CASES = [

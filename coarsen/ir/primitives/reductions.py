@@ -80,6 +80,17 @@ def _emit_reduction(em, s, v):
     return red
 
 
+def _array_operand(em, s, p, g, pre_fwd, pre_rev, out):
+    """``(operand, its value, its rank)``; a scalar operand (a reduction of a number is the
+    number) takes the adjoint as it is, and ``(None, None, 0)`` comes back."""
+    arg = s.args[p]
+    rank = em.nd(arg)
+    if rank == 0:
+        em.accumulate(arg.name, g, pre_fwd, pre_rev, out)
+        return None, None, 0
+    return arg, em.val(arg), rank
+
+
 def _vjp_sum_mean(em, s, p, g, pre_fwd, pre_rev, out):
     arg = s.args[p]
     rank = em.nd(arg)
@@ -129,11 +140,8 @@ def _vjp_var_std(em, s, p, g, pre_fwd, pre_rev, out):
 
 
 def _vjp_extremum(em, s, p, g, pre_fwd, pre_rev, out):
-    arg = s.args[p]
-    a = em.val(arg)
-    rank = em.nd(arg)
-    if rank == 0:
-        em.accumulate(arg.name, g, pre_fwd, pre_rev, out)
+    arg, a, rank = _array_operand(em, s, p, g, pre_fwd, pre_rev, out)
+    if arg is None:
         return
     fname = "np.max" if s.op == "amax" else "np.min"
     axis = s.attr("axis")
@@ -157,11 +165,8 @@ def _vjp_extremum(em, s, p, g, pre_fwd, pre_rev, out):
 
 
 def _vjp_prod(em, s, p, g, pre_fwd, pre_rev, out):
-    arg = s.args[p]
-    a = em.val(arg)
-    rank = em.nd(arg)
-    if rank == 0:
-        em.accumulate(arg.name, g, pre_fwd, pre_rev, out)
+    arg, a, rank = _array_operand(em, s, p, g, pre_fwd, pre_rev, out)
+    if arg is None:
         return
     axis = s.attr("axis")
     if axis is None:
