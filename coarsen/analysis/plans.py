@@ -95,17 +95,3 @@ class SegmentPlan:
     @property
     def fallback(self) -> str | None:
         return self.result.reason if isinstance(self.result, Fallback) else None
-
-    def as_dict(self) -> dict:
-        """The plan as a flat dict (for inspection and tests; no pass reads it)."""
-        out = {"lines": self.lines}
-        r = self.result
-        if r is not None:
-            out.update({k: getattr(r, k) for k in r.__dataclass_fields__})
-            if isinstance(r, Fallback):
-                out["fallback"] = out.pop("reason")
-            if isinstance(r, ClosedFormLoop):
-                out["kind"] = "loop"
-        if self.closed_form_fallback is not None:
-            out["closed_form_fallback"] = self.closed_form_fallback
-        return out

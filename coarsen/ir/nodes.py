@@ -193,12 +193,6 @@ class Segment:
     outputs: list = field(default_factory=list)
     plan: object = None
 
-    @property
-    def info(self) -> dict:
-        """The plan as a flat dict (a read-only snapshot for inspection; passes read
-        ``plan``)."""
-        return self.plan.as_dict() if self.plan is not None else {}
-
 
 Stmt = Union[Assign, Store, If, For, While, Segment]
 

@@ -166,7 +166,7 @@ def test_array_operation_cuts_two_segments_outputs_in_definition_order():
     assert targets(s2.stmts) == ["c", "_t1", "d", "_ret"]
     assert s2.inputs == ["s", "z", "a", "q"]    # order of first read
     assert s2.outputs == ["_ret"]
-    assert s2.info["lines"][0] == s1.info["lines"][1] + 2    # the np.sum line is between
+    assert s2.plan.lines[0] == s1.plan.lines[1] + 2    # the np.sum line is between
     # the function body is now: segment 1, the sum, segment 2
     kinds = [type(s).__name__ if not isinstance(s, Assign) else s.op for s in f.body]
     assert kinds == ["Segment", "sum", "Segment"]

@@ -87,7 +87,6 @@ def test_the_driver_leaves_plans_on_its_segments():
     (seg,) = em.segments
     assert isinstance(seg.plan.lifted, ClosedFormLoop) and seg.plan.kind == "loop"
     assert seg.plan.lifted.loop is not None and seg.plan.fallback is None
-    assert seg.info["kind"] == "loop" and seg.info["lines"] == seg.plan.lines   # flat view
 
 
 def test_temporaries_are_known_by_origin_not_spelling():

@@ -168,10 +168,10 @@ def lifted(fn):
     wrt = tuple(f.params)
     facts = analyze(f, wrt)
     (seg,) = plan_segments(f, facts)
-    before = (list(seg.stmts), list(seg.inputs), list(seg.outputs), dict(seg.info))
+    before = (list(seg.stmts), list(seg.inputs), list(seg.outputs), seg.plan)
     info = lift_canonically(differentiate_segment, seg, f.types, facts.active,
                             S.Budget(max_ops=4000, seconds=120), temps=f.temps)
-    assert (list(seg.stmts), list(seg.inputs), list(seg.outputs), dict(seg.info)) == before
+    assert (list(seg.stmts), list(seg.inputs), list(seg.outputs), seg.plan) == before
     return info
 
 
