@@ -21,7 +21,7 @@ import math
 import sympy
 
 from ..analysis.plans import ClosedFormLoop, Fallback, LiftedSegment
-from ..ir.nodes import Assign, Const, If, Var
+from ..ir.nodes import Assign, Const, If, Scalar, Var
 from ..ir.primitives import REGISTRY
 from .. import symbolic as S
 
@@ -59,6 +59,7 @@ class Lifter:
         self.assignments = []
         self.inputs = {}
         self.counts = {}
+        self.aliases = {}       # input name -> the input whose symbol it shares (same element)
 
     def symbol_for(self, name):
         t = self.types[name]
@@ -80,9 +81,10 @@ class Lifter:
             return _const(operand.value)
         if operand.name in env:
             return env[operand.name]
-        if operand.name not in self.inputs:
-            self.inputs[operand.name] = self.symbol_for(operand.name)
-        return self.inputs[operand.name]
+        name = self.aliases.get(operand.name, operand.name)
+        if name not in self.inputs:
+            self.inputs[name] = self.symbol_for(name)
+        return self.inputs[name]
 
     def expr(self, s, env):
         """The SymPy expression of ``s`` (its primitive's SymPy counterpart)."""
@@ -212,10 +214,57 @@ def _single_use_temps(seg, lifted, temps):
                      and v not in seg.outputs)
 
 
+def _read_key(st):
+    """An element read's primitive and operands, constants compared with their types."""
+    def key(x):
+        return ("var", x.name) if isinstance(x, Var) else ("const", type(x.value), x.value)
+    return st.op, tuple(key(x) for x in st.args), tuple(key(x) for x in st.index)
+
+
+def same_element_reads(seg, types, active):
+    """Passengers that read the same array element as an earlier passenger: {name: earlier}.
+
+    Two element reads ``a = x[i]`` and ``b = x[i]`` (same primitive, array and index operands,
+    each target scalar ``f64``, assigned once among the passengers and not an output of the
+    segment, both active or both not) hold the same value when no passenger between them assigns the array or an index
+    variable (passengers are assignments, never stores, and run before the lifted
+    statements, which is when the lifter's input symbols take their values).  Lifting them as
+    one symbol lets SymPy cancel ``p*a - p*b``; the forward code is unchanged, and the
+    derivative with respect to ``b`` is then the zero the step writes for an unset input."""
+    defs = {}
+    for st in seg.passengers:
+        defs[st.target] = defs.get(st.target, 0) + 1
+    aliases = {}
+    seen = []           # (position, statement) of the reads so far that may be shared
+    for k, st in enumerate(seg.passengers):
+        prim = REGISTRY.get(st.op)
+        if (prim is None or not prim.indexing or st.attrs or defs[st.target] != 1
+                or st.target in seg.outputs
+                or getattr(types.get(st.target), "kind", None) != "f64"
+                or not isinstance(types.get(st.target), Scalar)
+                or not all(isinstance(x, (Var, Const)) for x in st.index)
+                or not all(isinstance(x, (Var, Const)) for x in st.args)):
+            continue
+        for j, first in seen:
+            if _read_key(first) != _read_key(st):
+                continue
+            if (first.target in active) != (st.target in active):
+                continue
+            read = {x.name for x in st.args + st.index if isinstance(x, Var)}
+            if any(p.target in read for p in seg.passengers[j + 1:k]):
+                continue
+            aliases[st.target] = aliases.get(first.target, first.target)
+            break
+        else:
+            seen.append((k, st))
+    return aliases
+
+
 def _differentiate_path(seg, lifted, types, active, budget, temps):
     """(partials, local Jacobian, formula) of one straight-line path, or a ``Fallback``."""
     lifter = Lifter(seg, types)
     lifter.inline = _single_use_temps(seg, lifted, temps)
+    lifter.aliases = same_element_reads(seg, types, active)
     try:
         env = lifter.block(lifted, {})
         outs = {}
