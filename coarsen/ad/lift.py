@@ -5,8 +5,9 @@ Requires: a planned ``Segment`` (``coarsen.analysis.segments``) of a typed funct
 Guarantees: ``lift(segment)`` builds the segment's SSA DAG as SymPy assignments: each
 assignment of a variable gets a fresh symbol ``_s<k>_<name><n>`` (values used more than once stay
 symbols, never inlined), branches merge through the phi-function ``gamma(c, a, b)``, inputs are
-symbols named as the variables themselves (their values on entry), and booleans stay inside the
-conditions of the ``gamma``s.  ``differentiate_segment`` then asks ``coarsen.symbolic`` for the
+symbols named as the variables themselves (their values on entry; passengers reading the same
+array element share the first one's symbol, ``same_element_reads``), and booleans stay inside
+the conditions of the ``gamma``s.  ``differentiate_segment`` then asks ``coarsen.symbolic`` for the
 local Jacobian (reverse accumulation over the DAG, CSE, stable rewrites) within a size guard and
 a time budget, and returns a ``LiftedSegment`` (``coarsen.analysis.plans``); on
 ``BudgetExceeded`` (or any failure of the symbolic stage) it returns a ``Fallback`` with the
