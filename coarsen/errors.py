@@ -46,3 +46,10 @@ class CoarsenError(Exception):
         if self.hint:
             parts.append("hint: " + self.hint)
         return "\n".join(parts)
+
+
+def at_stmt(stmt, problem, hint=None):
+    """A ``CoarsenError`` at an IR statement's source location (``stmt.loc``)."""
+    loc = stmt.loc
+    return CoarsenError(problem, filename=loc.filename, lineno=loc.lineno, col_offset=loc.col,
+                        source_line=loc.text, hint=hint)

@@ -20,15 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import CoarsenError
+from ..errors import at_stmt as _err
 from ..ir.nodes import (Array, Assign, For, If, Segment, Store, Var, While, is_float, uses,
                         walk, walk_with_depth)
 from ..ir.primitives import primitive
-
-
-def diff_positions(op, nargs):
-    """Operand positions of ``op`` through which derivatives flow (the primitive registry)."""
-    return primitive(op).diff_positions(nargs)
 
 
 @dataclass
@@ -40,12 +35,6 @@ class Facts:
     set_temps: set
     materialize: set
     use_counts: dict = field(default_factory=dict)
-
-
-def _err(stmt, problem, hint=None):
-    loc = stmt.loc
-    return CoarsenError(problem, filename=loc.filename, lineno=loc.lineno, col_offset=loc.col,
-                        source_line=loc.text, hint=hint)
 
 
 def is_temp(fn, name):
@@ -75,7 +64,7 @@ def analyze(fn, wrt):
         changed = False
         for s in walk(fn.body):
             if isinstance(s, Assign) and s.target not in varied and is_float(types[s.target]):
-                pos = diff_positions(s.op, len(s.args))
+                pos = primitive(s.op).diff_positions(len(s.args))
                 if any(isinstance(s.args[p], Var) and s.args[p].name in varied for p in pos):
                     varied.add(s.target)
                     changed = True
@@ -90,7 +79,7 @@ def analyze(fn, wrt):
         changed = False
         for s in walk(fn.body):
             if isinstance(s, Assign) and s.target in useful:
-                for p in diff_positions(s.op, len(s.args)):
+                for p in primitive(s.op).diff_positions(len(s.args)):
                     a = s.args[p]
                     if isinstance(a, Var) and a.name not in useful:
                         useful.add(a.name)
@@ -140,7 +129,7 @@ def analyze(fn, wrt):
             if isinstance(s, Assign) and is_temp(fn, s.target):
                 defined_here.add(s.target)
             if isinstance(s, Assign) and s.target in active:
-                for p in diff_positions(s.op, len(s.args)):
+                for p in primitive(s.op).diff_positions(len(s.args)):
                     a = s.args[p]
                     if isinstance(a, Var) and a.name in defined_here and use_counts.get(a.name) == 1 \
                             and defs.get(a.name) == 1 and a.name in active:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import CoarsenError
+from ..errors import at_stmt as _err
 from .primitives import primitive
 from .nodes import (
     Array,
@@ -45,12 +45,6 @@ from .nodes import (
 )
 
 _TEMP = re.compile(r"^_t(\d+)$")
-
-
-def _err(stmt, problem, hint=None):
-    loc = stmt.loc
-    return CoarsenError(problem, filename=loc.filename, lineno=loc.lineno, col_offset=loc.col,
-                        source_line=loc.text, hint=hint)
 
 
 def apply_inplace(fn):

@@ -11,18 +11,13 @@ arrays (``a += e``) become in-place stores, as in NumPy (``coarsen.ir.inplace``)
 from __future__ import annotations
 
 from ..errors import CoarsenError
+from ..errors import at_stmt as _err
 from .inplace import apply_inplace
 from .nodes import (Array, Assign, BOOL, Const, F64, For, I64, If, NEWAXIS, Scalar, Slice,
                     Store, Var, While, walk)
 from .primitives import REGISTRY, dt as _dt, dtype_join as _dtype_join, nd as _nd, ops_where
 
 VIEW_OPS = ops_where(lambda p: p.view)    # results that may alias operand 0
-
-
-def _err(stmt, problem, hint=None):
-    loc = stmt.loc
-    return CoarsenError(problem, filename=loc.filename, lineno=loc.lineno, col_offset=loc.col,
-                        source_line=loc.text, hint=hint)
 
 
 def unify(a, b, stmt, name):

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ...errors import CoarsenError
+from ...errors import at_stmt
 from ..nodes import Array, Scalar
 
 
@@ -138,11 +138,7 @@ def defstructural(name, vjp, positions):
 
 
 # ------------------------------------------------------------------ type helpers
-def err(stmt, problem, hint=None):
-    """A ``CoarsenError`` at an IR statement's source location."""
-    loc = stmt.loc
-    return CoarsenError(problem, filename=loc.filename, lineno=loc.lineno, col_offset=loc.col,
-                        source_line=loc.text, hint=hint)
+err = at_stmt     # a CoarsenError at an IR statement (coarsen.errors)
 
 
 def dtype_join(a, b):
