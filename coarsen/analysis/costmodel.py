@@ -45,8 +45,9 @@ Guarantees:
   branch phi (one add); an unknown name costs ``weights.pow`` (the dearest class).
 * ``calibrate(trips=, repeats=)`` measures this machine (best of ``repeats`` timings of dependent
   chains in ``@njit`` kernels, loop overhead subtracted, divided by the add time) and returns
-  ``Weights(source="calibrated")`` whose weights are powers of two in [1, 128]; it raises if Numba
-  is missing or a timing is unusable.  About 1 s with compilation at the default sizes.
+  ``Weights(source="calibrated")`` whose weights are ``quantize``d ratios: powers of two in
+  [1, 128]; it raises if Numba is missing or a timing is unusable.  About 1.5 s with Numba's
+  import and compilation at the default sizes (2-core machine).
 * ``machine_weights()`` never raises: ``$COARSEN_COST_WEIGHTS`` = ``"default"`` gives
   ``default_weights()``; unset or ``"calibrate"`` gives this machine's calibrated weights, measured
   once per machine and kept in ``<cache_dir>/cost_weights.json`` under a machine key (CPU model,
@@ -80,7 +81,7 @@ from sympy.logic.boolalg import And, BooleanAtom, Not, Or, Xor
 from coarsen.symbolic import is_branch_phi
 
 __all__ = ["Weights", "default_weights", "calibrate", "machine_weights", "clear_weights_memo",
-           "expr_cost", "call_weight", "ENV", "CACHE_FILE"]
+           "expr_cost", "call_weight", "quantize", "ENV", "CACHE_FILE"]
 
 ENV = "COARSEN_COST_WEIGHTS"
 CACHE_FILE = "cost_weights.json"
@@ -307,10 +308,12 @@ def expr_cost(obj, weights: Weights, limit: float | None = None) -> float:
 
 
 # --------------------------------------------------------------------------- calibration
-def _quantize(ratio: float) -> float:
-    """Nearest power of two by value (ties up), clamped to [1, 128]."""
-    if not math.isfinite(ratio) or ratio <= _QMIN:
+def quantize(ratio: float) -> float:
+    """Nearest power of two by value (ties up), clamped to [1, 128]; 1 for NaN or <= 1."""
+    if math.isnan(ratio) or ratio <= _QMIN:
         return _QMIN
+    if ratio >= _QMAX:
+        return _QMAX
     lo = 2.0 ** math.floor(math.log2(ratio))
     q = lo if ratio - lo < 2 * lo - ratio else 2 * lo
     return min(_QMAX, max(_QMIN, q))
@@ -397,7 +400,7 @@ def _best(fn, args, repeats: int) -> float:
 def calibrate(*, trips: int = 200_000, repeats: int = 5) -> Weights:
     """Measure this machine's weights (see the module docstring); raises if it cannot."""
     raw = _measure_ratios(trips, repeats)
-    return Weights(**{k: _quantize(v) for k, v in raw.items()}, source="calibrated")
+    return Weights(**{k: quantize(v) for k, v in raw.items()}, source="calibrated")
 
 
 def _measure_ratios(trips: int, repeats: int) -> dict[str, float]:
