@@ -11,7 +11,7 @@ Guarantees:
 * ``Options`` is a frozen, hashable dataclass of every option that shapes the generated code
   (``wrt`` as given to ``differentiate``, a list made a tuple; ``coarsen``; ``target``;
   ``boundscheck``; ``workspace``, the scalar-only CUDA variant; ``budget_seconds``, the time
-  budget of the symbolic stage per segment).  An unknown target raises ``CoarsenError``.
+  budget of the symbolic stage per segment; ``plan``, one of ``PLANS``).  An unknown target raises ``CoarsenError``.
   Every field but ``wrt`` (which enters resolved, as names) is a part of the disk cache key.
 * ``Signature.of(params, args, module_arrays)`` classifies example arguments as the compiler
   types them (Numba-style: float, int, bool, arrays by dtype and rank); ``types`` are the IR
@@ -24,7 +24,7 @@ Guarantees:
   write, conservatively (views of written arrays count).  It reads the IR, never modifies it.
 * ``KeyParts`` is every part of the disk cache key, typed; ``as_dict()`` is what
   ``coarsen.lowering.cache_key`` hashes (the same dict as before this module existed, plus
-  ``budget_seconds``).
+  ``budget_seconds``, ``plan`` and the cost model's ``weights``).
 * ``Artifact`` is the frozen result of one compilation: the source, the entry's name, the
   built module and its entry, the plan (one JSON-able dict per segment of interest, what
   ``Report`` is built from), the IR text, the resolved ``wrt``, what the function may write, the
@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .analysis.plans import PLANS
 from .errors import CoarsenError
 from .ir.nodes import Array, Assign, Scalar, Store, walk
 from .ir.typeinfer import VIEW_OPS
@@ -66,10 +67,13 @@ class Options:
     boundscheck: bool = True
     workspace: bool = False
     budget_seconds: float = 2.0
+    plan: str = "auto"
 
     def __post_init__(self):
         if self.target not in TARGETS:
             raise CoarsenError(f"unknown target {self.target!r}", hint=f"use one of {TARGETS}")
+        if self.plan not in PLANS:
+            raise CoarsenError(f"unknown plan {self.plan!r}", hint=f"use one of {PLANS}")
         if isinstance(self.wrt, list):
             object.__setattr__(self, "wrt", tuple(self.wrt))
         object.__setattr__(self, "coarsen", bool(self.coarsen))
@@ -235,6 +239,8 @@ class KeyParts:
     workspace: bool
     boundscheck: bool
     budget_seconds: float
+    plan: str                   # Options.plan
+    weights: str                # the cost model's weights (Weights.key()), "" in fine mode
     version: str
     code: str                   # hash of coarsen's own source
     toolchain: tuple            # sorted (name, version) pairs
@@ -246,7 +252,7 @@ class KeyParts:
                 "module_arrays": list(self.module_arrays), "wrt": list(self.wrt),
                 "coarsen": self.coarsen, "target": self.target, "workspace": self.workspace,
                 "boundscheck": self.boundscheck, "budget_seconds": self.budget_seconds,
-                "version": self.version, "code": self.code, "toolchain": dict(self.toolchain)}
+                "plan": self.plan, "weights": self.weights, "version": self.version, "code": self.code, "toolchain": dict(self.toolchain)}
 
 
 @dataclass(frozen=True, eq=False)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from apps.bench.probe import Crashed, GradientProbe, probe_crash
-from apps.bench.tools import CRASH_GUARDED, Missing, Unsupported, first_line
+from apps.bench.tools import CRASH_GUARDED, STRATEGY_TOOLS, Missing, Unsupported, first_line
 
 
 def wrt_positions(fn, wrt):
@@ -46,18 +46,19 @@ class _Transformed:
 _coarsen_cache: dict[tuple[str, bool], _Transformed] = {}
 
 
-def _coarsen_prepare(mod, args, fine):
-    """coarsen.differentiate once per (app, mode); the transformation time is recorded once."""
+def _coarsen_prepare(mod, args, fine, plan="auto"):
+    """coarsen.differentiate once per (app, mode, plan); the transformation time is recorded once."""
     try:
         import coarsen
         differentiate = coarsen.differentiate
     except (ImportError, AttributeError) as e:
         raise Missing(f"coarsen.differentiate unavailable ({e})") from None
-    key = (mod.__name__, fine)
+    key = (mod.__name__, fine, plan)
     info = {}
     if key not in _coarsen_cache:
         t0 = time.perf_counter()
-        g = differentiate(mod.objective, wrt=tuple(mod.WRT), coarsen=not fine)
+        g = differentiate(mod.objective, wrt=tuple(mod.WRT), coarsen=not fine,
+                          **({} if plan == "auto" else {"plan": plan}))
         t_fence = time.perf_counter() - t0
         # g.source_for specializes (SSA, analyses, AD, printing) without calling Numba, so the
         # first call below measures Numba's compilation (plus one run) on its own
@@ -191,6 +192,8 @@ def make_fn(tool, mod, args):
         return (lambda: mod.handwritten_grad(*args)), {}, None
     if tool in ("coarsen", "coarsen_fine"):
         return _coarsen_prepare(mod, args, fine=(tool == "coarsen_fine"))
+    if tool in STRATEGY_TOOLS:
+        return _coarsen_prepare(mod, args, fine=False, plan=STRATEGY_TOOLS[tool])
     peers = {"jax": jax_grad_fn, "autograd": autograd_fn, "torch": torch_fn,
              "tangent": tangent_fn}
     if tool not in peers:
@@ -205,7 +208,8 @@ def prepare(tool, mod, args) -> Prepared:
         # generated code could crash the process (a wrong tape size is a segfault), which would
         # end the whole run: probe the first call in a child process first
         crash = probe_crash(GradientProbe(mod.objective, tuple(mod.WRT),
-                                          coarse=(tool == "coarsen"), args=tuple(args)))
+                                          coarse=(tool != "coarsen_fine"), args=tuple(args),
+                                          plan=STRATEGY_TOOLS.get(tool, "auto")))
         if crash:
             raise Crashed(crash)
     t0 = time.perf_counter()

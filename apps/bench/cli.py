@@ -16,7 +16,7 @@ from pathlib import Path
 import apps
 from apps.bench.report import render_markdown
 from apps.bench.runner import Config, run
-from apps.bench.tools import ALL_TOOLS
+from apps.bench.tools import ALL_TOOLS, DEFAULT_TOOLS
 
 
 def _split(s):
@@ -34,7 +34,7 @@ def parse_config(argv=None) -> Config:
     ap.add_argument("--apps", type=_split, default=list(apps.APP_NAMES),
                     help="comma-separated apps (default: all): " + ",".join(apps.APP_NAMES))
     ap.add_argument("--sizes", type=_split, default=None, help="comma-separated from s,m,l")
-    ap.add_argument("--tools", type=_split, default=list(ALL_TOOLS),
+    ap.add_argument("--tools", type=_split, default=list(DEFAULT_TOOLS),
                     help="comma-separated from " + ",".join(ALL_TOOLS)
                     + " (peers that are not installed are skipped)")
     ap.add_argument("--out", type=Path, default=Path("bench_out"))

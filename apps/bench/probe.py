@@ -49,12 +49,14 @@ class GradientProbe:
     coarse: bool
     args: tuple
     boundscheck: bool = True
+    plan: str = "auto"
 
     def __call__(self):
         import coarsen
 
         g = coarsen.differentiate(self.fn, wrt=self.wrt, coarsen=self.coarse,
-                                  boundscheck=self.boundscheck)
+                                  boundscheck=self.boundscheck,
+                                  **({} if self.plan == "auto" else {"plan": self.plan}))
         return g(*self.args)
 
 

@@ -2,7 +2,9 @@
 
 Requires only the standard library (nothing here imports a peer).  Guarantees:
 
-* ``ALL_TOOLS`` is the column order of every report; ``GRAD_TOOLS`` is every tool but the primal.
+* ``ALL_TOOLS`` is the column order of every report; ``GRAD_TOOLS`` is every tool but the primal;
+  ``DEFAULT_TOOLS`` what runs without ``--tools`` (all but the forced-strategy variants of coarsen,
+  ``STRATEGY_TOOLS``).
 * :class:`Missing` and :class:`Unsupported` are the two outcomes that are reported, not treated as
   failures of the harness: a peer that cannot be imported, and a peer that cannot express an app.
 * :func:`available_tools` splits a tool list into the tools to run and the optional peers whose
@@ -16,8 +18,12 @@ import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 
-ALL_TOOLS = ("primal", "coarsen", "coarsen_fine", "handwritten", "jax", "autograd", "tangent",
-             "torch")
+ALL_TOOLS = ("primal", "coarsen", "coarsen_fine", "coarsen_recompute", "coarsen_preaccumulate",
+             "handwritten", "jax", "autograd", "tangent", "torch")
+#: coarsen with one strategy forced on every segment (``plan=``): on request only (--tools)
+STRATEGY_TOOLS = {"coarsen_recompute": "recompute", "coarsen_preaccumulate": "preaccumulate"}
+#: what runs when --tools is not given
+DEFAULT_TOOLS = tuple(t for t in ALL_TOOLS if t not in STRATEGY_TOOLS)
 #: tools that compute a gradient (everything but the primal)
 GRAD_TOOLS = tuple(t for t in ALL_TOOLS if t != "primal")
 #: tools whose allocations tracemalloc cannot see
@@ -25,7 +31,7 @@ UNTRACKED_MEMORY = ("jax", "torch")
 #: Python-level peers: measured at a smaller size when too slow at the requested one
 PY_LEVEL = ("autograd", "tangent", "torch")
 #: tools whose generated, unchecked machine code could crash the process: probed in a child
-CRASH_GUARDED = ("coarsen", "coarsen_fine")
+CRASH_GUARDED = ("coarsen", "coarsen_fine", "coarsen_recompute", "coarsen_preaccumulate")
 #: ADBench's tolerance on |x - y| / max(1, |x| + |y|)
 TOL = 1e-8
 #: longest message kept from an exception (reports put long ones in footnotes)

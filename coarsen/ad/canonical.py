@@ -145,6 +145,10 @@ def _back(result, names):
                        formula=real_text(result.formula, names), names=dict(names))
     return replace(result, partials=partials(result.partials),
                    paths=[(decisions(d), partials(p), jac) for d, p, jac in result.paths],
+                   vjp_paths=[replace(v, decisions=decisions(v.decisions),
+                                      cotangents={r(i): e for i, e in v.cotangents.items()},
+                                      seeds={r(o): s for o, s in v.seeds.items()})
+                              for v in result.vjp_paths],
                    formula=real_text(result.formula, names), names=dict(names))
 
 

@@ -18,10 +18,11 @@ returns a ``ClosedFormLoop`` or a ``Fallback``.  Compiler temporaries are told b
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import sympy
 
-from ..analysis.plans import ClosedFormLoop, Fallback, LiftedSegment
+from ..analysis.plans import ClosedFormLoop, Fallback, LiftedSegment, VJPPath
 from ..ir.nodes import Assign, Const, If, Scalar, Var
 from ..ir.primitives import REGISTRY
 from .. import symbolic as S
@@ -173,15 +174,17 @@ def differentiate_segment(seg, types, active, budget, temps=frozenset()):
         paths = _paths(lifted)
     except _TooManyPaths:
         return Fallback(f"more than {MAX_PATHS} paths through its branches")
-    out = []
+    out, vjps, dags = [], [], []
     formula = None
     total_before = total_after = 0
     for decisions, straight in paths:
         path = _differentiate_path(seg, straight, types, active, budget, temps)
         if isinstance(path, Fallback):
             return path
-        partials, jac, path_formula = path
+        partials, jac, path_formula, vjp, dag = path
         out.append((decisions, partials, jac))
+        vjps.append(vjp)
+        dags.append(dag)
         total_before = max(total_before, jac.ops_before)
         total_after = max(total_after, jac.ops_after)
         if formula is None or len(paths) == 1:
@@ -194,7 +197,29 @@ def differentiate_segment(seg, types, active, budget, temps=frozenset()):
     from .. import symbolic as _S
     jac = _S.LocalJacobian(replacements=[], values={}, partials={}, ops_before=total_before,
                            ops_after=total_after)
-    return LiftedSegment(partials=merged, jac=jac, paths=out, formula=formula)
+    if any(v is not None for v in vjps):
+        # one product per path (a path with a single output gets the product of its partials)
+        vjp_paths = [v if v is not None else _vjp_of_partials(d, p, j, seg.index)
+                     for v, (d, p, j) in zip(vjps, out)]
+        vjp_paths = [replace(v, decisions=d) for v, (d, _, _) in zip(vjp_paths, out)]
+    else:
+        vjp_paths = []
+    return LiftedSegment(partials=merged, jac=jac, paths=out, formula=formula,
+                         vjp_paths=vjp_paths, dags=dags)
+
+
+def _seed(index, k):
+    return sympy.Symbol(f"_s{index}_g{k}", real=True)
+
+
+def _vjp_of_partials(decisions, partials, jac, index):
+    """The product of a path's (single-output) partials with its output's adjoint."""
+    seeds, cot = {}, {}
+    for (o, i), e in partials.items():
+        if o not in seeds:
+            seeds[o] = _seed(index, len(seeds))
+        cot[i] = cot.get(i, 0) + sympy.Symbol(seeds[o].name, real=True) * e
+    return VJPPath(decisions, cot, {o: s.name for o, s in seeds.items()}, jac)
 
 
 def _single_use_temps(seg, lifted, temps):
@@ -293,7 +318,26 @@ def _differentiate_path(seg, lifted, types, active, budget, temps):
     partials = {}
     for (o, i), e in jac.partials.items():
         partials[(out_names[o], in_names[i])] = e
-    return partials, jac, _formula(outs, lifter.assignments)
+    differentiated = [o for o in out_syms if any(k[0] == o for k in jac.partials)]
+    vjp = None
+    if len(differentiated) > 1:
+        # one reverse sweep with the outputs' adjoints as symbols (seeds): the derivative of
+        # sum(seed_o * o), where the Jacobian takes one sweep per output
+        try:
+            seeds = {o: _seed(seg.index, k) for k, o in enumerate(differentiated)}
+            prod = sympy.Symbol(f"_s{seg.index}_vjp", real=True)
+            vjac = S.derivatives(lifter.assignments + bind + [(prod, sympy.Add(*[s * o for o, s in seeds.items()]))],
+                                 inputs, [prod], budget, wrt=wrt, prefix=f"_s{seg.index}_v")
+        except Exception as exc:  # a SymPy failure must never become a wrong gradient
+            return Fallback(_fallback_reason(exc))
+        if _non_finite(list(vjac.partials.values()) + [e for _, e in vjac.replacements]):
+            return Fallback("the symbolic derivative has a non-finite constant")
+        vjp = VJPPath((), {in_names[i]: e for (_, i), e in vjac.partials.items()},
+                      {out_names[o]: s.name for o, s in seeds.items()}, vjac)
+    assigned = {st.target for st in lifted if isinstance(st, Assign)}
+    carried = [sym for name, sym in lifter.inputs.items() if name in assigned]
+    dag = (list(lifter.assignments + bind), list(wrt), carried)
+    return partials, jac, _formula(outs, lifter.assignments), vjp, dag
 
 
 def _formula(outs, assignments):

@@ -17,11 +17,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+#: what ``differentiate(fn, plan=...)`` accepts: the cost model's choice per segment, or one
+#: strategy forced on every lifted block segment (``coarsen.analysis.strategy``)
+PLANS = ("auto", "recompute", "preaccumulate", "fine")
+
 
 @dataclass(frozen=True)
 class Fallback:
     """The segment is not lifted: ``reason`` says why (shown in the report)."""
     reason: str
+
+
+@dataclass(frozen=True)
+class VJPPath:
+    """One path's reverse step as a single vector-Jacobian product (a segment with several
+    differentiated outputs): ``cotangents``: {input: SymPy expression} of the outputs'
+    adjoints, which appear in it as the symbols ``seeds`` names ({output: seed symbol name});
+    ``jac``: the ``symbolic.LocalJacobian`` of the product (its replacements, operation
+    counts); ``decisions`` as in ``LiftedSegment.paths``.  One reverse sweep over the segment's
+    DAG, where the full Jacobian costs one sweep per output."""
+    decisions: tuple
+    cotangents: dict
+    seeds: dict
+    jac: Any
 
 
 @dataclass(frozen=True)
@@ -33,12 +51,17 @@ class LiftedSegment:
     counts; its replacements for a one-path segment); ``paths``: [(decisions, partials, jac)],
     the reverse step chooses a path by the recorded conditions (``decisions``: ((cond operand,
     flag), ...)); ``formula``: the outputs as formulas of the inputs, for people; ``names``:
-    canonical -> real names."""
+    canonical -> real names; ``vjp_paths``: [VJPPath], one per path, for a segment with
+    several differentiated outputs (empty otherwise); ``dags``: per path, (the SymPy
+    assignments of the lifted DAG, the differentiated input symbols, the input symbols of the
+    variables the segment reassigns), for the cost model (``coarsen.analysis.strategy``)."""
     partials: dict
     jac: Any
     paths: list
     formula: str | None = None
     names: dict = field(default_factory=dict)
+    vjp_paths: list = field(default_factory=list)
+    dags: list = field(default_factory=list)
 
     kind = "block"
 
@@ -76,10 +99,15 @@ Lifted = LiftedSegment | ClosedFormLoop
 class SegmentPlan:
     """One segment's plan: its source ``lines`` (first, last), the lifting ``result`` (None
     before lifting) and, for a loop body, why the loop got no closed form
-    (``closed_form_fallback``)."""
+    (``closed_form_fallback``); ``strategy``: how a lifted block is differentiated
+    (``"recompute"``, ``"preaccumulate"``; ``"fine"`` with a ``Fallback`` result saying so;
+    ``"closed form"`` for a loop) and ``costs``, the cost model's estimates
+    (``coarsen.analysis.strategy.StrategyCosts``), None before planning."""
     lines: tuple[int, int]
     result: LiftedSegment | ClosedFormLoop | Fallback | None = None
     closed_form_fallback: str | None = None
+    strategy: str | None = None
+    costs: Any = None
 
     @property
     def lifted(self) -> Lifted | None:

@@ -20,7 +20,10 @@ _CACHE = {}
 def grad(fn, coarse=True, target="python", wrt=None):
     key = (fn, coarse, target, wrt)
     if key not in _CACHE:
-        _CACHE[key] = coarsen.differentiate(fn, wrt=wrt, coarsen=coarse, target=target)
+        # this module checks the recompute step's structure: plan="recompute" (plan="auto"
+        # follows the machine's cost weights; tests/test_strategies.py covers the others)
+        _CACHE[key] = coarsen.differentiate(fn, wrt=wrt, coarsen=coarse, target=target,
+                                            plan="recompute")
     return _CACHE[key]
 
 

@@ -36,8 +36,10 @@ def test_every_case_is_live():
             assert os.path.exists(os.path.join(GOLDEN, f"{name}_{mode}.py")), (name, mode)
 
 
-def _source(fn, args, coarse):
-    g = coarsen.differentiate(fn, coarsen=coarse, target="python")
+def _source(fn, args, coarse, plan="recompute"):
+    # the coarse goldens pin the recompute step (plan="auto" follows the machine's calibrated
+    # cost weights; the preaccumulated step has its own golden below)
+    g = coarsen.differentiate(fn, coarsen=coarse, target="python", plan=plan)
     return g.source_for(*args)
 
 
@@ -52,6 +54,20 @@ def test_golden_source(name, fn, args, coarse):
     with open(path) as fh:
         expected = fh.read()
     assert src == expected, f"generated source changed: diff {path} (see this module's docstring)"
+
+
+def test_golden_preaccumulated_step():
+    """The preaccumulated step of the logistic map: two partials evaluated and taped in the
+    forward sweep, the reverse step two multiply-adds."""
+    src = _source(P.logistic_map, (3.1, 0.3, 20), True, plan="preaccumulate")
+    path = os.path.join(GOLDEN, "logistic_map_preaccumulate.py")
+    if os.environ.get("COARSEN_UPDATE_GOLDEN"):
+        with open(path, "w") as fh:
+            fh.write(src)
+    with open(path) as fh:
+        expected = fh.read()
+    assert src == expected, f"generated source changed: diff {path} (see this module's docstring)"
+    assert "r_bar += x_bar * _pa1" in src and "x_bar = x_bar * _pa2" in src
 
 
 def test_same_bytes_under_other_hash_seeds():

@@ -26,12 +26,14 @@ import gast
 
 from ... import symbolic as S
 from ...analysis.activity import intact
+from ...analysis.costmodel import default_weights
 from ...analysis.plans import ClosedFormLoop, Fallback
+from ...analysis.strategy import estimate
 from ...analysis.bounds import plan_bounds
 from ...analysis.segments import plan_segments
 from ...analysis.recording import tape_sites, to_be_recorded
 from ...errors import CoarsenError
-from ...ir.nodes import Array, Assign, For, Segment, walk
+from ...ir.nodes import Array, Assign, For, Segment, While, walk
 from .. import build as B
 from ..build import X
 from ..canonical import lift_canonically, show_temps
@@ -66,8 +68,34 @@ def _shown(result, fn):
     return replace(result, formula=show_temps(result.formula, fn))
 
 
+def _in_loops(block, depth=0, out=None):
+    """The ids of the segments that run inside a loop."""
+    out = set() if out is None else out
+    for st in block:
+        if isinstance(st, Segment) and depth:
+            out.add(id(st))
+        inner = depth + isinstance(st, (For, While))
+        for sub in (getattr(st, "body", None), getattr(st, "orelse", None),
+                    getattr(st, "test_body", None), getattr(st, "stmts", None)):
+            if isinstance(sub, list):
+                _in_loops(sub, inner, out)
+    return out
+
+
+def _planned(plan, in_loop, weights, forced):
+    """The plan of a lifted block with its strategy (``coarsen.analysis.strategy``): a
+    segment planned fine-grained gets a ``Fallback`` saying so."""
+    if plan.lifted is None or plan.kind == "loop":
+        return plan
+    costs = estimate(plan.lifted, in_loop, weights, forced)
+    if costs.chosen == "fine":
+        return replace(plan, result=Fallback(f"cost model: {costs.as_text()}"), strategy="fine",
+                       costs=costs)
+    return replace(plan, strategy=costs.chosen, costs=costs)
+
+
 def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_seconds=2.0,
-                     workspace=False, boundscheck=True):
+                     workspace=False, boundscheck=True, plan="auto", weights=None):
     """Build the derivative module for a typed IR function (see the module docstring).
 
     ``workspace=True`` (for CUDA) requires scalar code only: the tapes are not allocated but
@@ -75,7 +103,9 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     preallocated workspace) with ``_status`` (an int64 array: ``_status[0] = 1`` when a tape
     would overflow, and the function returns zeros at once).  ``boundscheck=True`` checks
     every array index in the forward sweep before its access (``coarsen.analysis.bounds``):
-    an index out of range raises ``IndexError`` naming the source line."""
+    an index out of range raises ``IndexError`` naming the source line.  ``plan`` and
+    ``weights``: each lifted block's strategy, the cost model's (``"auto"``) or forced
+    (``coarsen.analysis.strategy``; default weights when None)."""
     # work on copies: planning puts Segment nodes into the body, closed forms replace loops,
     # and the emitter types the variables it makes
     fn = replace(fn, body=copy.deepcopy(fn.body), types=dict(fn.types))
@@ -122,6 +152,10 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
             lifted = lift_canonically(differentiate_segment, seg, types, facts.active, budget,
                                       temps=fn.temps)
             seg.plan = replace(seg.plan, result=_shown(lifted, fn))
+        looped = _in_loops(fn.body)
+        weights = weights if weights is not None else default_weights()
+        for seg in segments:
+            seg.plan = _planned(seg.plan, id(seg) in looped, weights, plan)
     # index checks (boundscheck): proven, hoisted before loops, or inline before accesses
     # the canonical names segments were lifted under (coarsen.ad.canonical), to print back
     lifted_names = {}

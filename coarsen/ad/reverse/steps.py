@@ -18,6 +18,7 @@ from .. import build as B
 from ..build import X
 from ..canonical import real_name
 from .cleanup import names_read
+from .tapes import FP, FT
 
 
 class SegmentMixin:
@@ -72,8 +73,15 @@ class SegmentMixin:
             pass_rev[:0] = r
         lifted = [st for st in seg.stmts if not any(st is p for p in seg.passengers)]
         lf, fpops, cpops = self.fwd_pops_block(lifted)
-        fwd += lf
-        step = self.segment_step(seg)
+        if seg.plan.strategy == "preaccumulate":
+            # the partials in the forward sweep, from the entry values (before the lifted
+            # statements overwrite any), taped in a loop; the reverse step multiplies
+            pre, partial_pops, local = self.preaccumulate(seg)
+            fwd += pre + lf
+            step = partial_pops + self.segment_step(seg, local)
+        else:
+            fwd += lf
+            step = self.segment_step(seg)
         names = {n for n in names_read(step + fpops + cpops) if n in self.types}
         passenger_defs = {p.target for p in seg.passengers}
         cond_defs = {st.target for st in walk(lifted)
@@ -134,10 +142,18 @@ class SegmentMixin:
             self.reads_at.setdefault(nm, []).append(seg)
         return fwd, rev
 
-    def sym_expr(self, expr):
-        """A SymPy expression as a gast expression (recomputable element reads re-read)."""
+    def sym_expr(self, expr, subst=None):
+        """A SymPy expression as a gast expression (recomputable element reads re-read;
+        ``subst``: {symbol name: gast expression} printed in place of those symbols)."""
         from ... import symbolic as S
         node = gast.parse(S.to_python(expr)).body[0].value
+        if subst:
+            import copy
+
+            class Seeds(gast.NodeTransformer):
+                def visit_Name(self, n):
+                    return copy.deepcopy(subst[n.id]) if n.id in subst else n
+            node = Seeds().visit(node)
         if self.lifted_names:
             names = self.lifted_names
 
@@ -159,9 +175,38 @@ class SegmentMixin:
             node = Sub().visit(node)
         return node
 
-    def segment_step(self, seg):
+    def preaccumulate(self, seg):
+        """Forward code evaluating a one-path segment's partials into locals (pushed to the
+        tape inside a loop), the pops that restore them, and {(output, input): symbol of the
+        local, or the constant partial itself}."""
+        import sympy
+        ((_, partials, jac),) = seg.plan.lifted.paths
+        keys = [k for k in partials if k[0] in self.active and k[1] in self.active]
+        code = self.needed_replacements(jac, [partials[k] for k in keys])
+        pops, local = [], {}
+        for k in keys:
+            e = partials[k]
+            if e.is_Number:
+                local[k] = e
+                continue
+            name = self.fresh("_pa")
+            self.made.add(name)
+            self.extra_inits.append((name, Scalar("f64")))
+            code.append(B.assign(name, self.sym_expr(e)))
+            local[k] = sympy.Symbol(name, real=True)
+            if self.depth > 0:
+                code += self.push_float(B.name(name))
+                pops[:0] = [B.augassign(FP, "-", 1), B.assign(name, B.subscript(FT, B.name(FP)))]
+        if code:
+            code[0].coarsen_comment = f"segment {seg.index}: partials preaccumulated in the forward sweep"
+        return code, pops, local
+
+    def segment_step(self, seg, local=None):
+        """The reverse step of a lifted segment; ``local``: {(output, input): partial} kept
+        by the forward sweep (``preaccumulate``), else the step recomputes from entry values."""
+        from ... import symbolic as S
         info = seg.plan.lifted
-        partials = info.partials
+        partials = info.partials if local is None else local
         outs = [o for o in seg.outputs if o in self.active and any(k[0] == o for k in partials)]
         ins = []
         for o, i in sorted(partials, key=lambda k: (k[1], k[0])):
@@ -191,13 +236,24 @@ class SegmentMixin:
             if o == inplace:
                 continue
             (code if o in ins else late_reset).append(B.assign(self.bar(o), 0.0))
-        paths = getattr(info, "paths", None) or [((), partials, info.jac)]
         branches = []
-        for decisions, path_partials, jac in paths:
-            body = self.path_step(path_partials, jac, outs, ins, g, inplace)
-            got = {i for (o, i) in path_partials if o in outs}
-            body += self.zero_unset_inputs(seg, got)
-            branches.append((decisions, body))
+        if local is not None:
+            body = self.path_step(local, S.LocalJacobian(), outs, ins, g, inplace)
+            body += self.zero_unset_inputs(seg, {i for (o, i) in local if o in outs})
+            branches.append(((), body))
+        elif getattr(info, "vjp_paths", None):
+            # several outputs: one vector-Jacobian product per path (one sweep, not one per output)
+            for vp in info.vjp_paths:
+                body = self.vjp_step(vp, outs, ins, g, inplace)
+                body += self.zero_unset_inputs(seg, set(vp.cotangents))
+                branches.append((vp.decisions, body))
+        else:
+            paths = getattr(info, "paths", None) or [((), partials, info.jac)]
+            for decisions, path_partials, jac in paths:
+                body = self.path_step(path_partials, jac, outs, ins, g, inplace)
+                got = {i for (o, i) in path_partials if o in outs}
+                body += self.zero_unset_inputs(seg, got)
+                branches.append((decisions, body))
         if len(branches) == 1:
             code += branches[0][1]
         else:
@@ -253,6 +309,43 @@ class SegmentMixin:
                 if not (isinstance(node, gast.Name) and node.id == self.bar(i)):    # x_bar = x_bar
                     code.append(B.assign(self.bar(i), node if node is not None else 0.0))
             elif total is not None:
+                self.accumulate(i, total, pre_fwd, pre_rev, code)
+        return code
+
+    def needed_replacements(self, jac, exprs, subst=None):
+        """Assignments of the replacements of ``jac`` that ``exprs`` need, in order."""
+        needed = set()
+        for e in exprs:
+            needed |= e.free_symbols
+        keep = []
+        for sym, e in reversed(jac.replacements):
+            if sym in needed:
+                keep.append((sym, e))
+                needed |= e.free_symbols
+        code = []
+        for sym, e in reversed(keep):
+            name = real_name(sym.name, self.lifted_names)
+            self.made.add(name)
+            code.append(B.assign(name, self.sym_expr(e, subst)))
+        return code
+
+    def vjp_step(self, vp, outs, ins, g, inplace=None):
+        """One path's step as a vector-Jacobian product: ``in_bar += cotangent(out_bars)``,
+        the outputs' adjoints (``g``) in place of the product's seed symbols; ``inplace`` as
+        in ``path_step``."""
+        subst = {s: B.ex(g[o]) if o in outs else B.const(0.0) for o, s in vp.seeds.items()}
+        exprs = [vp.cotangents[i] for i in ins if i in vp.cotangents]
+        code = self.needed_replacements(vp.jac, exprs, subst)
+        pre_fwd, pre_rev = [], []
+        for i in [i for i in ins if i != inplace] + ([inplace] if inplace is not None else []):
+            if i not in vp.cotangents:
+                continue
+            total = X(self.sym_expr(vp.cotangents[i], subst))
+            if i == inplace:
+                node = B.ex(total)
+                if not (isinstance(node, gast.Name) and node.id == self.bar(i)):    # x_bar = x_bar
+                    code.append(B.assign(self.bar(i), node))
+            else:
                 self.accumulate(i, total, pre_fwd, pre_rev, code)
         return code
 
