@@ -1,9 +1,10 @@
 """The checks shared by ``tests/test_zoo.py`` and ``tests/test_realistic.py``.
 
-For one case ``(fn, args_factory, wrt)``, one target and one coarsen setting:
+For one case ``(fn, args_factory, wrt)``, one target, one coarsen setting and one ``plan``
+(default ``"auto"``; ``tests/test_strategies.py`` forces the others):
 
-* ``g = coarsen.differentiate(fn, wrt, coarsen=..., target=...)`` is built once per
-  (function, wrt, target, coarsen) and cached (Numba compiles take about a second each);
+* ``g = coarsen.differentiate(fn, wrt, coarsen=..., target=..., plan=...)`` is built once per
+  (function, wrt, target, coarsen, plan) and cached (Numba compiles take about a second each);
 * ``g(*args)`` returns the structure the API promises (a tuple for ``wrt=None`` or a sequence,
   a single value for one name/position), each gradient with its parameter's shape and dtype
   (a float scalar for a float scalar), all within the oracle's tolerance
@@ -32,15 +33,15 @@ def _wrt_key(wrt):
     return repr(wrt)
 
 
-def build(fn, wrt, target, coarse):
+def build(fn, wrt, target, coarse, plan="auto"):
     """The cached gradient object (or the cached exception, re-raised)."""
     import coarsen
 
-    key = (id(fn), _wrt_key(wrt), target, coarse)
+    key = (id(fn), _wrt_key(wrt), target, coarse, plan)
     if key not in _G_CACHE:
         try:
             _G_CACHE[key] = ("ok", coarsen.differentiate(fn, wrt, coarsen=coarse,
-                                                         target=target))
+                                                         target=target, plan=plan))
         except Exception as e:  # noqa: BLE001 - re-raised on every use
             _G_CACHE[key] = ("err", e)
     kind, v = _G_CACHE[key]
@@ -91,8 +92,8 @@ def _check_structure_and_types(got, args, pos, single, label):
                 f"{label}: arg {p}: dtype {np.asarray(gk).dtype} != {np.dtype(want)}"
 
 
-def check_gradient(fn, factory, wrt, target, coarse, label):
-    g = build(fn, wrt, target, coarse)
+def check_gradient(fn, factory, wrt, target, coarse, label, plan="auto"):
+    g = build(fn, wrt, target, coarse, plan)
     exp, pos, single = expected(fn, factory, wrt)
     args = factory()
     got = g(*args)
@@ -108,8 +109,8 @@ def check_gradient(fn, factory, wrt, target, coarse, label):
     assert isinstance(g.source, str) and g.source.strip(), f"{label}: empty g.source"
 
 
-def check_value_and_grad(fn, factory, wrt, target, coarse, label):
-    g = build(fn, wrt, target, coarse)
+def check_value_and_grad(fn, factory, wrt, target, coarse, label, plan="auto"):
+    g = build(fn, wrt, target, coarse, plan)
     exp, pos, single = expected(fn, factory, wrt)
     args = factory()
     out = g.value_and_grad(*args)
