@@ -229,13 +229,14 @@ def _node(e, absorbed: bool, w: Weights) -> tuple[float, list]:
             factors = factors[1:]
             if not absorbed:
                 own += w.add
-        dens = [f for f in factors if _is_denominator(f)]
-        nops = len(factors) - 1 + (1 if dens and len(dens) == len(factors) else 0)
-        if dens:
+        kids = [(f, f.is_Pow and _is_denominator(f)) for f in factors]
+        ndens = sum(1 for _, d in kids if d)
+        nops = len(factors) - 1 + (1 if ndens == len(factors) else 0)
+        if ndens:
             own += w.div + (nops - 1) * w.mul
         else:
             own += nops * w.mul
-        return own, [(f, _is_denominator(f)) for f in factors]
+        return own, kids
     if e.is_Pow:
         small = _small_power(e.exp)
         if small is None:
@@ -292,12 +293,16 @@ def expr_cost(obj, weights: Weights, limit: float | None = None) -> float:
                 if not kids:
                     memo[key] = own
                     continue
+                kids = [(k, a) for k, a in kids if not k.is_Atom]     # atoms cost nothing
+                if not kids:
+                    memo[key] = own
+                    continue
                 pending[key] = (own, kids)
                 stack.append((e, absorbed, True))
                 stack.extend((k, a, False) for k, a in kids)
                 continue
             own, kids = pending.pop(key)
-            cost = own + sum(memo[(id(k), a)] for k, a in kids)
+            cost = own + sum([memo[(id(k), a)] for k, a in kids])
             memo[key] = cost
             if limit is not None and total + cost > limit:
                 return total + cost
