@@ -44,7 +44,11 @@ Guarantees:
   ``"atan"``/``"arctan"``, ``"Abs"``/``"abs"``, ``"Max"``/``"max"``...).  ``"gamma"`` is coarsen's
   branch phi (one add); an unknown name costs ``weights.pow`` (the dearest class).
 * ``calibrate(trips=, repeats=)`` measures this machine (best of ``repeats`` timings of dependent
-  chains in ``@njit`` kernels, loop overhead subtracted, divided by the add time) and returns
+  chains in ``@njit`` kernels: one add is T(add, add) - T(add) per trip, the loop overhead
+  2 T(add) - T(add, add); each kernel's time less the overhead and less the adds that keep its
+  chain bounded (``sqrt(x) + c``, ``exp(c - x)``, ``sin(x) + c``, ``x**1.37 + c``), divided by one
+  add; the tape is a forward add chain that pushes each value and a reverse add chain that pops
+  it, less the two chains, so it prices only what the tape adds to latency-bound code) and returns
   ``Weights(source="calibrated")`` whose weights are ``quantize``d ratios: powers of two in
   [1, 128]; it raises if Numba is missing or a timing is unusable.  About 1.5 s with Numba's
   import and compilation at the default sizes (2-core machine).
