@@ -487,7 +487,8 @@ def _plan_entry(seg):
         "strategy": plan.strategy or ("closed form" if plan.kind == "loop" and jac is not None
                                       else "fine" if plan.fallback else "recompute"),
         "costs": None if plan.costs is None else {
-            "recompute": plan.costs.recompute, "preaccumulate": plan.costs.preaccumulate,
+            "recompute": plan.costs.recompute, "cut": plan.costs.cut,
+            "preaccumulate": plan.costs.preaccumulate,
             "fine": plan.costs.fine, "why": plan.costs.why},
     }
     if entry["kind"] == "loop" and jac is not None:
@@ -545,7 +546,7 @@ class Report:
             if c:
                 pre = "n/a" if c["preaccumulate"] is None else f"{c['preaccumulate']:.0f}"
                 out.append(f"    strategy {e['strategy']} (estimated cost: recompute {c['recompute']:.0f}, "
-                           f"preaccumulate {pre}, fine {c['fine']:.0f}; {c['why']})")
+                           f"cut {c['cut']:.0f}, preaccumulate {pre}, fine {c['fine']:.0f}; {c['why']})")
             if e["closed_form"]:
                 out.append(f"    closed form: {e['closed_form']}")
             elif e.get("closed_form_fallback"):

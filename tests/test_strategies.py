@@ -52,7 +52,7 @@ ZOO = all_zoo_cases()
 ZOO_IDS = case_ids(ZOO)
 REAL = list(realistic.CASES)
 REAL_IDS = case_ids(REAL)
-FORCED = ("recompute", "preaccumulate")
+FORCED = ("recompute", "cut", "preaccumulate")
 
 #: generated programs checked under each forced plan (tests/progen.py seeds 0 .. N_FUZZ-1)
 N_FUZZ = 30
@@ -60,30 +60,13 @@ N_FUZZ = 30
 APP_FD_TOL = 1e-6
 APP_EXACT_TOL = 1e-8
 
-# Known bugs under a forced plan: (case id, plan) -> the bug.  A segment with several paths
-# whose reverse step is the one vector-Jacobian product of its outputs: the product's
-# expression still holds an unevaluated SymPy ``Derivative`` of a bound output symbol
-# (``_s1_g0 + _s1_g1*Derivative(_s1__t4_out, _s1__cv1_3_1)`` for scalar.early_return), and
-# printing it raises PrintMethodNotImplementedError (a NotImplementedError) at compile time.
-# Under plan="auto" the cost model plans these segments fine-grained, so the default is not
-# affected; found by this module.
-_VJP_DERIVATIVE = ("multi-path segment's VJP step holds an unevaluated sympy Derivative of a "
-                   "bound output symbol: PrintMethodNotImplementedError when printing it")
-KNOWN = {
-    **{(c, "recompute"): _VJP_DERIVATIVE for c in (
-        "scalar.early_return", "scalar.early_return#1", "scalar.early_return#2",
-        "scalar.while_break", "scalar.while_break#1", "loops.break_continue",
-        "loops.break_continue#1", "loops.early_return_loop", "loops.early_return_loop#1",
-        "hard.return_in_nested_loop", "hard.return_in_nested_loop#1")},
-    **{(c, "preaccumulate"): _VJP_DERIVATIVE for c in (
-        "scalar.while_break", "scalar.while_break#1")},
-}
-
-
-# (seed, plan) of tests/progen.py programs that hit the same bug
-KNOWN_FUZZ = {(6, "recompute"), (11, "recompute"), (11, "preaccumulate"), (12, "recompute"),
-              (16, "recompute"), (17, "recompute"), (24, "recompute"), (24, "preaccumulate"),
-              (29, "recompute")}
+# Known bugs under a forced plan: (case id, plan) -> the bug (none today; this module found
+# one: a multi-path segment's vector-Jacobian product seeded a boolean output, whose SymPy
+# "partials" are unevaluated Derivatives that cannot be printed)
+KNOWN: dict = {}
+_KNOWN_FUZZ_REASON = "known bug under a forced plan"
+# (seed, plan) of tests/progen.py programs that hit a known bug
+KNOWN_FUZZ: set = set()
 
 # cases whose only lifted one-path segments are linear (constant partials): recompute and
 # preaccumulate emit the same step there, so their code may be the same
@@ -251,7 +234,7 @@ def _fuzz_params():
         for plan in FORCED + ("fine",):
             marks = ()
             if (seed, plan) in KNOWN_FUZZ:
-                marks = pytest.mark.xfail(strict=True, raises=FuzzFailure, reason=_VJP_DERIVATIVE)
+                marks = pytest.mark.xfail(strict=True, raises=FuzzFailure, reason=_KNOWN_FUZZ_REASON)
             out.append(pytest.param(seed, plan, marks=marks, id=f"{seed}-{plan}"))
     return out
 

@@ -18,10 +18,11 @@ import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 
-ALL_TOOLS = ("primal", "coarsen", "coarsen_fine", "coarsen_recompute", "coarsen_preaccumulate",
-             "handwritten", "jax", "autograd", "tangent", "torch")
+ALL_TOOLS = ("primal", "coarsen", "coarsen_fine", "coarsen_recompute", "coarsen_cut",
+             "coarsen_preaccumulate", "handwritten", "jax", "autograd", "tangent", "torch")
 #: coarsen with one strategy forced on every segment (``plan=``): on request only (--tools)
-STRATEGY_TOOLS = {"coarsen_recompute": "recompute", "coarsen_preaccumulate": "preaccumulate"}
+STRATEGY_TOOLS = {"coarsen_recompute": "recompute", "coarsen_cut": "cut",
+                  "coarsen_preaccumulate": "preaccumulate"}
 #: what runs when --tools is not given
 DEFAULT_TOOLS = tuple(t for t in ALL_TOOLS if t not in STRATEGY_TOOLS)
 #: tools that compute a gradient (everything but the primal)
@@ -31,7 +32,8 @@ UNTRACKED_MEMORY = ("jax", "torch")
 #: Python-level peers: measured at a smaller size when too slow at the requested one
 PY_LEVEL = ("autograd", "tangent", "torch")
 #: tools whose generated, unchecked machine code could crash the process: probed in a child
-CRASH_GUARDED = ("coarsen", "coarsen_fine", "coarsen_recompute", "coarsen_preaccumulate")
+CRASH_GUARDED = ("coarsen", "coarsen_fine", "coarsen_recompute", "coarsen_cut",
+                 "coarsen_preaccumulate")
 #: ADBench's tolerance on |x - y| / max(1, |x| + |y|)
 TOL = 1e-8
 #: longest message kept from an exception (reports put long ones in footnotes)

@@ -318,7 +318,9 @@ def _differentiate_path(seg, lifted, types, active, budget, temps):
     partials = {}
     for (o, i), e in jac.partials.items():
         partials[(out_names[o], in_names[i])] = e
-    differentiated = [o for o in out_syms if any(k[0] == o for k in jac.partials)]
+    # (a boolean output has no adjoint: SymPy's "partials" of a comparison are not derivatives)
+    differentiated = [o for o in out_syms if any(k[0] == o for k in jac.partials)
+                      and types[out_names[o]].kind == "f64"]
     vjp = None
     if len(differentiated) > 1:
         # one reverse sweep with the outputs' adjoints as symbols (seeds): the derivative of
@@ -334,9 +336,19 @@ def _differentiate_path(seg, lifted, types, active, budget, temps):
             return Fallback("the symbolic derivative has a non-finite constant")
         vjp = VJPPath((), {in_names[i]: e for (_, i), e in vjac.partials.items()},
                       {out_names[o]: s.name for o, s in seeds.items()}, vjac)
-    assigned = {st.target for st in lifted if isinstance(st, Assign)}
-    carried = [sym for name, sym in lifter.inputs.items() if name in assigned]
-    dag = (list(lifter.assignments + bind), list(wrt), carried)
+    counts = {}
+    for st in lifted:
+        if isinstance(st, Assign):
+            counts[st.target] = counts.get(st.target, 0) + 1
+    carried = [sym for name, sym in lifter.inputs.items() if name in counts]
+    # values a variable holds at the segment's end (assigned once on this path): a reverse
+    # step may read the variable there instead of recomputing the symbol (the cut strategy)
+    targets = {sym for sym, _ in lifter.assignments}
+    # (not an input: the step reads an input's entry value under the same name)
+    finals = {env[v].name: v for v, k in counts.items()
+              if k == 1 and env.get(v) in targets and types[v].kind == "f64"
+              and v not in lifter.inputs}
+    dag = (list(lifter.assignments + bind), list(wrt), carried, finals)
     return partials, jac, _formula(outs, lifter.assignments), vjp, dag
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 #: what ``differentiate(fn, plan=...)`` accepts: the cost model's choice per segment, or one
 #: strategy forced on every lifted block segment (``coarsen.analysis.strategy``)
-PLANS = ("auto", "recompute", "preaccumulate", "fine")
+PLANS = ("auto", "recompute", "cut", "preaccumulate", "fine")
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,9 @@ class LiftedSegment:
     canonical -> real names; ``vjp_paths``: [VJPPath], one per path, for a segment with
     several differentiated outputs (empty otherwise); ``dags``: per path, (the SymPy
     assignments of the lifted DAG, the differentiated input symbols, the input symbols of the
-    variables the segment reassigns), for the cost model (``coarsen.analysis.strategy``)."""
+    variables the segment reassigns, ``finals``: {symbol name: variable} for the variables
+    assigned once on the path, whose value at the segment's end is that symbol's), for the
+    cost model and the cut strategy (``coarsen.analysis.strategy``)."""
     partials: dict
     jac: Any
     paths: list

@@ -4,13 +4,18 @@ Requires: a lifted block segment (``coarsen.analysis.plans.LiftedSegment``, with
 SymPy DAGs in ``dags``), whether the segment runs inside a loop, and the cost weights
 (``coarsen.analysis.costmodel.Weights``: one operation of each kind and one taped float,
 relative to an add; calibrated once per machine).
-Guarantees: ``estimate`` is a pure function of (the lifted segment, ``in_loop``, the weights):
+Guarantees: ``estimate`` is a pure function of (the lifted segment, its ``SegmentContext``:
+whether it runs in a loop and which inputs a reverse read takes from the tape, the weights):
 the estimated cost of one execution of the segment's derivative work (what is added to the
 primal; the primal's own statements are the same under every strategy) for each of
 
 * ``recompute``: the inputs are taped and the reverse step re-evaluates the segment's values,
   then one vector-Jacobian product (``LiftedSegment.vjp_paths``) or, for one output, the
   partials times its adjoint;
+* ``cut``: as recompute, but the step reads the values it needs that a variable holds at the
+  segment's end (assigned once in it) and that cost more to recompute than a taped float
+  (``cut_symbols``): the segment is cut there, those values taped inside a loop (the paper's
+  segment size limit made concrete);
 * ``preaccumulate`` (one-path segments only): the forward sweep evaluates every partial next
   to the primal (the values the primal just computed are shared: only the work beyond the
   primal counts), tapes the non-constant ones when inside a loop; the reverse step is one
@@ -39,7 +44,16 @@ from .plans import PLANS, LiftedSegment  # noqa: F401 (PLANS: the accepted plan=
 #: a coarse strategy is chosen only when its estimate is below MARGIN x the fine estimate
 MARGIN = 0.9
 
-STRATEGIES = ("recompute", "preaccumulate", "fine")
+STRATEGIES = ("recompute", "cut", "preaccumulate", "fine")
+
+
+@dataclass(frozen=True)
+class SegmentContext:
+    """Where a segment runs: ``in_loop``; ``taped``: the names of its input symbols (the
+    canonical names of ``LiftedSegment.dags``) whose values a reverse read takes from the tape
+    (assigned inside the enclosing loop, and not re-read from an array)."""
+    in_loop: bool = False
+    taped: frozenset = frozenset()
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,7 @@ class StrategyCosts:
     of the weights); ``preaccumulate`` is None where it does not apply (several paths).
     ``chosen``: the strategy planned; ``why``: one line for the report."""
     recompute: float
+    cut: float
     preaccumulate: float | None
     fine: float
     chosen: str
@@ -55,7 +70,7 @@ class StrategyCosts:
 
     def as_text(self) -> str:
         pre = "n/a" if self.preaccumulate is None else f"{self.preaccumulate:.0f}"
-        return (f"{self.chosen} (estimated cost: recompute {self.recompute:.0f}, "
+        return (f"{self.chosen} (estimated cost: recompute {self.recompute:.0f}, cut {self.cut:.0f}, "
                 f"preaccumulate {pre}, fine {self.fine:.0f}; {self.why})")
 
 
@@ -72,40 +87,96 @@ def _needed(jac, exprs):
     return keep
 
 
-def recompute_cost(lifted: LiftedSegment, in_loop: bool, w: Weights) -> float:
+def steps(lifted: LiftedSegment):
+    """Per path, what its reverse step evaluates: (the local Jacobian whose replacements it
+    needs, the expressions it accumulates, the cost of accumulating each, the path's finals)."""
+    finals = [d[3] for d in lifted.dags] or [{} for _ in lifted.paths]
+    if lifted.vjp_paths:
+        return [(vp.jac, list(vp.cotangents.values()), "add", f)
+                for vp, f in zip(lifted.vjp_paths, finals)]
+    return [(jac, list(p.values()), "muladd", f) for (_, p, jac), f in zip(lifted.paths, finals)]
+
+
+def cut_symbols(jac, exprs, finals, in_loop: bool, w: Weights) -> frozenset:
+    """The symbols a cut step reads from their variables at the segment's end instead of
+    recomputing: from the last replacement back, each needed one that a variable holds at the
+    end (``finals``) and whose own expression costs more than a taped float (nothing, outside
+    a loop); what only a cut symbol needed is then not recomputed either."""
+    needed = set()
+    for e in exprs:
+        needed |= e.free_symbols
+    cut = set()
+    limit = w.tape if in_loop else 0.0
+    for sym, e in reversed(jac.replacements):
+        if sym not in needed:
+            continue
+        if sym.name in finals and expr_cost(e, w) > limit:
+            cut.add(sym.name)
+            continue
+        needed |= e.free_symbols
+    return frozenset(cut)
+
+
+def _step_cost(jac, exprs, accumulate, w, ctx, cut=frozenset()):
+    """What one path's reverse step evaluates, plus a taped float per loop-varying input it
+    reads."""
+    needed = set()
+    for e in exprs:
+        needed |= e.free_symbols
+    keep = []
+    for sym, e in reversed(jac.replacements):
+        if sym in needed and sym.name not in cut:
+            keep.append(e)
+            needed |= e.free_symbols
+    per = w.add if accumulate == "add" else w.mul + w.add
+    reads = sum(1 for x in needed if x.name in ctx.taped) if ctx.in_loop else 0
+    return expr_cost(keep + exprs, w) + len(exprs) * per + reads * w.tape
+
+
+def recompute_cost(lifted: LiftedSegment, ctx: SegmentContext, w: Weights) -> float:
     """The reverse step re-evaluating the segment from its entry values (the most expensive
     path)."""
+    return max(_step_cost(jac, exprs, acc, w, ctx) for jac, exprs, acc, _ in steps(lifted))
+
+
+def cut_cost(lifted: LiftedSegment, ctx: SegmentContext, w: Weights) -> float:
+    """The reverse step reading the cut values (taped inside a loop) and recomputing the rest."""
     worst = 0.0
-    if lifted.vjp_paths:
-        for vp in lifted.vjp_paths:
-            exprs = list(vp.cotangents.values())
-            c = expr_cost(_needed(vp.jac, exprs) + exprs, w) + len(exprs) * w.add
-            worst = max(worst, c)
-    else:
-        for _, partials, jac in lifted.paths:
-            exprs = list(partials.values())
-            c = expr_cost(_needed(jac, exprs) + exprs, w) + len(exprs) * (w.mul + w.add)
-            worst = max(worst, c)
-    return worst + _overwritten_inputs(lifted) * w.tape
+    for jac, exprs, acc, finals in steps(lifted):
+        cut = cut_symbols(jac, exprs, finals, ctx.in_loop, w)
+        c = _step_cost(jac, exprs, acc, w, ctx, cut) + (len(cut) * w.tape if ctx.in_loop else 0.0)
+        worst = max(worst, c)
+    return worst
 
 
-def _overwritten_inputs(lifted):
-    """Inputs the segment also assigns (``x = f(x)``): taped so that the step sees entry values."""
-    outs = {o for (o, _) in lifted.partials}
-    return len({i for (_, i) in lifted.partials if i in outs})
+def distinct_partials(exprs):
+    """The partials a preaccumulated step keeps, each once up to sign: [(expression, sign)]
+    per partial, the expression None for a number (used as it is); a partial whose negation
+    is also a partial is kept as the one of the two without a leading minus."""
+    present = set(exprs)
+    out = []
+    for e in exprs:
+        if e.is_Number:
+            out.append((None, 1))
+        elif -e in present and e.could_extract_minus_sign():
+            out.append((-e, -1))
+        else:
+            out.append((e, 1))
+    return out
 
 
-def preaccumulate_cost(lifted: LiftedSegment, in_loop: bool, w: Weights) -> float | None:
-    """Partials evaluated in the forward sweep beyond the primal, taped in a loop; the reverse
-    step's multiply-adds.  None for a segment with several paths."""
+def preaccumulate_cost(lifted: LiftedSegment, ctx: SegmentContext, w: Weights) -> float | None:
+    """Partials evaluated in the forward sweep beyond the primal, the distinct ones taped in a
+    loop; the reverse step's multiply-adds.  None for a segment with several paths."""
     if len(lifted.paths) != 1 or not lifted.dags:
         return None
     (_, partials, jac), = lifted.paths
     assignments = lifted.dags[0][0]
     exprs = list(partials.values())
     extra = expr_cost(_needed(jac, exprs) + exprs, w) - expr_cost([e for _, e in assignments], w)
-    varying = sum(1 for e in exprs if not e.is_Number)
-    return max(extra, 0.0) + len(exprs) * (w.mul + w.add) + (varying * w.tape if in_loop else 0.0)
+    kept = {e for e, _ in distinct_partials(exprs) if e is not None}
+    taped = len(kept) * w.tape if ctx.in_loop else 0.0
+    return max(extra, 0.0) + len(exprs) * (w.mul + w.add) + taped
 
 
 def _local_partial_cost(e, k, w):
@@ -132,13 +203,14 @@ def _local_partial_cost(e, k, w):
     return 0.0
 
 
-def fine_cost(lifted: LiftedSegment, in_loop: bool, w: Weights) -> float:
+def fine_cost(lifted: LiftedSegment, ctx: SegmentContext, w: Weights) -> float:
     """Statement-by-statement reverse mode over the segment's DAG (the most expensive path)."""
     worst = 0.0
-    for assignments, wrt, carried in lifted.dags:
+    for assignments, wrt, carried, _ in lifted.dags:
         active = set(wrt)
         total, read = 0.0, set()
-        varying = {s for s, _ in assignments} | set(carried)
+        varying = {s for s, _ in assignments} | set(carried) | \
+            {x for _, e in assignments for x in e.free_symbols if x.name in ctx.taped}
         for s, e in assignments:
             if e.free_symbols & active:
                 active.add(s)
@@ -150,30 +222,37 @@ def fine_cost(lifted: LiftedSegment, in_loop: bool, w: Weights) -> float:
                 args = [a for a in node.args if isinstance(a, sympy.Basic)]
                 act = [a for a in args if a.free_symbols & active]
                 if act and not isinstance(node, sympy.core.relational.Relational) and not node.is_Add:
-                    read |= {a for a in args if a.is_Symbol and a in varying}
+                    # the operands a nonlinear operation's partials read: a loop-varying
+                    # symbol, or a loop-varying compound operand (a temporary in the IR)
+                    read |= {a for a in args if (a.is_Symbol and a in varying) or
+                             (not a.is_Atom and a.free_symbols & varying)}
                 if act:
                     total += len(act) * (w.mul + w.add)
                     total += len(act) * _local_partial_cost(node, len(args), w)
                 stack.extend(args)
-        if in_loop:
+        if ctx.in_loop:
             total += len(read) * w.tape
         worst = max(worst, total)
     return worst
 
 
-def estimate(lifted: LiftedSegment, in_loop: bool, w: Weights, forced: str = "auto") -> StrategyCosts:
+def estimate(lifted: LiftedSegment, ctx: SegmentContext, w: Weights,
+             forced: str = "auto") -> StrategyCosts:
     """The costs of each strategy and the one planned (``forced``: ``plan=``)."""
-    r = recompute_cost(lifted, in_loop, w)
-    p = preaccumulate_cost(lifted, in_loop, w)
-    f = fine_cost(lifted, in_loop, w)
+    r = recompute_cost(lifted, ctx, w)
+    c = cut_cost(lifted, ctx, w)
+    p = preaccumulate_cost(lifted, ctx, w)
+    f = fine_cost(lifted, ctx, w)
     if forced != "auto":
         if forced == "preaccumulate" and p is None:
-            return StrategyCosts(r, p, f, "recompute", "forced preaccumulate, but the segment has "
-                                 "several paths: recompute")
-        return StrategyCosts(r, p, f, forced, "forced by plan=")
+            return StrategyCosts(r, c, p, f, "recompute", "forced preaccumulate, but the segment "
+                                 "has several paths: recompute")
+        return StrategyCosts(r, c, p, f, forced, "forced by plan=")
     best, cost = "recompute", r
+    if c < cost:
+        best, cost = "cut", c
     if p is not None and p < cost:
         best, cost = "preaccumulate", p
     if cost < MARGIN * f:
-        return StrategyCosts(r, p, f, best, f"cheapest, below {MARGIN} x fine")
-    return StrategyCosts(r, p, f, "fine", f"no coarse strategy below {MARGIN} x fine")
+        return StrategyCosts(r, c, p, f, best, f"cheapest, below {MARGIN} x fine")
+    return StrategyCosts(r, c, p, f, "fine", f"no coarse strategy below {MARGIN} x fine")

@@ -21,8 +21,9 @@ def _reserve(tape, need):
 
 def value_and_grad_logistic_map(r, x0, n):
     # prologue: copies of written inputs, tapes, initial values
-    _pa1 = 0.0
+    _entry1 = 0.0
     _pa2 = 0.0
+    _pa3 = 0.0
     _ftape = np.empty(64)
     _fpos = 0
     # forward sweep
@@ -32,17 +33,19 @@ def value_and_grad_logistic_map(r, x0, n):
     _t1 = n
     _ftape = _reserve(_ftape, _fpos + 2 * _t1)
     for i in range(_t1):
-        # segment 1: partials preaccumulated in the forward sweep
-        _s1_t0 = x * (1 - x)
-        _pa1 = _s1_t0
-        _ftape[_fpos] = _pa1
-        _fpos += 1
-        _pa2 = -2 * r * x + r
-        _ftape[_fpos] = _pa2
-        _fpos += 1
+        # x = r * x * (1.0 - x)
+        _entry1 = x
         _t2 = r * x
         _t3 = 1.0 - x
         x = _t2 * _t3
+        # segment 1: partials preaccumulated in the forward sweep
+        _s1_t0 = _entry1 * (1 - _entry1)
+        _pa2 = _s1_t0
+        _ftape[_fpos] = _pa2
+        _fpos += 1
+        _pa3 = -2 * r * _entry1 + r
+        _ftape[_fpos] = _pa3
+        _fpos += 1
     # return x
     _ret = x
     # reverse sweep
@@ -59,12 +62,12 @@ def value_and_grad_logistic_map(r, x0, n):
     for i in range(_t1 - 1, -1, -1):
         # x = r * x * (1.0 - x)
         _fpos -= 1
-        _pa2 = _ftape[_fpos]
+        _pa3 = _ftape[_fpos]
         _fpos -= 1
-        _pa1 = _ftape[_fpos]
+        _pa2 = _ftape[_fpos]
         # segment 1 (line 45), one preaccumulated step: x = r*x*(1 - x)
-        r_bar += x_bar * _pa1
-        x_bar = x_bar * _pa2
+        r_bar += x_bar * _pa2
+        x_bar = x_bar * _pa3
     # x = x0
     x0_bar += x_bar
     x_bar = 0.0

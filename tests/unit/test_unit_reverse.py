@@ -65,7 +65,9 @@ def halve(x):
 def generate(fn, types, wrt, coarse):
     f, _ = lower(fn)
     infer(f, types)
-    module, _ = differentiate_ir(f, wrt, analyze(f, wrt), "entry", coarsen=coarse)
+    # coarse: the recompute step (plan="auto" follows the cost weights)
+    module, _ = differentiate_ir(f, wrt, analyze(f, wrt), "entry", coarsen=coarse,
+                                 plan="recompute")
     source = lowering.render(module, target="python")
     module = lowering.build(source, name=f"unit_{fn.__name__}", target="python")
     return source, module.entry

@@ -28,10 +28,10 @@ from ... import symbolic as S
 from ...analysis.activity import intact
 from ...analysis.costmodel import default_weights
 from ...analysis.plans import ClosedFormLoop, Fallback
-from ...analysis.strategy import estimate
+from ...analysis.strategy import SegmentContext, estimate
 from ...analysis.bounds import plan_bounds
 from ...analysis.segments import plan_segments
-from ...analysis.recording import tape_sites, to_be_recorded
+from ...analysis.recording import find_recomputable, tape_sites, to_be_recorded
 from ...errors import CoarsenError
 from ...ir.nodes import Array, Assign, For, Segment, While, walk
 from .. import build as B
@@ -68,13 +68,15 @@ def _shown(result, fn):
     return replace(result, formula=show_temps(result.formula, fn))
 
 
-def _in_loops(block, depth=0, out=None):
-    """The ids of the segments that run inside a loop."""
-    out = set() if out is None else out
+def _in_loops(block, loop=None, out=None):
+    """{id of a segment that runs inside a loop: the variables its innermost loop assigns}."""
+    out = {} if out is None else out
     for st in block:
-        if isinstance(st, Segment) and depth:
-            out.add(id(st))
-        inner = depth + isinstance(st, (For, While))
+        if isinstance(st, Segment) and loop is not None:
+            out[id(st)] = loop
+        inner = loop
+        if isinstance(st, (For, While)):
+            inner = frozenset(s.target for s in walk([st]) if isinstance(s, Assign))
         for sub in (getattr(st, "body", None), getattr(st, "orelse", None),
                     getattr(st, "test_body", None), getattr(st, "stmts", None)):
             if isinstance(sub, list):
@@ -82,12 +84,23 @@ def _in_loops(block, depth=0, out=None):
     return out
 
 
-def _planned(plan, in_loop, weights, forced):
+def _context(seg, loops, reread):
+    """The segment's ``SegmentContext``: in a loop, its inputs that the loop reassigns and the
+    reverse sweep cannot re-read from an array are taped (by canonical name)."""
+    varying = loops.get(id(seg))
+    if varying is None:
+        return SegmentContext()
+    names = seg.plan.lifted.names
+    return SegmentContext(True, frozenset(c for c, r in names.items()
+                                          if r in varying and r not in reread))
+
+
+def _planned(plan, ctx, weights, forced):
     """The plan of a lifted block with its strategy (``coarsen.analysis.strategy``): a
     segment planned fine-grained gets a ``Fallback`` saying so."""
     if plan.lifted is None or plan.kind == "loop":
         return plan
-    costs = estimate(plan.lifted, in_loop, weights, forced)
+    costs = estimate(plan.lifted, ctx, weights, forced)
     if costs.chosen == "fine":
         return replace(plan, result=Fallback(f"cost model: {costs.as_text()}"), strategy="fine",
                        costs=costs)
@@ -152,10 +165,13 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
             lifted = lift_canonically(differentiate_segment, seg, types, facts.active, budget,
                                       temps=fn.temps)
             seg.plan = replace(seg.plan, result=_shown(lifted, fn))
-        looped = _in_loops(fn.body)
+        loops = _in_loops(fn.body)
+        # element reads the reverse sweep re-reads instead of taping (steps.sym_expr)
+        reread = set(find_recomputable(fn, facts))
         weights = weights if weights is not None else default_weights()
         for seg in segments:
-            seg.plan = _planned(seg.plan, id(seg) in looped, weights, plan)
+            if seg.plan.lifted is not None and seg.plan.kind != "loop":
+                seg.plan = _planned(seg.plan, _context(seg, loops, reread), weights, plan)
     # index checks (boundscheck): proven, hoisted before loops, or inline before accesses
     # the canonical names segments were lifted under (coarsen.ad.canonical), to print back
     lifted_names = {}
@@ -176,6 +192,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     for _ in range(8):
         em = Emitter(fn, wrt, facts, tbr)
         em.lifted_names = lifted_names
+        em.weights = weights if weights is not None else default_weights()
         em.tape_sites = sites
         em.workspace = workspace
         em.bounds = bounds

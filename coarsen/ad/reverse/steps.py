@@ -19,9 +19,14 @@ from ..build import X
 from ..canonical import real_name
 from .cleanup import names_read
 from .tapes import FP, FT
+from ...analysis.strategy import cut_symbols, distinct_partials
 
 
 class SegmentMixin:
+    cut_copies = {}             # variable -> the local a cut step reads its end value from
+    cut_strategy = None         # the cost weights while emitting a cut step, else None
+    weights = None              # the cost model's weights (the driver sets them)
+
     # ------------------------------------------------------------------ segments
     def fwd_pops(self, s):
         """Forward code of a lifted statement (with its tape pushes) and the pops that undo it:
@@ -73,14 +78,17 @@ class SegmentMixin:
             pass_rev[:0] = r
         lifted = [st for st in seg.stmts if not any(st is p for p in seg.passengers)]
         lf, fpops, cpops = self.fwd_pops_block(lifted)
+        self.cut_copies = {}
+        self.cut_strategy = self.weights if seg.plan.strategy == "cut" else None
         if seg.plan.strategy == "preaccumulate":
-            # the partials in the forward sweep, from the entry values (before the lifted
-            # statements overwrite any), taped in a loop; the reverse step multiplies
-            pre, partial_pops, local = self.preaccumulate(seg)
-            fwd += pre + lf
-            step = partial_pops + self.segment_step(seg, local)
+            # the partials in the forward sweep, after the segment's statements (from the
+            # values they computed), taped in a loop; the reverse step multiplies
+            before, after, partial_pops, local = self.preaccumulate(seg)
+            fwd += before + lf + after
+            step = self.segment_step(seg, local)
         else:
             fwd += lf
+            partial_pops = []
             step = self.segment_step(seg)
         names = {n for n in names_read(step + fpops + cpops) if n in self.types}
         passenger_defs = {p.target for p in seg.passengers}
@@ -96,12 +104,21 @@ class SegmentMixin:
                 self.reads_at.setdefault(n, []).append(("mid", seg))
             else:
                 self.reads_at.setdefault(n, []).append(seg)
-        return fwd, fpops + step + cpops + pass_rev
+        # a cut step reads values as they stand at the segment's end: copied before the pops
+        # restore anything (at the reverse point of the segment's end, every variable the
+        # reverse sweep reads there holds its forward value)
+        copies = [B.assign(c, B.name(v)) for v, c in self.cut_copies.items()]
+        for v in self.cut_copies:
+            self.reads_at.setdefault(v, []).append(("end", seg))
+        self.cut_strategy = None
+        # (the partials were pushed after the segment's statements: popped before theirs)
+        return fwd, copies + partial_pops + fpops + step + cpops + pass_rev
 
     def loop_segment(self, seg):
         """A loop replaced by the exact closed form of its carried values."""
         import sympy
         info = seg.plan.lifted
+        self.cut_strategy = None
         n = self.fresh("_n")
         self.types[n] = Scalar("i64")
         nsym = sympy.Symbol(n, integer=True)
@@ -180,26 +197,48 @@ class SegmentMixin:
         tape inside a loop), the pops that restore them, and {(output, input): symbol of the
         local, or the constant partial itself}."""
         import sympy
-        ((_, partials, jac),) = seg.plan.lifted.paths
+        lifted = seg.plan.lifted
+        ((_, partials, jac),) = lifted.paths
+        _, _, carried, finals = lifted.dags[0]
         keys = [k for k in partials if k[0] in self.active and k[1] in self.active]
-        code = self.needed_replacements(jac, [partials[k] for k in keys])
-        pops, local = [], {}
-        for k in keys:
-            e = partials[k]
-            if e.is_Number:
-                local[k] = e
+        exprs = [partials[k] for k in keys]
+        # evaluated after the segment's statements, reading the values they computed (every
+        # variable assigned once: cut_symbols with nothing taped) and the entry values of the
+        # inputs they overwrite (copied before them)
+        subst, before = {}, []
+        for sym in carried:
+            entry = self.fresh("_entry")
+            self.made.add(entry)
+            self.extra_inits.append((entry, Scalar("f64")))
+            before.append(B.assign(entry, B.name(real_name(sym.name, self.lifted_names))))
+            subst[sym.name] = B.name(entry)
+        cut = cut_symbols(jac, exprs, finals, False, self.weights)
+        code = self.needed_replacements(jac, exprs, subst, {n: finals[n] for n in cut}, copy=False)
+        pops, local, kept = [], {}, {}
+        for k, (e, sign) in zip(keys, distinct_partials([partials[k] for k in keys])):
+            if e is None:
+                local[k] = partials[k]
                 continue
-            name = self.fresh("_pa")
-            self.made.add(name)
-            self.extra_inits.append((name, Scalar("f64")))
-            code.append(B.assign(name, self.sym_expr(e)))
-            local[k] = sympy.Symbol(name, real=True)
-            if self.depth > 0:
-                code += self.push_float(B.name(name))
-                pops[:0] = [B.augassign(FP, "-", 1), B.assign(name, B.subscript(FT, B.name(FP)))]
+            if e not in kept:       # each partial once, up to sign
+                name = self.fresh("_pa")
+                self.made.add(name)
+                self.extra_inits.append((name, Scalar("f64")))
+                code.append(B.assign(name, self.sym_expr(e, subst)))
+                kept[e] = sympy.Symbol(name, real=True)
+                if self.depth > 0:
+                    code += self.push_float(B.name(name))
+                    pops[:0] = [B.augassign(FP, "-", 1), B.assign(name, B.subscript(FT, B.name(FP)))]
+            local[k] = kept[e] if sign == 1 else -kept[e]
+        used = names_read(code)
+        before = [b for b in before if b.targets[0].id in used]
         if code:
             code[0].coarsen_comment = f"segment {seg.index}: partials preaccumulated in the forward sweep"
-        return code, pops, local
+        return before, code, pops, local
+
+    @staticmethod
+    def finals_of(info, k):
+        dags = getattr(info, "dags", None)
+        return dags[k][3] if dags else None
 
     def segment_step(self, seg, local=None):
         """The reverse step of a lifted segment; ``local``: {(output, input): partial} kept
@@ -243,14 +282,15 @@ class SegmentMixin:
             branches.append(((), body))
         elif getattr(info, "vjp_paths", None):
             # several outputs: one vector-Jacobian product per path (one sweep, not one per output)
-            for vp in info.vjp_paths:
-                body = self.vjp_step(vp, outs, ins, g, inplace)
+            for k, vp in enumerate(info.vjp_paths):
+                body = self.vjp_step(vp, outs, ins, g, inplace, finals=self.finals_of(info, k))
                 body += self.zero_unset_inputs(seg, set(vp.cotangents))
                 branches.append((vp.decisions, body))
         else:
             paths = getattr(info, "paths", None) or [((), partials, info.jac)]
-            for decisions, path_partials, jac in paths:
-                body = self.path_step(path_partials, jac, outs, ins, g, inplace)
+            for k, (decisions, path_partials, jac) in enumerate(paths):
+                body = self.path_step(path_partials, jac, outs, ins, g, inplace,
+                                      finals=self.finals_of(info, k))
                 got = {i for (o, i) in path_partials if o in outs}
                 body += self.zero_unset_inputs(seg, got)
                 branches.append((decisions, body))
@@ -276,32 +316,22 @@ class SegmentMixin:
             code[0].coarsen_comment = f"segment {seg.index} ({where}), one preaccumulated step: {info.formula or ''}"
         return code
 
-    def path_step(self, partials, jac, outs, ins, g, inplace=None):
+    def path_step(self, partials, jac, outs, ins, g, inplace=None, finals=None):
         """The preaccumulated step of one straight-line path: ``in_bar += sum(d out/d in * out_bar)``;
         ``inplace``: an input whose adjoint is also an output's (read as it stands by the
         other updates): it is updated last, ``x_bar = sum(d out/d x * out_bar)``."""
-        code = []
-        # only the replacements the partials need (values are recomputed by the forward code)
-        needed = set()
-        for (o, i), e in partials.items():
-            if o in outs and i in ins:
-                needed |= e.free_symbols
-        keep = []
-        for sym, e in reversed(jac.replacements):
-            if sym in needed:
-                keep.append((sym, e))
-                needed |= e.free_symbols
-        for sym, e in reversed(keep):
-            name = real_name(sym.name, self.lifted_names)
-            self.made.add(name)
-            code.append(B.assign(name, self.sym_expr(e)))
+        # only the replacements the partials need (values are recomputed by the forward code,
+        # or read where the segment was cut)
+        exprs = [e for (o, i), e in partials.items() if o in outs and i in ins]
+        subst = {}
+        code = self.needed_replacements(jac, exprs, subst, self.cuts(jac, list(partials.values()), finals))
         pre_fwd, pre_rev = [], []
         for i in [i for i in ins if i != inplace] + ([inplace] if inplace is not None else []):
             total = None
             for o in outs:
                 if (o, i) not in partials:
                     continue
-                p = X(self.sym_expr(partials[(o, i)]))
+                p = X(self.sym_expr(partials[(o, i)], subst))
                 term = g[o] if (isinstance(p.node, gast.Constant) and p.node.value == 1) else g[o] * p
                 total = term if total is None else total + term
             if i == inplace:
@@ -312,14 +342,28 @@ class SegmentMixin:
                 self.accumulate(i, total, pre_fwd, pre_rev, code)
         return code
 
-    def needed_replacements(self, jac, exprs, subst=None):
-        """Assignments of the replacements of ``jac`` that ``exprs`` need, in order."""
+    def needed_replacements(self, jac, exprs, subst=None, cut=None, copy=True):
+        """Assignments of the replacements of ``jac`` that ``exprs`` need, in order; ``cut``:
+        {symbol name: variable}: those symbols are read from their variables (``subst`` gets
+        the names), not recomputed: through a copy made at the segment's end in the reverse
+        sweep (``cut_copies``), or directly (``copy=False``, forward code after the segment)."""
         needed = set()
         for e in exprs:
             needed |= e.free_symbols
         keep = []
         for sym, e in reversed(jac.replacements):
             if sym in needed:
+                if cut and sym.name in cut and not copy:
+                    subst[sym.name] = B.name(cut[sym.name])
+                    continue
+                if cut and sym.name in cut:
+                    var = cut[sym.name]
+                    if var not in self.cut_copies:
+                        self.cut_copies[var] = self.fresh("_cut")
+                        self.extra_inits.append((self.cut_copies[var], Scalar("f64")))
+                        self.made.add(self.cut_copies[var])
+                    subst[sym.name] = B.name(self.cut_copies[var])
+                    continue
                 keep.append((sym, e))
                 needed |= e.free_symbols
         code = []
@@ -329,13 +373,21 @@ class SegmentMixin:
             code.append(B.assign(name, self.sym_expr(e, subst)))
         return code
 
-    def vjp_step(self, vp, outs, ins, g, inplace=None):
+    def cuts(self, jac, exprs, finals):
+        """{symbol name: variable} the step reads at the segment's end (strategy ``cut``)."""
+        if self.cut_strategy is None or not finals:
+            return None
+        names = cut_symbols(jac, exprs, finals, self.depth > 0, self.cut_strategy)
+        return {n: finals[n] for n in names}
+
+    def vjp_step(self, vp, outs, ins, g, inplace=None, finals=None):
         """One path's step as a vector-Jacobian product: ``in_bar += cotangent(out_bars)``,
         the outputs' adjoints (``g``) in place of the product's seed symbols; ``inplace`` as
         in ``path_step``."""
         subst = {s: B.ex(g[o]) if o in outs else B.const(0.0) for o, s in vp.seeds.items()}
         exprs = [vp.cotangents[i] for i in ins if i in vp.cotangents]
-        code = self.needed_replacements(vp.jac, exprs, subst)
+        code = self.needed_replacements(vp.jac, exprs, subst,
+                                        self.cuts(vp.jac, list(vp.cotangents.values()), finals))
         pre_fwd, pre_rev = [], []
         for i in [i for i in ins if i != inplace] + ([inplace] if inplace is not None else []):
             if i not in vp.cotangents:
