@@ -87,21 +87,66 @@ def _with(args, p, v):
     return tuple(a)
 
 
-def _prepare_gradient(fn, args, *, coarse, wrt=None):
-    """Differentiate, probe for crashes in a child, call once; returns (g, grad, info)."""
+def _prepare_gradient(fn, args, *, coarse, wrt=None, plan="auto"):
+    """Differentiate, probe for crashes in a child, call once; returns (g, grad, info).
+
+    ``plan`` is coarsen's per-segment strategy (``"auto"``: the cost model; or one forced on
+    every segment).  For a coarse gradient ``info["strategies"]`` is the strategy of each
+    segment of interest, from ``g.report(*args)`` (:func:`strategies_of`)."""
     info = {}
     t0 = time.perf_counter()
-    g = coarsen.differentiate(fn, wrt=wrt, coarsen=coarse)
+    g = coarsen.differentiate(fn, wrt=wrt, coarsen=coarse,
+                              **({} if plan == "auto" else {"plan": plan}))
     g.source_for(*args)
     info["transform_s"] = time.perf_counter() - t0
-    crash = bench.probe_crash(bench.GradientProbe(fn, wrt, coarse, tuple(args)))
+    crash = bench.probe_crash(bench.GradientProbe(fn, wrt, coarse, tuple(args), plan=plan))
     if crash:
         raise bench.Crashed(crash)
     t0 = time.perf_counter()
     grad = g(*args)
     info["first_call_s"] = time.perf_counter() - t0
     info["tape_bytes"] = g.tape_bytes
+    if coarse:
+        info["strategies"] = strategies_of(g, args)
     return g, grad, info
+
+
+#: the order strategies are listed in (``g.report()``'s ``"strategy"`` values)
+STRATEGIES = ("closed form", "preaccumulate", "cut", "recompute", "fine")
+
+
+def quiet_report(g, args):
+    """``g.report(*args)`` without its printout: the list of per-segment dicts."""
+    import io
+
+    return list(g.report(*args, file=io.StringIO()))
+
+
+def strategies_of(g, args):
+    """The ``"strategy"`` of each segment of interest of ``g`` at ``args``, in plan order."""
+    return [s.get("strategy") for s in quiet_report(g, args)]
+
+
+def strategy_mix(strategies):
+    """Counts per strategy, ordered as :data:`STRATEGIES` (unknown names last):
+    ``{"preaccumulate": 2, "cut": 1}``; empty for a function without segments."""
+    counts: dict = {}
+    for s in strategies:
+        counts[str(s)] = counts.get(str(s), 0) + 1
+    order = {k: i for i, k in enumerate(STRATEGIES)}
+    return dict(sorted(counts.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+
+
+def app_strategies(name, size="m", seed=0):
+    """The auto plan's strategies of app ``name`` at ``size``: the gradient the harness builds
+    (``coarsen.differentiate(mod.objective, wrt=tuple(mod.WRT))``, from coarsen's cache) and
+    its report at the harness's inputs."""
+    import apps as apps_pkg
+
+    mod = apps_pkg.load(name)
+    args = mod.make_inputs(size, seed=seed)
+    g = coarsen.differentiate(mod.objective, wrt=tuple(mod.WRT))
+    return strategies_of(g, args)
 
 
 def _err_text(e):
@@ -134,6 +179,12 @@ def apps_coarse_vs_fine(st: Settings, size="m", app_names=None, progress=True):
             row[tool] = {k: r.get(k) for k in ("status", "message", "median_s", "min_s", "max_s",
                                                "tape_bytes", "peak_bytes", "err", "ref")}
             row[tool]["transform_s"] = r.get("prep", {}).get("transform_s")
+        # the strategy mix of the auto plan (the "coarsen" tool's gradient)
+        try:
+            row["strategies"] = app_strategies(c["app"], c["size"], cfg.seed)
+            row["strategy_mix"] = strategy_mix(row["strategies"])
+        except Exception as e:
+            row["strategy_error"] = _err_text(e)
         rows.append(row)
     return {"rows": rows, "meta": result["meta"]}
 
@@ -168,6 +219,9 @@ def kernels_coarse_vs_fine(st: Settings, size="m"):
                 grads[mode] = grad
                 info[mode] = inf
                 fns[mode] = (lambda g=g: g(*big))
+                if coarse:
+                    row["strategies"] = inf["strategies"]
+                    row["strategy_mix"] = strategy_mix(inf["strategies"])
             if "coarse" in grads and "fine" in grads:
                 row["coarse_vs_fine_err"] = float(adbench_err(grads["coarse"], grads["fine"]))
             for mode in list(fns):
@@ -292,18 +346,34 @@ def closed_forms(st: Settings, ns=(10 ** 2, 10 ** 3, 10 ** 4, 10 ** 5, 10 ** 6))
 
 # ----------------------------------------------------------------------------- (e) segment size
 
+#: the variants of (e): row key -> (coarsen=, plan=)
+SEGMENT_VARIANTS = {"coarse": (True, "auto"), "fine": (False, "auto"),
+                    "recompute": (True, "recompute"), "cut": (True, "cut"),
+                    "preaccumulate": (True, "preaccumulate")}
+
+
 def segment_size(st: Settings, Ls=(1, 2, 4, 8, 16, 32), n=20000):
-    """Chains of increasing length inside a loop (``chain_loop``): coarse vs fine time, op counts
-    of the segment (report), symbolic-stage time (the report's transform time, and
-    ``derivatives`` alone), and tapes.  There is no segment size limit to sweep (see REPORT)."""
+    """Chains of increasing length inside a loop (``chain_loop``): the auto plan (``coarse``),
+    fine-grained AD (``fine``) and the three forced coarse plans (``recompute``, ``cut``,
+    ``preaccumulate``), each checked against forward mode and then timed interleaved in the
+    same run; op counts of the segment (report), the auto plan's choice and cost estimates,
+    symbolic-stage time (the report's transform time, and ``derivatives`` alone), and tapes.
+
+    Per row: ``auto_strategy`` (the strategy the cost model chose for the chain's segment),
+    ``costs`` (its estimates), ``speedup`` (variant -> fine time / variant time) and, per
+    variant, ``strategies`` (what its report says each segment does)."""
+    import sys
+
     rng = np.random.default_rng(3)
     xs = rng.uniform(-1.0, 1.0, n)
     rows = []
-    import contextlib
-    import io
-
     for L in Ls:
         mod = chains.chain_module(L)
+        # the crash probe's spawned child unpickles ``chain_loop`` by module name: it inherits
+        # sys.path, so the folder of the generated modules makes them importable there
+        folder = str(chains._tmpdir())
+        if folder not in sys.path:
+            sys.path.append(folder)
         row = {"L": L, "n": n}
         asg, ins, outs = chains.chain_assignments(L)
         t0 = time.perf_counter()
@@ -311,22 +381,27 @@ def segment_size(st: Settings, Ls=(1, 2, 4, 8, 16, 32), n=20000):
         row["symbolic_s"] = time.perf_counter() - t0
         fns = {}
         grads = {}
-        for mode in ("coarse", "fine"):
+        for mode, (coarse, plan) in SEGMENT_VARIANTS.items():
             try:
-                g, grad, info = _prepare_gradient(mod.chain_loop, (xs,), coarse=(mode == "coarse"))
+                g, grad, info = _prepare_gradient(mod.chain_loop, (xs,), coarse=coarse,
+                                                  plan=plan)
             except Exception as e:
                 row[mode] = {"status": "failed", "message": _err_text(e)}
                 continue
-            row[mode] = {"status": "ok", **info}
+            row[mode] = {"status": "ok", "plan": plan if coarse else "coarsen=False", **info}
             grads[mode] = grad
             fns[mode] = (lambda g=g: g(xs))
             if mode == "coarse":
-                with contextlib.redirect_stdout(io.StringIO()):
-                    segs = list(g.report(xs))
+                segs = quiet_report(g, (xs,))
                 row["segments"] = len(segs)
                 row["ops_after"] = sum(s["ops_after"] or 0 for s in segs)
                 row["ops_before"] = sum(s["ops_before"] or 0 for s in segs)
                 row["fallbacks"] = [s["fallback"] for s in segs if s["fallback"]]
+                chosen = [s.get("strategy") for s in segs]
+                row["auto_strategy"] = chosen[0] if len(set(chosen)) == 1 else ", ".join(
+                    str(c) for c in chosen)
+                row["costs"] = segs[0].get("costs") if len(segs) == 1 else [
+                    s.get("costs") for s in segs]
         # reference: the chain's derivative per element by forward mode
         ref = np.array([chains.chain_value_and_grad(L, float(v))[1] for v in xs[:200]])
         for mode in list(fns):
@@ -341,6 +416,9 @@ def segment_size(st: Settings, Ls=(1, 2, 4, 8, 16, 32), n=20000):
         for mode, t in time_interleaved(fns, st).items():
             row[mode].update(t)
             row[mode]["peak_bytes"] = bench.peak_memory(fns[mode])
+        tf = row.get("fine", {}).get("median_s")
+        row["speedup"] = {mode: ratio(tf, row[mode].get("median_s"))
+                          for mode in SEGMENT_VARIANTS if mode != "fine" and mode in row}
         rows.append(row)
     return rows
 
