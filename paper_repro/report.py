@@ -31,6 +31,40 @@ def fmt_x(v, digits=3):
     return "-" if v is None else f"{v:.{digits}g}x"
 
 
+def fmt_mix(mix):
+    """``{"preaccumulate": 2, "cut": 1}`` -> ``"2 preaccumulate, 1 cut"``; ``{}`` -> ``"no
+    segments"``; ``None`` (not measured) -> ``"-"``."""
+    if mix is None:
+        return "-"
+    if not mix:
+        return "no segments"
+    return ", ".join(f"{n} {k}" for k, n in mix.items())
+
+
+def total_mix(mixes):
+    """The sum of strategy mixes, in the order of the first that names each strategy."""
+    from .experiments import strategy_mix
+
+    out = []
+    for m in mixes:
+        for k, n in (m or {}).items():
+            out += [k] * n
+    return strategy_mix(out)
+
+
+#: the variants of (e) against fine, in table order: key, label
+SEG_VARIANTS = (("coarse", "auto"), ("recompute", "recompute"), ("cut", "cut"),
+                ("preaccumulate", "preaccumulate"))
+
+
+def _seg_speedup(r, mode):
+    sp = r.get("speedup")
+    if sp is not None:
+        return sp.get(mode)
+    # results written before the forced plans were measured
+    return ratio(r.get("fine", {}).get("median_s"), r.get(mode, {}).get("median_s"))
+
+
 def _status(r):
     if not r:
         return "-"
@@ -174,14 +208,25 @@ def make_figures(res, figdir: Path):
     if ss:
         fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
         Ls = [r["L"] for r in ss]
-        for mode, ls in (("coarse", "o-"), ("fine", "s--")):
-            axes[0].plot(Ls, [r.get(mode, {}).get("median_s") for r in ss], ls, label=mode)
+        for (mode, lab), ls in zip(SEG_VARIANTS, ("o-", "v:", "^:", "s:")):
+            pts = [(r["L"], _seg_speedup(r, mode)) for r in ss]
+            pts = [(a, b) for a, b in pts if b]
+            if pts:
+                axes[0].plot([a for a, _ in pts], [b for _, b in pts], ls,
+                             lw=2.2 if mode == "coarse" else 1.2,
+                             label=lab + (" (cost model)" if mode == "coarse" else " (forced)"))
+        for r in ss:
+            v = _seg_speedup(r, "coarse")
+            if v and r.get("auto_strategy"):
+                axes[0].annotate(str(r["auto_strategy"])[:6], (r["L"], v), fontsize=7,
+                                 textcoords="offset points", xytext=(0, 6), ha="center")
+        axes[0].axhline(1.0, color="k", lw=0.8)
         axes[0].set_xscale("log", base=2)
         axes[0].set_yscale("log")
         axes[0].set_xlabel("statements per segment L (chain in a loop of n elements)")
-        axes[0].set_ylabel("gradient time per call (s)")
+        axes[0].set_ylabel("fine time / variant time (log)")
         axes[0].legend(fontsize=8)
-        axes[0].set_title("(e) time vs segment length")
+        axes[0].set_title("(e) speedup against fine; label: auto's choice")
         axes[1].plot(Ls, [r.get("ops_after") for r in ss], "o-", label="ops coarse (report)")
         axes[1].plot(Ls, [r.get("ops_before") for r in ss], "s--", label="ops fine (report)")
         ax2 = axes[1].twinx()
@@ -211,6 +256,7 @@ def _apps_rows(res):
             "speedup": ratio(f.get("median_s"), c.get("median_s")) if ok else None,
             "vs_hw": ratio(c.get("median_s"), h.get("median_s"))
             if c.get("status") == "ok" and h.get("status") == "ok" else None,
+            "mix": r.get("strategy_mix"),
         })
     return rows
 
@@ -220,7 +266,7 @@ def _kernel_rows(res):
     for r in res.get("kernels", []):
         c, f = r.get("coarse", {}), r.get("fine", {})
         ok = c.get("status") == "ok" and f.get("status") == "ok"
-        rows.append({"name": r["kernel"], "c": c, "f": f, "row": r,
+        rows.append({"name": r["kernel"], "c": c, "f": f, "row": r, "mix": r.get("strategy_mix"),
                      "speedup": ratio(f.get("median_s"), c.get("median_s")) if ok else None})
     return rows
 
@@ -239,7 +285,9 @@ def headline(res):
         f"{fmt_x(g_apps)} over {n_ok}/{len(ar)} apps (range "
         f"{fmt_x(min([v for v in sp_apps if v], default=None))} to "
         f"{fmt_x(max([v for v in sp_apps if v], default=None))}); our small programs: geomean "
-        f"{fmt_x(g_k)} (max {fmt_x(max(all_sp, default=None))}) |")
+        f"{fmt_x(g_k)} (max {fmt_x(max(all_sp, default=None))}); auto plan's strategies over "
+        f"the apps' segments: {fmt_mix(total_mix(r['mix'] for r in ar)) if ar else '-'}, over "
+        f"our programs': {fmt_mix(total_mix(r['mix'] for r in kr)) if kr else '-'} |")
     tr = []
     for r in ar:
         tc, tf = r["c"].get("tape_bytes"), r["f"].get("tape_bytes")
@@ -279,16 +327,27 @@ def headline(res):
         lines.append(f"| (d) closed-form loops | {PAPER['closed']} | {'; '.join(parts)} |")
     ss = res.get("segment_size")
     if ss:
-        sp = [(r["L"], ratio(r.get("fine", {}).get("median_s"), r.get("coarse", {}).get("median_s")))
-              for r in ss]
-        tt = [(r["L"], r.get("coarse", {}).get("transform_s")) for r in ss]
+        auto = [(r["L"], _seg_speedup(r, "coarse"), r.get("auto_strategy")) for r in ss]
+        measured = [v for _, v, _ in auto if v is not None]
+        verdict = ("**yes**" if measured and len(measured) == len(auto)
+                   and all(v >= 1.0 for v in measured) else "**no**")
+        below = [f"L={L}" for L, v, _ in auto if v is None or v < 1.0]
+        beaten = []
+        for r in ss:
+            va = _seg_speedup(r, "coarse")
+            best = max(((m, _seg_speedup(r, m)) for m, _ in SEG_VARIANTS[1:]),
+                       key=lambda mv: mv[1] or 0.0)
+            if va and best[1] and best[1] > va * 1.05:
+                beaten.append(f"L={r['L']}: {best[0]} {fmt_x(best[1])}")
         lines.append(
-            f"| (e) segment size limit | {PAPER['segsize']} | **no segment size limit is "
-            f"implemented** (segments are maximal runs, bounded only by the symbolic budget: "
-            f"4000 ops, 2 s). Chains in a loop (coarse tapes only inputs and recomputes, fine "
-            f"tapes every intermediate): speedup fine/coarse "
-            + ", ".join(f"L={L}: {fmt_x(v)}" for L, v in sp)
-            + "; transform time " + ", ".join(f"L={L}: {fmt_t(t)}" for L, t in tt) + " |")
+            f"| (e) segment size limit | {PAPER['segsize']} | the cost model's choice per "
+            f"segment among recompute, cut and preaccumulate is the limit made concrete. Chains "
+            f"of L = {auto[0][0]}..{auto[-1][0]} statements in a loop, auto against fine: "
+            + ", ".join(f"L={L}: {fmt_x(v)} ({c or '?'})" for L, v, c in auto)
+            + f". Auto >= 1.0x against fine at every L: {verdict}"
+            + (f" (below at {', '.join(below)})" if below else "")
+            + ("; a forced plan beats auto by more than 5% at " + "; ".join(beaten)
+               if beaten else "; no forced plan beats auto by more than 5%") + " |")
     return "\n".join(lines)
 
 
@@ -347,8 +406,8 @@ def render(res, files, meta):
     if ar:
         out += ["## (a) + (b) Applications (apps/, size m): coarse vs fine", ""]
         out.append("| app | coarse | fine | speedup fine/coarse | coarse / hand-written | tape "
-                   "coarse | tape fine | peak coarse | peak fine |")
-        out.append("|---|---|---|---|---|---|---|---|---|")
+                   "coarse | tape fine | peak coarse | peak fine | strategies (auto plan) |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
         for r in ar:
             c, f = r["c"], r["f"]
             out.append(
@@ -358,19 +417,21 @@ def render(res, files, meta):
                 f"{fmt_b(c.get('tape_bytes')) if c.get('status') == 'ok' else '-'} | "
                 f"{fmt_b(f.get('tape_bytes')) if f.get('status') == 'ok' else '-'} | "
                 f"{fmt_b(c.get('peak_bytes')) if c.get('peak_bytes') is not None else '-'} | "
-                f"{fmt_b(f.get('peak_bytes')) if f.get('peak_bytes') is not None else '-'} |")
+                f"{fmt_b(f.get('peak_bytes')) if f.get('peak_bytes') is not None else '-'} | "
+                f"{fmt_mix(r['mix'])} |")
         out.append("")
     kr = _kernel_rows(res)
     if kr:
         out += ["## (a) + (b) Our small programs (paper_repro/programs.py, 20000 elements/trips)",
                 ""]
         out.append("| program | coarse | fine | speedup fine/coarse | tape coarse | tape fine | "
-                   "peak coarse | peak fine | err vs central diff. (coarse / fine) |")
-        out.append("|---|---|---|---|---|---|---|---|---|")
+                   "peak coarse | peak fine | err vs central diff. (coarse / fine) | "
+                   "strategies (auto plan) |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
         for r in kr:
             c, f, row = r["c"], r["f"], r["row"]
             if row.get("error"):
-                out.append(f"| {r['name']} | ERROR: {row['error'][:80]} |||||||| ")
+                out.append(f"| {r['name']} | ERROR: {row['error'][:80]} ||||||||| ")
                 continue
             out.append(
                 f"| {r['name']} | {_status(c) or fmt_t(c.get('median_s'))} | "
@@ -378,7 +439,7 @@ def render(res, files, meta):
                 f"{fmt_b(c.get('tape_bytes'))} | {fmt_b(f.get('tape_bytes'))} | "
                 f"{fmt_b(c.get('peak_bytes'))} | {fmt_b(f.get('peak_bytes'))} | "
                 f"{row.get('coarse_fd_err', float('nan')):.1e} / "
-                f"{row.get('fine_fd_err', float('nan')):.1e} |")
+                f"{row.get('fine_fd_err', float('nan')):.1e} | {fmt_mix(r['mix'])} |")
         out.append("")
     out += ["### Reading (a) and (b)", "", discussion_ab(res), ""]
 
@@ -433,17 +494,41 @@ def render(res, files, meta):
     ss = res.get("segment_size")
     if ss:
         out += ["## (e) Segment size: reuse against coarsening", ""]
-        out.append("| L (statements per segment) | segments | ops fine -> coarse (report) | "
-                   "coarse | fine | fine/coarse | tape coarse / fine | transform coarse / fine "
-                   "| `derivatives()` alone |")
-        out.append("|---|---|---|---|---|---|---|---|---|")
+        out.append(f"The chain `x = sin(x)*x + cos(x)`, L statements, applied to each of "
+                   f"n = {ss[0].get('n')} elements in a loop (`chain_loop`): one segment per "
+                   "trip. Five gradients per L, checked against forward mode, then timed "
+                   "interleaved in the same run: fine (`coarsen=False`), auto (the cost model, "
+                   "`plan=\"auto\"`) and the three coarse plans forced on the segment. Each "
+                   "cell: time per call (fine time / that time). Estimates: the cost model's "
+                   "extra work per trip of each alternative (units of one addition).")
+        out.append("")
+        out.append("| L | auto chose | estimates recompute / cut / preaccumulate / fine | fine | "
+                   "auto | recompute | cut | preaccumulate |")
+        out.append("|---|---|---|---|---|---|---|---|")
+        for r in ss:
+            cells = []
+            for mode, _ in SEG_VARIANTS:
+                m = r.get(mode, {})
+                st = _status(m)
+                cells.append(st if st else f"{fmt_t(m.get('median_s'))} "
+                             f"({fmt_x(_seg_speedup(r, mode))})")
+            co = r.get("costs")
+            est = (" / ".join("-" if co.get(k) is None else f"{co[k]:.0f}"
+                              for k in ("recompute", "cut", "preaccumulate", "fine"))
+                   if isinstance(co, dict) else "-")
+            f = r.get("fine", {})
+            out.append(f"| {r['L']} | {r.get('auto_strategy', '-')} | {est} | "
+                       f"{_status(f) or fmt_t(f.get('median_s'))} | " + " | ".join(cells) + " |")
+        out.append("")
+        out.append("| L | segments | ops fine -> coarse (report) | tape fine / auto / recompute / "
+                   "cut / preaccumulate | transform auto / fine | `derivatives()` alone |")
+        out.append("|---|---|---|---|---|---|")
         for r in ss:
             c, f = r.get("coarse", {}), r.get("fine", {})
+            tapes = " / ".join(fmt_b(r.get(m, {}).get("tape_bytes")) for m in
+                               ("fine", "coarse", "recompute", "cut", "preaccumulate"))
             out.append(f"| {r['L']} | {r.get('segments', '-')} | {r.get('ops_before', '-')} -> "
-                       f"{r.get('ops_after', '-')} | {_status(c) or fmt_t(c.get('median_s'))} | "
-                       f"{_status(f) or fmt_t(f.get('median_s'))} | "
-                       f"{fmt_x(ratio(f.get('median_s'), c.get('median_s')))} | "
-                       f"{fmt_b(c.get('tape_bytes'))} / {fmt_b(f.get('tape_bytes'))} | "
+                       f"{r.get('ops_after', '-')} | {tapes} | "
                        f"{fmt_t(c.get('transform_s'))} / {fmt_t(f.get('transform_s'))} | "
                        f"{fmt_t(r.get('symbolic_s'))} |")
         out.append("")
@@ -475,12 +560,14 @@ NOT_REPRODUCED = """\
   a much stronger baseline than an operator-overloading AD runtime that allocates per
   operation. Speedups against it are correspondingly smaller than against a Python-level tape
   (see `python -m apps.bench` for JAX, autograd, tangent and PyTorch in the same run).
-* **A segment size limit (claim e).** coarsen has no user-facing segment size limit: the planner
-  takes every maximal run of liftable scalar statements as one segment, keeps reused values as
-  shared symbols (so there is nothing to swell), and bounds each segment only by the symbolic
-  stage's budget (4000 operations per expression, 2 s). The paper's experiment that sweeps the
-  limit and shows the trade-off between reuse and coarsening cannot be run; we report what
-  the code does instead: speedup, op counts and symbolic cost as the segment grows.
+* **A segment size limit (claim e), as the paper sweeps it.** coarsen has no user-facing
+  segment size limit: the planner takes every maximal run of liftable scalar statements as one
+  segment, keeps reused values as shared symbols (so there is nothing to swell), and bounds each
+  segment only by the symbolic stage's budget (4000 operations per expression, 2 s). What the
+  limit trades off (reuse against recomputation) is decided per segment instead, by the cost
+  model's choice among recompute, cut and preaccumulate (`plan="auto"`); (e) measures that
+  choice against each forced plan and fine-grained AD on segments of growing length. The
+  paper's own sweep over limit values cannot be run.
 * **Loops without closed forms** are coarsened per trip (one preaccumulated step per trip);
   their speedup comes from the segment inside, not from removing the loop.
 * Bugs found while reproducing are listed in the section above and were not fixed here (the
@@ -505,9 +592,12 @@ def discussion_ab(res):
             "factors are near 1x: our baseline is not an interpreted tape but the same "
             "Numba-compiled code with typed preallocated tapes, so LLVM already removes much of "
             "what coarsening saves, and in apps dominated by array reads/writes, stores and "
-            "index arithmetic those statements stay fine-grained in both modes. Where coarse is "
-            "slower, the coarse step recomputes segment values from the taped inputs that the "
-            "fine sweep reads back (see (e)).")
+            "index arithmetic those statements stay fine-grained in both modes. Each segment's "
+            "strategy is the cost model's choice (the last column: closed form, preaccumulate, "
+            "cut, recompute or fine); where coarse is still slower than fine, the model's "
+            "estimates (operation counts with per-kind weights) miss what the compiled code "
+            "costs, e.g. memory traffic and what LLVM already shares in the fine code; (e) "
+            "measures each strategy against fine on one segment.")
     if bad:
         lines.append("Not measured: " + "; ".join(
             f"{r['name']} ({_status(r['c']) or ''} {_status(r['f']) or ''})".strip()
@@ -566,33 +656,71 @@ def discussion_d(cf):
 
 
 def discussion_e(ss):
-    ok = [r for r in ss if r.get("coarse", {}).get("median_s") and r.get("fine", {}).get("median_s")]
+    ok = [r for r in ss if r.get("fine", {}).get("median_s")]
     opr = [r["ops_before"] / r["ops_after"] for r in ss if r.get("ops_after")]
     s = ""
     if opr:
         s += (f"The segment's op count grows linearly with L in both modes (fine/coarse op ratio "
               f"{min(opr):.1f} to {max(opr):.1f}: reuse keeps the segment linear). ")
+    s += ("A segment can be differentiated three ways, and which is cheapest depends on the "
+          "segment, which is the trade-off a segment size limit stands for: *recompute* tapes "
+          "the segment's input and re-evaluates the whole chain (all its `sin`/`cos` calls) in "
+          "the reverse step before one vector-Jacobian product, so its extra work grows with L; "
+          "*cut* reads back the expensive values the segment's variables hold at its end "
+          "(taped in the loop) instead of recomputing them; *preaccumulate* evaluates the "
+          "partial derivative of the chain in the forward sweep, from the values just computed, "
+          "and tapes it, so the reverse step is one multiply-add whatever L. The cost model "
+          "estimates each per trip and picks the cheapest (the estimates column). ")
     if ok:
-        sp = [r["fine"]["median_s"] / r["coarse"]["median_s"] for r in ok]
-        s += ("Measured run-time fine/coarse: " + ", ".join(
-            f"L={r['L']}: {fmt_x(v)}" for r, v in zip(ok, sp)) + ". ")
-        tc = [r["coarse"].get("tape_bytes") for r in ok]
+        chosen = {}
+        for r in ss:
+            if r.get("auto_strategy"):
+                chosen.setdefault(str(r["auto_strategy"]), []).append(r["L"])
+        if chosen:
+            s += ("Here it chose " + "; ".join(
+                f"{k} at L = {', '.join(str(L) for L in v)}" for k, v in chosen.items()) + ". ")
+        s += ("Measured against fine: auto " + ", ".join(
+            f"L={r['L']}: {fmt_x(_seg_speedup(r, 'coarse'))}" for r in ok) + "; recompute "
+            + ", ".join(f"L={r['L']}: {fmt_x(_seg_speedup(r, 'recompute'))}" for r in ok)
+            + "; cut " + ", ".join(f"L={r['L']}: {fmt_x(_seg_speedup(r, 'cut'))}" for r in ok)
+            + "; preaccumulate " + ", ".join(
+                f"L={r['L']}: {fmt_x(_seg_speedup(r, 'preaccumulate'))}" for r in ok) + ". ")
+        below = [r["L"] for r in ok if _seg_speedup(r, "coarse") is not None
+                 and _seg_speedup(r, "coarse") < 1.0]
+        unmeasured = [r["L"] for r in ok if _seg_speedup(r, "coarse") is None]
+        s += ("Auto is at least 1.0x against fine at every L. " if not below and not unmeasured
+              else (f"Auto is below 1.0x against fine at L = {', '.join(map(str, below))}. "
+                    if below else "")
+              + (f"Auto was not measured at L = {', '.join(map(str, unmeasured))}. "
+                 if unmeasured else ""))
+        rec_below = [r["L"] for r in ok if _seg_speedup(r, "recompute") is not None
+                     and _seg_speedup(r, "recompute") < 1.0]
+        if rec_below:
+            s += ("Forced recompute (the scheme coarse mode used for every segment before the "
+                  "cost model: no cut, no preaccumulation) is slower than fine at L = "
+                  f"{', '.join(map(str, rec_below))}: without a limit, recomputing a long "
+                  "transcendental chain costs more than reading back the fine tape. ")
+        beaten = []
+        for r in ok:
+            va = _seg_speedup(r, "coarse")
+            for m, lab in SEG_VARIANTS[1:]:
+                v = _seg_speedup(r, m)
+                if va and v and v > va * 1.05:
+                    beaten.append(f"{lab} at L={r['L']} ({fmt_x(v)} against auto's {fmt_x(va)})")
+        if beaten:
+            s += ("A forced plan beats auto by more than 5% at: " + "; ".join(beaten)
+                  + ". Where the forced plan is the one auto chose, the two gradients are the "
+                  "same code and the gap is timing noise (quick mode, 2 shared cores); "
+                  "elsewhere the model's estimate missed. ")
+        else:
+            s += "No forced plan beats auto by more than 5% (timing noise on 2 shared cores). "
         tf = [r["fine"].get("tape_bytes") for r in ok]
-        s += (f"Tapes: coarse {fmt_b(tc[0])} -> {fmt_b(tc[-1])} (only the segment's input per "
-              f"element), fine {fmt_b(tf[0])} -> {fmt_b(tf[-1])} (every intermediate). That is "
-              "the trade-off behind a segment size limit, measured here: the coarse reverse "
-              "step stores only the segment's inputs and recomputes the chain's forward values "
-              "(the `sin`/`cos` calls that dominate the time) from them, while the fine reverse "
-              "sweep reads them back from its tape; the op counts in the report count the "
-              "derivative expressions, not that recomputation. So the longer the segment, the "
-              "more the coarse gradient pays for recomputation, and for long transcendental "
-              "chains it becomes slower than fine-grained AD while using a constant, small "
-              "tape. A segment size limit (or a cut that tapes intermediate values) would choose "
-              "between the two. ")
+        tc = [r.get("coarse", {}).get("tape_bytes") for r in ok]
+        s += (f"Tapes: fine {fmt_b(tf[0])} -> {fmt_b(tf[-1])} (every intermediate), auto "
+              f"{fmt_b(tc[0])} -> {fmt_b(tc[-1])}. ")
     tr = [(r["L"], r.get("coarse", {}).get("transform_s")) for r in ss]
-    s += ("The transformation (symbolic stage plus code generation) costs "
+    s += ("The transformation (symbolic stage, cost model and code generation) costs "
           + ", ".join(f"{fmt_t(t)} at L={L}" for L, t in tr if t is not None)
           + " (the first includes one-time warm-up). Reused values are never inlined, so the "
-          "symbolic expressions stay linear in L. coarsen does not implement a segment size "
-          "limit, so the limit's effect itself (choosing the cut) is not measured.")
+          "symbolic expressions stay linear in L.")
     return s
