@@ -36,6 +36,15 @@ def _versions():
     return out
 
 
+def _loadavg():
+    """The 1-minute load average (None where the platform has none): timings are noisier when
+    it is near or above the number of CPUs."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m paper_repro", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a few minutes on 2 cores")
@@ -51,6 +60,7 @@ def main(argv=None):
 
     st = ex.Settings.make(a.quick)
     t_start = time.perf_counter()
+    load_start = _loadavg()
     res: dict = {}
     errors: dict = {}
 
@@ -88,6 +98,7 @@ def main(argv=None):
             "machine": platform.machine(), "cpus": os.cpu_count(),
             "python": platform.python_version(), "versions": _versions(),
             "elapsed_s": time.perf_counter() - t_start, "parts": sorted(parts),
+            "loadavg_start": load_start, "loadavg_end": _loadavg(),
             "errors": errors}
     a.out.mkdir(parents=True, exist_ok=True)
     files = report.make_figures(res, a.out / "figures")

@@ -85,3 +85,71 @@ def test_generated_chain_module_is_differentiable():
     for coarse in (True, False):
         (gd,) = coarsen.differentiate(mod.chain_scalar, coarsen=coarse, target="python")(0.4)
         assert gd == pytest.approx(d, rel=1e-12, abs=1e-15)
+
+
+# ----------------------------------------------------------------------------- strategies (issue 11)
+
+_ALLOWED = {"recompute", "cut", "preaccumulate", "fine", "closed form"}
+
+
+def test_strategy_mix_counts_and_text():
+    mix = experiments.strategy_mix(["recompute", "cut", "preaccumulate", "preaccumulate"])
+    assert mix == {"preaccumulate": 2, "cut": 1, "recompute": 1}
+    assert list(mix) == ["preaccumulate", "cut", "recompute"]  # the documented order
+    assert report.fmt_mix(mix) == "2 preaccumulate, 1 cut, 1 recompute"
+    assert report.fmt_mix({}) == "no segments" and report.fmt_mix(None) == "-"
+    assert report.total_mix([mix, {"closed form": 1, "cut": 2}, None]) == {
+        "closed form": 1, "preaccumulate": 2, "cut": 3, "recompute": 1}
+
+
+def test_strategies_of_a_program_and_an_app():
+    g = coarsen.differentiate(programs.quad_sum, wrt=("a", "b"))
+    assert experiments.strategies_of(g, (0.5, 1.5, 10)) == ["closed form"]
+    strategies = experiments.app_strategies("kalman", "s")
+    assert strategies and set(strategies) <= _ALLOWED, strategies
+    assert sum(experiments.strategy_mix(strategies).values()) == len(strategies)
+
+
+def test_segment_size_times_every_plan_and_reports_the_auto_choice(monkeypatch):
+    # the crash probe spawns a child per gradient; the tiny run here skips it (speed only)
+    monkeypatch.setattr(experiments.bench, "probe_crash", lambda *a, **k: None)
+    st = experiments.Settings(quick=True, min_time=0.001, samples=1, budget_s=0.2)
+    rows = experiments.segment_size(st, Ls=(1, 2), n=64)
+    assert [r["L"] for r in rows] == [1, 2]
+    for r in rows:
+        for mode, (coarse, plan) in experiments.SEGMENT_VARIANTS.items():
+            m = r[mode]
+            assert m["status"] == "ok", (r["L"], mode, m)
+            assert m["ref_err"] <= 1e-8 and m["median_s"] > 0 and m["samples"] >= 1
+            if coarse and plan != "auto":  # a forced plan is what the report shows
+                assert m["strategies"] == [plan], (mode, m["strategies"])
+        assert r["auto_strategy"] in _ALLOWED - {"closed form"}
+        assert r["coarse"]["strategies"] == [r["auto_strategy"]]
+        assert set(r["costs"]) >= {"recompute", "cut", "preaccumulate", "fine"}
+        assert set(r["speedup"]) == {"coarse", "recompute", "cut", "preaccumulate"}
+        assert all(v > 0 for v in r["speedup"].values())
+    res = {"segment_size": rows}
+    head = report.headline(res)
+    assert "(e) segment size" in head and "Auto >= 1.0x against fine at every L: **" in head
+    assert f"L=1: {report.fmt_x(rows[0]['speedup']['coarse'])} ({rows[0]['auto_strategy']})" in head
+    md = report.render(res, {}, {"quick": True, "date": "d", "machine": "m", "cpus": 2,
+                                 "versions": {}, "elapsed_s": 1.0, "loadavg_start": 0.1,
+                                 "loadavg_end": 0.2})
+    assert "| L | auto chose | estimates recompute / cut / preaccumulate / fine |" in md
+    assert "Machine load (1-minute average) 0.10" in md and "busy" not in md
+
+
+def test_apps_table_shows_the_strategy_mix():
+    ok = {"status": "ok", "median_s": 1e-3, "tape_bytes": 8, "peak_bytes": 16}
+    res = {"apps": {"rows": [{"app": "demo", "size": "m", "dims": None, "coarsen": ok,
+                              "coarsen_fine": dict(ok, median_s=2e-3),
+                              "handwritten": {"status": "ok", "median_s": 1e-3},
+                              "strategy_mix": {"preaccumulate": 2, "cut": 1}}]},
+           "kernels": [{"kernel": "k", "coarse": ok, "fine": ok, "coarse_fd_err": 0.0,
+                        "fine_fd_err": 0.0, "strategy_mix": {"closed form": 1}}]}
+    md = report.render(res, {}, {"quick": True, "date": "d", "machine": "m", "cpus": 2,
+                                 "versions": {}, "elapsed_s": 1.0})
+    assert "| strategies (auto plan) |" in md
+    assert "| 2 preaccumulate, 1 cut |" in md and "| 1 closed form |" in md
+    assert "over the apps' segments: 2 preaccumulate, 1 cut, over our programs': 1 closed form" \
+        in report.headline(res)
