@@ -199,8 +199,9 @@ def differentiate_segment(seg, types, active, budget, temps=frozenset()):
                            ops_after=total_after)
     if any(v is not None for v in vjps):
         # one product per path (a path with a single output gets the product of its partials)
-        vjp_paths = [v if v is not None else _vjp_of_partials(d, p, j, seg.index)
-                     for v, (d, p, j) in zip(vjps, out)]
+        vjp_paths = [v if v is not None else _vjp_of_partials(
+            d, {k: e for k, e in p.items() if types[k[0]].kind == "f64"}, j, seg.index)
+            for v, (d, p, j) in zip(vjps, out)]
         vjp_paths = [replace(v, decisions=d) for v, (d, _, _) in zip(vjp_paths, out)]
     else:
         vjp_paths = []
@@ -344,10 +345,13 @@ def _differentiate_path(seg, lifted, types, active, budget, temps):
     # values a variable holds at the segment's end (assigned once on this path): a reverse
     # step may read the variable there instead of recomputing the symbol (the cut strategy)
     targets = {sym for sym, _ in lifter.assignments}
-    # (not an input: the step reads an input's entry value under the same name)
+    # (not an input: the step reads an input's entry value under the same name; assigned
+    # outside the segment's ifs: defined at its end on every path, since the step's copies
+    # of these values are made before it chooses its path)
+    top = {st.target for st in seg.stmts if isinstance(st, Assign)}
     finals = {env[v].name: v for v, k in counts.items()
               if k == 1 and env.get(v) in targets and types[v].kind == "f64"
-              and v not in lifter.inputs}
+              and v not in lifter.inputs and v in top}
     dag = (list(lifter.assignments + bind), list(wrt), carried, finals)
     return partials, jac, _formula(outs, lifter.assignments), vjp, dag
 

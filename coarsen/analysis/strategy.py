@@ -18,8 +18,8 @@ primal; the primal's own statements are the same under every strategy) for each 
   segment size limit made concrete);
 * ``preaccumulate`` (one-path segments only): the forward sweep evaluates every partial next
   to the primal (the values the primal just computed are shared: only the work beyond the
-  primal counts), tapes the non-constant ones when inside a loop; the reverse step is one
-  multiply-add per partial;
+  primal counts), tapes the distinct ones when inside a loop (not a number, nor an input the
+  reverse sweep reads anyway); the reverse step is one multiply-add per partial;
 * ``fine``: statement-by-statement reverse mode: per active operand of every operation a
   multiply and an add, plus its local partial (the derivative of a call: a trig call for
   ``sin``, a division for ``log``...), and, inside a loop, a taped float for every value a
@@ -174,7 +174,8 @@ def preaccumulate_cost(lifted: LiftedSegment, ctx: SegmentContext, w: Weights) -
     assignments = lifted.dags[0][0]
     exprs = list(partials.values())
     extra = expr_cost(_needed(jac, exprs) + exprs, w) - expr_cost([e for _, e in assignments], w)
-    kept = {e for e, _ in distinct_partials(exprs) if e is not None}
+    kept = {e for e, _ in distinct_partials(exprs)
+            if e is not None and not (e.is_Symbol and e.name not in ctx.taped)}
     taped = len(kept) * w.tape if ctx.in_loop else 0.0
     return max(extra, 0.0) + len(exprs) * (w.mul + w.add) + taped
 

@@ -216,7 +216,9 @@ class SegmentMixin:
         code = self.needed_replacements(jac, exprs, subst, {n: finals[n] for n in cut}, copy=False)
         pops, local, kept = [], {}, {}
         for k, (e, sign) in zip(keys, distinct_partials([partials[k] for k in keys])):
-            if e is None:
+            if e is None or (e.is_Symbol and self.stays_readable(real_name(e.name, self.lifted_names))):
+                # a number, or an input the reverse sweep reads anyway (an element it re-reads,
+                # a value never reassigned): used as it is, not taped
                 local[k] = partials[k]
                 continue
             if e not in kept:       # each partial once, up to sign
@@ -234,6 +236,11 @@ class SegmentMixin:
         if code:
             code[0].coarsen_comment = f"segment {seg.index}: partials preaccumulated in the forward sweep"
         return before, code, pops, local
+
+    def stays_readable(self, name):
+        """A variable the reverse sweep can read without a tape: an element read it re-reads
+        from its array, or a variable assigned once outside every loop."""
+        return name in self.recompute or (name in self.types and intact(self.f, name))
 
     @staticmethod
     def finals_of(info, k):
