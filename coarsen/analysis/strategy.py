@@ -20,8 +20,8 @@ primal; the primal's own statements are the same under every strategy) for each 
   to the primal (the values the primal just computed are shared: only the work beyond the
   primal counts), tapes the distinct ones when inside a loop (not a number, nor an input the
   reverse sweep reads anyway); the reverse step is one multiply-add per partial;
-* ``fine``: statement-by-statement reverse mode: per active operand of every operation a
-  multiply and an add, plus its local partial (the derivative of a call: a trig call for
+* ``fine``: statement-by-statement reverse mode: per active operand of a sum an add (the
+  adjoint passes through), of every other operation a multiply and an add, plus its local partial (the derivative of a call: a trig call for
   ``sin``, a division for ``log``...), and, inside a loop, a taped float for every value a
   nonlinear operation reads that the segment assigns (its intermediates, and the inputs it
   overwrites: the values every trip overwrites).
@@ -41,8 +41,12 @@ import sympy
 from .costmodel import Weights, call_weight, expr_cost
 from .plans import PLANS, LiftedSegment  # noqa: F401 (PLANS: the accepted plan= values)
 
-#: a coarse strategy is chosen only when its estimate is below MARGIN x the fine estimate
-MARGIN = 0.9
+#: a coarse strategy is chosen only when its estimate is below MARGIN x the fine estimate: the
+#: model counts operations and taped floats, not dependency chains (a recomputed segment
+#: lengthens the reverse sweep's critical path), so it is optimistic about recompute and cut;
+#: 0.6 keeps fine where the apps and paper_repro's kernels measured coarse strategies at or
+#: below fine's speed (Horner's rule, the RK4 step) and coarse where they won
+MARGIN = 0.6
 
 STRATEGIES = ("recompute", "cut", "preaccumulate", "fine")
 
@@ -68,10 +72,13 @@ class StrategyCosts:
     chosen: str
     why: str
 
-    def as_text(self) -> str:
+    def estimates_text(self) -> str:
         pre = "n/a" if self.preaccumulate is None else f"{self.preaccumulate:.0f}"
-        return (f"{self.chosen} (estimated cost: recompute {self.recompute:.0f}, cut {self.cut:.0f}, "
-                f"preaccumulate {pre}, fine {self.fine:.0f}; {self.why})")
+        return (f"estimated cost: recompute {self.recompute:.0f}, cut {self.cut:.0f}, "
+                f"preaccumulate {pre}, fine {self.fine:.0f}; {self.why}")
+
+    def as_text(self) -> str:
+        return f"{self.chosen} ({self.estimates_text()})"
 
 
 def _needed(jac, exprs):
@@ -227,7 +234,9 @@ def fine_cost(lifted: LiftedSegment, ctx: SegmentContext, w: Weights) -> float:
                     # symbol, or a loop-varying compound operand (a temporary in the IR)
                     read |= {a for a in args if (a.is_Symbol and a in varying) or
                              (not a.is_Atom and a.free_symbols & varying)}
-                if act:
+                if act and node.is_Add:
+                    total += len(act) * w.add       # the adjoint passes through, accumulated
+                elif act:
                     total += len(act) * (w.mul + w.add)
                     total += len(act) * _local_partial_cost(node, len(args), w)
                 stack.extend(args)

@@ -102,7 +102,7 @@ def _planned(plan, ctx, weights, forced):
         return plan
     costs = estimate(plan.lifted, ctx, weights, forced)
     if costs.chosen == "fine":
-        return replace(plan, result=Fallback(f"cost model: {costs.as_text()}"), strategy="fine",
+        return replace(plan, result=Fallback(costs.estimates_text()), strategy="fine",
                        costs=costs)
     return replace(plan, strategy=costs.chosen, costs=costs)
 
