@@ -345,13 +345,10 @@ def _differentiate_path(seg, lifted, types, active, budget, temps):
     # values a variable holds at the segment's end (assigned once on this path): a reverse
     # step may read the variable there instead of recomputing the symbol (the cut strategy)
     targets = {sym for sym, _ in lifter.assignments}
-    # (not an input: the step reads an input's entry value under the same name; assigned
-    # outside the segment's ifs: defined at its end on every path, since the step's copies
-    # of these values are made before it chooses its path)
-    top = {st.target for st in seg.stmts if isinstance(st, Assign)}
+    # (not an input: the step reads an input's entry value under the same name)
     finals = {env[v].name: v for v, k in counts.items()
               if k == 1 and env.get(v) in targets and types[v].kind == "f64"
-              and v not in lifter.inputs and v in top}
+              and v not in lifter.inputs}
     dag = (list(lifter.assignments + bind), list(wrt), carried, finals)
     return partials, jac, _formula(outs, lifter.assignments), vjp, dag
 

@@ -110,6 +110,9 @@ class SegmentMixin:
         copies = [B.assign(c, B.name(v)) for v, c in self.cut_copies.items()]
         for v in self.cut_copies:
             self.reads_at.setdefault(v, []).append(("end", seg))
+            # a value assigned in one branch of the segment is copied on every path (the
+            # copies come before the step chooses its path): defined from the prologue on
+            self.extra_inits.append((v, self.types[v]))
         self.cut_strategy = None
         # (the partials were pushed after the segment's statements: popped before theirs)
         return fwd, copies + partial_pops + fpops + step + cpops + pass_rev
