@@ -26,7 +26,8 @@ Guarantees:
     which the printer moves below the fraction bar) one of them is a division (``a*b/(c*d)``:
     2 muls and 1 div, as printed), the others muls; a denominator's own power is then priced
     without its division;
-  - ``x**n`` for an integer 2 <= |n| <= 4: multiplications by squaring (``x**2`` 1 mul, ``x**3``
+  - ``x**n`` for an integer 2 <= |n| <= 64 (Numba expands a literal integer power):
+    multiplications by squaring (``x**2`` 1 mul, ``x**3``
     and ``x**4`` 2 muls), plus a division when n < 0 (unless it is a denominator, see above);
     ``x**-1``: a division; ``x**(1/2)`` (or a Float 0.5): ``sqrt``; ``x**(-1/2)``: ``sqrt`` +
     div; any other power (symbolic, any other fraction or Float, |n| > 4) is one ``pow``, also
@@ -194,12 +195,14 @@ def _roots(obj) -> list:
 
 def _small_power(exp) -> tuple[int, bool] | None:
     """(|n|, is_half) for an exponent the printer emits without ``pow``, else None: a rational
-    +-1/2 (``sqrt``), a Float 0.5, or an integer with |n| <= 4 (a Float exponent other than 0.5
-    prints as ``x**(2.0)``, a ``pow`` call)."""
+    +-1/2 (``sqrt``), a Float 0.5, or an integer with |n| <= 64 (a Float exponent other than
+    0.5 prints as ``x**(2.0)``, a ``pow`` call)."""
     if exp.is_Rational:
         if exp.q == 2 and abs(exp.p) == 1:
             return 0, True
-        if exp.is_Integer and abs(int(exp)) <= 4:
+        if exp.is_Integer and abs(int(exp)) <= 64:
+            # x*x*x up to 3; ``x**6`` beyond, which Numba expands for a literal integer
+            # exponent into multiplications by squaring (no pow call)
             return abs(int(exp)), False
         return None
     if exp.is_Float and float(exp) == 0.5:
