@@ -6,7 +6,7 @@ code reads it; a ``("mid"|"end", segment)`` pair for reads after a segment's pas
 its end).
 Guarantees: ``find_recomputable`` names the scalar temporaries read from an array whose
 element holds still while they live (the reverse sweep re-reads the element instead of taping
-it); ``to_be_recorded`` the variables a later assignment may overwrite before the reverse
+it), ``rereads_for_steps`` those of them segment steps re-read; ``to_be_recorded`` the variables a later assignment may overwrite before the reverse
 sweep reads them; ``tape_sites`` the scalar assignments that must save the value they
 overwrite.  None of them changes its inputs.
 """
@@ -23,6 +23,25 @@ def find_recomputable(fn, facts):
     out = {}
     _find(fn, facts, fn.body, out)
     return out
+
+
+def rereads_for_steps(fn, recomputable):
+    """The element reads a segment's reverse step re-reads from their array (the others it
+    reads from their variables, taped where they are overwritten): those of
+    ``find_recomputable`` whose array is not written inside more loops than enclose the read.
+    Re-reading an element of a written array in the reverse sweep makes every write to the
+    array save and restore the element it overwrites; that pays where the reads run at least
+    as often as the writes (an RNN's state read in the inner loop, written in the outer),
+    not where a loop after a time-stepping nest reads its last row (the heat equation's loss:
+    every step's writes would be saved for one read each at the end)."""
+    order, loops_of = statement_positions(fn.body)
+    depth = {}
+    for st in walk(fn.body):
+        if isinstance(st, Store):
+            d = len(loops_of.get(id(st), ()))
+            depth[st.array] = max(depth.get(st.array, 0), d)
+    return {n: st for n, st in recomputable.items()
+            if len(loops_of.get(id(st), ())) >= depth.get(st.args[0].name, 0)}
 
 
 def _written_before_use(block, getitem, base, idx_vars, after=()):

@@ -31,7 +31,8 @@ from ...analysis.plans import ClosedFormLoop, Fallback
 from ...analysis.strategy import SegmentContext, estimate
 from ...analysis.bounds import plan_bounds
 from ...analysis.segments import plan_segments
-from ...analysis.recording import find_recomputable, tape_sites, to_be_recorded
+from ...analysis.recording import (find_recomputable, rereads_for_steps, tape_sites,
+                                   to_be_recorded)
 from ...errors import CoarsenError
 from ...ir.nodes import Array, Assign, For, Segment, While, walk
 from .. import build as B
@@ -166,8 +167,8 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
                                       temps=fn.temps)
             seg.plan = replace(seg.plan, result=_shown(lifted, fn))
         loops = _in_loops(fn.body)
-        # element reads the reverse sweep re-reads instead of taping (steps.sym_expr)
-        reread = set(find_recomputable(fn, facts))
+        # element reads the reverse steps re-read instead of taping (steps.sym_expr)
+        reread = set(rereads_for_steps(fn, find_recomputable(fn, facts)))
         weights = weights if weights is not None else default_weights()
         for seg in segments:
             if seg.plan.lifted is not None and seg.plan.kind != "loop":
@@ -192,6 +193,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     for _ in range(8):
         em = Emitter(fn, wrt, facts, tbr)
         em.lifted_names = lifted_names
+        em.step_rereads = rereads_for_steps(fn, em.recompute)
         em.weights = weights if weights is not None else default_weights()
         em.tape_sites = sites
         em.workspace = workspace

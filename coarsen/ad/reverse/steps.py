@@ -26,6 +26,7 @@ class SegmentMixin:
     cut_copies = {}             # variable -> the local a cut step reads its end value from
     cut_strategy = None         # the cost weights while emitting a cut step, else None
     weights = None              # the cost model's weights (the driver sets them)
+    step_rereads = {}           # element reads segment steps re-read (recording.rereads_for_steps)
 
     # ------------------------------------------------------------------ segments
     def fwd_pops(self, s):
@@ -182,8 +183,8 @@ class SegmentMixin:
                     n.id = real_name(n.id, names)
                     return n
             node = Real().visit(node)
-        if self.recompute:
-            rec = self.recompute
+        if self.step_rereads:
+            rec = self.step_rereads
             emitter = self
 
             class Sub(gast.NodeTransformer):
@@ -243,7 +244,7 @@ class SegmentMixin:
     def stays_readable(self, name):
         """A variable the reverse sweep can read without a tape: an element read it re-reads
         from its array, or a variable assigned once outside every loop."""
-        return name in self.recompute or (name in self.types and intact(self.f, name))
+        return name in self.step_rereads or (name in self.types and intact(self.f, name))
 
     @staticmethod
     def finals_of(info, k):
