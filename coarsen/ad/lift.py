@@ -318,7 +318,10 @@ def _differentiate_path(seg, lifted, types, active, budget, temps):
     in_names = {sym: name for name, sym in lifter.inputs.items()}
     partials = {}
     for (o, i), e in jac.partials.items():
-        partials[(out_names[o], in_names[i])] = e
+        # (a boolean output has no adjoint: SymPy's "partials" of a comparison are
+        # unevaluated Derivatives, never printed)
+        if types[out_names[o]].kind == "f64":
+            partials[(out_names[o], in_names[i])] = e
     # (a boolean output has no adjoint: SymPy's "partials" of a comparison are not derivatives)
     differentiated = [o for o in out_syms if any(k[0] == o for k in jac.partials)
                       and types[out_names[o]].kind == "f64"]

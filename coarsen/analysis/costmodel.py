@@ -90,7 +90,7 @@ __all__ = ["Weights", "default_weights", "calibrate", "machine_weights", "clear_
 
 ENV = "COARSEN_COST_WEIGHTS"
 CACHE_FILE = "cost_weights.json"
-_FORMAT = 2                       # bump when the kernels, the quantization or the floor change
+_FORMAT = 4                       # bump when the kernels, the quantization or the floor change
 _WEIGHT_NAMES = ("add", "mul", "div", "sqrt", "exp", "trig", "pow", "tape")
 _QMIN, _QMAX = 1.0, 128.0
 

@@ -12,10 +12,12 @@ primal; the primal's own statements are the same under every strategy) for each 
 * ``recompute``: the inputs are taped and the reverse step re-evaluates the segment's values,
   then one vector-Jacobian product (``LiftedSegment.vjp_paths``) or, for one output, the
   partials times its adjoint;
-* ``cut``: as recompute, but the step reads the values it needs that a variable holds at the
-  segment's end (assigned once in it) and that cost more to recompute than a taped float
-  (``cut_symbols``): the segment is cut there, those values taped inside a loop (the paper's
-  segment size limit made concrete);
+* ``cut``: as recompute, but the values the step needs that cost more to recompute than a
+  taped float (``cut_symbols``) are not recomputed: those a variable holds at the segment's
+  end (assigned once in it) are read there, and, in a segment without branches, the others
+  (CSE temporaries that do not depend on the adjoints) are evaluated in the forward sweep
+  right after the segment and taped; the segment is cut there (the paper's segment size
+  limit made concrete);
 * ``preaccumulate`` (one-path segments only): the forward sweep evaluates every partial next
   to the primal (the values the primal just computed are shared: only the work beyond the
   primal counts), tapes the distinct ones when inside a loop (not a number, nor an input the
@@ -97,28 +99,44 @@ def _needed(jac, exprs):
 
 def steps(lifted: LiftedSegment):
     """Per path, what its reverse step evaluates: (the local Jacobian whose replacements it
-    needs, the expressions it accumulates, the cost of accumulating each, the path's finals)."""
+    needs, the expressions it accumulates, the cost of accumulating each, the path's finals,
+    the names of the adjoints' seed symbols)."""
     finals = [d[3] for d in lifted.dags] or [{} for _ in lifted.paths]
     if lifted.vjp_paths:
-        return [(vp.jac, list(vp.cotangents.values()), "add", f)
+        return [(vp.jac, list(vp.cotangents.values()), "add", f, frozenset(vp.seeds.values()))
                 for vp, f in zip(lifted.vjp_paths, finals)]
-    return [(jac, list(p.values()), "muladd", f) for (_, p, jac), f in zip(lifted.paths, finals)]
+    return [(jac, list(p.values()), "muladd", f, frozenset())
+            for (_, p, jac), f in zip(lifted.paths, finals)]
 
 
-def cut_symbols(jac, exprs, finals, in_loop: bool, w: Weights) -> frozenset:
-    """The symbols a cut step reads from their variables at the segment's end instead of
-    recomputing: from the last replacement back, each needed one that a variable holds at the
-    end (``finals``) and whose own expression costs more than a taped float (nothing, outside
-    a loop); what only a cut symbol needed is then not recomputed either."""
+def cut_plan(lifted: LiftedSegment, in_loop: bool, w: Weights):
+    """Per path, the cut symbols of ``cut_symbols`` (temporaries only for a one-path segment)."""
+    one = len(lifted.paths) == 1
+    return [cut_symbols(jac, exprs, finals, in_loop, w, temps=one, seeds=seeds)
+            for jac, exprs, _, finals, seeds in steps(lifted)]
+
+
+def cut_symbols(jac, exprs, finals, in_loop: bool, w: Weights, *, temps=False,
+                seeds=frozenset()) -> frozenset:
+    """The symbols a cut step does not recompute: from the last replacement back, each needed
+    one whose own expression costs more than a taped float (nothing, outside a loop) and that
+    a variable holds at the segment's end (``finals``: read there) or, with ``temps`` (a
+    segment without branches), any other that does not depend on the outputs' adjoints
+    (``seeds``, a vector-Jacobian product's): computed in the forward sweep right after the
+    segment and taped; what only a cut symbol needed is then not recomputed either."""
     needed = set()
     for e in exprs:
         needed |= e.free_symbols
+    seeded = set()
+    for sym, e in jac.replacements:
+        if any(x.name in seeds or x in seeded for x in e.free_symbols):
+            seeded.add(sym)
     cut = set()
     limit = w.tape if in_loop else 0.0
     for sym, e in reversed(jac.replacements):
         if sym not in needed:
             continue
-        if sym.name in finals and expr_cost(e, w) > limit:
+        if (sym.name in finals or (temps and sym not in seeded)) and expr_cost(e, w) > limit:
             cut.add(sym.name)
             continue
         needed |= e.free_symbols
@@ -144,15 +162,19 @@ def _step_cost(jac, exprs, accumulate, w, ctx, cut=frozenset()):
 def recompute_cost(lifted: LiftedSegment, ctx: SegmentContext, w: Weights) -> float:
     """The reverse step re-evaluating the segment from its entry values (the most expensive
     path)."""
-    return max(_step_cost(jac, exprs, acc, w, ctx) for jac, exprs, acc, _ in steps(lifted))
+    return max(_step_cost(jac, exprs, acc, w, ctx) for jac, exprs, acc, _, _ in steps(lifted))
 
 
 def cut_cost(lifted: LiftedSegment, ctx: SegmentContext, w: Weights) -> float:
     """The reverse step reading the cut values (taped inside a loop) and recomputing the rest."""
     worst = 0.0
-    for jac, exprs, acc, finals in steps(lifted):
-        cut = cut_symbols(jac, exprs, finals, ctx.in_loop, w)
-        c = _step_cost(jac, exprs, acc, w, ctx, cut) + (len(cut) * w.tape if ctx.in_loop else 0.0)
+    for (jac, exprs, acc, finals, _), cut in zip(steps(lifted), cut_plan(lifted, ctx.in_loop, w)):
+        # a cut temporary is also evaluated in the forward sweep (its own expression; what it
+        # reads the segment's statements computed)
+        rdef = dict(jac.replacements)
+        ahead = sum(expr_cost(rdef[s], w) for s in rdef if s.name in cut and s.name not in finals)
+        c = _step_cost(jac, exprs, acc, w, ctx, cut) + ahead + \
+            (len(cut) * w.tape if ctx.in_loop else 0.0)
         worst = max(worst, c)
     return worst
 
@@ -182,6 +204,10 @@ def preaccumulate_cost(lifted: LiftedSegment, ctx: SegmentContext, w: Weights) -
     assignments = lifted.dags[0][0]
     exprs = list(partials.values())
     extra = expr_cost(_needed(jac, exprs) + exprs, w) - expr_cost([e for _, e in assignments], w)
+    # (a partial that is one symbol counts as untaped unless it names a loop-varying input;
+    # the emitter does tape it when it is a CSE temporary: counting those too (the consistent
+    # estimate) planned mc_option's price update fine and measured 1.00x against fine, where
+    # this estimate preaccumulates it and measured 1.55x: the model is that imprecise)
     kept = {e for e, _ in distinct_partials(exprs)
             if e is not None and not (e.is_Symbol and e.name not in ctx.taped)}
     taped = len(kept) * w.tape if ctx.in_loop else 0.0

@@ -19,7 +19,7 @@ from ..build import X
 from ..canonical import real_name
 from .cleanup import names_read
 from .tapes import FP, FT
-from ...analysis.strategy import cut_symbols, distinct_partials
+from ...analysis.strategy import cut_plan, cut_symbols, distinct_partials, steps
 
 
 class SegmentMixin:
@@ -27,6 +27,9 @@ class SegmentMixin:
     cut_strategy = None         # the cost weights while emitting a cut step, else None
     weights = None              # the cost model's weights (the driver sets them)
     step_rereads = {}           # element reads segment steps re-read (recording.rereads_for_steps)
+    precomputed = {}            # a cut step's temporaries evaluated ahead: symbol name -> local
+    path_cuts = None            # per path, the cut step's cut symbols (strategy.cut_plan)
+    current_cut = None          # those of the path being emitted
 
     # ------------------------------------------------------------------ segments
     def fwd_pops(self, s):
@@ -80,8 +83,17 @@ class SegmentMixin:
         lifted = [st for st in seg.stmts if not any(st is p for p in seg.passengers)]
         lf, fpops, cpops = self.fwd_pops_block(lifted)
         self.cut_copies = {}
+        self.precomputed = {}
         self.cut_strategy = self.weights if seg.plan.strategy == "cut" else None
-        if seg.plan.strategy == "preaccumulate":
+        self.path_cuts = cut_plan(seg.plan.lifted, self.depth > 0, self.weights) \
+            if self.cut_strategy is not None else None
+        if self.path_cuts is not None and len(self.path_cuts) == 1 and \
+                any(n not in self.finals_of(seg.plan.lifted, 0) for n in self.path_cuts[0]):
+            # the cut temporaries, evaluated right after the segment's statements and taped
+            before, after, partial_pops = self.precompute(seg, self.path_cuts[0])
+            fwd += before + lf + after
+            step = self.segment_step(seg)
+        elif seg.plan.strategy == "preaccumulate":
             # the partials in the forward sweep, after the segment's statements (from the
             # values they computed), taped in a loop; the reverse step multiplies
             before, after, partial_pops, local = self.preaccumulate(seg)
@@ -114,7 +126,8 @@ class SegmentMixin:
             # a value assigned in one branch of the segment is copied on every path (the
             # copies come before the step chooses its path): defined from the prologue on
             self.extra_inits.append((v, self.types[v]))
-        self.cut_strategy = None
+        self.cut_strategy = self.path_cuts = self.current_cut = None
+        self.precomputed = {}
         # (the partials were pushed after the segment's statements: popped before theirs)
         return fwd, copies + partial_pops + fpops + step + cpops + pass_rev
 
@@ -122,7 +135,8 @@ class SegmentMixin:
         """A loop replaced by the exact closed form of its carried values."""
         import sympy
         info = seg.plan.lifted
-        self.cut_strategy = None
+        self.cut_strategy = self.path_cuts = self.current_cut = None
+        self.precomputed = {}
         n = self.fresh("_n")
         self.types[n] = Scalar("i64")
         nsym = sympy.Symbol(n, integer=True)
@@ -196,6 +210,48 @@ class SegmentMixin:
             node = Sub().visit(node)
         return node
 
+    def entry_copies(self, carried, subst):
+        """Copies of the entry values of the inputs a segment overwrites (for code after its
+        statements): the assignments, ``subst`` filled with their names."""
+        before = []
+        for sym in carried:
+            entry = self.fresh("_entry")
+            self.made.add(entry)
+            self.extra_inits.append((entry, Scalar("f64")))
+            before.append(B.assign(entry, B.name(real_name(sym.name, self.lifted_names))))
+            subst[sym.name] = B.name(entry)
+        return before
+
+    def precompute(self, seg, cut):
+        """Forward code evaluating a one-path cut step's temporaries (the cut symbols no
+        variable holds) right after the segment's statements, from the values they computed,
+        into locals (``self.precomputed``) taped inside a loop; and the pops restoring them."""
+        lifted = seg.plan.lifted
+        jac, _, _, finals, _ = steps(lifted)[0]
+        _, _, carried, _ = lifted.dags[0]
+        order = [(sym, e) for sym, e in jac.replacements if sym.name in cut and sym.name not in finals]
+        subst = {}
+        before = self.entry_copies(carried, subst)
+        exprs = [e for _, e in order]
+        deps = cut_symbols(jac, exprs, finals, False, self.weights)
+        code = self.needed_replacements(jac, exprs, subst, {n: finals[n] for n in deps}, copy=False)
+        pops = []
+        for sym, e in order:
+            name = self.fresh("_pa")
+            self.made.add(name)
+            self.extra_inits.append((name, Scalar("f64")))
+            code.append(B.assign(name, self.sym_expr(e, subst)))
+            subst[sym.name] = B.name(name)
+            self.precomputed[sym.name] = name
+            if self.depth > 0:
+                code += self.push_float(B.name(name))
+                pops[:0] = [B.augassign(FP, "-", 1), B.assign(name, B.subscript(FT, B.name(FP)))]
+        used = names_read(code)
+        before = [b for b in before if b.targets[0].id in used]
+        if code:
+            code[0].coarsen_comment = f"segment {seg.index}: its expensive temporaries, for the cut step"
+        return before, code, pops
+
     def preaccumulate(self, seg):
         """Forward code evaluating a one-path segment's partials into locals (pushed to the
         tape inside a loop), the pops that restore them, and {(output, input): symbol of the
@@ -209,13 +265,8 @@ class SegmentMixin:
         # evaluated after the segment's statements, reading the values they computed (every
         # variable assigned once: cut_symbols with nothing taped) and the entry values of the
         # inputs they overwrite (copied before them)
-        subst, before = {}, []
-        for sym in carried:
-            entry = self.fresh("_entry")
-            self.made.add(entry)
-            self.extra_inits.append((entry, Scalar("f64")))
-            before.append(B.assign(entry, B.name(real_name(sym.name, self.lifted_names))))
-            subst[sym.name] = B.name(entry)
+        subst = {}
+        before = self.entry_copies(carried, subst)
         cut = cut_symbols(jac, exprs, finals, False, self.weights)
         code = self.needed_replacements(jac, exprs, subst, {n: finals[n] for n in cut}, copy=False)
         pops, local, kept = [], {}, {}
@@ -294,12 +345,14 @@ class SegmentMixin:
         elif getattr(info, "vjp_paths", None):
             # several outputs: one vector-Jacobian product per path (one sweep, not one per output)
             for k, vp in enumerate(info.vjp_paths):
+                self.current_cut = self.path_cuts[k] if self.path_cuts else None
                 body = self.vjp_step(vp, outs, ins, g, inplace, finals=self.finals_of(info, k))
                 body += self.zero_unset_inputs(seg, set(vp.cotangents))
                 branches.append((vp.decisions, body))
         else:
             paths = getattr(info, "paths", None) or [((), partials, info.jac)]
             for k, (decisions, path_partials, jac) in enumerate(paths):
+                self.current_cut = self.path_cuts[k] if self.path_cuts else None
                 body = self.path_step(path_partials, jac, outs, ins, g, inplace,
                                       finals=self.finals_of(info, k))
                 got = {i for (o, i) in path_partials if o in outs}
@@ -335,7 +388,7 @@ class SegmentMixin:
         # or read where the segment was cut)
         exprs = [e for (o, i), e in partials.items() if o in outs and i in ins]
         subst = {}
-        code = self.needed_replacements(jac, exprs, subst, self.cuts(jac, list(partials.values()), finals))
+        code = self.needed_replacements(jac, exprs, subst, self.cuts(finals))
         pre_fwd, pre_rev = [], []
         for i in [i for i in ins if i != inplace] + ([inplace] if inplace is not None else []):
             total = None
@@ -364,6 +417,9 @@ class SegmentMixin:
         keep = []
         for sym, e in reversed(jac.replacements):
             if sym in needed:
+                if copy and sym.name in self.precomputed:
+                    subst[sym.name] = B.name(self.precomputed[sym.name])
+                    continue
                 if cut and sym.name in cut and not copy:
                     subst[sym.name] = B.name(cut[sym.name])
                     continue
@@ -384,12 +440,12 @@ class SegmentMixin:
             code.append(B.assign(name, self.sym_expr(e, subst)))
         return code
 
-    def cuts(self, jac, exprs, finals):
-        """{symbol name: variable} the step reads at the segment's end (strategy ``cut``)."""
-        if self.cut_strategy is None or not finals:
+    def cuts(self, finals):
+        """{symbol name: variable} the step reads at the segment's end (strategy ``cut``: the
+        current path's cut symbols that a variable holds)."""
+        if self.cut_strategy is None or not finals or self.current_cut is None:
             return None
-        names = cut_symbols(jac, exprs, finals, self.depth > 0, self.cut_strategy)
-        return {n: finals[n] for n in names}
+        return {n: finals[n] for n in self.current_cut if n in finals}
 
     def vjp_step(self, vp, outs, ins, g, inplace=None, finals=None):
         """One path's step as a vector-Jacobian product: ``in_bar += cotangent(out_bars)``,
@@ -397,8 +453,7 @@ class SegmentMixin:
         in ``path_step``."""
         subst = {s: B.ex(g[o]) if o in outs else B.const(0.0) for o, s in vp.seeds.items()}
         exprs = [vp.cotangents[i] for i in ins if i in vp.cotangents]
-        code = self.needed_replacements(vp.jac, exprs, subst,
-                                        self.cuts(vp.jac, list(vp.cotangents.values()), finals))
+        code = self.needed_replacements(vp.jac, exprs, subst, self.cuts(finals))
         pre_fwd, pre_rev = [], []
         for i in [i for i in ins if i != inplace] + ([inplace] if inplace is not None else []):
             if i not in vp.cotangents:
