@@ -1,11 +1,19 @@
 """Segment steps: the forward code of a lifted segment (with its tape pushes) and its
-reverse step, one preaccumulated update ``in_bar += d out/d in * out_bar`` per path; loops in
-closed form (with the loop kept for the closed form's singular points).
+reverse step, by the strategy its plan names (``coarsen.analysis.strategy``): ``recompute``
+(the step re-evaluates the segment from its entry values, then ``in_bar += d out/d in *
+out_bar`` per path, or one vector-Jacobian product for several outputs), ``cut`` (the same, the
+expensive values read where the segment left them or evaluated ahead and taped),
+``preaccumulate`` (the partials evaluated in the forward sweep after the segment's statements,
+taped, multiplied in the reverse step); loops in closed form (with the loop kept for the
+closed form's singular points).
 
 Requires: an emitter with the tape and adjoint methods; segments lifted by ``coarsen.ad.lift``
-(their partials and local Jacobians in SymPy, under canonical names, ``coarsen.ad.canonical``).
+(their partials and local Jacobians in SymPy, under canonical names, ``coarsen.ad.canonical``)
+and planned (``seg.plan.strategy``; None is recompute).
 Guarantees: ``segment(seg)`` returns ``(forward code, reverse code)``, and records which primal
-variables the step reads and when (on entry, after the passengers, at the end).
+variables the step reads and when (on entry, after the passengers, at the end); code a
+strategy adds to the forward sweep pushes to the float tape after the segment's own pushes,
+and its reverse code pops before theirs.
 """
 from __future__ import annotations
 
