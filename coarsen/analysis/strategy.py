@@ -50,6 +50,13 @@ from .plans import PLANS, LiftedSegment  # noqa: F401 (PLANS: the accepted plan=
 #: segments fine (3.7x slower than 0.9 there) and mc_option's too (1.5x); 0.9 loses on
 #: heat (0.86x, recompute tapes two floats where fine tapes one) and Horner's rule (0.73x).
 MARGIN = 0.9
+#: preaccumulate is chosen over recompute or cut only below PREACCUMULATE_MARGIN x their
+#: estimate: it tapes every distinct partial where cut tapes only the expensive values, and a
+#: taped float in a loop costs more than the weights say (lennard_jones: preaccumulate
+#: estimated 25 against cut 35, measured 1.31x against 1.62x over fine); where preaccumulating
+#: wins (the chains of paper_repro's claim (e), mc_option, logreg) it is estimated 2x to 4x
+#: cheaper
+PREACCUMULATE_MARGIN = 0.67
 
 STRATEGIES = ("recompute", "cut", "preaccumulate", "fine")
 
@@ -288,8 +295,11 @@ def estimate(lifted: LiftedSegment, ctx: SegmentContext, w: Weights,
     best, cost = "recompute", r
     if c < cost:
         best, cost = "cut", c
-    if p is not None and p < cost:
+    if p is not None and p < PREACCUMULATE_MARGIN * cost:
         best, cost = "preaccumulate", p
     if cost < MARGIN * f:
-        return StrategyCosts(r, c, p, f, best, f"cheapest, below {MARGIN} x fine")
+        why = f"cheapest, below {MARGIN} x fine"
+        if p is not None and best != "preaccumulate" and p < cost:
+            why = f"below {MARGIN} x fine; preaccumulate is not below {PREACCUMULATE_MARGIN} x {best}"
+        return StrategyCosts(r, c, p, f, best, why)
     return StrategyCosts(r, c, p, f, "fine", f"no coarse strategy below {MARGIN} x fine")
