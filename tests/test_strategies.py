@@ -28,10 +28,11 @@ Here every strategy is forced and checked against the same references:
   ADBench's measure, 1e-6) and to 1e-8 against coarsen's fine-grained gradient;
 * metamorphic: two realistic programs with every variable renamed adversarially
   (``tests/test_alpha_rename.py``'s ``renamed_copy``) give bit-identical values and gradients
-  under ``preaccumulate``.
+  under ``preaccumulate`` and ``cut``.
 
-Forced-plan failures that are known bugs are listed in ``KNOWN`` as ``xfail(strict=True)``
-with the bug: when it is fixed the test XPASSes and fails, so remove the entry then.
+Every case runs under every forced plan: no case is skipped or expected to fail (this module
+found one bug, a multi-path segment's vector-Jacobian product seeding a boolean output, whose
+SymPy "partials" are unevaluated Derivatives; it is fixed).
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ import pytest
 import apps
 import coarsen
 from tests.apps.fd_oracle import fd_grad as app_fd_grad
-from tests.progen import FuzzFailure, check_seed_with_oracle
+from tests.progen import check_seed_with_oracle
 from tests.zoo import all_zoo_cases, case_ids, realistic
 from tests.zoo.harness import build, check_gradient, check_value_and_grad
 
@@ -60,13 +61,6 @@ N_FUZZ = 30
 APP_FD_TOL = 1e-6
 APP_EXACT_TOL = 1e-8
 
-# Known bugs under a forced plan: (case id, plan) -> the bug (none today; this module found
-# one: a multi-path segment's vector-Jacobian product seeded a boolean output, whose SymPy
-# "partials" are unevaluated Derivatives that cannot be printed)
-KNOWN: dict = {}
-_KNOWN_FUZZ_REASON = "known bug under a forced plan"
-# (seed, plan) of tests/progen.py programs that hit a known bug
-KNOWN_FUZZ: set = set()
 
 # cases whose only lifted one-path segments are linear (constant partials): recompute and
 # preaccumulate emit the same step there, so their code may be the same
@@ -74,11 +68,7 @@ LINEAR_ONLY = {"loops.overwrite_elems", "arrays.reductions_full", "arrays.constr
 
 
 def _param(case, case_id, plan, target="python"):
-    marks = ()
-    if (case_id, plan) in KNOWN:
-        marks = pytest.mark.xfail(strict=True, raises=NotImplementedError,
-                                  reason=KNOWN[(case_id, plan)])
-    return pytest.param(case, plan, target, marks=marks, id=f"{case_id}-{plan}-{target}")
+    return pytest.param(case, plan, target, id=f"{case_id}-{plan}-{target}")
 
 
 # ------------------------------------------------------------------ the report's evidence
@@ -169,8 +159,6 @@ def test_cpu_cases_have_several_segments():
 def _built(cases, ids, plan):
     out = []
     for case, cid in zip(cases, ids):
-        if (cid, plan) in KNOWN:
-            continue
         fn, factory, wrt = case
         out.append((cid, build(fn, wrt, "python", True, plan), factory))
     return out
@@ -237,10 +225,7 @@ def _fuzz_params():
     out = []
     for seed in range(N_FUZZ):
         for plan in FORCED + ("fine",):
-            marks = ()
-            if (seed, plan) in KNOWN_FUZZ:
-                marks = pytest.mark.xfail(strict=True, raises=FuzzFailure, reason=_KNOWN_FUZZ_REASON)
-            out.append(pytest.param(seed, plan, marks=marks, id=f"{seed}-{plan}"))
+            out.append(pytest.param(seed, plan, id=f"{seed}-{plan}"))
     return out
 
 
@@ -306,20 +291,21 @@ def _bits(v):
     return type(v).__name__, a.dtype.str, a.shape, a.tobytes()
 
 
+@pytest.mark.parametrize("plan", ["preaccumulate", "cut"])
 @pytest.mark.parametrize("case_id", RENAMED)
-def test_renamed_gradient_is_bit_identical_under_preaccumulate(case_id):
+def test_renamed_gradient_is_bit_identical(case_id, plan):
     from tests import test_alpha_rename as alpha
     k = alpha.IDS.index(case_id)
     fn, factory, wrt = alpha.CASES[k]
     new, new_wrt, source, top = alpha.renamed_copy(k)
     assert top and all(a != b for a, b in top.items())
-    g0 = build(fn, wrt, "python", True, "preaccumulate")
-    g1 = coarsen.differentiate(new, new_wrt, target="python", plan="preaccumulate")
+    g0 = build(fn, wrt, "python", True, plan)
+    g1 = coarsen.differentiate(new, new_wrt, target="python", plan=plan)
     v0, d0 = g0.value_and_grad(*factory())
     v1, d1 = g1.value_and_grad(*factory())
-    s0 = check_report(g0, factory(), "preaccumulate", case_id)
-    s1 = check_report(g1, factory(), "preaccumulate", f"{case_id} renamed")
-    assert s0 == s1 and ("preaccumulate", False) in s0, (s0, s1)
+    s0 = check_report(g0, factory(), plan, case_id)
+    s1 = check_report(g1, factory(), plan, f"{case_id} renamed")
+    assert s0 == s1 and (plan, False) in s0, (s0, s1)
     assert _bits(v0) == _bits(v1), (v0, v1)
     d0 = d0 if isinstance(d0, tuple) else (d0,)
     d1 = d1 if isinstance(d1, tuple) else (d1,)
