@@ -91,17 +91,29 @@ class StrategyCosts:
         return f"{self.chosen} ({self.estimates_text()})"
 
 
-def _needed(jac, exprs):
-    """The replacements of ``jac`` that ``exprs`` need (as the emitter prints them)."""
-    needed = set()
+def needed(jac, exprs, stop=frozenset()):
+    """What evaluating ``exprs`` needs of ``jac``'s replacements: ``(the (symbol, expression)
+    pairs to evaluate, in order; the names in ``stop`` reached (not evaluated, nor what only
+    they need); every symbol the evaluated expressions read)``.  The emitter prints exactly
+    these (``steps.needed_replacements``), and the estimates price them."""
+    reads = set()
     for e in exprs:
-        needed |= e.free_symbols
-    keep = []
+        reads |= e.free_symbols
+    keep, stopped = [], []
     for sym, e in reversed(jac.replacements):
-        if sym in needed:
-            keep.append(e)
-            needed |= e.free_symbols
-    return keep
+        if sym not in reads:
+            continue
+        if sym.name in stop:
+            stopped.append(sym.name)
+            continue
+        keep.append((sym, e))
+        reads |= e.free_symbols
+    return keep[::-1], stopped[::-1], reads
+
+
+def _needed(jac, exprs):
+    """The expressions of the replacements ``exprs`` need."""
+    return [e for _, e in needed(jac, exprs)[0]]
 
 
 def steps(lifted: LiftedSegment):
@@ -153,17 +165,10 @@ def cut_symbols(jac, exprs, finals, in_loop: bool, w: Weights, *, temps=False,
 def _step_cost(jac, exprs, accumulate, w, ctx, cut=frozenset()):
     """What one path's reverse step evaluates, plus a taped float per loop-varying input it
     reads."""
-    needed = set()
-    for e in exprs:
-        needed |= e.free_symbols
-    keep = []
-    for sym, e in reversed(jac.replacements):
-        if sym in needed and sym.name not in cut:
-            keep.append(e)
-            needed |= e.free_symbols
+    keep, _, reads = needed(jac, exprs, cut)
     per = w.add if accumulate == "add" else w.mul + w.add
-    reads = sum(1 for x in needed if x.name in ctx.taped) if ctx.in_loop else 0
-    return expr_cost(keep + exprs, w) + len(exprs) * per + reads * w.tape
+    taped = sum(1 for x in reads if x.name in ctx.taped) if ctx.in_loop else 0
+    return expr_cost([e for _, e in keep] + exprs, w) + len(exprs) * per + taped * w.tape
 
 
 def recompute_cost(lifted: LiftedSegment, ctx: SegmentContext, w: Weights) -> float:

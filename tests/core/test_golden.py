@@ -43,30 +43,27 @@ def _source(fn, args, coarse, plan="recompute"):
     return g.source_for(*args)
 
 
-@pytest.mark.parametrize("coarse", [True, False], ids=["coarse", "fine"])
-@pytest.mark.parametrize("name,fn,args", CASES, ids=[c[0] for c in CASES])
-def test_golden_source(name, fn, args, coarse):
-    src = _source(fn, args, coarse)
-    path = os.path.join(GOLDEN, f"{name}_{'coarse' if coarse else 'fine'}.py")
+def _check_golden(src, fname):
+    path = os.path.join(GOLDEN, fname)
     if os.environ.get("COARSEN_UPDATE_GOLDEN"):
         with open(path, "w") as fh:
             fh.write(src)
     with open(path) as fh:
         expected = fh.read()
     assert src == expected, f"generated source changed: diff {path} (see this module's docstring)"
+
+
+@pytest.mark.parametrize("coarse", [True, False], ids=["coarse", "fine"])
+@pytest.mark.parametrize("name,fn,args", CASES, ids=[c[0] for c in CASES])
+def test_golden_source(name, fn, args, coarse):
+    _check_golden(_source(fn, args, coarse), f"{name}_{'coarse' if coarse else 'fine'}.py")
 
 
 def test_golden_preaccumulated_step():
     """The preaccumulated step of the logistic map: two partials evaluated and taped in the
     forward sweep, the reverse step two multiply-adds."""
     src = _source(P.logistic_map, (3.1, 0.3, 20), True, plan="preaccumulate")
-    path = os.path.join(GOLDEN, "logistic_map_preaccumulate.py")
-    if os.environ.get("COARSEN_UPDATE_GOLDEN"):
-        with open(path, "w") as fh:
-            fh.write(src)
-    with open(path) as fh:
-        expected = fh.read()
-    assert src == expected, f"generated source changed: diff {path} (see this module's docstring)"
+    _check_golden(src, "logistic_map_preaccumulate.py")
     assert "r_bar += x_bar * _pa2" in src and "x_bar = x_bar * _pa3" in src
 
 

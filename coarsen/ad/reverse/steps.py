@@ -27,7 +27,7 @@ from ..build import X
 from ..canonical import real_name
 from .cleanup import names_read
 from .tapes import FP, FT
-from ...analysis.strategy import cut_plan, cut_symbols, distinct_partials, steps
+from ...analysis.strategy import cut_plan, cut_symbols, distinct_partials, needed, steps
 
 
 class SegmentMixin:
@@ -419,30 +419,23 @@ class SegmentMixin:
         {symbol name: variable}: those symbols are read from their variables (``subst`` gets
         the names), not recomputed: through a copy made at the segment's end in the reverse
         sweep (``cut_copies``), or directly (``copy=False``, forward code after the segment)."""
-        needed = set()
-        for e in exprs:
-            needed |= e.free_symbols
-        keep = []
-        for sym, e in reversed(jac.replacements):
-            if sym in needed:
-                if copy and sym.name in self.precomputed:
-                    subst[sym.name] = B.name(self.precomputed[sym.name])
-                    continue
-                if cut and sym.name in cut and not copy:
-                    subst[sym.name] = B.name(cut[sym.name])
-                    continue
-                if cut and sym.name in cut:
-                    var = cut[sym.name]
-                    if var not in self.cut_copies:
-                        self.cut_copies[var] = self.fresh("_cut")
-                        self.extra_inits.append((self.cut_copies[var], Scalar("f64")))
-                        self.made.add(self.cut_copies[var])
-                    subst[sym.name] = B.name(self.cut_copies[var])
-                    continue
-                keep.append((sym, e))
-                needed |= e.free_symbols
+        cut = cut or {}
+        stop = set(cut) | (set(self.precomputed) if copy else set())
+        keep, stopped, _ = needed(jac, exprs, stop)
+        for name in reversed(stopped):      # (in the order the walk from the end met them)
+            if copy and name in self.precomputed:
+                subst[name] = B.name(self.precomputed[name])
+            elif not copy:
+                subst[name] = B.name(cut[name])
+            else:
+                var = cut[name]
+                if var not in self.cut_copies:
+                    self.cut_copies[var] = self.fresh("_cut")
+                    self.extra_inits.append((self.cut_copies[var], Scalar("f64")))
+                    self.made.add(self.cut_copies[var])
+                subst[name] = B.name(self.cut_copies[var])
         code = []
-        for sym, e in reversed(keep):
+        for sym, e in keep:
             name = real_name(sym.name, self.lifted_names)
             self.made.add(name)
             code.append(B.assign(name, self.sym_expr(e, subst)))
