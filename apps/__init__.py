@@ -4,7 +4,9 @@ Every application is a module ``apps.<name>`` with the same interface:
 
 ``objective(...)``
     The function coarsen differentiates, written the way a user writes plain Python/NumPy:
-    explicit loops, element reads and writes, ``math`` functions.  It returns a float.
+    explicit loops, element reads and writes, ``math`` functions, or (the array-style kernels
+    ``jacobi2d``, ``trisolve``, ``gemver``) slices, in-place slice updates, ``@`` and
+    ``np.outer``.  It returns a float.
 ``make_inputs(size, seed=0) -> tuple``
     Arguments for ``objective`` at size ``"s"`` (tiny, for tests), ``"m"`` (the medium benchmark
     size) or ``"l"`` (larger).  ``SIZES`` documents the dimensions of each size.
@@ -39,6 +41,9 @@ APP_NAMES = (
     "heat",
     "kalman",
     "series",
+    "jacobi2d",
+    "trisolve",
+    "gemver",
 )
 
 SIZES = ("s", "m", "l")
