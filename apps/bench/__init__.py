@@ -30,7 +30,11 @@ Tools
 Protocol (in the spirit of ADBench)
     1. Preparation is untimed but recorded: coarsen's transformation time
        (``coarsen.differentiate``) separately from its first call (Numba compilation plus one
-       run); the first call of every other tool (JIT compilation, tracing).
+       run); the first call of every other tool (JIT compilation, tracing).  For coarsen's
+       tools, the crash probe's fresh process also records the artifact's
+       ``transform_seconds`` (symbolic work and code generation), the time from
+       ``differentiate`` to the first gradient, Numba's compile time (first call less second)
+       and whether each came from an on-disk cache; ``--cold`` runs with empty caches.
     2. Every tool's gradient is checked against the hand-written one (itself checked against
        central differences in ``tests/apps``; against coarsen's when the hand-written one is
        not run or failed) with ADBench's measure ``|x - y| / max(1, |x| + |y|) <= 1e-8``.  A
@@ -73,8 +77,9 @@ from apps.bench.cli import main, parse_config
 from apps.bench.measure import measure_group
 from apps.bench.probe import START_METHOD, Crashed, GradientProbe, probe_context, probe_crash
 from apps.bench.progress import Progress
-from apps.bench.report import Footnotes, ratio, render_markdown, render_summary
-from apps.bench.runner import Config, run, run_app, write_results
+from apps.bench.report import (Footnotes, ratio, render_compile_times, render_markdown,
+                               render_summary)
+from apps.bench.runner import Config, cold_caches, run, run_app, write_results
 from apps.bench.timing import calibrate, interleaved, peak_memory
 from apps.bench.tools import (ALL_TOOLS, GRAD_TOOLS, PEERS, TOL, Missing, SkippedPeer,
                               Unsupported, available_tools, first_line)
@@ -85,8 +90,8 @@ _first_line = first_line
 __all__ = [
     "ALL_TOOLS", "GRAD_TOOLS", "PEERS", "START_METHOD", "TOL", "Config", "Crashed", "Footnotes",
     "GradientProbe", "Missing", "Prepared", "Progress", "SkippedPeer", "Unsupported",
-    "available_tools", "calibrate", "first_line", "interleaved", "jax_grad_fn", "main",
+    "available_tools", "calibrate", "cold_caches", "first_line", "interleaved", "jax_grad_fn", "main",
     "measure_group", "parse_config", "peak_memory", "prepare", "probe_context", "probe_crash",
-    "ratio", "render_markdown", "render_summary", "run", "run_app", "write_results",
+    "ratio", "render_compile_times", "render_markdown", "render_summary", "run", "run_app", "write_results",
     "wrt_positions",
 ]

@@ -12,15 +12,25 @@ Requires an app module with the interface of :mod:`apps` (``objective``, ``WRT``
 * A peer whose import fails raises :class:`~apps.bench.tools.Missing`; tangent-ad's refusal of
   an app raises :class:`~apps.bench.tools.Unsupported`.
 * :func:`prepare` makes the first and second calls (recorded in ``info`` as preparation, apart
-  from the timed samples) and keeps the gradient for the correctness check; coarsen's gradients make their first call in a crash probe first
-  (:func:`apps.bench.probe.probe_crash`), raising :class:`~apps.bench.probe.Crashed` when it
-  died of a signal.
+  from the timed samples) and keeps the gradient for the correctness check; coarsen's gradients
+  make their first call in a crash probe first (:func:`apps.bench.probe.probe_crash`), raising
+  :class:`~apps.bench.probe.Crashed` when it died of a signal.
+* For coarsen's tools ``info`` also holds the transform and compile times of the first result,
+  measured in the probe's fresh process (``compile_measured_in: "probe"``; in this process,
+  ``"parent"``, when the probe wrote none): ``coarsen_transform_s`` (the artifact's
+  ``transform_seconds``: symbolic work and code generation), ``first_result_s`` (from
+  ``differentiate`` to the first gradient), ``compile_s`` (first call less second: Numba's
+  compilation), and ``transform_cached`` / ``compile_cached`` (whether coarsen's source / Numba's
+  machine code came from the on-disk caches; None when unknown).
 """
 from __future__ import annotations
 
 import contextlib
 import inspect
 import io
+import json
+import os
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -70,6 +80,13 @@ def _coarsen_prepare(mod, args, fine, plan="auto"):
     else:
         info["transform_s_cached"] = _coarsen_cache[key].transform_s
     g = _coarsen_cache[key].grad
+    # the artifact of this signature: coarsen's own transformation time and whether its source
+    # came from the disk cache (the gradient keeps it, so this is free after source_for)
+    art = g.specialize(args) if hasattr(g, "specialize") else None
+    tr = getattr(art, "transform_seconds", None)
+    if tr is not None:
+        info["coarsen_transform_s"] = float(tr)
+        info["transform_cached"] = getattr(art, "cached", None)
     return (lambda: g(*args)), info, g
 
 
@@ -184,6 +201,34 @@ class Prepared:
     obj: object = None  # the gradient object (coarsen), for tape_bytes
 
 
+def _read_timings(path):
+    """The probe child's timings (:func:`apps.bench.probe.first_result_timings`), or None when
+    it wrote none (it failed, timed out, or the probe was replaced)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _compile_times(info, child):
+    """coarsen's transform and compile times for the report: the probe child's (a fresh
+    process: ``differentiate`` to the first gradient) when it wrote them, else this process's
+    (its transformation, ``info["transform_s"]``, plus its first call)."""
+    if child is not None:
+        keys = ("coarsen_transform_s", "first_result_s", "compile_s", "transform_cached",
+                "compile_cached")
+        out = {k: child.get(k) for k in keys}
+        out["compile_measured_in"] = "probe"
+        return out
+    first, second = info.get("first_call_s", 0.0), info.get("second_call_s", 0.0)
+    transform = info.get("transform_s")
+    return {"first_result_s": None if transform is None else transform + first,
+            "compile_s": max(0.0, first - second), "compile_cached": None,
+            "compile_measured_in": "parent"}
+
+
 def make_fn(tool, mod, args):
     """``(callable, info, gradient object or None)`` for ``tool`` on ``mod`` at ``args``."""
     if tool == "primal":
@@ -203,21 +248,30 @@ def make_fn(tool, mod, args):
 
 def prepare(tool, mod, args) -> Prepared:
     """Build ``tool``'s callable for ``mod`` at ``args`` and make its first call (untimed)."""
-    fn, info, obj = make_fn(tool, mod, args)
+    child = None
     if tool in CRASH_GUARDED:
         # generated code could crash the process (a wrong tape size is a segfault), which would
-        # end the whole run: probe the first call in a child process first
-        crash = probe_crash(GradientProbe(mod.objective, tuple(mod.WRT),
-                                          coarse=(tool != "coarsen_fine"), args=tuple(args),
-                                          plan=STRATEGY_TOOLS.get(tool, "auto")))
-        if crash:
-            raise Crashed(crash)
+        # end the whole run: probe the first call in a child process first; being a fresh
+        # process that runs before this one transforms anything, it also times differentiate ->
+        # first gradient (coarsen + Numba) without the caches this process would fill
+        with tempfile.TemporaryDirectory(prefix="coarsen-bench-probe-") as tmp:
+            path = os.path.join(tmp, "timings.json")
+            crash = probe_crash(GradientProbe(mod.objective, tuple(mod.WRT),
+                                              coarse=(tool != "coarsen_fine"), args=tuple(args),
+                                              plan=STRATEGY_TOOLS.get(tool, "auto"),
+                                              timings_path=path))
+            if crash:
+                raise Crashed(crash)
+            child = _read_timings(path)
+    fn, info, obj = make_fn(tool, mod, args)
     t0 = time.perf_counter()
     out = fn()
     info["first_call_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     out = fn()
     info["second_call_s"] = time.perf_counter() - t0
+    if tool in CRASH_GUARDED:
+        info.update(_compile_times(info, child))
     tb = getattr(obj, "tape_bytes", None) if obj is not None else None
     if callable(tb):
         try:

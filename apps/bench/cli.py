@@ -46,6 +46,9 @@ def parse_config(argv=None) -> Config:
     ap.add_argument("--no-memory", action="store_true")
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--cold", action="store_true",
+                    help="empty coarsen and Numba caches for this run (a temporary "
+                    "COARSEN_CACHE_DIR): transform and compile times of a first use")
     a = ap.parse_args(argv)
     for x in a.apps:
         if x not in apps.APP_NAMES:
@@ -68,7 +71,7 @@ def parse_config(argv=None) -> Config:
         case_budget_s=2.0 if a.quick else 20.0,
         slow_limit_s=a.slow_limit if a.slow_limit is not None else (0.5 if a.quick else 5.0),
         seed=a.seed, memory=not a.no_memory, plots=not a.no_plots, quick=a.quick,
-        progress=not a.no_progress,
+        progress=not a.no_progress, cold=a.cold,
     )
 
 

@@ -14,12 +14,18 @@ Requires: a picklable job (a module-level function, a ``functools.partial`` of o
   or did not finish within ``timeout_s`` (inconclusive; the child is killed).  A child that
   could not start the job (``spawn`` re-imports the ``__main__`` module, which must be importable
   without side effects) is inconclusive too, with a ``RuntimeWarning``.
+* A :class:`GradientProbe` with ``timings_path`` writes there, as JSON, how long its fresh
+  process took from ``differentiate`` to the first gradient, split into coarsen's
+  transformation and Numba's compilation (:func:`first_result_timings`), with whether each came
+  from its on-disk cache: the harness's "transform and compile" numbers (Numba's one-time
+  start-up in a process, its first compilation, is paid before the clock starts).
 * Compatibility: a job that cannot be pickled (a lambda over a gradient object) still runs in a
   child created with ``os.fork`` where the platform has it, with a ``DeprecationWarning``; pass a
   :class:`GradientProbe` instead.  Without ``os.fork`` such a probe is inconclusive (``None``).
 """
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import pickle
@@ -50,14 +56,75 @@ class GradientProbe:
     args: tuple
     boundscheck: bool = True
     plan: str = "auto"
+    #: where to write the child's timings (JSON, see :func:`first_result_timings`); None: none
+    timings_path: str | None = None
 
     def __call__(self):
+        import time
+
         import coarsen
 
+        if self.timings_path is not None:
+            # Numba's one-time start-up (LLVM, its type registries) happens at the first
+            # compilation in a process: paid here, so the times below are this gradient's
+            import numba
+
+            numba.njit(_numba_warmup)(1.0)
+        t0 = time.perf_counter()
         g = coarsen.differentiate(self.fn, wrt=self.wrt, coarsen=self.coarse,
                                   boundscheck=self.boundscheck,
                                   **({} if self.plan == "auto" else {"plan": self.plan}))
-        return g(*self.args)
+        t1 = time.perf_counter()
+        art = g.specialize(self.args) if hasattr(g, "specialize") else None
+        t2 = time.perf_counter()
+        out = g(*self.args)
+        t3 = time.perf_counter()
+        if self.timings_path is not None:
+            g(*self.args)
+            t4 = time.perf_counter()
+            timings = first_result_timings(art, t1 - t0, t2 - t1, t3 - t2, t4 - t3)
+            with open(self.timings_path, "w", encoding="utf-8") as f:
+                json.dump(timings, f)
+        return out
+
+
+def _numba_warmup(x):
+    return x + 1.0
+
+
+def first_result_timings(art, differentiate_s, specialize_s, first_call_s, second_call_s):
+    """The transformation and compilation times of a coarsen gradient's first result, as one
+    JSON-able dict: ``differentiate_s`` (the fence), ``specialize_s`` (``g.specialize``: the
+    pipeline up to the built module), ``first_call_s`` (Numba's compilation, or its cache load,
+    plus one run) and ``second_call_s`` (one run); ``coarsen_transform_s`` is the artifact's
+    ``transform_seconds`` (coarsen's own symbolic work and code generation, or its cache hit),
+    ``first_result_s`` the time from ``differentiate`` to the first gradient, ``compile_s``
+    the first call less the second (Numba's share); ``transform_cached`` whether coarsen's
+    source came from its disk cache, ``compile_cached`` whether Numba loaded machine code from
+    its cache (None when unknown)."""
+    tr = getattr(art, "transform_seconds", None)
+    return {
+        "differentiate_s": differentiate_s, "specialize_s": specialize_s,
+        "first_call_s": first_call_s, "second_call_s": second_call_s,
+        "coarsen_transform_s": None if tr is None else float(tr),
+        "first_result_s": differentiate_s + specialize_s + first_call_s,
+        "compile_s": max(0.0, first_call_s - second_call_s),
+        "transform_cached": getattr(art, "cached", None),
+        "compile_cached": numba_cache_hit(getattr(art, "entry", None)),
+    }
+
+
+def numba_cache_hit(entry):
+    """True when Numba loaded ``entry`` (a dispatcher) from its on-disk cache, False when it
+    compiled it, None when unknown (not a Numba dispatcher, or not called yet)."""
+    stats = getattr(entry, "stats", None)
+    if stats is None:
+        return None
+    hits = sum(getattr(stats, "cache_hits", {}).values())
+    misses = sum(getattr(stats, "cache_misses", {}).values())
+    if hits:
+        return True
+    return False if misses else None
 
 
 def probe_context():

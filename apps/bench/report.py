@@ -12,6 +12,9 @@ partial run's cases are fine).  Guarantees:
   first table that refers to it.  Identical messages of one tool share a footnote.
 * Only the tools that ran have columns (``meta["tools"]``); peers skipped because they are not
   installed are listed with the command that installs them.
+* :func:`render_compile_times` is the table of coarsen's transform time, the time from
+  ``differentiate`` to the first gradient and Numba's compile time, per app and coarsen tool at
+  its first use (the per-size preparation tables have the same columns for every size).
 * :func:`ratio` is median(tool) / median(base) from the same run, at the reduced size when the
   tool was measured there.
 """
@@ -190,16 +193,20 @@ def render_markdown(result, summary: str = "first") -> str:
                  f"`@s` marks a peer measured at a smaller size (slower than "
                  f"{meta['slow_limit_s']:g} s per call), its ratios taken against the primal and "
                  f"hand-written gradient at that size. Memory: {meta['memory_method']}. "
-                 f"coarsen's preparation is split into the transformation (`differentiate` plus "
-                 f"`source_for`: SSA, analyses, AD, printing) and the first call (Numba "
-                 f"compilation plus one run); both use on-disk caches, so a rerun shows cache "
-                 f"loads.")
+                 f"coarsen's preparation is measured twice. In the crash probe's fresh process, "
+                 f"which runs first: coarsen transform (symbolic work and code generation), "
+                 f"differentiate to first result and compile (Numba's; see \"Transform and "
+                 f"compile time\"). Then in this process: transform (`differentiate` plus "
+                 f"`source_for`: SSA, analyses, AD, printing) and first call (compilation plus "
+                 f"one run), usually loads of what the probe stored in the on-disk caches; a "
+                 f"rerun shows cache loads everywhere unless run with `--cold`.")
     lines.append("")
     if summary == "first":
         text = render_summary(result, notes)
         if text:
             lines += [text, ""]
     lines += _size_sections(result, notes)
+    lines += render_compile_times(result)
     lines += _peer_notes(result)
     if summary == "last":
         text = render_summary(result, notes)
@@ -272,8 +279,9 @@ def _ratio_table(title, cs, tools, base, notes):
 
 def _prep_table(size, cs, tools):
     lines = [f"## Size {size}: preparation (untimed) and peak memory of one call", ""]
-    lines.append("| app | tool | transform | first call (compile + run) | peak memory | tape |")
-    lines.append("|---|---|---|---|---|---|")
+    lines.append("| app | tool | transform | first call (compile + run) | coarsen transform "
+                 "| differentiate to first result | compile | caches | peak memory | tape |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
     for c in cs:
         for t in tools:
             r = c["tools"].get(t, {})
@@ -286,10 +294,76 @@ def _prep_table(size, cs, tools):
                 if "transform_s_cached" in prep else "-")
             lines.append(f"| {c['app']} | {t} | {trs} | "
                          f"{fmt_time(prep.get('first_call_s'))} | "
+                         f"{fmt_time(prep.get('coarsen_transform_s'))} | "
+                         f"{fmt_time(prep.get('first_result_s'))} | "
+                         f"{fmt_time(prep.get('compile_s'))} | {cache_cell(prep)} | "
                          f"{fmt_bytes(r.get('peak_bytes')) if 'peak_bytes' in r else '-'} | "
                          f"{fmt_bytes(r['tape_bytes']) if r.get('tape_bytes') else '-'} |")
     lines.append("")
     return lines
+
+
+def cache_cell(prep):
+    """Where coarsen's source and Numba's machine code came from: ``cold`` (neither cached),
+    ``coarsen cache``, ``Numba cache``, ``both cached``; ``-`` for a tool that is not coarsen."""
+    if "compile_measured_in" not in prep and "transform_cached" not in prep:
+        return "-"
+    src, mc = prep.get("transform_cached"), prep.get("compile_cached")
+    if src is None and mc is None:
+        return "?"
+    if src and mc:
+        return "both cached"
+    if src:
+        return "coarsen cache" + ("" if mc is False else ", Numba ?")
+    if mc:
+        return "Numba cache" + ("" if src is False else ", coarsen ?")
+    return "cold" if src is False and mc is False else "?"
+
+
+def _first_use(cases, app, tool):
+    """The ``prep`` of ``tool`` on ``app`` at its first use: the smallest size where the probe
+    measured it without any cache, else the smallest size that has the numbers."""
+    found = []
+    for c in cases:
+        if c["app"] != app:
+            continue
+        prep = c["tools"].get(tool, {}).get("prep") or {}
+        if prep.get("first_result_s") is not None or prep.get("coarsen_transform_s") is not None:
+            found.append((apps.SIZES.index(c["size"]) if c["size"] in apps.SIZES else 99,
+                          c["size"], prep))
+    found.sort(key=lambda x: x[0])
+    for _, size, prep in found:
+        if cache_cell(prep) == "cold":
+            return size, prep
+    return (found[0][1], found[0][2]) if found else (None, None)
+
+
+def render_compile_times(result) -> list[str]:
+    """Per app and coarsen tool: coarsen's transformation (symbolic work and code generation),
+    the time from ``differentiate`` to the first gradient, and Numba's compilation (the first
+    call less the second), at the app's first use."""
+    tools = [t for t in result["meta"]["tools"] if t.startswith("coarsen")]
+    rows = []
+    for app in dict.fromkeys(c["app"] for c in result["cases"]):
+        for t in tools:
+            size, prep = _first_use(result["cases"], app, t)
+            if prep is None:
+                continue
+            rows.append(f"| {app} | {t} | {size} | {fmt_time(prep.get('coarsen_transform_s'))} | "
+                        f"{fmt_time(prep.get('first_result_s'))} | "
+                        f"{fmt_time(prep.get('compile_s'))} | {cache_cell(prep)} |")
+    if not rows:
+        return []
+    cold = result["meta"].get("cold_caches")
+    return ["## Transform and compile time (coarsen, first use per app)", "",
+            "coarsen transform = the artifact's `transform_seconds` (symbolic work and code "
+            "generation); differentiate to first result = from `coarsen.differentiate` to the "
+            "first gradient in a fresh process (the crash probe's), Numba's compilation "
+            "included; compile = that first call less the second (Numba's share). "
+            + ("The run used empty caches (`--cold`)." if cold else
+               "Cached entries are cache loads; `--cold` runs with empty caches."), "",
+            "| app | tool | size | coarsen transform | differentiate to first result | compile "
+            "| caches |", "|---|---|---|---|---|---|---|"] + rows + [""]
 
 
 def _peer_notes(result):

@@ -9,6 +9,8 @@ Requires the apps of :mod:`apps` and a :class:`Config`.  Guarantees:
   atomically (a temporary file in the same folder, then ``os.replace``), so a run stopped at a
   time limit keeps every case it finished; ``meta["complete"]`` turns true only when the run
   ends.  Plots (``ratio_vs_*.png``) are drawn once, at the end.
+* With ``cfg.cold`` the run uses empty coarsen and Numba caches (:func:`cold_caches`), so
+  coarsen's transform and compile times are those of a first use.
 * A Python-level peer whose predicted time per call at a size exceeds ``cfg.slow_limit_s`` is
   measured at the next smaller size, with the primal and the hand-written gradient at that size,
   and marked with ``reduced_size``.  The prediction scales the peer's time at the previous size by
@@ -16,9 +18,12 @@ Requires the apps of :mod:`apps` and a :class:`Config`.  Guarantees:
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
+import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -48,6 +53,9 @@ class Config:
     plots: bool = True
     quick: bool = False
     progress: bool = True
+    #: run with empty coarsen and Numba caches (a temporary ``$COARSEN_CACHE_DIR``), so the
+    #: transform and compile times are those of a first use, not of cache loads
+    cold: bool = False
 
 
 def run(cfg: Config) -> dict:
@@ -58,10 +66,11 @@ def run(cfg: Config) -> dict:
     result = {"meta": _meta(cfg, tools, [asdict(s) for s in skipped]), "cases": []}
     prog = Progress(len(cfg.apps) * len(cfg.sizes), cfg.progress)
     try:
-        for name in cfg.apps:
-            for case in run_app(name, cfg, tools, prog):
-                result["cases"].append(case)
-                write_results(result, out)
+        with cold_caches(cfg.cold and any(t.startswith("coarsen") for t in tools)):
+            for name in cfg.apps:
+                for case in run_app(name, cfg, tools, prog):
+                    result["cases"].append(case)
+                    write_results(result, out)
     finally:
         prog.close()
     result["meta"]["complete"] = True
@@ -125,6 +134,43 @@ def _measure_case(mod, name, size, cfg, tools, prog, history):
                 still.append(tool)
         reduced, red_size = still, _smaller(red_size)
     return {t: res[t] for t in tools if t in res}
+
+
+@contextlib.contextmanager
+def cold_caches(enabled: bool):
+    """With ``enabled``, point ``$COARSEN_CACHE_DIR`` (inherited by the probe's children) at a
+    new, empty folder for the duration, so coarsen's source cache and Numba's machine-code cache
+    (kept beside the generated modules) start empty; the cost model's calibrated weights are
+    copied in, so the plans stay those of this machine and no calibration is timed.  Yields the
+    folder (None when not enabled); restores the variable and removes the folder afterwards."""
+    if not enabled:
+        yield None
+        return
+    from coarsen.lowering.cache import CACHE_ENV, cache_dir
+
+    weights = None
+    try:
+        from coarsen.analysis import costmodel
+
+        costmodel.machine_weights()           # calibrated (and stored) in the usual cache
+        src = cache_dir() / costmodel.CACHE_FILE
+        weights = (costmodel.CACHE_FILE, src.read_bytes()) if src.is_file() else None
+    except Exception:
+        weights = None
+    before = os.environ.get(CACHE_ENV)
+    tmp = tempfile.mkdtemp(prefix="coarsen-bench-cold-")
+    try:
+        os.environ[CACHE_ENV] = os.path.join(tmp, "cache")
+        root = cache_dir()                    # created empty, with its CACHEDIR.TAG
+        if weights is not None:
+            (root / weights[0]).write_bytes(weights[1])
+        yield root
+    finally:
+        if before is None:
+            os.environ.pop(CACHE_ENV, None)
+        else:
+            os.environ[CACHE_ENV] = before
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -215,7 +261,7 @@ def _meta(cfg, tools, skipped):
         "python": platform.python_version(), "machine": platform.machine(),
         "processor": platform.processor(), "cpus": os.cpu_count(), "versions": vers,
         "min_time_s": cfg.min_time, "samples": cfg.samples, "slow_limit_s": cfg.slow_limit_s,
-        "quick": cfg.quick, "tools": list(tools), "requested_tools": list(cfg.tools),
+        "quick": cfg.quick, "cold_caches": cfg.cold, "tools": list(tools), "requested_tools": list(cfg.tools),
         "skipped_peers": skipped, "apps": cfg.apps, "sizes": cfg.sizes,
         "cases_planned": len(cfg.apps) * len(cfg.sizes), "complete": False,
         "tolerance": TOL, "memory_method": "tracemalloc peak of one call (NumPy + Numba NRT + "

@@ -354,3 +354,122 @@ def test_summary_table_coarse_vs_fine_with_tapes():
     # geomean speedup over a and b: sqrt(4 * 1) = 2; tape ratio only where both are non-empty
     assert "geomean speedup fine/coarse 2 (over 2 apps)" in md
     assert "tape fine/coarse 4 (over 1 apps)" in md
+
+
+# ---------------------------------------------------------------- transform and compile times
+
+COMPILE_KEYS = ("coarsen_transform_s", "first_result_s", "compile_s", "transform_cached",
+                "compile_cached", "compile_measured_in")
+
+
+def _check_compile_fields(prep, where):
+    for k in COMPILE_KEYS:
+        assert k in prep, k
+    assert prep["compile_measured_in"] == where
+    assert prep["compile_s"] >= 0.0
+    assert prep["first_result_s"] is not None and prep["first_result_s"] >= prep["compile_s"]
+    assert prep["coarsen_transform_s"] is not None and prep["coarsen_transform_s"] >= 0.0
+    assert prep["transform_cached"] in (True, False)
+    assert prep["compile_cached"] in (True, False, None)
+
+
+def test_coarsen_transform_and_compile_times_come_from_the_probe():
+    """The probe's fresh process times differentiate -> first gradient; the result has the
+    transform and compile times (only their presence and sanity are checked, never values)."""
+    mod = apps.load("series")
+    p = bench.prepare("coarsen", mod, mod.make_inputs("s"))
+    _check_compile_fields(p.info, "probe")
+    # a compiled (cpu) gradient tells whether Numba loaded it from its cache
+    assert p.info["compile_cached"] in (True, False)
+
+
+def test_compile_times_fall_back_to_this_process(monkeypatch):
+    monkeypatch.setattr(adapters, "probe_crash", lambda job, timeout_s=None: None)
+    mod = apps.load("series")
+    p = bench.prepare("coarsen_fine", mod, mod.make_inputs("s"))
+    assert p.info["compile_measured_in"] == "parent"
+    assert p.info["compile_s"] >= 0.0 and p.info["coarsen_transform_s"] >= 0.0
+    assert p.info["transform_cached"] in (True, False)
+    # the primal and the hand-written gradient have none of these
+    assert not set(COMPILE_KEYS) & set(bench.prepare("primal", mod, mod.make_inputs("s")).info)
+
+
+def test_gradient_probe_writes_its_timings(tmp_path):
+    from apps.bench.probe import first_result_timings, numba_cache_hit
+
+    mod = apps.load("series")
+    path = tmp_path / "t.json"
+    job = bench.GradientProbe(mod.objective, tuple(mod.WRT), coarse=True,
+                              args=tuple(mod.make_inputs("s")), timings_path=str(path))
+    job()  # in this process: the same code the child runs
+    data = json.loads(path.read_text())
+    for k in ("differentiate_s", "specialize_s", "first_call_s", "second_call_s"):
+        assert data[k] >= 0.0
+    assert data["first_result_s"] == pytest.approx(
+        data["differentiate_s"] + data["specialize_s"] + data["first_call_s"])
+    assert data["compile_s"] == pytest.approx(max(0.0, data["first_call_s"] -
+                                                  data["second_call_s"]))
+    # no artifact (an old coarsen): the times without the artifact's fields
+    t = first_result_timings(None, 1.0, 2.0, 3.0, 0.5)
+    assert t["first_result_s"] == 6.0 and t["compile_s"] == 2.5
+    assert t["coarsen_transform_s"] is None and t["compile_cached"] is None
+    assert numba_cache_hit(lambda: None) is None
+
+
+def test_cold_caches_use_an_empty_cache_folder_and_restore():
+    from coarsen.lowering.cache import CACHE_ENV
+
+    before = os.environ.get(CACHE_ENV)
+    with runner.cold_caches(False) as root:
+        assert root is None and os.environ.get(CACHE_ENV) == before
+    with runner.cold_caches(True) as root:
+        assert os.environ[CACHE_ENV] == str(root) and root.is_dir()
+        names = {p.name for p in root.iterdir()}
+        assert "CACHEDIR.TAG" in names
+        assert names <= {"CACHEDIR.TAG", "cost_weights.json"}   # nothing else cached yet
+    assert os.environ.get(CACHE_ENV) == before and not root.exists()
+    assert bench.parse_config(["--cold"]).cold is True
+    assert bench.parse_config([]).cold is False
+
+
+def test_report_has_transform_and_compile_times():
+    cold = {"coarsen_transform_s": 0.05, "first_result_s": 6.0, "compile_s": 5.5,
+            "transform_cached": False, "compile_cached": False, "compile_measured_in": "probe"}
+    warm = dict(cold, transform_cached=True, compile_cached=True, first_result_s=0.3,
+                compile_s=0.2)
+    result = _result([
+        {"app": "a", "size": "s", "dims": 3, "tools": {
+            "primal": _tool(1e-4), "handwritten": _tool(5e-4),
+            "coarsen": _tool(1e-3, prep=cold), "coarsen_fine": _tool(2e-3, prep=warm)}},
+        {"app": "a", "size": "m", "dims": 30, "tools": {
+            "primal": _tool(1e-3), "handwritten": _tool(5e-3),
+            "coarsen": _tool(1e-2, prep=warm), "coarsen_fine": _tool(2e-2, prep=warm)}},
+        {"app": "old", "size": "s", "dims": 3, "tools": {   # a result from before these fields
+            "primal": _tool(1e-4), "handwritten": _tool(5e-4),
+            "coarsen": _tool(1e-3, prep={"transform_s": 0.1, "first_call_s": 2.0})}}],
+        cold_caches=True)
+    lines = bench.render_compile_times(result)
+    text = "\n".join(lines)
+    assert "## Transform and compile time (coarsen, first use per app)" in text
+    assert "| a | coarsen | s | 50.00 ms | 6.00 s | 5.50 s | cold |" in text
+    assert "| a | coarsen_fine | s | 50.00 ms | 300.00 ms | 200.00 ms | both cached |" in text
+    assert "| old |" not in text and "(`--cold`)" in text
+    md = bench.render_markdown(result)
+    assert md.count("## Transform and compile time") == 1
+    assert "| coarsen transform | differentiate to first result | compile | caches |" in md
+    assert "| a | coarsen | 1.00 ms | 1.00 ms | 50.00 ms | 6.00 s | 5.50 s | cold |" not in md
+    assert "| 50.00 ms | 6.00 s | 5.50 s | cold |" in md   # in the size-s preparation table
+    assert "| old | coarsen | 100.00 ms | 2.00 s | - | - | - | - |" in md
+    # nothing of it without coarsen's tools
+    assert bench.render_compile_times(_result([], tools=("primal", "handwritten"))) == []
+
+
+def test_run_records_compile_times_in_results_json(tmp_path):
+    res = bench.run(_cfg(tmp_path, tools=["primal", "handwritten", "coarsen"], memory=False))
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["meta"]["cold_caches"] is False
+    prep = data["cases"][0]["tools"]["coarsen"]["prep"]
+    _check_compile_fields(prep, "probe")
+    assert res["cases"][0]["tools"]["coarsen"]["status"] == "ok"
+    md = (tmp_path / "results.md").read_text()
+    assert "| series | coarsen | s |" in md
