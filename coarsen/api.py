@@ -24,6 +24,14 @@ code.  ``wrt`` is checked by ``differentiate`` itself.  Array arguments that ove
 are refused (``CoarsenError`` naming both) when the function writes either of them.
 The caller's arrays are never modified.  float32 arrays are computed in float64 and their
 gradients returned as float32.
+Tapes: a call whose tapes hold more than ``KEEP_TAPES_ABOVE`` entries makes later calls of
+the same kind of arguments run the artifact's taped entry on tapes kept per thread
+(``threading.local``; a call's results never depend on them), so big tapes are not
+allocated, page-faulted and grown again on every call.  ``g.tape_bytes`` is the bytes the
+last call's tapes held (not the capacity kept), ``g.kept_tape_bytes`` this thread's kept
+capacity, and ``g.release_tapes()`` drops every thread's kept tapes.  Calls repeating a kind
+of arguments take a fast path that skips binding (when positional), signatures and
+conversions that are not needed.
 For ``coarsen.export`` and ``coarsen.batching``: ``g.specialize(args)``, and
 ``g.signature_of(args)`` with ``g.specialization(types, signature, workspace=...)``, give an
 ``Artifact``, ``g.last_specialization`` the last call's, ``g.module_arrays`` the module-level
@@ -34,6 +42,8 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import math
+import threading
 import time
 from dataclasses import dataclass, replace
 
@@ -41,6 +51,7 @@ import numpy as np
 
 from . import __version__, lowering
 from .ad.reverse import differentiate_ir
+from .ad.reverse.driver import taped_name
 from .analysis.costmodel import machine_weights
 from .analysis.activity import analyze
 from .artifact import (
@@ -192,11 +203,19 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
             pass
     transform = time.perf_counter() - t0
     mod = lowering.build(source, name=fn.__name__, target=options.build_target)
+    # the taped entry, where the code tapes: its last parameters are the tapes it takes
+    taped = getattr(mod, taped_name(entry_name), None)
+    tapes = ""
+    if taped is not None:
+        code = getattr(taped, "py_func", taped).__code__
+        names = code.co_varnames[:code.co_argcount]
+        tapes = "".join(k for k, tape in (("f", "_ftape"), ("i", "_itape")) if tape in names)
     return Artifact(function=fn.__qualname__, signature=tuple(signature.texts), types=types,
                     options=options, wrt=wrt, entry_name=entry_name, source=source, module=mod,
                     entry=getattr(mod, entry_name), ir_text=ir_text_, plan=tuple(plan),
                     transform_seconds=transform, cached=cached is not None, written=written,
-                    module_arrays=arrays, reads=fn_ir.dependencies, key=key, cache_key=cache_key)
+                    module_arrays=arrays, reads=fn_ir.dependencies, key=key, cache_key=cache_key,
+                    taped_entry=taped, tapes=tapes)
 
 
 def _check_returns_float(fn_ir, src):
@@ -218,6 +237,43 @@ def _check_returns_float(fn_ir, src):
 # the former name of an Artifact
 Specialization = Artifact
 
+# A call of a taped entry passes this thread's kept tapes in and gets them back; Numba boxes
+# each array it returns (a few tenths of a microsecond), which costs more than fresh small
+# tapes.  A kind of arguments keeps its tapes once a call's tapes held more entries (floats
+# and ints) than this: from there on, allocating, page-faulting and growing fresh tapes per
+# call costs far more.
+KEEP_TAPES_ABOVE = 2048
+
+
+class _Tapes(threading.local):
+    """The tapes kept for the taped entries (``Artifact.taped_entry``), per thread: one
+    float64 and one int64 buffer, shared by a ``Gradient``'s artifacts (their contents do not
+    outlive a call), replaced by what each call gives back (grown, possibly)."""
+
+    def __init__(self):
+        self.f = np.empty(64)
+        self.i = np.empty(64, np.int64)
+
+
+def _type_key(n):
+    """A function of a tuple of ``n`` values giving the tuple of their types: the key of the
+    fast path, written out for ``n`` (twice as fast as ``tuple(map(type, args))``)."""
+    names = [f"a{k}" for k in range(n)]
+    lines = ["def types(args):"]
+    if n:
+        lines.append(f"    {', '.join(names)}, = args")
+    lines.append(f"    return ({''.join(f'type({a}), ' for a in names)})")
+    scope = {}
+    exec(compile("\n".join(lines) + "\n", "<coarsen argument types>", "exec"), scope)
+    return scope["types"]
+
+
+def _array_key(args):
+    """What picks an artifact for arguments with arrays: each one's type, and an array's
+    dtype (byte order included) and rank."""
+    return tuple((type(a), a.dtype.str, a.ndim) if isinstance(a, np.ndarray) else type(a)
+                 for a in args)
+
 
 class Gradient:
     """The gradient of a function; see ``coarsen.differentiate``.  A facade over
@@ -231,11 +287,15 @@ class Gradient:
         self.src = get_source(self.fn)          # raises CoarsenError when there is no source
         self.params = [a.id for a in self.src.node.args.args]
         self._nparams = len(self.params)
+        self._types = _type_key(self._nparams)
         self._pysig = inspect.signature(self.fn)    # binds keyword arguments and defaults
         self._single = wrt is not None and not isinstance(wrt, (tuple, list))
         check_wrt(self.options.wrt, self.params, self.fn.__name__)
         self._artifacts = {}
-        self._fast = {}
+        self._fast = {}             # tuple(map(type, args)) -> runner (or _by_arrays)
+        self._fast_arrays = {}      # _array_key(args) -> runner, for calls with arrays
+        self._tapes = _Tapes()      # the tapes kept per thread (release_tapes drops them)
+        self._tape = None           # the last call's (tape floats, tape ints)
         self._last = None
         self.__name__ = f"grad_{self.fn.__name__}"
         self.__doc__ = f"Gradient of {self.fn.__qualname__}, generated by coarsen."
@@ -282,6 +342,11 @@ class Gradient:
     def _prepare(self, args):
         art = self._artifact(self._signature(args))
         self._last = art
+        return art, self._convert(args)
+
+    def _convert(self, args):
+        """The arguments, module-level arrays appended, as the entry takes them: float64 and
+        int64 arrays, Python scalars."""
         conv = []
         for a in tuple(args) + tuple(self._global_arrays):
             if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.dtype != np.float64:
@@ -293,44 +358,152 @@ class Gradient:
             elif isinstance(a, np.integer):
                 a = int(a)
             conv.append(a)
-        return art, conv
+        return tuple(conv)
 
+    # The fast path.  A kind of arguments (their types; arrays' dtypes and ranks too) seen
+    # before maps, in ``_fast`` (``_fast_arrays`` for kinds with arrays, which ``_fast`` sends
+    # to ``_by_arrays``), to what the call needs once its artifact is known: the direct hit
+    # ``(artifact, entry, module arrays, single, limit)`` where the arguments and results
+    # need no conversion, the function writes no array and the tapes are fresh per call (a
+    # tape of more than ``limit`` entries switches the kind to the kept tapes), else a runner
+    # (``_runner``).  ``__call__`` and ``value_and_grad`` inline ``_run`` for speed.
     def _run(self, args):
-        # Fast path: the same argument kinds as a previous call need no conversion and no
-        # signature work; this keeps the per-call overhead to a few microseconds.
-        key = tuple((a.dtype.num, a.ndim) if type(a) is np.ndarray else type(a) for a in args)
-        hit = self._fast.get(key)
-        if hit is not None:
-            art, plain, casts = hit
-            self._last = art
-            if art.written:
-                self._check_aliasing(args, art.written)
-            if plain:
-                value, grads, tape = art.entry(*args, *self._global_arrays)
-                self.tape_bytes = 8 * (tape[0] + tape[1])
-                res = tuple(g if arr else float(g) for g, arr in zip(grads, casts))
-                return float(value), (res[0] if self._single else res)
+        """``(value, gradient)`` of one call on bound arguments."""
+        hit = self._fast.get(self._types(args))
+        if type(hit) is tuple:
+            return self._direct(hit, args)
+        return (hit or self._first_run)(args)
+
+    def _direct(self, hit, args):
+        art, entry, arrays, single, limit = hit
+        r = entry(*args, *arrays) if arrays else entry(*args)
+        self._last, self._tape = art, r[2]
+        if r[2][0] + r[2][1] > limit:
+            self._keep_tapes(args, art)
+        return r[0], (r[1][0] if single else r[1])
+
+    def _by_arrays(self, args):
+        """The fast path of calls with arrays: their dtypes and ranks pick the hit."""
+        hit = self._fast_arrays.get(_array_key(args))
+        if type(hit) is tuple:
+            return self._direct(hit, args)
+        return (hit or self._first_run)(args)
+
+    def _remember(self, args, hit):
+        """``hit`` (a direct hit or a runner) for later calls with arguments of this kind."""
+        key = self._types(args)
+        if any(issubclass(t, np.ndarray) for t in key):
+            if len(self._fast_arrays) < 64:
+                self._fast[key] = self._by_arrays
+                self._fast_arrays[_array_key(args)] = hit
+        elif len(self._fast) < 64:
+            self._fast[key] = hit
+
+    def _keep_tapes(self, args, art):
+        """A direct hit's tapes grew big: later calls of its kind run on kept tapes."""
+        self._remember(args, self._runner(art, True, True, (), True))
+
+    def _first_run(self, args):
+        """The first call of a kind of arguments: its signature, artifact and conversions,
+        then what later calls of the same kind take (``_remember``)."""
         art, conv = self._prepare(args)
         if art.written:
             self._check_aliasing(args, art.written)
         value, grads, tape = art.entry(*conv)
-        self.tape_bytes = 8 * (int(tape[0]) + int(tape[1]))
+        self._tape = tape
         out = []
-        plain = all(c is a for c, a in zip(conv, args))
+        plain = all(c is a for c, a in zip(conv, args + self._global_arrays))
+        casts = []
         for name, gr in zip(art.wrt, grads):
             a = args[self.params.index(name)]
             if isinstance(a, np.ndarray):
                 if a.dtype != np.float64:
                     plain = False
                 gr = np.asarray(gr).astype(a.dtype, copy=False)
+                casts.append(a.dtype)
             else:
                 gr = float(gr)
+                casts.append(None)
             out.append(gr)
-        if len(self._fast) < 64:
-            is_array = tuple(isinstance(args[self.params.index(n)], np.ndarray) for n in art.wrt)
-            self._fast[key] = (art, plain, is_array)
+        # Numba's results have the types it compiled for: Python floats for scalars (no
+        # conversion needed on later calls); plain Python may give NumPy scalars
+        raw = plain and art.options.build_target == "cpu" and type(value) is float and \
+            all(c is not None or type(g) is float for g, c in zip(grads, casts))
+        keep = art.taped_entry is not None and int(tape[0]) + int(tape[1]) > KEEP_TAPES_ABOVE
+        if raw and not art.written and not keep:
+            limit = KEEP_TAPES_ABOVE if art.taped_entry is not None else math.inf
+            self._remember(args, (art, art.entry, self._global_arrays, self._single, limit))
+        else:
+            self._remember(args, self._runner(art, plain, raw, tuple(casts), keep))
         res = out[0] if self._single else tuple(out)
         return float(value), res
+
+    def _runner(self, art, plain, raw, casts, keep):
+        """The fast path of one kind of arguments that needs more than a direct hit: a
+        function of the arguments giving ``(value, gradient)``.
+
+        ``plain``: the arguments need no conversion; ``raw``: nor do the results; ``casts``:
+        per gradient, the argument's dtype (an array) or None (a float).  ``keep``: call the
+        taped entry on this thread's kept tapes and keep what it gives back; a call of the
+        plain entry whose tapes held more than ``KEEP_TAPES_ABOVE`` entries switches this
+        runner to that."""
+        gradient = self
+        arrays, single, written = self._global_arrays, self._single, art.written
+        entry, taped = art.entry, art.taped_entry
+        kinds = art.tapes if keep else ""
+
+        def run(args):
+            nonlocal kinds
+            gradient._last = art
+            if written:
+                gradient._check_aliasing(args, written)
+            call = args + arrays if plain else gradient._convert(args)
+            if kinds:
+                r = kept(call)
+            else:
+                r = entry(*call)
+                if taped is not None and r[2][0] + r[2][1] > KEEP_TAPES_ABOVE:
+                    kinds = art.tapes       # big tapes from now on: keep them
+            gradient._tape = r[2]
+            if raw:
+                return r[0], (r[1][0] if single else r[1])
+            res = tuple(float(g) if c is None else np.asarray(g).astype(c, copy=False)
+                        for g, c in zip(r[1], casts))
+            return float(r[0]), (res[0] if single else res)
+
+        def kept(call):
+            """The taped entry on this thread's kept tapes, which it replaces."""
+            tapes = gradient._tapes
+            if kinds == "f":
+                r = taped(*call, tapes.f)
+                tapes.f = r[3]
+            elif kinds == "i":
+                r = taped(*call, tapes.i)
+                tapes.i = r[3]
+            else:
+                r = taped(*call, tapes.f, tapes.i)
+                tapes.f, tapes.i = r[3], r[4]
+            return r
+        return run
+
+    @property
+    def tape_bytes(self):
+        """The bytes the last call's tapes held (floats and ints, 8 bytes each), or None
+        before any call; not the capacity kept for later calls."""
+        t = self._tape
+        return None if t is None else 8 * (int(t[0]) + int(t[1]))
+
+    @property
+    def kept_tape_bytes(self):
+        """The bytes of the tapes this thread keeps for its later calls (their capacity; a few
+        hundred bytes until a call's tapes grow past ``KEEP_TAPES_ABOVE`` entries)."""
+        tapes = self._tapes
+        return tapes.f.nbytes + tapes.i.nbytes
+
+    def release_tapes(self):
+        """Drop the tapes kept for later calls (every thread's, once no call is running on
+        them); the next call of each thread starts from small ones again."""
+        self._tapes = _Tapes()
 
     def _bind(self, args, kwargs):
         """Positional, keyword and default arguments bound as the function binds them."""
@@ -376,12 +549,24 @@ class Gradient:
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != self._nparams:
             args = self._bind(args, kwargs)
-        return self._run(args)[1]
+        # self._run(args)[1], inlined (a direct hit is the common case: see _run)
+        hit = self._fast.get(self._types(args))
+        if type(hit) is not tuple:
+            return (hit or self._first_run)(args)[1]
+        art, entry, arrays, single, limit = hit
+        r = entry(*args, *arrays) if arrays else entry(*args)
+        self._last, self._tape = art, r[2]
+        if r[2][0] + r[2][1] > limit:
+            self._keep_tapes(args, art)
+        return r[1][0] if single else r[1]
 
     def value_and_grad(self, *args, **kwargs):
         if kwargs or len(args) != self._nparams:
             args = self._bind(args, kwargs)
-        return self._run(args)
+        hit = self._fast.get(self._types(args))
+        if type(hit) is not tuple:
+            return (hit or self._first_run)(args)
+        return self._direct(hit, args)
 
     # ------------------------------------------------------------------ inspection
     @property
@@ -409,12 +594,10 @@ class Gradient:
         else:
             raise CoarsenError("call the gradient once (or pass example arguments to report) first")
         rep = Report(self.fn.__qualname__, art.signature, self.coarsen, list(art.plan),
-                     art.transform_seconds, getattr(self, "tape_bytes", None))
+                     art.transform_seconds, self.tape_bytes)
         import sys
         print(rep.format(), file=file or sys.stdout)
         return rep
-
-    tape_bytes = None
 
     # ------------------------------------------------------------------ export and batches
     def export(self, path, signature=None):

@@ -31,6 +31,11 @@ Guarantees:
   frontend's reads (``reads``, a ``Dependencies``; ``dependencies`` its fingerprint) and the key.
   Calling it runs the entry on converted arguments (float64/int64 arrays, Python scalars),
   module-level arrays appended: ``(value, grads, (tape floats, tape ints))``.
+  Where the code tapes (and not in workspace mode), ``taped_entry`` is the same gradient
+  taking the tapes it uses after those arguments (``tapes``: ``"f"`` a float64 buffer, ``"i"``
+  an int64 buffer, ``"fi"`` both, in that order; any size, contents ignored) and giving them
+  back, grown where they had to grow: ``(value, grads, (tape floats, tape ints), *tapes)``;
+  the entry calls it with fresh tapes.  Otherwise ``taped_entry`` is None and ``tapes`` "".
 """
 from __future__ import annotations
 
@@ -276,6 +281,8 @@ class Artifact:
     reads: object               # the frontend's ``Dependencies`` (the key's first part)
     key: KeyParts
     cache_key: str
+    taped_entry: object = None  # ``module.<entry_name>_taped``, or None (nothing taped)
+    tapes: str = ""             # the tapes it takes after the entry's arguments: "f", "i", "fi"
     dependencies: str = field(init=False)   # ``reads.fingerprint()``
 
     def __post_init__(self):

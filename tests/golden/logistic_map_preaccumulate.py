@@ -19,12 +19,12 @@ def _reserve(tape, need):
     return tape
 
 
-def value_and_grad_logistic_map(r, x0, n):
+def value_and_grad_logistic_map_taped(r, x0, n, _ftape):
     # prologue: copies of written inputs, tapes, initial values
     _entry1 = 0.0
     _pa2 = 0.0
     _pa3 = 0.0
-    _ftape = np.empty(64)
+    _ftape = _reserve(_ftape, 64)
     _fpos = 0
     # forward sweep
     # x = x0
@@ -71,4 +71,11 @@ def value_and_grad_logistic_map(r, x0, n):
     # x = x0
     x0_bar += x_bar
     x_bar = 0.0
-    return (_value, (r_bar, x0_bar), (_tape_floats, _tape_ints))
+    return (_value, (r_bar, x0_bar), (_tape_floats, _tape_ints), _ftape)
+
+
+# one call on fresh tapes: value_and_grad_logistic_map_taped takes the tapes
+# and gives them back, grown, for the next call
+def value_and_grad_logistic_map(r, x0, n):
+    _value, _grads, _tape, _ftape = value_and_grad_logistic_map_taped(r, x0, n, np.empty(64))
+    return (_value, _grads, _tape)

@@ -2,8 +2,15 @@
 
 Requires: a typed ``ir.Function``, the names of the differentiated parameters, and the
 analysis ``Facts`` (``coarsen.analysis.activity``).
-Guarantees: a ``gast.Module`` with the runtime helpers it needs and one function
-``<name>_value_and_grad(*params)`` returning ``(value, (adjoint of each wrt parameter,))``.
+Guarantees: a ``gast.Module`` with the runtime helpers it needs and the entry
+``<entry_name>(*params)`` returning ``(value, (adjoint of each wrt parameter,), (tape floats,
+tape ints))``.  Where the code tapes (and not in workspace mode), the gradient itself is
+``<entry_name>_taped(*params, *tapes)`` (``taped_name``): ``tapes`` are ``_ftape`` (float64)
+and/or ``_itape`` (int64), those it uses in that order, of any size (reserved at entry, their
+contents never read before written), and it returns the entry's triple followed by the tapes,
+grown where they had to grow, for the caller to pass to the next call; the entry is then a
+thin call of it on fresh tapes.  In workspace mode and without tapes the entry is the
+gradient.
 The function runs a forward sweep (the primal, saving on typed tapes the values the reverse
 sweep reads that would otherwise be overwritten) and a reverse sweep (adjoint statements in
 reverse order, restoring saved values as it goes): the invariant is that at the reverse point
@@ -106,6 +113,24 @@ def _planned(plan, ctx, weights, forced):
         return replace(plan, result=Fallback(costs.estimates_text()), strategy="fine",
                        costs=costs)
     return replace(plan, strategy=costs.chosen, costs=costs)
+
+
+def taped_name(entry_name):
+    """The name of the taped entry beside ``entry_name`` (see the module docstring)."""
+    return entry_name + "_taped"
+
+
+def _fresh_tapes_entry(entry_name, params, tapes, tops):
+    """``entry_name(*params)``: the taped entry called with fresh tapes, its tapes dropped."""
+    fresh = {FT: B.call("np.empty", tops[FT] + 64),
+             IT: B.call("np.empty", tops[IT] + 64, B.attr("np.int64"))}
+    out = ("_value", "_grads", "_tape") + tuple(tapes)
+    body = [B.assign(B.tuple_(*out), B.call(taped_name(entry_name), *params, *(fresh[t] for t in tapes))),
+            B.return_(B.tuple_(*out[:3]))]
+    func = B.funcdef(entry_name, params, body)
+    func.coarsen_comment = (f"one call on fresh tapes: {taped_name(entry_name)} takes the tapes\n"
+                            "and gives them back, grown, for the next call")
+    return func
 
 
 def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_seconds=2.0,
@@ -247,12 +272,12 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
             if k:
                 prologue.append(em.workspace_check(tape, X(k)))
     else:
-        if em.uses_ftape:
-            prologue.append(B.assign(FT, B.call("np.empty", top_f + 64)))
-            prologue.append(B.assign(FP, 0))
-        if em.uses_itape:
-            prologue.append(B.assign(IT, B.call("np.empty", top_i + 64, B.attr("np.int64"))))
-            prologue.append(B.assign(IP, 0))
+        # the tapes come in as parameters (the taped entry, below): reserved for the pushes
+        # outside every loop, plus slack, then grown per loop as before
+        for used, tape, pos, top in ((em.uses_ftape, FT, FP, top_f), (em.uses_itape, IT, IP, top_i)):
+            if used:
+                prologue.append(B.assign(tape, B.call(em.helper("_reserve"), tape, top + 64)))
+                prologue.append(B.assign(pos, 0))
     if prologue:
         prologue[0].coarsen_comment = "prologue: copies of written inputs, tapes, initial values"
     value_name = "_value"
@@ -276,8 +301,11 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     grads = []
     for w in wrt:
         grads.append(B.name(Emitter.bar(w)))
+    # the tapes the entry takes and gives back: none in workspace mode (they are parameters
+    # already) nor when nothing is taped
+    tapes = [] if workspace else [t for used, t in ((em.uses_ftape, FT), (em.uses_itape, IT)) if used]
     ret = B.return_(B.tuple_(value_name, gast.Tuple(elts=grads, ctx=gast.Load()),
-                             B.tuple_("_tape_floats", "_tape_ints")))
+                             B.tuple_("_tape_floats", "_tape_ints"), *tapes))
     if fwd:
         fwd[0].coarsen_comment = "forward sweep" + (("\n" + fwd[0].coarsen_comment) if getattr(fwd[0], "coarsen_comment", None) else "")
     body = prologue + fwd + mid + adj_init + seed + rev + [ret]
@@ -287,21 +315,23 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
         loc = getattr(st, "_coarsen_loc", None)
         if loc is not None:
             st.coarsen_comment = "forward sweep\n" + loc.text
-    params = list(fn.params) + ([FT, IT, "_status"] if workspace else [])
+    params = list(fn.params) + ([FT, IT, "_status"] if workspace else tapes)
     # the names the compiler made: the emitter's (fresh names, segment symbols) and the
     # adjoint of every variable (the emitter types the variables it makes in fn.types)
     made = em.made | {Emitter.bar(v) for v in set(fn.types) | set(facts.active) | set(wrt)}
     body = drop_dead_adjoint_code(body, made)
-    func = B.funcdef(entry_name, params, body)
+    funcs = [B.funcdef(taped_name(entry_name) if tapes else entry_name, params, body)]
+    if tapes:
+        funcs.append(_fresh_tapes_entry(entry_name, fn.params, tapes, {FT: top_f, IT: top_i}))
     helpers = helper_source(sorted(em.helpers)) if em.helpers else ""
     # import what the code uses (generated modules pass `ruff check`)
-    used = {n.id for node in [func] + list(gast.parse(helpers).body if helpers else [])
+    used = {n.id for node in funcs + list(gast.parse(helpers).body if helpers else [])
             for n in gast.walk(node) if isinstance(n, gast.Name)}
     header = gast.parse("".join(line for mod, line in (("math", "import math\n"),
                                                        ("np", "import numpy as np\n"))
                                 if mod in used) or "\n")
     helper_mod = gast.parse(helpers) if helpers else gast.Module(body=[], type_ignores=[])
-    module = gast.Module(body=header.body + helper_mod.body + [func], type_ignores=[])
+    module = gast.Module(body=header.body + helper_mod.body + funcs, type_ignores=[])
     em.segments = segments
     return module, em
 
