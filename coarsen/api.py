@@ -255,17 +255,18 @@ class _Tapes(threading.local):
         self.i = np.empty(64, np.int64)
 
 
-def _type_key(n):
-    """A function of a tuple of ``n`` values giving the tuple of their types: the key of the
-    fast path, written out for ``n`` (twice as fast as ``tuple(map(type, args))``)."""
+def _type_key(n, table):
+    """Two functions of a tuple of ``n`` values: ``types`` gives the tuple of their types (the
+    key of the fast path), ``lookup`` what ``table`` holds for that key (or None).  Written out
+    for ``n``: twice as fast as ``tuple(map(type, args))``."""
     names = [f"a{k}" for k in range(n)]
-    lines = ["def types(args):"]
-    if n:
-        lines.append(f"    {', '.join(names)}, = args")
-    lines.append(f"    return ({''.join(f'type({a}), ' for a in names)})")
-    scope = {}
-    exec(compile("\n".join(lines) + "\n", "<coarsen argument types>", "exec"), scope)
-    return scope["types"]
+    unpack = f"    {', '.join(names)}, = args\n" if n else ""
+    key = f"({''.join(f'type({a}), ' for a in names)})"
+    text = (f"def types(args):\n{unpack}    return {key}\n\n\n"
+            f"def lookup(args, get=table.get):\n{unpack}    return get({key})\n")
+    scope = {"table": table}
+    exec(compile(text, "<coarsen argument types>", "exec"), scope)
+    return scope["types"], scope["lookup"]
 
 
 def _array_key(args):
@@ -287,12 +288,12 @@ class Gradient:
         self.src = get_source(self.fn)          # raises CoarsenError when there is no source
         self.params = [a.id for a in self.src.node.args.args]
         self._nparams = len(self.params)
-        self._types = _type_key(self._nparams)
         self._pysig = inspect.signature(self.fn)    # binds keyword arguments and defaults
         self._single = wrt is not None and not isinstance(wrt, (tuple, list))
         check_wrt(self.options.wrt, self.params, self.fn.__name__)
         self._artifacts = {}
         self._fast = {}             # tuple(map(type, args)) -> runner (or _by_arrays)
+        self._types, self._lookup = _type_key(self._nparams, self._fast)
         self._fast_arrays = {}      # _array_key(args) -> runner, for calls with arrays
         self._tapes = _Tapes()      # the tapes kept per thread (release_tapes drops them)
         self._tape = None           # the last call's (tape floats, tape ints)
@@ -369,7 +370,7 @@ class Gradient:
     # (``_runner``).  ``__call__`` and ``value_and_grad`` inline ``_run`` for speed.
     def _run(self, args):
         """``(value, gradient)`` of one call on bound arguments."""
-        hit = self._fast.get(self._types(args))
+        hit = self._lookup(args)
         if type(hit) is tuple:
             return self._direct(hit, args)
         return (hit or self._first_run)(args)
@@ -549,8 +550,8 @@ class Gradient:
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != self._nparams:
             args = self._bind(args, kwargs)
-        # self._run(args)[1], inlined (a direct hit is the common case: see _run)
-        hit = self._fast.get(self._types(args))
+        # self._run(args)[1], with _direct inlined (a direct hit is the common case: see _run)
+        hit = self._lookup(args)
         if type(hit) is not tuple:
             return (hit or self._first_run)(args)[1]
         art, entry, arrays, single, limit = hit
@@ -563,10 +564,15 @@ class Gradient:
     def value_and_grad(self, *args, **kwargs):
         if kwargs or len(args) != self._nparams:
             args = self._bind(args, kwargs)
-        hit = self._fast.get(self._types(args))
+        hit = self._lookup(args)       # as in __call__
         if type(hit) is not tuple:
             return (hit or self._first_run)(args)
-        return self._direct(hit, args)
+        art, entry, arrays, single, limit = hit
+        r = entry(*args, *arrays) if arrays else entry(*args)
+        self._last, self._tape = art, r[2]
+        if r[2][0] + r[2][1] > limit:
+            self._keep_tapes(args, art)
+        return r[0], (r[1][0] if single else r[1])
 
     # ------------------------------------------------------------------ inspection
     @property
