@@ -292,9 +292,11 @@ class Gradient:
         self._single = wrt is not None and not isinstance(wrt, (tuple, list))
         check_wrt(self.options.wrt, self.params, self.fn.__name__)
         self._artifacts = {}
-        self._fast = {}             # tuple(map(type, args)) -> runner (or _by_arrays)
+        # the fast path (see _run): argument types -> direct hit, runner or _by_arrays;
+        # never rebound (_lookup holds its get)
+        self._fast = {}
         self._types, self._lookup = _type_key(self._nparams, self._fast)
-        self._fast_arrays = {}      # _array_key(args) -> runner, for calls with arrays
+        self._fast_arrays = {}      # _array_key(args) -> direct hit or runner
         self._tapes = _Tapes()      # the tapes kept per thread (release_tapes drops them)
         self._tape = None           # the last call's (tape floats, tape ints)
         self._last = None

@@ -189,3 +189,12 @@ def test_single_and_tuple_results_on_the_fast_path():
         g2 = coarsen.differentiate(chain, wrt=("x",))
         assert type(g2(0.3, 5)) is tuple and g2(0.3, 5) == (g1(0.3, 5),)
         assert g2(0.3, n=5) == g2(x=0.3, n=5) == g2(0.3, 5)
+
+
+def test_tape_bytes_before_and_after_calls(capsys):
+    g = coarsen.differentiate(chain, coarsen=False)
+    assert g.tape_bytes is None
+    g(0.3, 10)
+    assert g.tape_bytes == 8 * 10
+    g.report()
+    assert "tape of the last call: 80 bytes" in capsys.readouterr().out
