@@ -6,13 +6,15 @@ code reads it; a ``("mid"|"end", segment)`` pair for reads after a segment's pas
 its end).
 Guarantees: ``find_recomputable`` names the scalar temporaries read from an array whose
 element holds still while they live (the reverse sweep re-reads the element instead of taping
-it), ``rereads_for_steps`` those of them segment steps re-read; ``to_be_recorded`` the variables a later assignment may overwrite before the reverse
+it), ``rereads_for_steps`` those of them segment steps re-read; ``find_int_recomputable`` the
+integer and boolean scalars (index arithmetic, trip counts, loop conditions) the reverse sweep
+evaluates again instead of taping; ``to_be_recorded`` the variables a later assignment may overwrite before the reverse
 sweep reads them; ``tape_sites`` the scalar assignments that must save the value they
 overwrite.  None of them changes its inputs.
 """
 from __future__ import annotations
 
-from ..ir.nodes import Array, Assign, For, If, Segment, Store, Var, While, uses, walk
+from ..ir.nodes import Array, Assign, Const, For, If, Scalar, Segment, Store, Var, While, uses, walk
 from ..ir.primitives import primitive
 from .activity import intact, is_temp, statement_positions
 
@@ -106,11 +108,86 @@ def _find(fn, facts, block, out, loop_vars=(), after=()):
             _find(fn, facts, s.stmts, out, loop_vars, inner)
 
 
-def to_be_recorded(fn, reads_at):
+#: cheap operations on integers and booleans that the reverse sweep may evaluate again
+INT_RECOMPUTE_OPS = frozenset({"add", "sub", "mul", "neg", "floordiv", "mod", "copy", "dim",
+                               "eq", "ne", "lt", "le", "gt", "ge", "not", "and", "or", "truth"})
+
+
+def find_int_recomputable(fn, facts):
+    """Integer and boolean scalars the reverse sweep evaluates again instead of saving them
+    on the int tape: ``{name: its Assign}``, in definition order.
+
+    A scalar qualifies when it is assigned once (``t = i - 1``, ``stop = n - 1``, ``c = i > 0``)
+    by a cheap operation (``INT_RECOMPUTE_OPS``) whose operands are constants, indices of the
+    range loops around the assignment, variables that keep one value (``activity.intact``;
+    an array only as the operand of a dimension) or scalars that qualify themselves; and when
+    every read of it comes later in the same block (segments count as part of their block),
+    so in the same trip of every loop around it.  Each reverse-sweep read of it then sees the operands with the values they had at
+    the assignment: a loop index is set by the reverse loop, the rest never change."""
+    counts = {}
+    for st in walk(fn.body):
+        for u in uses(st):
+            if isinstance(u, Var):
+                counts[u.name] = counts.get(u.name, 0) + 1
+    out = {}
+
+    def operand_ok(st, a, loop_vars):
+        if isinstance(a, Const):
+            return True
+        if not isinstance(a, Var):
+            return False
+        n = a.name
+        if isinstance(fn.types.get(n), Array):
+            return st.op == "dim" and intact(facts, n)
+        if n in out:
+            return True
+        if n in loop_vars and facts.defs.get(n) == 1:
+            return True
+        return intact(facts, n)
+
+    def flat(block):
+        # a segment is a straight-line run of its block's statements
+        for st in block:
+            if isinstance(st, Segment):
+                yield from flat(st.stmts)
+            else:
+                yield st
+
+    def visit(block, loop_vars):
+        block = list(flat(block))
+        for k, st in enumerate(block):
+            if isinstance(st, Assign):
+                t = fn.types.get(st.target)
+                if st.op in INT_RECOMPUTE_OPS and isinstance(t, Scalar) and t.kind in ("i64", "bool") \
+                        and not st.index and facts.defs.get(st.target) == 1 \
+                        and st.target not in fn.params and st.target != fn.result \
+                        and not intact(facts, st.target) \
+                        and all(operand_ok(st, a, loop_vars) for a in st.args):
+                    later = sum(1 for x in walk(block[k + 1:]) for u in uses(x)
+                                if isinstance(u, Var) and u.name == st.target)
+                    if later == counts.get(st.target, 0):
+                        out[st.target] = st
+            elif isinstance(st, If):
+                visit(st.body, loop_vars)
+                visit(st.orelse, loop_vars)
+            elif isinstance(st, For):
+                visit(st.body, loop_vars + (st.var,))
+            elif isinstance(st, While):
+                visit(st.test_body, loop_vars)
+                visit(st.body, loop_vars)
+
+    visit(fn.body, ())
+    return out
+
+
+def to_be_recorded(fn, reads_at, fused=frozenset()):
     """Variables whose values the reverse sweep reads at a point where a later assignment
     (later in program order, or in a loop around both) may have overwritten them: exactly
     these are saved before each assignment and restored when it is reversed.  A value read
-    only after its last assignment (an accumulator used after its loop) needs no tape."""
+    only after its last assignment (an accumulator used after its loop) needs no tape.
+    ``fused``: ids of loops whose trips are reversed right after they run
+    (``coarsen.analysis.reductions``): a later trip of one never runs before the reverse
+    reads of an earlier trip."""
     order, loops_of = statement_positions(fn.body)
     defs = {}
     for st in walk(fn.body):
@@ -128,7 +205,8 @@ def to_be_recorded(fn, reads_at):
             for d in defs.get(v, ()):
                 if isinstance(d, For) and d.var == v:
                     continue   # the reverse loop sets its own index
-                if order[id(d)] >= pr or any(lp in loops_of[id(r)] for lp in loops_of[id(d)]):
+                if order[id(d)] >= pr or any(lp in loops_of[id(r)] and id(lp) not in fused
+                                             for lp in loops_of[id(d)]):
                     hit = True
                     break
             if hit:
@@ -142,14 +220,17 @@ def to_be_recorded(fn, reads_at):
     return out
 
 
-def tape_sites(fn, reads_at):
+def tape_sites(fn, reads_at, fused=frozenset()):
     """The scalar assignments that must save the value they overwrite.
 
     A forward may-analysis over the structured IR: a variable is *pending* from a point whose
     reverse code reads its value until the next assignment to it; an assignment met while its
     variable is pending overwrites a value the reverse sweep will read, so it is taped.
     (An accumulator read only after its loop, say, is then taped once per outer trip, not once
-    per inner trip.)  Loops iterate to a fixpoint; both arms of an ``if`` are joined."""
+    per inner trip.)  Loops iterate to a fixpoint; both arms of an ``if`` are joined.  A loop
+    in ``fused`` (its trips reversed right after they run) is one trip: what its trips read
+    is consumed at the trip's end.  A store into an array that is pending is marked too (it
+    overwrites elements the reverse sweep reads), and leaves the array pending."""
     start, mid, end = {}, {}, {}
     for v, readers in reads_at.items():
         for r in readers:
@@ -167,8 +248,13 @@ def tape_sites(fn, reads_at):
                 if st.target in pending:
                     marked.add(id(st))
                 pending.discard(st.target)
+            elif isinstance(st, Store):
+                if st.array in pending:
+                    marked.add(id(st))
             elif isinstance(st, If):
                 pending = flow(st.body, pending) | flow(st.orelse, pending)
+            elif isinstance(st, For) and id(st) in fused:
+                flow(st.body, pending)
             elif isinstance(st, For):
                 pending = loop(st.body, pending)
             elif isinstance(st, While):

@@ -25,10 +25,15 @@ def value_and_grad_arith(a, n):
     s = 0.0
     # for i in range(n):
     _t1 = n
+    # a reduction loop into s: each trip is reversed right after it runs, with s_bar = 1
+    _acc1 = 0.0
     for i in range(_t1):
         # s += a * i
         _t2 = a * i
         s = s + _t2
+        s_bar = 1.0
+        _t2_bar = s_bar
+        _acc1 += _t2_bar * i
     # return s
     _ret = s
     # reverse sweep
@@ -41,10 +46,7 @@ def value_and_grad_arith(a, n):
     # return s
     s_bar += _ret_bar
     # for i in range(n):
-    for i in range(_t1 - 1, -1, -1):
-        # s += a * i
-        _t2_bar = s_bar
-        a_bar += _t2_bar * i
+    a_bar += s_bar * _acc1
     # s = 0.0
     s_bar = 0.0
     return (_value, (a_bar,), (_tape_floats, _tape_ints))

@@ -22,13 +22,6 @@ def _reserve(tape, need):
 
 
 def value_and_grad_logistic(w, b, X, y):
-    # prologue: copies of written inputs, tapes, initial values
-    _t4 = 0
-    z = 0.0
-    _ftape = np.empty(64)
-    _fpos = 0
-    _itape = np.empty(64, np.int64)
-    _ipos = 0
     # forward sweep
     # total = 0.0
     total = 0.0
@@ -37,17 +30,14 @@ def value_and_grad_logistic(w, b, X, y):
     _t2 = _t1
     if _t2 > y.shape[0]:
         raise IndexError('index out of range (axis 0 of y) at test_hygiene.py:32: total -= y[i] * math.log(p) + (1.0 - y[i]) * math.log(1.0 - p)')
+    # a reduction loop into total: each trip is reversed right after it runs, with total_bar = 1
+    _acc1 = 0.0
+    _acc2 = np.zeros(w.shape)
     for i in range(_t2):
-        _ftape = _reserve(_ftape, _fpos + 1)
-        _itape = _reserve(_itape, _ipos + 1)
         # z = b
-        _ftape[_fpos] = z
-        _fpos += 1
         z = b
         # for j in range(X.shape[1]):
         _t3 = X.shape[1]
-        _itape[_ipos] = _t4
-        _ipos += 1
         _t4 = _t3
         if _t4 > w.shape[0]:
             raise IndexError('index out of range (axis 0 of w) at test_hygiene.py:30: z += w[j] * X[i, j]')
@@ -57,8 +47,6 @@ def value_and_grad_logistic(w, b, X, y):
             _t6 = X[i, j]
             _t7 = _t5 * _t6
             z = z + _t7
-        _ftape = _reserve(_ftape, _fpos + 1)
-        _itape = _reserve(_itape, _ipos + 1)
         # p = 1.0 / (1.0 + math.exp(-z))
         _t11 = y[i]
         # total -= y[i] * math.log(p) + (1.0 - y[i]) * math.log(1.0 - p)
@@ -77,13 +65,26 @@ def value_and_grad_logistic(w, b, X, y):
         _t18 = _t15 * _t17
         _t19 = _t13 + _t18
         total = total - _t19
+        total_bar = 1.0
+        z_bar = 0.0
+        # segment 2 (lines 31-32), one preaccumulated step: total = total - y[i]*math.log((1.0/(1 + math.exp(-z)))) - (1 - y[i])*math.log(1 - 1/(1 + math.exp(-z)))
+        _s2_p_1 = 1.0 / (1 + math.exp(-z))
+        z_bar += total_bar * (_s2_p_1 - y[i])
+        # for j in range(X.shape[1]):
+        for j in range(X.shape[1] - 1, -1, -1):
+            # segment 1 (line 30), one preaccumulated step: z = z + w[j]*X[i, j]
+            _t5_bar = z_bar * X[i, j]
+            _acc2[j] += _t5_bar
+        # z = b
+        _acc1 += z_bar
+        z_bar = 0.0
     # return total / X.shape[0]
     _t20 = X.shape[0]
     _ret = total / _t20
     # reverse sweep
     _value = float(_ret)
-    _tape_floats = _fpos
-    _tape_ints = _ipos
+    _tape_floats = 0
+    _tape_ints = 0
     _ret_bar = 1.0
     b_bar = 0.0
     total_bar = 0.0
@@ -92,22 +93,8 @@ def value_and_grad_logistic(w, b, X, y):
     # return total / X.shape[0]
     total_bar += _ret_bar * (1.0 / _t20)
     # for i in range(X.shape[0]):
-    for i in range(_t2 - 1, -1, -1):
-        # segment 2 (lines 31-32), one preaccumulated step: total = total - y[i]*math.log((1.0/(1 + math.exp(-z)))) - (1 - y[i])*math.log(1 - 1/(1 + math.exp(-z)))
-        _s2_p_1 = 1.0 / (1 + math.exp(-z))
-        z_bar += total_bar * (_s2_p_1 - y[i])
-        # for j in range(X.shape[1]):
-        for j in range(_t4 - 1, -1, -1):
-            # segment 1 (line 30), one preaccumulated step: z = z + w[j]*X[i, j]
-            _t5_bar = z_bar * X[i, j]
-            w_bar[j] += _t5_bar
-        _ipos -= 1
-        _t4 = int(_itape[_ipos])
-        # z = b
-        _fpos -= 1
-        z = _ftape[_fpos]
-        b_bar += z_bar
-        z_bar = 0.0
+    b_bar += total_bar * _acc1
+    w_bar += total_bar * _acc2
     # total = 0.0
     total_bar = 0.0
     return (_value, (w_bar, b_bar), (_tape_floats, _tape_ints))

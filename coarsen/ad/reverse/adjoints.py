@@ -173,7 +173,8 @@ class AdjointMixin:
     def store(self, s):
         a = s.array
         fwd, rev = self.index_checks(s), []
-        if a in self.tbr:
+        saves = self.store_saves(s)
+        if saves:
             fwd += self.push_region(a, s.index)
         region = B.subscript(a, self.index_node(s.index))
         v = self.val(s.value)
@@ -186,7 +187,7 @@ class AdjointMixin:
                                                "+" if s.aug == "add" else "-", v)))
         else:
             fwd.append(B.augassign(region, "+" if s.aug == "add" else "-", v))
-        if a in self.tbr:
+        if saves:
             rev += self.pop_region(a, s.index)
         if a not in self.active:
             return fwd, rev

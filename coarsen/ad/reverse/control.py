@@ -51,6 +51,10 @@ class ControlMixin:
                 else:
                     rev = [B.if_(B.ex(X(gast.UnaryOp(op=gast.Not(), operand=B.ex(self.val(s.cond))))), orr)]
             return fwd, rev
+        if isinstance(s, For) and id(s) in self.reductions:
+            done = self.fused_loop(s, self.reductions[id(s)])
+            if done is not None:
+                return done
         if isinstance(s, For):
             self.depth += 1
             saved = self.enter_region()
@@ -112,20 +116,35 @@ class ControlMixin:
         return X(B.call(self.helper("_range_len"), self.val(start), self.val(stop), self.val(step)))
 
     def record_reads(self, s, rev):
-        """Which primal variables the reverse code of ``s`` (its own part) reads."""
+        """Which primal variables the reverse code of ``s`` (its own part) reads (after the
+        recomputable integer scalars in it are expanded, ``Emitter.recompute_ints``)."""
+        self.recompute_ints(rev)
         if isinstance(s, Segment):
             return   # recorded by segment() itself
         if isinstance(s, (Assign, Store)):
             names = names_read(rev)
         elif isinstance(s, If):
-            names = {s.cond.name} if isinstance(s.cond, Var) and rev else set()
+            names = self.names_of([s.cond]) if rev else set()
         elif isinstance(s, For):
-            names = {b.name for b in (s.start, s.stop, s.step) if isinstance(b, Var)} if rev else set()
+            # a reduction loop's reverse code reads adjoints only
+            names = self.names_of([s.start, s.stop, s.step]) if rev and id(s) not in self.fused else set()
         else:
             names = set()
         for n in names:
             if n in self.types:
                 self.reads_at.setdefault(n, []).append(s)
+
+    def names_of(self, operands):
+        """The variables the reverse sweep reads for these operands (a recomputable integer
+        scalar: those of its expression)."""
+        out = set()
+        for b in operands:
+            if isinstance(b, Var):
+                if b.name in self.int_recompute:
+                    out |= names_read([self.int_expr(b.name)])
+                else:
+                    out.add(b.name)
+        return out
 
     def range_args(self, s):
         start, stop, step = s.start, s.stop, s.step

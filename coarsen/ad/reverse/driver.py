@@ -235,11 +235,11 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
         if not grown and _ > 0:
             break
         plain = {v: [r[1] if isinstance(r, tuple) else r for r in rs] for v, rs in reads.items()}
-        tbr = to_be_recorded(fn, plain)
+        tbr = to_be_recorded(fn, plain, em.fused)
         for v in facts.active:
             if isinstance(types.get(v), Array) and not intact(facts, v) and v not in facts.set_temps:
                 tbr.add(v)
-        sites = tape_sites(fn, reads)
+        sites = tape_sites(fn, reads, em.fused)
     else:
         raise CoarsenError("internal: the tape analysis did not settle", filename=fn.filename)
     top_f, top_i = em.count_f, em.count_i

@@ -4,7 +4,8 @@ Requires: a typed ``ir.Function``, the differentiated parameters, activity ``Fac
 variables to be recorded (``coarsen.analysis.recording``).
 Guarantees: ``Emitter.block(stmts)`` returns the forward and reverse code of a statement list.
 The jobs live in their own modules, mixed in here: tapes (``tapes``), adjoint statements
-(``adjoints``), segment steps (``steps``), control-flow reversal (``control``).  The emitter
+(``adjoints``), segment steps (``steps``), control-flow reversal (``control``), reduction loops reversed
+trip by trip (``fused``).  The emitter
 never changes the IR it reads: variables it makes (trip counters, closed-form temporaries) get
 their types in ``self.types``, a copy of ``fn.types``.
 """
@@ -17,14 +18,16 @@ from ...analysis.activity import intact
 from .. import build as B
 from ..build import X
 from ...analysis.bounds import hoisted_check, inline_check
-from ...analysis.recording import find_recomputable
+from ...analysis.recording import find_int_recomputable, find_recomputable
+from ...analysis.reductions import find_reduction_loops
 from .adjoints import AdjointMixin
 from .control import ControlMixin
+from .fused import FusedMixin
 from .steps import SegmentMixin
 from .tapes import TapeMixin
 
 
-class Emitter(TapeMixin, AdjointMixin, SegmentMixin, ControlMixin):
+class Emitter(TapeMixin, AdjointMixin, SegmentMixin, ControlMixin, FusedMixin):
     def __init__(self, fn, wrt, facts, tbr=frozenset()):
         self.fn = fn
         self.types = fn.types
@@ -40,6 +43,10 @@ class Emitter(TapeMixin, AdjointMixin, SegmentMixin, ControlMixin):
         self.extra_inits = []     # (name, type) of emitter-made variables to pre-initialize
         self.depth = 0
         self.recompute = find_recomputable(fn, facts)
+        self.int_recompute = find_int_recomputable(fn, facts)
+        self.reductions = find_reduction_loops(fn, facts)
+        self.fused = set()        # the reduction loops emitted trip by trip (coarsen.ad.reverse.fused)
+        self.expanding = False
         self.reads_at = {}
         self.region = self.new_region()
 
@@ -90,6 +97,8 @@ class Emitter(TapeMixin, AdjointMixin, SegmentMixin, ControlMixin):
     # ------------------------------------------------------------------ operands
     def val(self, operand):
         if isinstance(operand, Var):
+            if self.expanding and operand.name in self.int_recompute:
+                return X(self.int_expr(operand.name), False)
             if self.in_reverse and operand.name in self.recompute:
                 s = self.recompute[operand.name]
                 return X(B.subscript(s.args[0].name, self.index_node(s.index)), False)
@@ -97,6 +106,31 @@ class Emitter(TapeMixin, AdjointMixin, SegmentMixin, ControlMixin):
         return X(B.const(operand.value))
 
     in_reverse = False
+
+    def int_expr(self, name):
+        """The expression of a recomputable integer scalar (``recording.find_int_recomputable``),
+        the recomputable scalars among its operands expanded too."""
+        saved, self.expanding = self.expanding, True
+        try:
+            return B.ex(self.primal(self.int_recompute[name]))
+        finally:
+            self.expanding = saved
+
+    def recompute_ints(self, nodes):
+        """Reverse code reads the recomputable integer scalars as their expressions (in place;
+        returns ``nodes``): they are then never taped."""
+        if not self.int_recompute:
+            return nodes
+        emitter = self
+
+        class Expand(gast.NodeTransformer):
+            def visit_Name(self, n):
+                if isinstance(n.ctx, gast.Load) and n.id in emitter.int_recompute:
+                    return emitter.int_expr(n.id)
+                return n
+        for node in nodes:
+            Expand().visit(node)
+        return nodes
     lifted_names = {}     # canonical -> real names of lifted segments (coarsen.ad.canonical)
 
     def index_node(self, index):

@@ -111,6 +111,7 @@ class SegmentMixin:
             fwd += lf
             partial_pops = []
             step = self.segment_step(seg)
+        self.recompute_ints(step + fpops + cpops)
         names = {n for n in names_read(step + fpops + cpops) if n in self.types}
         passenger_defs = {p.target for p in seg.passengers}
         cond_defs = {st.target for st in walk(lifted)
@@ -169,7 +170,7 @@ class SegmentMixin:
             fwd.append(B.assign(v, B.name(t)))
         fwd[0].coarsen_comment = f"loop (line {seg.loc.lineno}) in closed form: " + \
             "; ".join(info.formula.splitlines())
-        step = self.segment_step(seg)
+        step = self.recompute_ints(self.segment_step(seg))
         names = {nm for nm in names_read(step + pops) if nm in self.types}
         rev = pops + step
         if info.singular:

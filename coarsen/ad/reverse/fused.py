@@ -1,0 +1,117 @@
+"""Reduction loops reversed trip by trip: each trip's reverse runs right after its forward.
+
+Requires: an emitter with the tape, adjoint and control methods, and ``reductions``
+(``coarsen.analysis.reductions.find_reduction_loops``: loops whose trips interact only
+through one accumulation ``s += e``).
+Guarantees: ``fused_loop`` returns ``(forward code, reverse code)`` for such a loop.  In the
+forward sweep each trip runs forward, then backward with the accumulator's adjoint ``s_bar``
+set to 1 (its adjoint is the same at every trip; the reverse sweep sets it anew), adding the trip's contributions to the inputs'
+adjoints into per-loop accumulators ``_acc<k>``; the trip's pushes are popped in the same
+trip, so the tape never holds more than one trip.  The reverse sweep adds ``s_bar * _acc<k>``
+to each input's adjoint: the loop's contributions are linear in ``s_bar``.  Adjoints local to
+a trip are zeroed at the trip's start; the scratch arrays' adjoints once before the loop (a
+trip's reverse zeroes what its stores wrote, and every read of a scratch array follows a
+full write of it in the same trip).
+"""
+from __future__ import annotations
+
+import gast
+
+from ...ir.nodes import Array
+from .. import build as B
+from ..build import X
+from .cleanup import names_read
+
+
+class FusedMixin:
+    reductions = {}     # id(loop) -> ReductionLoop (coarsen.analysis.reductions)
+    fused_scratch = frozenset()   # scratch arrays of the reduction loops being emitted
+
+    def store_saves(self, s):
+        """Must the store ``s`` save the elements it overwrites?  Into a recorded array, yes;
+        into a reduction loop's scratch array only where the trip's reverse reads the array
+        after the store (``recording.tape_sites``): the trips never see each other's."""
+        if s.array not in self.tbr:
+            return False
+        return s.array not in self.fused_scratch or id(s) in self.tape_sites
+
+    def fused_loop(self, s, red):
+        """The loop's forward code, each trip followed by its reverse, and the reverse
+        sweep's scaling; None when the trip's reverse would restore the accumulator (a
+        reverse read before the loop keeps it on the tape): the loop is then reversed as
+        usual."""
+        self.depth += 1
+        saved = self.enter_region()
+        scratch = self.fused_scratch
+        self.fused_scratch = scratch | set(red.scratch)
+        try:
+            bf, br = self.block(s.body)
+        finally:
+            self.fused_scratch = scratch
+        reserve, _ = self.leave_region(saved, None)     # per trip: one trip is on the tape
+        self.depth -= 1
+        if red.accumulator in _names_stored(br):
+            return None
+        self.fused.add(id(s))
+        args = self.range_args(s)
+        if not br:
+            return self.hoisted_checks(s) + [B.for_range(s.var, args, reserve + bf)] \
+                + self.rest_holders(), []
+        seed = self.bar(red.accumulator)     # 1 in each trip; the reverse sweep sets it anew
+        rename = {}
+        read = names_read(br) | _names_stored(br)
+        before, after = [], []
+        for x in red.inputs:
+            if self.bar(x) not in read:
+                continue
+            acc = self.fresh("_acc")
+            self.types[acc] = self.types[x]
+            rename[self.bar(x)] = acc
+            before.append(B.assign(acc, self.zeros_like(x)))
+            after.append(B.augassign(self.bar(x), "+", X(B.name(self.bar(red.accumulator)))
+                                     * X(B.name(acc), self.is_arr_name(x))))
+        for a in red.scratch:
+            if self.bar(a) in read:
+                before.append(B.assign(self.bar(a), self.zeros_like(a)))
+        trip_inits = [B.assign(seed, 1.0)]
+        for v in red.locals:
+            if self.bar(v) in read and v not in self.f.set_temps:
+                trip_inits.append(B.assign(self.bar(v), self.zeros_like(v)))
+        _Rename(rename).visit_all(br)
+        body = reserve + bf + trip_inits + br
+        loop = before + [B.for_range(s.var, args, body)]
+        loop[0].coarsen_comment = (f"a reduction loop into {red.accumulator}: each trip is "
+                                   f"reversed right after it runs, with {seed} = 1")
+        fwd = self.hoisted_checks(s) + loop + self.rest_holders()
+        return fwd, after
+
+    def zeros_like(self, name):
+        if isinstance(self.types.get(name), Array):
+            return B.call("np.zeros", B.attr(f"{name}.shape"))
+        return B.const(0.0)
+
+    def is_arr_name(self, name):
+        return isinstance(self.types.get(name), Array)
+
+
+def _names_stored(nodes):
+    out = set()
+    for n in nodes:
+        for sub in gast.walk(n):
+            if isinstance(sub, gast.Name) and isinstance(sub.ctx, gast.Store):
+                out.add(sub.id)
+    return out
+
+
+class _Rename(gast.NodeTransformer):
+    def __init__(self, mapping):
+        self.mapping = mapping
+
+    def visit_Name(self, n):
+        if n.id in self.mapping:
+            n.id = self.mapping[n.id]
+        return n
+
+    def visit_all(self, nodes):
+        for n in nodes:
+            self.visit(n)

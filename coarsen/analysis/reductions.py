@@ -1,0 +1,242 @@
+"""Reduction loops: loops whose trips are independent except through one accumulation.
+
+Requires: a typed (and planned) ``ir.Function`` and its activity ``Facts``.
+Guarantees: ``find_reduction_loops`` returns, for each qualifying loop, a ``ReductionLoop``
+(typed, frozen) naming its accumulator, the active variables it reads from outside (its
+inputs), the active variables local to a trip and its private scratch arrays.  It changes
+nothing.
+
+A range loop ``L`` outside every other loop qualifies when
+
+- exactly one active variable carries a value from one trip to the next, the *accumulator*
+  ``s``, and every assignment to ``s`` in ``L`` is ``s = s + e`` or ``s = s - e`` (``e`` free
+  of ``s``), with no other read of ``s`` in ``L``: the adjoint of ``s`` is then the same at
+  every trip, and the trips' contributions to the inputs' adjoints are linear in it;
+- every other variable assigned in ``L`` (active or not) is assigned in each trip before it
+  is read (a must-definition walk of the body), and is not read after ``L``, nor are the
+  loop indices;
+- every array ``L`` stores into (active or not) is a *private scratch array*: one-dimensional, made once
+  before ``L`` by ``np.zeros``/``np.empty``/``np.ones`` of a length ``N``, read (only by
+  element reads and in-place updates) after a loop ``for j in range(N)`` of the same trip
+  has stored ``A[j]`` unconditionally, and not read after ``L``;
+- every element read of an input array indexes each axis by a constant or a variable the
+  loop assigns (the loop sweeps the array: the per-loop adjoint accumulator, as large as the
+  input, costs no more than the loop).
+
+The reverse pass (``coarsen.ad.reverse.fused``) then reverses each trip right after its
+forward, in the forward sweep, with the accumulator's adjoint seeded at 1: nothing is taped
+across trips, and the reverse sweep scales the inputs' adjoints by the accumulator's.  This
+is preaccumulation at the level of a loop: the loop's gradient with respect to its inputs,
+for its one output.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.nodes import Array, Assign, Const, For, If, Segment, Store, Var, While, uses, walk
+from ..ir.primitives import primitive
+
+_MAKERS = frozenset({"zeros", "empty", "ones"})
+
+
+@dataclass(frozen=True)
+class ReductionLoop:
+    """A loop whose trips interact only through ``accumulator`` (see the module docstring)."""
+    accumulator: str
+    inputs: tuple       # active variables read in the loop and assigned outside it
+    locals: tuple       # active variables assigned in each trip before they are read
+    scratch: tuple      # private scratch arrays
+
+
+def find_reduction_loops(fn, facts):
+    """``{id(loop): ReductionLoop}`` for the range loops of ``fn`` outside every other loop
+    that qualify (module docstring)."""
+    out = {}
+    order = list(walk(fn.body))
+    for pos, st in enumerate(order):
+        if isinstance(st, For) and _outermost(fn.body, st):
+            inside = list(walk(st.body))
+            ids = {id(x) for x in inside}
+            after = [x for x in order[pos + 1:] if id(x) not in ids]
+            found = _qualify(fn, facts, st, inside, after)
+            if found is not None:
+                out[id(st)] = found
+    return out
+
+
+def _outermost(block, loop):
+    """Is ``loop`` in ``block`` outside every loop (in branches and segments only)?"""
+    for st in block:
+        if st is loop:
+            return True
+        if isinstance(st, If) and (_outermost(st.body, loop) or _outermost(st.orelse, loop)):
+            return True
+        if isinstance(st, Segment) and _outermost(st.stmts, loop):
+            return True
+    return False
+
+
+def _names(stmts):
+    return {u.name for x in stmts for u in uses(x) if isinstance(u, Var)}
+
+
+def _qualify(fn, facts, loop, inside, after):
+    active = facts.active
+    assigned = {x.target for x in inside if isinstance(x, Assign)}
+    stored = {x.array for x in inside if isinstance(x, Store)}
+    for a in stored:
+        if not _scratch_ok(fn, facts, a, inside):
+            return None
+    # the accumulator: the one active scalar assigned in the loop that a trip reads before
+    # assigning it; every other variable the loop assigns (active or not) is assigned
+    # first in every trip, so restoring it at a trip's end (the trip's reverse pops what
+    # its forward pushed) changes nothing the next trip or the code after the loop reads
+    found = []
+    for c in sorted(v for v in assigned if v in active):
+        if isinstance(fn.types.get(c), Array) or not _accumulates(c, inside):
+            continue
+        if _defined_first(fn, loop.body, set(), assigned - {c}, stored, set()):
+            found.append(c)
+    if len(found) != 1:
+        return None
+    acc = found[0]
+    trip_locals = assigned - {acc}
+    inner_vars = {x.var for x in inside if isinstance(x, For)}
+    if (trip_locals | stored | inner_vars | {loop.var}) & _names(after):
+        return None
+    stored_active = {a for a in stored if a in active}
+    trip_locals = {v for v in trip_locals if v in active}
+    inputs = sorted(v for v in _names(inside) if v in active and v not in assigned
+                    and v not in stored)
+    varying = assigned | inner_vars | {loop.var}
+    for x in inside:
+        if isinstance(x, Assign) and x.op == "getitem" and isinstance(fn.types.get(x.args[0].name), Array) \
+                and x.args[0].name in inputs and not all(_varies(it, varying) for it in x.index):
+            return None
+    return ReductionLoop(acc, tuple(inputs), tuple(sorted(trip_locals)),
+                         tuple(sorted(stored_active)))
+
+
+def _varies(item, varying):
+    """Does an index item sweep its axis as the loop runs (a constant, or a variable the loop
+    assigns; a full slice)?  An input read at a fixed row (``u[nt, i]``) is touched in part:
+    its adjoint accumulator, as large as the input, would cost more than the loop."""
+    if isinstance(item, Const):
+        return True
+    if isinstance(item, Var):
+        return item.name in varying
+    return getattr(item, "lower", 0) is None and getattr(item, "upper", 0) is None
+
+
+def _accumulates(acc, inside):
+    """Is every assignment to ``acc`` in the loop ``acc = acc + e`` or ``acc - e`` (``e``
+    free of ``acc``), and every other statement free of it?"""
+    for x in inside:
+        refs = [u for u in uses(x) if isinstance(u, Var) and u.name == acc]
+        if isinstance(x, Assign) and x.target == acc:
+            if x.op not in ("add", "sub") or x.index or len(refs) != 1 or \
+                    not (isinstance(x.args[0], Var) and x.args[0].name == acc) or \
+                    primitive(x.op).accumulates == 0:
+                return False
+        elif refs:
+            return False
+    return True
+
+
+def _def_of(fn, name):
+    found = [x for x in walk(fn.body) if isinstance(x, Assign) and x.target == name]
+    return found[0] if len(found) == 1 else None
+
+
+def _resolve(fn, operand):
+    """Follow copies (``_t = copy(n)``) of single-definition variables to their source."""
+    seen = 0
+    while isinstance(operand, Var) and seen < 16:
+        d = _def_of(fn, operand.name)
+        if d is None or d.op != "copy" or not isinstance(d.args[0], (Var, Const)):
+            break
+        operand = d.args[0]
+        seen += 1
+    return operand
+
+
+def _scratch_ok(fn, facts, a, inside):
+    t = fn.types.get(a)
+    if not isinstance(t, Array) or t.ndim != 1 or a in fn.params or a in fn.views \
+            or a in set(fn.views.values()) or facts.defs.get(a) != 1:
+        return False
+    d = _def_of(fn, a)
+    if d is None or d.op not in _MAKERS or len(d.args) != 1 or any(x is d for x in inside):
+        return False
+    # the array is read only by element reads and written only by element stores
+    for x in walk(fn.body):
+        if isinstance(x, Assign) and x is not d and any(isinstance(u, Var) and u.name == a for u in x.args):
+            if not (x.op == "getitem" and len(x.args) == 1 and _plain_index(x.index)):
+                return False
+        if isinstance(x, Store) and x.array == a and not _plain_index(x.index):
+            return False
+        if isinstance(x, Store) and isinstance(x.value, Var) and x.value.name == a:
+            return False
+    return True
+
+
+def _plain_index(index):
+    return len(index) == 1 and isinstance(index[0], (Var, Const))
+
+
+def _full_write(fn, st, scratch):
+    """The scratch array a loop ``for j in range(N)`` stores ``A[j]`` into, unconditionally,
+    for ``A = zeros(N)``; else None."""
+    if not (isinstance(st, For) and isinstance(st.start, Const) and st.start.value == 0
+            and isinstance(st.step, Const) and st.step.value == 1):
+        return None
+    stop = _resolve(fn, st.stop)
+    for x in _flat(st.body):
+        if isinstance(x, Store) and x.array in scratch and x.aug is None and \
+                isinstance(x.index[0], Var) and x.index[0].name == st.var:
+            n = _resolve(fn, _def_of(fn, x.array).args[0])
+            if n == stop or (isinstance(n, Var) and isinstance(stop, Var) and n.name == stop.name):
+                return x.array
+    return None
+
+
+def _flat(block):
+    for st in block:
+        if isinstance(st, Segment):
+            yield from _flat(st.stmts)
+        else:
+            yield st
+
+
+def _defined_first(fn, block, defined, trip_locals, scratch, covered):
+    """Must-definition walk of one trip: every read of a trip-local variable follows an
+    assignment to it on every path, every read of a scratch array follows a full write of
+    it.  ``defined`` and ``covered`` (sets) are updated in place for the rest of the block."""
+    for st in _flat(block):
+        for u in uses(st):
+            if isinstance(u, Var) and u.name in trip_locals and u.name not in defined:
+                return False
+        if isinstance(st, Assign):
+            if st.op == "getitem" and st.args and isinstance(st.args[0], Var) and \
+                    st.args[0].name in scratch and st.args[0].name not in covered:
+                return False
+            defined.add(st.target)
+        elif isinstance(st, Store):
+            if st.array in scratch and st.aug is not None and st.array not in covered:
+                return False
+        elif isinstance(st, If):
+            d1, d2 = set(defined), set(defined)
+            c1, c2 = set(covered), set(covered)
+            if not _defined_first(fn, st.body, d1, trip_locals, scratch, c1) or \
+                    not _defined_first(fn, st.orelse, d2, trip_locals, scratch, c2):
+                return False
+            defined |= d1 & d2
+            covered |= c1 & c2
+        elif isinstance(st, (For, While)):
+            body = st.body if isinstance(st, For) else st.test_body + st.body
+            if not _defined_first(fn, body, set(defined), trip_locals, scratch, set(covered)):
+                return False
+            full = _full_write(fn, st, scratch) if isinstance(st, For) else None
+            if full is not None:
+                covered.add(full)
+    return True
