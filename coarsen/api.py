@@ -369,7 +369,7 @@ class Gradient:
     # ``(artifact, entry, module arrays, single, limit)`` where the arguments and results
     # need no conversion, the function writes no array and the tapes are fresh per call (a
     # tape of more than ``limit`` entries switches the kind to the kept tapes), else a runner
-    # (``_runner``).  ``__call__`` and ``value_and_grad`` inline ``_run`` for speed.
+    # (``_runner``).  ``__call__`` inlines ``_run`` for speed.
     def _run(self, args):
         """``(value, gradient)`` of one call on bound arguments."""
         hit = self._lookup(args)
@@ -566,15 +566,7 @@ class Gradient:
     def value_and_grad(self, *args, **kwargs):
         if kwargs or len(args) != self._nparams:
             args = self._bind(args, kwargs)
-        hit = self._lookup(args)       # as in __call__
-        if type(hit) is not tuple:
-            return (hit or self._first_run)(args)
-        art, entry, arrays, single, limit = hit
-        r = entry(*args, *arrays) if arrays else entry(*args)
-        self._last, self._tape = art, r[2]
-        if r[2][0] + r[2][1] > limit:
-            self._keep_tapes(args, art)
-        return r[0], (r[1][0] if single else r[1])
+        return self._run(args)
 
     # ------------------------------------------------------------------ inspection
     @property

@@ -184,7 +184,7 @@ def test_analysis_and_fallback(tmp_path, monkeypatch):
     """The accumulator of ``accumulator_read_before`` qualifies, but the reverse sweep reads
     it before the loop, so the trips would restore it: the loop is reversed as usual."""
     monkeypatch.setenv("COARSEN_CACHE_DIR", str(tmp_path))
-    import coarsen.ad.reverse.emitter as E
+    import coarsen.ad.reverse.driver as E
     seen = []
     orig = E.find_reduction_loops
 
@@ -227,7 +227,7 @@ def test_index_arithmetic_is_not_taped():
 
 def test_find_reduction_loops_changes_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("COARSEN_CACHE_DIR", str(tmp_path))
-    import coarsen.ad.reverse.emitter as E
+    import coarsen.ad.reverse.driver as E
     orig = E.find_reduction_loops
     same = []
 

@@ -53,12 +53,13 @@ def find_reduction_loops(fn, facts):
     that qualify (module docstring)."""
     out = {}
     order = list(walk(fn.body))
+    single = _single_defs(order)
     for pos, st in enumerate(order):
         if isinstance(st, For) and _outermost(fn.body, st):
             inside = list(walk(st.body))
             ids = {id(x) for x in inside}
             after = [x for x in order[pos + 1:] if id(x) not in ids]
-            found = _qualify(fn, facts, st, inside, after)
+            found = _qualify(fn, facts, single, st, inside, after)
             if found is not None:
                 out[id(st)] = found
     return out
@@ -80,12 +81,12 @@ def _names(stmts):
     return {u.name for x in stmts for u in uses(x) if isinstance(u, Var)}
 
 
-def _qualify(fn, facts, loop, inside, after):
+def _qualify(fn, facts, single, loop, inside, after):
     active = facts.active
     assigned = {x.target for x in inside if isinstance(x, Assign)}
     stored = {x.array for x in inside if isinstance(x, Store)}
     for a in stored:
-        if not _scratch_ok(fn, facts, a, inside):
+        if not _scratch_ok(fn, facts, single, a, inside):
             return None
     # the accumulator: the one active scalar assigned in the loop that a trip reads before
     # assigning it; every other variable the loop assigns (active or not) is assigned
@@ -95,7 +96,7 @@ def _qualify(fn, facts, loop, inside, after):
     for c in sorted(v for v in assigned if v in active):
         if isinstance(fn.types.get(c), Array) or not _accumulates(c, inside):
             continue
-        if _defined_first(fn, loop.body, set(), assigned - {c}, stored, set()):
+        if _defined_first(single, loop.body, set(), assigned - {c}, stored, set()):
             found.append(c)
     if len(found) != 1:
         return None
@@ -143,16 +144,20 @@ def _accumulates(acc, inside):
     return True
 
 
-def _def_of(fn, name):
-    found = [x for x in walk(fn.body) if isinstance(x, Assign) and x.target == name]
-    return found[0] if len(found) == 1 else None
+def _single_defs(stmts):
+    """``{variable: its Assign}`` for the variables assigned by exactly one statement."""
+    found = {}
+    for x in stmts:
+        if isinstance(x, Assign):
+            found.setdefault(x.target, []).append(x)
+    return {v: xs[0] for v, xs in found.items() if len(xs) == 1}
 
 
-def _resolve(fn, operand):
+def _resolve(single, operand):
     """Follow copies (``_t = copy(n)``) of single-definition variables to their source."""
     seen = 0
     while isinstance(operand, Var) and seen < 16:
-        d = _def_of(fn, operand.name)
+        d = single.get(operand.name)
         if d is None or d.op != "copy" or not isinstance(d.args[0], (Var, Const)):
             break
         operand = d.args[0]
@@ -160,12 +165,12 @@ def _resolve(fn, operand):
     return operand
 
 
-def _scratch_ok(fn, facts, a, inside):
+def _scratch_ok(fn, facts, single, a, inside):
     t = fn.types.get(a)
     if not isinstance(t, Array) or t.ndim != 1 or a in fn.params or a in fn.views \
             or a in set(fn.views.values()) or facts.defs.get(a) != 1:
         return False
-    d = _def_of(fn, a)
+    d = single.get(a)
     if d is None or d.op not in _MAKERS or len(d.args) != 1 or any(x is d for x in inside):
         return False
     # the array is read only by element reads and written only by element stores
@@ -184,17 +189,17 @@ def _plain_index(index):
     return len(index) == 1 and isinstance(index[0], (Var, Const))
 
 
-def _full_write(fn, st, scratch):
+def _full_write(single, st, scratch):
     """The scratch array a loop ``for j in range(N)`` stores ``A[j]`` into, unconditionally,
     for ``A = zeros(N)``; else None."""
     if not (isinstance(st, For) and isinstance(st.start, Const) and st.start.value == 0
             and isinstance(st.step, Const) and st.step.value == 1):
         return None
-    stop = _resolve(fn, st.stop)
+    stop = _resolve(single, st.stop)
     for x in _flat(st.body):
         if isinstance(x, Store) and x.array in scratch and x.aug is None and \
                 isinstance(x.index[0], Var) and x.index[0].name == st.var:
-            n = _resolve(fn, _def_of(fn, x.array).args[0])
+            n = _resolve(single, single[x.array].args[0])
             if n == stop or (isinstance(n, Var) and isinstance(stop, Var) and n.name == stop.name):
                 return x.array
     return None
@@ -208,7 +213,7 @@ def _flat(block):
             yield st
 
 
-def _defined_first(fn, block, defined, trip_locals, scratch, covered):
+def _defined_first(single, block, defined, trip_locals, scratch, covered):
     """Must-definition walk of one trip: every read of a trip-local variable follows an
     assignment to it on every path, every read of a scratch array follows a full write of
     it.  ``defined`` and ``covered`` (sets) are updated in place for the rest of the block."""
@@ -227,16 +232,16 @@ def _defined_first(fn, block, defined, trip_locals, scratch, covered):
         elif isinstance(st, If):
             d1, d2 = set(defined), set(defined)
             c1, c2 = set(covered), set(covered)
-            if not _defined_first(fn, st.body, d1, trip_locals, scratch, c1) or \
-                    not _defined_first(fn, st.orelse, d2, trip_locals, scratch, c2):
+            if not _defined_first(single, st.body, d1, trip_locals, scratch, c1) or \
+                    not _defined_first(single, st.orelse, d2, trip_locals, scratch, c2):
                 return False
             defined |= d1 & d2
             covered |= c1 & c2
         elif isinstance(st, (For, While)):
             body = st.body if isinstance(st, For) else st.test_body + st.body
-            if not _defined_first(fn, body, set(defined), trip_locals, scratch, set(covered)):
+            if not _defined_first(single, body, set(defined), trip_locals, scratch, set(covered)):
                 return False
-            full = _full_write(fn, st, scratch) if isinstance(st, For) else None
+            full = _full_write(single, st, scratch) if isinstance(st, For) else None
             if full is not None:
                 covered.add(full)
     return True

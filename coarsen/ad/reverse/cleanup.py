@@ -70,11 +70,12 @@ def drop_marked(stmts):
     return out
 
 
-def names_read(nodes):
+def names_read(nodes, ctx=gast.Load):
+    """The names the code ``nodes`` reads (``ctx=gast.Store``: assigns)."""
     out = set()
     for n in nodes:
         for sub in gast.walk(n):
-            if isinstance(sub, gast.Name) and isinstance(sub.ctx, gast.Load):
+            if isinstance(sub, gast.Name) and isinstance(sub.ctx, ctx):
                 out.add(sub.id)
     return out
 

@@ -37,8 +37,9 @@ from ...analysis.costmodel import default_weights
 from ...analysis.plans import ClosedFormLoop, Fallback
 from ...analysis.strategy import SegmentContext, estimate
 from ...analysis.bounds import plan_bounds
+from ...analysis.reductions import find_reduction_loops
 from ...analysis.segments import plan_segments
-from ...analysis.recording import (find_recomputable, rereads_for_steps, tape_sites,
+from ...analysis.recording import (find_int_recomputable, find_recomputable, rereads_for_steps, tape_sites,
                                    to_be_recorded)
 from ...errors import CoarsenError
 from ...ir.nodes import Array, Assign, For, Segment, While, walk
@@ -215,8 +216,9 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     # bounds): emit until the reads no longer grow (monotone, so this ends).
     reads = {}
     tbr, sites = set(), frozenset()
+    int_recompute, reductions = find_int_recomputable(fn, facts), find_reduction_loops(fn, facts)
     for _ in range(8):
-        em = Emitter(fn, wrt, facts, tbr)
+        em = Emitter(fn, wrt, facts, tbr, int_recompute, reductions)
         em.lifted_names = lifted_names
         em.step_rereads = rereads_for_steps(fn, em.recompute)
         em.weights = weights if weights is not None else default_weights()

@@ -28,7 +28,7 @@ from .tapes import TapeMixin
 
 
 class Emitter(TapeMixin, AdjointMixin, SegmentMixin, ControlMixin, FusedMixin):
-    def __init__(self, fn, wrt, facts, tbr=frozenset()):
+    def __init__(self, fn, wrt, facts, tbr=frozenset(), int_recompute=None, reductions=None):
         self.fn = fn
         self.types = fn.types
         self.wrt = list(wrt)
@@ -43,8 +43,10 @@ class Emitter(TapeMixin, AdjointMixin, SegmentMixin, ControlMixin, FusedMixin):
         self.extra_inits = []     # (name, type) of emitter-made variables to pre-initialize
         self.depth = 0
         self.recompute = find_recomputable(fn, facts)
-        self.int_recompute = find_int_recomputable(fn, facts)
-        self.reductions = find_reduction_loops(fn, facts)
+        # the analyses of coarsen.analysis.recording and .reductions (the driver computes
+        # them once for the emissions of its tape fixpoint)
+        self.int_recompute = find_int_recomputable(fn, facts) if int_recompute is None else int_recompute
+        self.reductions = find_reduction_loops(fn, facts) if reductions is None else reductions
         self.fused = set()        # the reduction loops emitted trip by trip (coarsen.ad.reverse.fused)
         self.expanding = False
         self.reads_at = {}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import gast
 
-from ...ir.nodes import Array
+from ...ir.nodes import Array, Var
 from .. import build as B
 from ..build import X
 from .cleanup import names_read
@@ -50,7 +50,7 @@ class FusedMixin:
             self.fused_scratch = scratch
         reserve, _ = self.leave_region(saved, None)     # per trip: one trip is on the tape
         self.depth -= 1
-        if red.accumulator in _names_stored(br):
+        if red.accumulator in names_read(br, gast.Store):
             return None
         self.fused.add(id(s))
         args = self.range_args(s)
@@ -59,7 +59,7 @@ class FusedMixin:
                 + self.rest_holders(), []
         seed = self.bar(red.accumulator)     # 1 in each trip; the reverse sweep sets it anew
         rename = {}
-        read = names_read(br) | _names_stored(br)
+        read = names_read(br) | names_read(br, gast.Store)
         before, after = [], []
         for x in red.inputs:
             if self.bar(x) not in read:
@@ -69,7 +69,7 @@ class FusedMixin:
             rename[self.bar(x)] = acc
             before.append(B.assign(acc, self.zeros_like(x)))
             after.append(B.augassign(self.bar(x), "+", X(B.name(self.bar(red.accumulator)))
-                                     * X(B.name(acc), self.is_arr_name(x))))
+                                     * X(B.name(acc), self.is_arr(Var(x)))))
         for a in red.scratch:
             if self.bar(a) in read:
                 before.append(B.assign(self.bar(a), self.zeros_like(a)))
@@ -89,18 +89,6 @@ class FusedMixin:
         if isinstance(self.types.get(name), Array):
             return B.call("np.zeros", B.attr(f"{name}.shape"))
         return B.const(0.0)
-
-    def is_arr_name(self, name):
-        return isinstance(self.types.get(name), Array)
-
-
-def _names_stored(nodes):
-    out = set()
-    for n in nodes:
-        for sub in gast.walk(n):
-            if isinstance(sub, gast.Name) and isinstance(sub.ctx, gast.Store):
-                out.add(sub.id)
-    return out
 
 
 class _Rename(gast.NodeTransformer):
