@@ -73,6 +73,7 @@ NAME_GROUPS = [
     ["_push_array", "_pop_array", "_push"], ["_n1", "u_n1"], ["_k", "_idx"],
     ["_closed1", "_trip", "_trips"], ["tapes", "_shape"], ["_brk", "_cont", "_next"],
     ["_at", "_outer", "_range_len"], ["_returned", "_status", "_mm11"],
+    ["_acc1", "_acc2", "u_acc1"],
 ]
 _RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {"__debug__"}
 

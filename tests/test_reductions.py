@@ -242,3 +242,139 @@ def test_find_reduction_loops_changes_nothing(tmp_path, monkeypatch):
     finally:
         E.find_reduction_loops = orig
     assert same and all(same)
+
+
+# -------------------------------------------------------------------------- metamorphic
+
+def mixture_renamed(u_y, x_bar, _t1):
+    """``mixture`` with compiler-looking names (the reduction loop's ``_acc<k>``, adjoints'
+    ``_bar``, temporaries' ``_t<k>``): the gradient must be bit-identical."""
+    _acc1 = x_bar.shape[0]
+    d_bar = x_bar.shape[1]
+    _acc2 = np.zeros(_acc1)
+    _t2 = np.zeros(d_bar)
+    total_bar = 0.0
+    for _i in range(_t1.shape[0]):
+        for k_bar in range(_acc1):
+            for _j in range(d_bar):
+                _t2[_j] = math.exp(u_y[k_bar]) * (_t1[_i, _j] - x_bar[k_bar, _j])
+            for _j in range(1, d_bar):
+                _t2[_j] += 0.5 * _t2[_j - 1]
+            _seed = 0.0
+            for _j in range(d_bar):
+                _seed += _t2[_j] * _t2[_j]
+            _acc2[k_bar] = u_y[k_bar] - 0.5 * _seed
+        _ftape = _acc2[0]
+        for k_bar in range(1, _acc1):
+            if _acc2[k_bar] > _ftape:
+                _ftape = _acc2[k_bar]
+        _fpos = 0.0
+        for k_bar in range(_acc1):
+            _fpos += math.exp(_acc2[k_bar] - _ftape)
+        total_bar += _ftape + math.log(_fpos)
+    return total_bar
+
+
+def _scaled(q, a, mu, x, i, k):
+    for j in range(q.shape[0]):
+        q[j] = math.exp(a[k]) * (x[i, j] - mu[k, j])
+    for j in range(1, q.shape[0]):
+        q[j] += 0.5 * q[j - 1]
+
+
+def _log_sum_exp(term):
+    m = term[0]
+    for k in range(1, term.shape[0]):
+        if term[k] > m:
+            m = term[k]
+    e = 0.0
+    for k in range(term.shape[0]):
+        e += math.exp(term[k] - m)
+    return m + math.log(e)
+
+
+def mixture_helpers(a, mu, x):
+    """``mixture`` split into helpers (inlined by coarsen)."""
+    K = mu.shape[0]
+    term = np.zeros(K)
+    q = np.zeros(mu.shape[1])
+    total = 0.0
+    for i in range(x.shape[0]):
+        for k in range(K):
+            _scaled(q, a, mu, x, i, k)
+            s = 0.0
+            for j in range(q.shape[0]):
+                s += q[j] * q[j]
+            term[k] = a[k] - 0.5 * s
+        total += _log_sum_exp(term)
+    return total
+
+
+def hinge_reordered(w, b, X):
+    """``hinge_sub`` with independent statements swapped and the sum split in two."""
+    loss = 1.0
+    for i in range(X.shape[0]):
+        z2 = 0.0
+        z = b
+        for j in range(X.shape[1]):
+            z2 += w[j] * X[i, j]
+        z = z2 + z
+        if not z <= 0.1:
+            loss = loss - z * z
+        else:
+            loss -= math.sin(z)
+    return loss
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+@pytest.mark.parametrize("coarse", [True, False], ids=["coarse", "fine"])
+def test_renamed_mixture_is_bit_identical(target, coarse):
+    args = CASES[mixture]()
+    v0, g0 = coarsen.differentiate(mixture, target=target, coarsen=coarse).value_and_grad(*args)
+    g = coarsen.differentiate(mixture_renamed, target=target, coarsen=coarse)
+    v1, g1 = g.value_and_grad(*args)
+    assert v0 == v1
+    for a, b in zip(g0, g1):
+        assert a.tobytes() == b.tobytes()
+    assert "each trip is reversed right after it runs" in g.source
+
+
+@pytest.mark.parametrize("coarse", [True, False], ids=["coarse", "fine"])
+@pytest.mark.parametrize("pair", [(mixture, mixture_helpers), (hinge_sub, hinge_reordered)],
+                         ids=["helpers", "reordered"])
+def test_helpers_and_reordering_agree(pair, coarse):
+    """The same function split into helpers, or with independent statements reordered, is
+    fused the same way and gives the same gradient (to rounding: the operations differ)."""
+    base, other = pair
+    args = CASES[base]()
+    v0, g0 = coarsen.differentiate(base, target="python", coarsen=coarse).value_and_grad(*args)
+    g = coarsen.differentiate(other, target="python", coarsen=coarse)
+    v1, g1 = g.value_and_grad(*args)
+    assert np.isclose(v0, v1, rtol=1e-13, atol=0.0)
+    for a, b in zip(g0, g1):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
+    assert "each trip is reversed right after it runs" in g.source
+    check_value_and_grad(other, CASES[base], None, "python", coarse, other.__name__)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (1, 3, 2), (4, 1, 3), (6, 2, 1)],
+                         ids=lambda s: "n%d-K%d-d%d" % s)
+def test_other_shapes(shape):
+    """One point, one component, one dimension: the scratch arrays' full writes and the
+    per-loop accumulators hold at every size."""
+    n, K, d = shape
+
+    def factory():
+        return (_vec(K, 20 + n), _vec(K * d, 21).reshape(K, d), _vec(n * d, 22).reshape(n, d))
+    check_value_and_grad(mixture, factory, None, "python", True, f"mixture-{shape}")
+
+
+def test_float32_data():
+    """float32 arrays: computed in float64, gradients rounded to float32, as everywhere."""
+    w, b, X = CASES[hinge_sub]()
+    g = coarsen.differentiate(hinge_sub, target="python")
+    g32 = g(w.astype(np.float32), b, X.astype(np.float32))
+    g64 = g(w.astype(np.float32).astype(np.float64), b, X.astype(np.float32).astype(np.float64))
+    assert g32[0].dtype == np.float32
+    np.testing.assert_array_equal(g32[0], g64[0].astype(np.float32))
+    assert g32[1] == g64[1]

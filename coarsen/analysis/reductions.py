@@ -173,10 +173,11 @@ def _scratch_ok(fn, facts, single, a, inside):
     d = single.get(a)
     if d is None or d.op not in _MAKERS or len(d.args) != 1 or any(x is d for x in inside):
         return False
-    # the array is read only by element reads and written only by element stores
+    # the array is read only by element reads (and its length), written only by element stores
     for x in walk(fn.body):
         if isinstance(x, Assign) and x is not d and any(isinstance(u, Var) and u.name == a for u in x.args):
-            if not (x.op == "getitem" and len(x.args) == 1 and _plain_index(x.index)):
+            if not (x.op == "getitem" and len(x.args) == 1 and _plain_index(x.index)) \
+                    and x.op != "dim":
                 return False
         if isinstance(x, Store) and x.array == a and not _plain_index(x.index):
             return False
@@ -191,7 +192,7 @@ def _plain_index(index):
 
 def _full_write(single, st, scratch):
     """The scratch array a loop ``for j in range(N)`` stores ``A[j]`` into, unconditionally,
-    for ``A = zeros(N)``; else None."""
+    for ``A = zeros(N)`` (or ``N = A.shape[0]``); else None."""
     if not (isinstance(st, For) and isinstance(st.start, Const) and st.start.value == 0
             and isinstance(st.step, Const) and st.step.value == 1):
         return None
@@ -201,6 +202,10 @@ def _full_write(single, st, scratch):
                 isinstance(x.index[0], Var) and x.index[0].name == st.var:
             n = _resolve(single, single[x.array].args[0])
             if n == stop or (isinstance(n, Var) and isinstance(stop, Var) and n.name == stop.name):
+                return x.array
+            dim = single.get(stop.name) if isinstance(stop, Var) else None
+            if dim is not None and dim.op == "dim" and dim.args[0] == Var(x.array) and \
+                    dim.args[1] == Const(0):
                 return x.array
     return None
 
