@@ -149,7 +149,8 @@ def _back(result, names):
                                       cotangents={r(i): e for i, e in v.cotangents.items()},
                                       seeds={r(o): s for o, s in v.seeds.items()})
                               for v in result.vjp_paths],
-                   dags=[(a, w, c, {sym: r(v) for sym, v in f.items()}) for a, w, c, f in result.dags],
+                   dags=[(a, w, c, {sym: r(v) for sym, v in f.items()}, {r(v): e for v, e in h.items()})
+                         for a, w, c, f, h in result.dags],
                    formula=real_text(result.formula, names), names=dict(names))
 
 

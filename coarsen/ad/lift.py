@@ -352,7 +352,13 @@ def _differentiate_path(seg, lifted, types, active, budget, temps):
     finals = {env[v].name: v for v, k in counts.items()
               if k == 1 and env.get(v) in targets and types[v].kind == "f64"
               and v not in lifter.inputs}
-    dag = (list(lifter.assignments + bind), list(wrt), carried, finals)
+    # values inlined into the DAG (single-use temporaries) that a variable holds at the
+    # segment's end: the forward sweep reads them instead of recomputing them (preaccumulate)
+    held = {v: env[v] for v, k in counts.items()
+            if k == 1 and types[v].kind == "f64" and v not in lifter.inputs
+            and isinstance(env.get(v), sympy.Expr) and env[v] not in targets
+            and not isinstance(env[v], (sympy.Symbol, sympy.Number))}
+    dag = (list(lifter.assignments + bind), list(wrt), carried, finals, held)
     return partials, jac, _formula(outs, lifter.assignments), vjp, dag
 
 

@@ -55,8 +55,10 @@ class LiftedSegment:
     several differentiated outputs (empty otherwise); ``dags``: per path, (the SymPy
     assignments of the lifted DAG, the differentiated input symbols, the input symbols of the
     variables the segment reassigns, ``finals``: {symbol name: variable} for the variables
-    assigned once on the path, whose value at the segment's end is that symbol's), for the
-    cost model and the cut strategy (``coarsen.analysis.strategy``)."""
+    assigned once on the path, whose value at the segment's end is that symbol's, ``held``:
+    {variable: SymPy expression} for the single-use temporaries inlined into the DAG, which
+    hold those values at the segment's end), for the cost model and the cut strategy
+    (``coarsen.analysis.strategy``), and for preaccumulation to read instead of recompute."""
     partials: dict
     jac: Any
     paths: list

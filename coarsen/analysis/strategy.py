@@ -253,7 +253,7 @@ def _local_partial_cost(e, k, w):
 def fine_cost(lifted: LiftedSegment, ctx: SegmentContext, w: Weights) -> float:
     """Statement-by-statement reverse mode over the segment's DAG (the most expensive path)."""
     worst = 0.0
-    for assignments, wrt, carried, _ in lifted.dags:
+    for assignments, wrt, carried, _, _ in lifted.dags:
         active = set(wrt)
         total, read = 0.0, set()
         varying = {s for s, _ in assignments} | set(carried) | \

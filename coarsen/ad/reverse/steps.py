@@ -237,7 +237,7 @@ class SegmentMixin:
         into locals (``self.precomputed``) taped inside a loop; and the pops restoring them."""
         lifted = seg.plan.lifted
         jac, _, _, finals, _ = steps(lifted)[0]
-        _, _, carried, _ = lifted.dags[0]
+        _, _, carried, _, _ = lifted.dags[0]
         order = [(sym, e) for sym, e in jac.replacements if sym.name in cut and sym.name not in finals]
         subst = {}
         before = self.entry_copies(carried, subst)
@@ -268,7 +268,7 @@ class SegmentMixin:
         import sympy
         lifted = seg.plan.lifted
         ((_, partials, jac),) = lifted.paths
-        _, _, carried, finals = lifted.dags[0]
+        _, _, carried, finals, held = lifted.dags[0]
         keys = [k for k in partials if k[0] in self.active and k[1] in self.active]
         exprs = [partials[k] for k in keys]
         # evaluated after the segment's statements, reading the values they computed (every
@@ -277,7 +277,9 @@ class SegmentMixin:
         subst = {}
         before = self.entry_copies(carried, subst)
         cut = cut_symbols(jac, exprs, finals, False, self.weights)
-        code = self.needed_replacements(jac, exprs, subst, {n: finals[n] for n in cut}, copy=False)
+        reads = {n: finals[n] for n in cut}
+        reads.update(held_replacements(jac, held, reads))
+        code = self.needed_replacements(jac, exprs, subst, reads, copy=False)
         pops, local, kept = [], {}, {}
         for k, (e, sign) in zip(keys, distinct_partials([partials[k] for k in keys])):
             if e is None or (e.is_Symbol and self.stays_readable(real_name(e.name, self.lifted_names))):
@@ -477,4 +479,23 @@ class SegmentMixin:
             if i in self.f.set_temps and i in self.active and i not in ins_with_contrib:
                 out.append(B.assign(self.bar(i), 0.0))
         return out
+
+
+def held_replacements(jac, held, reads):
+    """{replacement symbol name: variable} for the replacements of ``jac`` whose value a
+    variable of the segment holds at its end (``held``: the temporaries inlined into the DAG,
+    compared with each replacement expanded through the earlier ones): code after the
+    segment reads the variable (``math.exp(x)`` computed once, by the primal)."""
+    if not held:
+        return {}
+    by_value = {}
+    for v, e in held.items():
+        by_value.setdefault(e, v)
+    out, full = {}, {}
+    for sym, e in jac.replacements:
+        value = e.xreplace(full)
+        full[sym] = value
+        if sym.name not in reads and value in by_value:
+            out[sym.name] = by_value[value]
+    return out
 
