@@ -77,19 +77,21 @@ def _shown(result, fn):
     return replace(result, formula=show_temps(result.formula, fn))
 
 
-def _in_loops(block, loop=None, out=None):
-    """{id of a segment that runs inside a loop: the variables its innermost loop assigns}."""
+def _in_loops(block, fused=(), loop=None, out=None):
+    """{id of a segment that runs inside a loop: the variables its innermost loop assigns}.
+    A reduction loop (``fused``: ids) does not count: each trip's reverse follows it, so its
+    body is like straight-line code (``coarsen.ad.reverse.fused``)."""
     out = {} if out is None else out
     for st in block:
         if isinstance(st, Segment) and loop is not None:
             out[id(st)] = loop
         inner = loop
-        if isinstance(st, (For, While)):
+        if isinstance(st, (For, While)) and id(st) not in fused:
             inner = frozenset(s.target for s in walk([st]) if isinstance(s, Assign))
         for sub in (getattr(st, "body", None), getattr(st, "orelse", None),
                     getattr(st, "test_body", None), getattr(st, "stmts", None)):
             if isinstance(sub, list):
-                _in_loops(sub, inner, out)
+                _in_loops(sub, fused, inner, out)
     return out
 
 
@@ -158,6 +160,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
                                    filename=fn.filename,
                                    hint="use target='cpu' (batched with prange) for functions with arrays")
     segments = []
+    reductions = None       # coarsen.analysis.reductions, once the IR holds its segments
     if coarsen:
         segments = plan_segments(fn, facts)
         loop_bodies = {}
@@ -192,7 +195,8 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
             lifted = lift_canonically(differentiate_segment, seg, types, facts.active, budget,
                                       temps=fn.temps)
             seg.plan = replace(seg.plan, result=_shown(lifted, fn))
-        loops = _in_loops(fn.body)
+        reductions = find_reduction_loops(fn, facts)
+        loops = _in_loops(fn.body, reductions)
         # element reads the reverse steps re-read instead of taping (steps.sym_expr)
         reread = set(rereads_for_steps(fn, find_recomputable(fn, facts)))
         weights = weights if weights is not None else default_weights()
@@ -216,7 +220,9 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     # bounds): emit until the reads no longer grow (monotone, so this ends).
     reads = {}
     tbr, sites = set(), frozenset()
-    int_recompute, reductions = find_int_recomputable(fn, facts), find_reduction_loops(fn, facts)
+    int_recompute = find_int_recomputable(fn, facts)
+    if reductions is None:
+        reductions = find_reduction_loops(fn, facts)
     for _ in range(8):
         em = Emitter(fn, wrt, facts, tbr, int_recompute, reductions)
         em.lifted_names = lifted_names

@@ -40,7 +40,8 @@ class FusedMixin:
         sweep's scaling; None when the trip's reverse would restore the accumulator (a
         reverse read before the loop keeps it on the tape): the loop is then reversed as
         usual."""
-        self.depth += 1
+        # the body is emitted at the loop's depth: what a trip computes once and its own
+        # reverse reads needs no tape (preaccumulated partials, cut values, while-loop trips)
         saved = self.enter_region()
         scratch = self.fused_scratch
         self.fused_scratch = scratch | set(red.scratch)
@@ -49,7 +50,6 @@ class FusedMixin:
         finally:
             self.fused_scratch = scratch
         reserve, _ = self.leave_region(saved, None)     # per trip: one trip is on the tape
-        self.depth -= 1
         if red.accumulator in names_read(br, gast.Store):
             return None
         self.fused.add(id(s))

@@ -493,9 +493,26 @@ def held_replacements(jac, held, reads):
         by_value.setdefault(e, v)
     out, full = {}, {}
     for sym, e in jac.replacements:
-        value = e.xreplace(full)
-        full[sym] = value
+        try:
+            value = e.xreplace(full)
+        except (TypeError, ValueError):     # a derivative object of SymPy's: left as it is
+            continue
+        if _small(value, HELD_NODES):       # expansions stay small (no swell)
+            full[sym] = value
         if sym.name not in reads and value in by_value:
             out[sym.name] = by_value[value]
     return out
+
+
+#: the largest expanded replacement compared with the held values (tree nodes)
+HELD_NODES = 64
+
+
+def _small(expr, limit):
+    """Has the SymPy expression at most ``limit`` tree nodes (counted up to the limit)?"""
+    import sympy
+    for count, _ in enumerate(sympy.preorder_traversal(expr)):
+        if count >= limit:
+            return False
+    return True
 
