@@ -607,10 +607,11 @@ class Gradient:
         from .export import export_gradient
         return export_gradient(self, path, signature=signature)
 
-    def batch(self, in_axes, *, target=None):
-        """A batched gradient over argument sets, like ``jax.vmap``: see ``coarsen.batching``."""
+    def batch(self, in_axes, *, target=None, **options):
+        """A batched gradient over argument sets, like ``jax.vmap``: see ``coarsen.batching``
+        (``target="dask"`` takes ``client=``, ``chunks=``, ``nchunks=``: ``coarsen.dask_batch``)."""
         from .batching import batched_gradient
-        return batched_gradient(self, in_axes, target=target)
+        return batched_gradient(self, in_axes, target=target, **options)
 
     def specialize(self, args_or_types):
         """The ``Artifact`` for example arguments (a tuple of values)."""

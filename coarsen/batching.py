@@ -57,6 +57,10 @@ Targets:
   ``bg.threads_per_block`` (default 128; 32 under the simulator) and ``bg.last_timings``
   (seconds in host-to-device copies, kernels, device-to-host copies) are exposed for tuning and
   benchmarks. Under ``NUMBA_ENABLE_CUDASIM=1`` the same code runs in Numba's CUDA simulator.
+* ``"dask"`` (``g.batch(in_axes, target="dask", client=None, chunks=None, nchunks=None)``):
+  contiguous chunks of the sets, each run by the ``"cpu"`` driver on a Dask worker; see
+  ``coarsen.dask_batch``.  Other batch targets build on ``split``, ``cpu_program``, ``result``
+  and ``convert_argument``.
 """
 from __future__ import annotations
 
@@ -82,8 +86,16 @@ MAX_WORKSPACE_BYTES = 1 << 30
 _BATCH_TARGETS = ("cpu", "python", "cuda")
 
 
-def batched_gradient(g, in_axes, *, target=None):
-    """``g.batch(in_axes, target=...)``: see the module docstring."""
+def batched_gradient(g, in_axes, *, target=None, **options):
+    """``g.batch(in_axes, target=...)``: see the module docstring; ``target="dask"`` (with
+    ``client=``, ``chunks=``, ``nchunks=``) is ``coarsen.dask_batch``."""
+    if target == "dask":
+        from .dask_batch import DaskBatchedGradient
+        return DaskBatchedGradient(g, in_axes, **options)
+    if options:
+        raise CoarsenError(f"g.batch: {', '.join(sorted(options))} "
+                           f"{'applies' if len(options) == 1 else 'apply'} to target='dask' only",
+                           hint="pass target='dask', or drop the keyword")
     return BatchedGradient(g, in_axes, target=target)
 
 
@@ -107,6 +119,10 @@ def _convert(value):
     if isinstance(value, np.integer):
         return int(value)
     return value
+
+
+#: ``_convert`` under a public name, for other batch targets (``coarsen.dask_batch``'s workers)
+convert_argument = _convert
 
 
 def import_numba_cuda():
@@ -173,7 +189,8 @@ class BatchedGradient:
         if target is None:
             target = "cpu" if g.target == "cpu" else "python"
         if target not in _BATCH_TARGETS:
-            raise CoarsenError(f"unknown batch target {target!r}", hint=f"use one of {_BATCH_TARGETS}")
+            raise CoarsenError(f"unknown batch target {target!r}",
+                               hint=f"use one of {_BATCH_TARGETS + ('dask',)}")
         if target == "cpu" and g.target != "cpu":
             raise CoarsenError("a 'cpu' batch needs a gradient built with target='cpu'",
                                hint="use target='python' or differentiate(..., target='cpu')")
@@ -229,6 +246,16 @@ class BatchedGradient:
         types, sig = g.signature_of(examples)
         return args, size, types, sig
 
+    def split(self, args):
+        """``(args, size, types, sig)``: the checked arguments (sequences made arrays), the
+        batch size and the per-set signature; for other batch targets (``coarsen.dask_batch``)."""
+        return self._split(args)
+
+    def result(self, args, wrt, values, grads):
+        """``(values, grads)`` in ``g``'s convention from a driver's raw results; for other
+        batch targets (``coarsen.dask_batch``)."""
+        return self._result(args, wrt, values, grads)
+
     def _result(self, args, wrt, values, grads):
         g = self.g
         out = []
@@ -246,11 +273,11 @@ class BatchedGradient:
         return np.asarray(values, dtype=np.float64), grads
 
     # ------------------------------------------------------------------ CPU
-    def _cpu_driver(self, types, sig):
-        key = ("host", types, self.batched, self.target)
-        hit = self._drivers.get(key)
-        if hit is not None:
-            return hit
+    def cpu_program(self, types, sig):
+        """``(artifact, source, name, driver)`` of the host driver for a per-set signature
+        (``split``'s ``types, sig``): the module source, its ``lowering.build`` name and the
+        driver's name in it; what another process needs to rebuild the driver
+        (``coarsen.dask_batch`` ships it to its workers)."""
         g = self.g
         spec = g.specialization(types, sig)           # the Artifact (coarsen.artifact)
         entry = spec.entry_name
@@ -264,10 +291,21 @@ class BatchedGradient:
             text = lowering.batch_source(entry, params, batched, wrt=[ir_name[w] for w in spec.wrt],
                                          target=self.target,
                                          driver_name=driver)
-            # the driver allocates with NumPy, which a scalar gradient module may not import
-            extra = "" if "\nimport numpy as np\n" in spec.source else "\nimport numpy as np\n"
-            mod = lowering.build(spec.source.rstrip("\n") + "\n" + extra + "\n\n" + text,
-                                 name=f"{g.fn.__name__}_batch", target=self.target)
+        except lowering.LoweringError as exc:
+            raise CoarsenError(f"batch: {exc}") from None
+        # the driver allocates with NumPy, which a scalar gradient module may not import
+        extra = "" if "\nimport numpy as np\n" in spec.source else "\nimport numpy as np\n"
+        source = spec.source.rstrip("\n") + "\n" + extra + "\n\n" + text
+        return spec, source, f"{g.fn.__name__}_batch", driver
+
+    def _cpu_driver(self, types, sig):
+        key = ("host", types, self.batched, self.target)
+        hit = self._drivers.get(key)
+        if hit is not None:
+            return hit
+        spec, source, name, driver = self.cpu_program(types, sig)
+        try:
+            mod = lowering.build(source, name=name, target=self.target)
         except lowering.LoweringError as exc:
             raise CoarsenError(f"batch: {exc}") from None
         hit = (spec, getattr(mod, driver), mod.__file__)
