@@ -120,6 +120,25 @@ def test_arrays_shared_array_and_float32(client):
     np.testing.assert_allclose(gw2, ref[1][0], rtol=1e-6)
 
 
+_WEIGHTS = np.array([0.5, -1.0, 2.0, 0.25])
+
+
+def weighted_tanh(x, c):
+    s = 0.0
+    for i in range(_WEIGHTS.shape[0]):
+        s += _WEIGHTS[i] * np.tanh(c * x[i])
+    return s
+
+
+def test_module_level_arrays_travel_as_shared_arguments(client):
+    g = coarsen.differentiate(weighted_tanh)
+    xs = np.random.default_rng(5).normal(size=(300, 4))
+    ref = g.batch((0, None))(xs, 0.7)
+    v, (gx, gc) = dask_batch_of(g, (0, None), client, nchunks=3)(xs, 0.7)
+    assert np.array_equal(v, ref[0]) and np.array_equal(gx, ref[1][0])
+    assert math.isclose(gc, ref[1][1], rel_tol=1e-12)
+
+
 def test_dask_array_inputs(client, g_bs, spots, cpu_ref):
     X = da.from_array(spots, chunks=B // 8)
     bg = dask_batch_of(g_bs, BS_AXES, client)
