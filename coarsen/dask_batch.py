@@ -85,7 +85,7 @@ import numpy as np
 from .batching import BatchedGradient, convert_argument
 from .errors import CoarsenError
 
-__all__ = ["DaskBatchedGradient", "LOCAL_CLUSTER", "chunk_bounds"]
+__all__ = ["DaskBatchedGradient", "LOCAL_CLUSTER", "chunk_bounds", "tree_sum", "run_chunk"]
 
 #: the embedded cluster started when no client is given and none is current
 LOCAL_CLUSTER = {"n_workers": 2, "threads_per_worker": 1, "processes": True,
