@@ -20,6 +20,10 @@ Guarantees:
       own decorators, and ``import numba`` is added after the leading import block unless the
       module already has it. Target ``"python"``: no decorators are added. Nested functions never
       get target decorators.
+    * Parallel loops: a ``gast.For`` over ``range(...)`` marked ``coarsen_parallel = True`` prints
+      as ``numba.prange(...)`` on ``"cpu"`` (and as ``range(...)`` on ``"python"``), and the
+      top-level function that contains one gets ``parallel=True`` in its decorator (only that
+      function: its callers and helpers keep the plain decorator).
     * Numbers round-trip exactly: floats print with ``repr``; a negative number or ``-0.0`` prints
       as a unary minus applied to its magnitude (so ``(-2.0) ** 2`` keeps its parentheses, which
       ``ast.unparse`` alone loses); ``inf``/``nan`` print as ``math.inf``/``math.nan`` (Numba
@@ -146,6 +150,7 @@ def _comment_lines(text: object, indent: str) -> list[str]:
 
 class _Printer:
     def __init__(self, target: str):
+        self.target = target
         self.decorator = function_decorator(target)
         self.needs_math = False
 
@@ -171,7 +176,8 @@ class _Printer:
 
         if isinstance(node, gast.FunctionDef):
             if top and self.decorator is not None:
-                out.append(f"{indent}@{self.decorator}")
+                parallel = any(getattr(n, "coarsen_parallel", False) for n in gast.walk(node))
+                out.append(f"{indent}@{function_decorator(self.target, parallel)}")
             for dec in node.decorator_list:
                 out.append(f"{indent}@{self.expr(dec)}")
             signature = f"def {node.name}({self.expr(node.args)})"
@@ -197,7 +203,12 @@ class _Printer:
                 out.append(f"{indent}else:")
                 self.block(orelse, depth + 1, out)
         elif isinstance(node, gast.For):
-            out.append(f"{indent}for {self.expr(node.target)} in {self.expr(node.iter)}:")
+            header = self.expr(node.iter)
+            if getattr(node, "coarsen_parallel", False) and self.target == "cpu":
+                if not header.startswith("range("):
+                    raise LoweringError("a parallel loop must iterate over range(...)")
+                header = "numba.prange(" + header[len("range("):]
+            out.append(f"{indent}for {self.expr(node.target)} in {header}:")
             self.block(node.body, depth + 1, out)
             if node.orelse:
                 out.append(f"{indent}else:")

@@ -2,9 +2,9 @@
 
 Requires: nothing (standard library only).
 Guarantees: ``check_target(t)`` returns ``t`` when it is a supported target and raises
-``LoweringError`` naming the supported ones otherwise; ``function_decorator(t)`` is the decorator
+``LoweringError`` naming the supported ones otherwise; ``function_decorator(t, parallel=False)`` is the decorator
 source text (without ``@``) that the printer writes above every top-level function for target
-``t``, or ``None``; ``target_imports(t)`` are the extra ``import`` lines that target needs.
+``t`` (with Numba's ``parallel=True`` on the CPU for a function with a parallel loop), or ``None``; ``target_imports(t)`` are the extra ``import`` lines that target needs.
 
 Extension point: a new target (``"cuda"``: device functions under ``numba.cuda.jit(device=True)``
 plus one-thread-per-set kernels from ``batch.py``) is added here first, then in the printer's
@@ -34,8 +34,13 @@ def check_target(target: str) -> str:
     return target
 
 
-def function_decorator(target: str) -> str | None:
-    return _TARGET_TABLE[check_target(target)][0]
+def function_decorator(target: str, parallel: bool = False) -> str | None:
+    """The decorator text; ``parallel=True`` (a function with a parallel loop, see the
+    printer) adds Numba's ``parallel=True`` on the CPU."""
+    text = _TARGET_TABLE[check_target(target)][0]
+    if parallel and target == "cpu":
+        text = text[:-1] + ", parallel=True)"
+    return text
 
 
 def target_imports(target: str) -> tuple[str, ...]:

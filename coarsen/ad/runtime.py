@@ -63,6 +63,12 @@ def _range_len(start, stop, step):
         return 0
     return (start - stop - step - 1) // (-step)
 ''',
+    # an index check inside a parallel loop (coarsen.ad.reverse.parallel): Numba runs a
+    # prange loop whose body raises serially, but not one whose body calls a helper that does
+    "_index_error": '''
+def _index_error(message):
+    raise IndexError(message)
+''',
     "_range_cont": '''
 def _range_cont(i, stop, step):
     if step > 0:

@@ -3,8 +3,10 @@
 Requires: a typed (and planned) ``ir.Function`` and its activity ``Facts``.
 Guarantees: ``find_reduction_loops`` returns, for each qualifying loop, a ``ReductionLoop``
 (typed, frozen) naming its accumulator, the active variables it reads from outside (its
-inputs), the active variables local to a trip and its private scratch arrays.  It changes
-nothing.
+inputs), the active variables local to a trip, its private scratch arrays and the inputs each
+trip reads only in its own row (``owned``: element reads ``X[i, j]`` with the loop variable
+first; a parallel loop adds their adjoints in place, the trips' rows being disjoint).  It
+changes nothing.
 
 A range loop ``L`` outside every other loop qualifies when
 
@@ -46,6 +48,7 @@ class ReductionLoop:
     inputs: tuple       # active variables read in the loop and assigned outside it
     locals: tuple       # active variables assigned in each trip before they are read
     scratch: tuple      # private scratch arrays
+    owned: tuple = ()   # input arrays each trip reads only in its own row (see ``_owned``)
 
 
 def find_reduction_loops(fn, facts):
@@ -114,8 +117,31 @@ def _qualify(fn, facts, single, loop, inside, after):
         if isinstance(x, Assign) and x.op == "getitem" and isinstance(fn.types.get(x.args[0].name), Array) \
                 and x.args[0].name in inputs and not all(_varies(it, varying) for it in x.index):
             return None
+    owned = tuple(a for a in inputs if _owned(fn, loop, inside, a))
     return ReductionLoop(acc, tuple(inputs), tuple(sorted(trip_locals)),
-                         tuple(sorted(stored_active)))
+                         tuple(sorted(stored_active)), owned)
+
+
+def _owned(fn, loop, inside, a):
+    """Does each trip read the input array ``a`` only in its own row: every use in the loop an
+    element read ``a[i, ...]`` (ints) with the loop variable ``i`` itself first (or its length),
+    and the loop's indices distinct rows (a constant start >= 0, a constant step >= 1)?  The
+    trips' adjoint contributions to ``a`` then touch disjoint rows, one trip each."""
+    t = fn.types.get(a)
+    if not isinstance(t, Array) or not (isinstance(loop.start, Const) and isinstance(loop.step, Const)
+                                        and loop.start.value >= 0 and loop.step.value >= 1):
+        return False
+    for x in inside:
+        if not any(isinstance(u, Var) and u.name == a for u in uses(x)):
+            continue
+        if not isinstance(x, Assign) or not x.args or x.args[0] != Var(a) or Var(a) in x.args[1:]:
+            return False
+        if x.op == "dim":
+            continue
+        if x.op != "getitem" or len(x.args) != 1 or len(x.index) != t.ndim or x.index[0] != Var(loop.var) \
+                or not all(isinstance(it, (Var, Const)) for it in x.index):
+            return False
+    return True
 
 
 def _varies(item, varying):

@@ -189,8 +189,8 @@ class CallMixin:
         if op in ("array", "asarray"):
             return lower_array_call(self, node, op, target)
         self.keywords(node, ())
-        if op == "range":
-            raise self.err(node, "range() is only supported as the iterable of a for loop")
+        if op in ("range", "prange"):
+            raise self.err(node, f"{op}() is only supported as the iterable of a for loop")
         if op == "len":
             a = self.lower_expr(args[0])
             return self.op(node, target, "dim", [a, Const(0)])

@@ -618,8 +618,7 @@ class Lowerer(ExpressionMixin, CallMixin):
         """``for v in a`` / ``enumerate(a)`` / ``zip(a, b)`` over arrays become index loops."""
         it = s.iter
         kind = self.resolve_value(it.func, quiet=True) if isinstance(it, gast.Call) else None
-        is_range = isinstance(kind, Known) and kind.op == "range"
-        if is_range:
+        if isinstance(kind, Known) and kind.op in ("range", "prange"):
             return s
         fname = it.func.id if isinstance(it, gast.Call) and isinstance(it.func, gast.Name) else None
         if isinstance(it, gast.Call) and fname in ("enumerate", "zip") and fname not in self.local_names \
@@ -683,12 +682,12 @@ class Lowerer(ExpressionMixin, CallMixin):
             raise self.err(s.target, "only `for name in range(...)` loops are supported",
                            "loop over an index: for i in range(len(a)): ...")
         it = s.iter
-        if not (isinstance(it, gast.Call) and isinstance(self.resolve_value(it.func, quiet=True), Known)
-                and self.resolve_value(it.func, quiet=True).op == "range"):
-            raise self.err(it, "only `for ... in range(...)` loops are supported",
+        kind = self.resolve_value(it.func, quiet=True) if isinstance(it, gast.Call) else None
+        if not (isinstance(kind, Known) and kind.op in ("range", "prange")):
+            raise self.err(it, "only `for ... in range(...)` (or numba.prange) loops are supported",
                            "loop over an index: for i in range(len(a)): ...")
         if it.keywords or not 1 <= len(it.args) <= 3:
-            raise self.err(it, "range() takes 1 to 3 positional arguments")
+            raise self.err(it, f"{kind.op}() takes 1 to 3 positional arguments")
         args = [self.lower_expr(a) for a in it.args]
         if len(args) == 1:
             start, stop, step = Const(0), args[0], Const(1)
@@ -697,7 +696,7 @@ class Lowerer(ExpressionMixin, CallMixin):
         else:
             start, stop, step = args
         if isinstance(step, Const) and step.value == 0:
-            raise self.err(it, "range() step must not be zero")
+            raise self.err(it, f"{kind.op}() step must not be zero")
         loc = self.loc(s)
         var_src = s.target.id
         has_brk = _stmts_contain(s.body, gast.Break, stop_at_loops=True)
@@ -728,7 +727,7 @@ class Lowerer(ExpressionMixin, CallMixin):
             finally:
                 self.loops.pop()
                 self._for_vars = saved_vars
-            self.emit(For(var, start, stop, step, body, loc))
+            self.emit(For(var, start, stop, step, body, loc, parallel=kind.op == "prange"))
             return
         # while form: an explicit counter, the user's variable assigned from it each trip
         counter = self.namer.fresh("_" + var_src + "_next")

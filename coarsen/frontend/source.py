@@ -327,7 +327,7 @@ class Module:
 @dataclass(frozen=True)
 class Known:
     op: str        # canonical primitive name
-    origin: str    # 'math' | 'numpy' | 'builtin'
+    origin: str    # 'math' | 'numpy' | 'builtin' | 'numba' (prange)
 
 
 @dataclass(frozen=True)
@@ -358,6 +358,8 @@ def _known_by_identity():
             obj = getattr(np, name, None)
             if obj is not None and id(obj) not in _IDENTITY:
                 _IDENTITY[id(obj)] = Known(op, "numpy")
+        import numba        # numba.prange: a for loop's header, like range (coarsen.frontend.lower)
+        _IDENTITY[id(numba.prange)] = Known("prange", "numba")
     return _IDENTITY
 
 

@@ -138,13 +138,16 @@ class If:
 @dataclass
 class For:
     """``for var in range(start, stop, step)``; ``var`` is not assigned in the body and not read
-    after the loop (the frontend turns such loops into ``While``)."""
+    after the loop (the frontend turns such loops into ``While``).  ``parallel``: the source
+    wrote ``numba.prange`` (same meaning as ``range``; the reverse pass runs it in parallel
+    where it is a reduction loop, ``coarsen.ad.reverse.fused``, and serially otherwise)."""
     var: str
     start: Operand
     stop: Operand
     step: Operand
     body: list
     loc: Loc
+    parallel: bool = False
 
 
 @dataclass
@@ -168,6 +171,9 @@ class Function:
     # the compiler's temporaries, known by where they come from (the frontend's
     # ``Namer.temp``, in-place rewriting), not by how they are spelled
     temps: frozenset | None = None
+    # (array, axis, index variable) triples in range by construction: the loop nests of
+    # ``coarsen.ir.scalarize`` index only the regions they were given (no bounds check)
+    in_range: frozenset = frozenset()
 
     def __post_init__(self):
         if self.temps is None:

@@ -53,7 +53,7 @@ def format_function(fn):
                         lines.append(f"{pad}{v} = gamma({s.cond}, {v}, {v})")
             elif isinstance(s, For):
                 carried = [v for v in _assigned(s.body) if v not in fn.temps]
-                lines.append(f"{pad}for {s.var} in range({s.start}, {s.stop}, {s.step}):"
+                lines.append(f"{pad}for {s.var} in {'prange' if s.parallel else 'range'}({s.start}, {s.stop}, {s.step}):"
                              + (f"  # mu: {', '.join(carried)}" if carried else ""))
                 block(s.body, ind + 1)
             elif isinstance(s, Segment):

@@ -56,6 +56,9 @@ class ControlMixin:
             if done is not None:
                 return done
         if isinstance(s, For):
+            if s.parallel and id(s) not in self.fused:
+                self.note_loop(s, "serially: inside another loop" if self.depth or self.in_fused else
+                               "serially: its trips interact other than through one accumulation s += ...")
             self.depth += 1
             saved = self.enter_region()
             bf, br = self.block(s.body)

@@ -137,7 +137,7 @@ def _fresh_tapes_entry(entry_name, params, tapes, tops):
 
 
 def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_seconds=2.0,
-                     workspace=False, boundscheck=True, plan="auto", weights=None):
+                     workspace=False, boundscheck=True, plan="auto", weights=None, parallel=False):
     """Build the derivative module for a typed IR function (see the module docstring).
 
     ``workspace=True`` (for CUDA) requires scalar code only: the tapes are not allocated but
@@ -147,7 +147,9 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     every array index in the forward sweep before its access (``coarsen.analysis.bounds``):
     an index out of range raises ``IndexError`` naming the source line.  ``plan`` and
     ``weights``: each lifted block's strategy, the cost model's (``"auto"``) or forced
-    (``coarsen.analysis.strategy``; default weights when None)."""
+    (``coarsen.analysis.strategy``; default weights when None).  ``parallel=True`` runs every
+    reduction loop in parallel, as a ``numba.prange`` loop is (``coarsen.ad.reverse.parallel``);
+    ``em.parallel_notes`` says, per ``prange`` or reduction loop, how it was run."""
     # work on copies: planning puts Segment nodes into the body, closed forms replace loops,
     # and the emitter types the variables it makes
     fn = replace(fn, body=copy.deepcopy(fn.body), types=dict(fn.types))
@@ -231,6 +233,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
         em.tape_sites = sites
         em.workspace = workspace
         em.bounds = bounds
+        em.parallel_all = parallel
         fwd, rev = em.block(fn.body)
         grown = False
         for v, rs in em.reads_at.items():

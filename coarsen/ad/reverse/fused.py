@@ -12,6 +12,9 @@ to each input's adjoint: the loop's contributions are linear in ``s_bar``.  Adjo
 a trip are zeroed at the trip's start; the scratch arrays' adjoints once before the loop (a
 trip's reverse zeroes what its stores wrote, and every read of a scratch array follows a
 full write of it in the same trip).
+
+A ``prange`` loop (``For.parallel``), or every reduction loop with ``Options.parallel``, runs
+its trips in blocks in parallel (``coarsen.ad.reverse.parallel``) on the same trip code.
 """
 from __future__ import annotations
 
@@ -21,9 +24,10 @@ from ...ir.nodes import Array, Var
 from .. import build as B
 from ..build import X
 from .cleanup import names_read
+from .parallel import ParallelMixin
 
 
-class FusedMixin:
+class FusedMixin(ParallelMixin):
     reductions = {}     # id(loop) -> ReductionLoop (coarsen.analysis.reductions)
     fused_scratch = frozenset()   # scratch arrays of the reduction loops being emitted
 
@@ -45,40 +49,52 @@ class FusedMixin:
         saved = self.enter_region()
         scratch = self.fused_scratch
         self.fused_scratch = scratch | set(red.scratch)
+        self.in_fused += 1
         try:
             bf, br = self.block(s.body)
         finally:
             self.fused_scratch = scratch
+            self.in_fused -= 1
         reserve, _ = self.leave_region(saved, None)     # per trip: one trip is on the tape
         if red.accumulator in names_read(br, gast.Store):
+            if s.parallel:
+                self.note_loop(s, "serially: the reverse sweep reads its accumulator before the loop")
             return None
         self.fused.add(id(s))
         args = self.range_args(s)
         if not br:
+            if s.parallel:
+                self.note_loop(s, "serially: nothing in it is differentiated")
             return self.hoisted_checks(s) + [B.for_range(s.var, args, reserve + bf)] \
                 + self.rest_holders(), []
         seed = self.bar(red.accumulator)     # 1 in each trip; the reverse sweep sets it anew
         rename = {}
         read = names_read(br) | names_read(br, gast.Store)
-        before, after = [], []
+        before, after, accs = [], [], []
         for x in red.inputs:
             if self.bar(x) not in read:
                 continue
             acc = self.fresh("_acc")
             self.types[acc] = self.types[x]
             rename[self.bar(x)] = acc
+            accs.append((x, acc))
             before.append(B.assign(acc, self.zeros_like(x)))
             after.append(B.augassign(self.bar(x), "+", X(B.name(self.bar(red.accumulator)))
                                      * X(B.name(acc), self.is_arr(Var(x)))))
-        for a in red.scratch:
-            if self.bar(a) in read:
-                before.append(B.assign(self.bar(a), self.zeros_like(a)))
+        scratch_bars = [a for a in red.scratch if self.bar(a) in read]
+        for a in scratch_bars:
+            before.append(B.assign(self.bar(a), self.zeros_like(a)))
         trip_inits = [B.assign(seed, 1.0)]
         for v in red.locals:
             if self.bar(v) in read and v not in self.f.set_temps:
                 trip_inits.append(B.assign(self.bar(v), self.zeros_like(v)))
         _Rename(rename).visit_all(br)
         body = reserve + bf + trip_inits + br
+        if (s.parallel or self.parallel_all) and not self.workspace:
+            par = self.parallel_fused(s, red, body, accs, scratch_bars)
+            if par is not None:
+                return self.hoisted_checks(s) + par + self.rest_holders(), after
+            self.note_loop(s, "serially: the emitted trips could not be shown independent")
         loop = before + [B.for_range(s.var, args, body)]
         loop[0].coarsen_comment = (f"a reduction loop into {red.accumulator}: each trip is "
                                    f"reversed right after it runs, with {seed} = 1")
