@@ -70,6 +70,7 @@ from .frontend.lower import lower
 from .frontend.source import display_path, get_source, unwrap
 from .ir.nodes import Array, Scalar
 from .ir.typeinfer import infer
+from .ir.scalarize import scalarize
 from .lowering.cache import toolchain_versions
 
 __all__ = [
@@ -161,6 +162,7 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
                    coarsen=options.coarsen, target=options.target, workspace=options.workspace,
                    boundscheck=options.boundscheck, budget_seconds=options.budget_seconds,
                    plan=options.plan, weights=weights.key() if weights is not None else "",
+                   scalarize=options.scalarize,
                    version=__version__, code=code_fingerprint(),
                    toolchain=tuple(sorted(toolchain_versions().items())))
     parts = key.as_dict()
@@ -177,6 +179,11 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
     else:
         infer(fn_ir, list(types))
         _check_returns_float(fn_ir, src)
+        # element-wise array expressions as loop nests (coarsen.ir.scalarize), on the cpu
+        # target: Numba's scalar math follows NumPy's (inf and nan, error_model='numpy'), where
+        # Python's raises (ZeroDivisionError, math domain errors), so "python" keeps arrays
+        if options.scalarize and options.build_target == "cpu":
+            fn_ir = scalarize(fn_ir)
         # the IR names of the parameters (user names are escaped where they look like
         # compiler names: coarsen.frontend.names.Namer)
         wrt_ir = tuple(fn_ir.params[params.index(w)] for w in wrt)
@@ -282,9 +289,9 @@ class Gradient:
     ``compile_gradient``: it binds arguments, computes their ``Signature``, keeps one
     ``Artifact`` per signature and options, checks aliasing and calls the artifact."""
 
-    def __init__(self, fn, wrt, coarsen, target, boundscheck=True, plan="auto"):
+    def __init__(self, fn, wrt, coarsen, target, boundscheck=True, plan="auto", scalarize=True):
         self.options = Options(wrt=wrt, coarsen=coarsen, target=target, boundscheck=boundscheck,
-                               plan=plan)
+                               plan=plan, scalarize=scalarize)
         self.fn = unwrap(fn)
         self.src = get_source(self.fn)          # raises CoarsenError when there is no source
         self.params = [a.id for a in self.src.node.args.args]
@@ -759,7 +766,8 @@ def ir_text(fn, *args):
     return Gradient(fn, None, False, "python").ir(*args)
 
 
-def differentiate(fn, wrt=None, *, coarsen=True, target="cpu", boundscheck=True, plan="auto"):
+def differentiate(fn, wrt=None, *, coarsen=True, target="cpu", boundscheck=True, plan="auto",
+                  scalarize=True):
     """The gradient of ``fn``, a plain Python function returning a float scalar.
 
     ``wrt``: None (every float parameter, a tuple out), a name or position (a single value out),
@@ -773,5 +781,8 @@ def differentiate(fn, wrt=None, *, coarsen=True, target="cpu", boundscheck=True,
     ``"recompute"`` (tape the inputs, re-evaluate in the reverse step), ``"preaccumulate"``
     (partials in the forward sweep, taped; one-path segments) or ``"fine"``.  The report
     shows each segment's strategy and the estimated cost of each alternative.
+    ``scalarize``: True computes element-wise array expressions (slices, broadcasting, full
+    sums) in loop nests, element by element, in both sweeps (``coarsen.ir.scalarize``); False
+    keeps them as NumPy array operations.
     """
-    return Gradient(fn, wrt, coarsen, target, boundscheck, plan)
+    return Gradient(fn, wrt, coarsen, target, boundscheck, plan, scalarize)

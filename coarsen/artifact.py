@@ -73,6 +73,7 @@ class Options:
     workspace: bool = False
     budget_seconds: float = 2.0
     plan: str = "auto"
+    scalarize: bool = True      # element-wise array expressions as loop nests (coarsen.ir.scalarize)
 
     def __post_init__(self):
         if self.target not in TARGETS:
@@ -83,6 +84,7 @@ class Options:
             object.__setattr__(self, "wrt", tuple(self.wrt))
         object.__setattr__(self, "coarsen", bool(self.coarsen))
         object.__setattr__(self, "boundscheck", bool(self.boundscheck))
+        object.__setattr__(self, "scalarize", bool(self.scalarize))
         object.__setattr__(self, "workspace", bool(self.workspace))
         object.__setattr__(self, "budget_seconds", float(self.budget_seconds))
 
@@ -246,6 +248,7 @@ class KeyParts:
     budget_seconds: float
     plan: str                   # Options.plan
     weights: str                # the cost model's weights (Weights.key()), "" in fine mode
+    scalarize: bool             # Options.scalarize
     version: str
     code: str                   # hash of coarsen's own source
     toolchain: tuple            # sorted (name, version) pairs
@@ -257,7 +260,7 @@ class KeyParts:
                 "module_arrays": list(self.module_arrays), "wrt": list(self.wrt),
                 "coarsen": self.coarsen, "target": self.target, "workspace": self.workspace,
                 "boundscheck": self.boundscheck, "budget_seconds": self.budget_seconds,
-                "plan": self.plan, "weights": self.weights, "version": self.version, "code": self.code, "toolchain": dict(self.toolchain)}
+                "plan": self.plan, "weights": self.weights, "scalarize": self.scalarize, "version": self.version, "code": self.code, "toolchain": dict(self.toolchain)}
 
 
 @dataclass(frozen=True, eq=False)

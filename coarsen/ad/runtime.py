@@ -69,6 +69,49 @@ def _range_len(start, stop, step):
 def _index_error(message):
     raise IndexError(message)
 ''',
+    # slices and broadcasting as NumPy computes them, for the loop nests of
+    # coarsen.ir.scalarize (a missing bound is passed as +-2**62, which clips as None does)
+    "_slice_start": '''
+def _slice_start(n, lo, step):
+    if step > 0:
+        if lo < 0:
+            return max(lo + n, 0)
+        return min(lo, n)
+    if step == 0:
+        raise ValueError("slice step cannot be zero")
+    if lo < 0:
+        return max(lo + n, -1)
+    return min(lo, n - 1)
+''',
+    "_slice_len": '''
+def _slice_len(n, lo, hi, step):
+    start = _slice_start(n, lo, step)
+    if step > 0:
+        stop = max(hi + n, 0) if hi < 0 else min(hi, n)
+        if stop <= start:
+            return 0
+        return (stop - start + step - 1) // step
+    stop = max(hi + n, -1) if hi < 0 else min(hi, n - 1)
+    if stop >= start:
+        return 0
+    return (start - stop - step - 1) // (-step)
+''',
+    "_bcast_len": '''
+def _bcast_len(a, b):
+    if a == 1:
+        return b
+    if b == 1 or a == b:
+        return a
+    raise ValueError("operands could not be broadcast together (coarsen: an element-wise array expression)")
+''',
+    "_bcast_stride": '''
+def _bcast_stride(e, n):
+    if e == n:
+        return 1
+    if e == 1:
+        return 0
+    raise ValueError("operands could not be broadcast together (coarsen: an element-wise array expression)")
+''',
     "_range_cont": '''
 def _range_cont(i, stop, step):
     if step > 0:
@@ -296,7 +339,8 @@ def _solve_adj_a2(a, b, g):
 
 _DEPS = {"_push": ("_grow",), "_push_array": ("_grow",), "_reserve": ("_grow",),
          "_solve1": ("_solve2",), "_solve_adj_b1": ("_solve1",), "_solve_adj_b2": ("_solve2",),
-         "_solve_adj_a1": ("_solve1", "_outer"), "_solve_adj_a2": ("_solve2", "_mm22")}
+         "_solve_adj_a1": ("_solve1", "_outer"), "_solve_adj_a2": ("_solve2", "_mm22"),
+         "_slice_len": ("_slice_start",)}
 
 
 def _sum_to_source(gnd, tnd):

@@ -10,7 +10,8 @@ element read (``getitem``) and write (``Store``) is either
   (``range(X.shape[1])`` indexing ``X[i, j]``, ``range(len(w))`` or ``range(n)`` with
   ``n = len(w)`` indexing ``w[j]``, ``range(1, n - 1)`` indexing ``u[i - 1]`` and ``u[i + 1]``),
   or the same array, axis and index were already accessed (and checked) with neither
-  reassigned since;
+  reassigned since, or the index is one ``fn.in_range`` names (``coarsen.ir.scalarize``'s loop
+  nests, in range by construction);
 * *hoisted*: checked once before the innermost ``for`` loop around it, when the access runs
   on every trip of that loop (not under an ``if`` in it), the array is not reassigned in the
   loop and the index is loop-invariant or the loop variable plus a constant with a unit
@@ -255,6 +256,9 @@ class _Planner:
 
     def item(self, s, array, axis, it, st, ctx):
         counts = self.plan.counts
+        if isinstance(it, Var) and (array, axis, it.name) in self.fn.in_range:
+            counts["proven"] += 1         # a loop nest of coarsen.ir.scalarize
+            return
         key = ("c", it.value) if isinstance(it, Const) else ("v", it.name)
         if (array, axis, key) in st.ok:
             counts["proven"] += 1

@@ -20,7 +20,8 @@ Each entry holds:
 - flags other passes ask: ``view`` (the result may alias operand 0), ``passenger`` (integer or
   boolean bookkeeping a segment may carry along), ``boolean``, ``transparent`` (the value of
   operand 0, unchanged), ``shape_like`` (a new array with operand 0's shape), ``broadcasting``
-  (element-wise over broadcast operands), ``reduction``, ``accumulates`` (``t = t + e``/``t = t - e``
+  (element-wise over broadcast operands), ``elementwise`` (on arrays, the same op element by
+  element: ``coarsen.ir.scalarize`` may apply it to scalars in a loop nest instead), ``reduction``, ``accumulates`` (``t = t + e``/``t = t - e``
   passes ``t``'s adjoint through unchanged; the sign of operand 1 in index arithmetic),
   ``np_only``, ``keeps_booleans``, ``indexing``, ``plain_copy``, ``dimension``,
   ``shape_operands``, and how formulas show it (``infix``, ``prefix``).
@@ -61,6 +62,7 @@ class Primitive:
     transparent: bool = False
     shape_like: bool = False
     broadcasting: bool = False
+    elementwise: bool = False      # element by element on arrays, the same op on scalars
     reduction: bool = False
     accumulates: int = 0           # +1: t = t + e; -1: t = t - e
     np_only: bool = False          # generated as np.<f> on scalars too (math has none)

@@ -126,7 +126,7 @@ def _binary(name, symbol=None, *, numpy=(), math_=(), float_result=False, sympy_
         flags.setdefault("operators", (_OPERATOR_CLASS[symbol],))
     register(Primitive(name, type_rule, emit or (_emit_binop(symbol) if symbol else _emit_math),
                        arity=2, numpy=numpy, math=math_, float_result=float_result, sympy=sympy_,
-                       broadcasting=True, **flags))
+                       broadcasting=True, elementwise=True, **flags))
 
 
 _OPERATOR_CLASS = {"+": "Add", "-": "Sub", "*": "Mult", "/": "Div", "**": "Pow",
@@ -136,7 +136,8 @@ _OPERATOR_CLASS = {"+": "Add", "-": "Sub", "*": "Mult", "/": "Div", "**": "Pow",
 def _unary(name, *, numpy=(), math_=(), sympy_=None, type_rule=_float_unary_type, emit=_emit_math,
            **flags):
     register(Primitive(name, type_rule, emit, arity=1, numpy=numpy, math=math_, sympy=sympy_,
-                       float_result=type_rule is _float_unary_type, shape_like=True, **flags))
+                       float_result=type_rule is _float_unary_type, shape_like=True,
+                       elementwise=True, **flags))
 
 
 _binary("add", "+", numpy=("add",), sympy_=lambda a, b: a + b, passenger=True, accumulates=1,

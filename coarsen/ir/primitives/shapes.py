@@ -1,5 +1,6 @@
 """Indexing and shape primitives: ``getitem``, ``dim``/``size``/``ndim``, ``transpose``,
-``reshape``, ``ravel``, ``flip``, ``expand_dims``.
+``reshape``, ``ravel``, ``flip``, ``expand_dims``; ``slice_start``/``slice_len``/
+``bcast_len``/``bcast_stride`` (the integer bookkeeping of ``coarsen.ir.scalarize``).
 
 Requires: ``core``, ``coarsen.ad.build``.
 Guarantees: type rules (indices must be integers or slices; fancy indexing is refused), the
@@ -139,6 +140,21 @@ register(Primitive("flip", _same_type, _emit_flip, arity=1, view=True, shape_lik
                    numpy=("flip",)))
 register(Primitive("expand_dims", _expand_dims_type, _emit_expand_dims, arity=1, view=True,
                    numpy=("expand_dims",)))
+
+
+# ------------------------------------------------ slices and broadcasting, element by element
+# the integer bookkeeping of coarsen.ir.scalarize's loop nests: NumPy's slice and broadcast
+# rules, computed once before the nest (runtime helpers of the same names, with a leading _)
+def _emit_helper_call(name):
+    def emit(em, s, v):
+        return B.call(em.helper(f"_{name}"), *v)
+    return emit
+
+
+for _name, _arity in (("slice_start", 3), ("slice_len", 4), ("bcast_len", 2),
+                      ("bcast_stride", 2)):
+    register(Primitive(_name, _int_type, _emit_helper_call(_name), arity=_arity, zero=True,
+                       passenger=True))
 defstructural("getitem", _vjp_getitem, (0,))
 defstructural("transpose", _vjp_transpose, (0,))
 for _name in ("reshape", "ravel", "expand_dims"):

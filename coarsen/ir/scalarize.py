@@ -1,0 +1,522 @@
+"""Scalarization: element-wise array expressions become explicit loop nests.
+
+Requires: a typed ``ir.Function`` (``coarsen.ir.typeinfer.infer`` has run: ``fn.types`` and
+``fn.views`` are filled in and in-place updates are stores), before activity analysis.
+
+Guarantees: ``scalarize(fn)`` returns a new ``Function`` (``fn`` is not modified) in which each
+*array expression* that qualifies is computed element by element in a loop nest, so that
+neither sweep allocates its temporaries, the reverse sweep accumulates adjoints element by
+element, and segments of interest form per element.  Everything else is left as it was.
+
+An array expression is a tree of compiler temporaries, each assigned once and used once, all
+in one block, computed by element-wise primitives (the registry's ``elementwise`` flag) and by
+basic-slice reads (``getitem`` with integers, slices and ``np.newaxis``), with at least one
+element-wise operation; its leaves are scalars and arrays.  It ends in one *sink*:
+
+* a store into a region of an array (``B[1:-1, 1:-1] = c * (...)``, ``u[:] += ...``);
+* a sum over every axis (``np.sum(W * e * e)``), accumulated in index order;
+* the assignment of the new array to a variable assigned nowhere else (``e = A - target``).
+
+The nest runs over the broadcast shape.  Each leaf's extents (and the stored region's) are
+computed at run time with NumPy's slice rules (``slice_len``, ``slice_start``); NumPy's
+broadcasting is kept: an axis of length 1 is read at its one element (``bcast_stride``, 0 or 1,
+scales the loop index) and extents that do not broadcast raise ``ValueError`` as NumPy does.
+The element-wise values are NumPy's; only a sum's rounding may differ (NumPy sums pairwise).
+The indices the nests make are in range by construction: ``fn.in_range`` names them, and
+bounds planning (``coarsen.analysis.bounds``) checks them no further.
+
+An expression stays array code when scalarizing it could change what it computes:
+
+* a leaf may alias the stored array (the same base array, through ``fn.views``) and is not
+  exactly the region being stored (NumPy evaluates the right-hand side before it stores);
+* a statement between the tree's first statement and the sink stores, is control flow, or
+  reassigns a variable an earlier statement of the tree read;
+* a value is neither float64 nor int64, a rank does not fit, or a slice step is not a
+  nonzero integer constant.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+
+from .nodes import (NEWAXIS, Array, Assign, Const, For, I64, If, Scalar, Slice, Store, Var,
+                    While, uses, walk)
+from .primitives import ops_where
+
+ELEMENTWISE = ops_where(lambda p: p.elementwise)
+#: stands for a missing slice bound: it clips to the array's ends as ``None`` does
+BIG = 2 ** 62
+_DTYPES = ("f64", "i64")
+
+
+@dataclass(frozen=True)
+class _Axis:
+    """One axis of a value the nest reads or writes: ``array``'s ``axis`` through ``slice``,
+    or a new axis of length 1 (``axis`` None)."""
+    axis: int | None
+    slice: Slice | None
+
+
+@dataclass
+class _Leaf:
+    """An array read element by element: ``array[items]`` (``stmt`` its absorbed ``getitem``),
+    or the whole array (``stmt`` None)."""
+    array: str
+    items: tuple
+    stmt: Assign | None
+
+
+@dataclass
+class _Expr:
+    sink: object          # the Store or Assign that consumes the tree
+    kind: str             # "store", "sum" or "fresh"
+    absorbed: list        # positions (in the block) of the tree's statements, ascending
+    root: object          # the operand the sink consumes
+    rank: int             # the nest's depth
+
+
+def scalarize(fn):
+    """``fn`` with its qualifying array expressions as loop nests (see the module docstring)."""
+    return _Scalarizer(fn).run()
+
+
+class _Scalarizer:
+    def __init__(self, fn):
+        self.fn = fn
+        self.types = dict(fn.types)
+        self.views = dict(fn.views)
+        self.temps = set(fn.temps)
+        self.in_range = set(fn.in_range)
+        self.defs, self.nuses = {}, {}
+        used = set(fn.params) | set(fn.types)
+        for st in walk(fn.body):
+            if isinstance(st, Assign):
+                self.defs[st.target] = self.defs.get(st.target, 0) + 1
+            elif isinstance(st, For):
+                used.add(st.var)
+            for u in uses(st):
+                if isinstance(u, Var):
+                    self.nuses[u.name] = self.nuses.get(u.name, 0) + 1
+        self.used = used
+        self.counter = max([int(n[2:]) for n in used if n[:2] == "_t" and n[2:].isdigit()] or [0])
+        self.loops = 0
+        self.changed = False
+
+    # ------------------------------------------------------------------ names
+    def new(self, kind, t):
+        self.counter += 1
+        name = f"_t{self.counter}"
+        while name in self.used:
+            self.counter += 1
+            name = f"_t{self.counter}"
+        self.used.add(name)
+        self.types[name] = t if not isinstance(t, str) else Scalar(t)
+        self.temps.add(name)
+        return name
+
+    def loop_var(self):
+        k = 1
+        while f"_i{k}" in self.used:
+            k += 1
+        name = f"_i{k}"
+        self.used.add(name)
+        self.types[name] = I64
+        return name
+
+    # ------------------------------------------------------------------ driver
+    def run(self):
+        body = copy.deepcopy(self.fn.body)
+        body = self.block(body)
+        if not self.changed:
+            return self.fn
+        out = replace(self.fn, body=body, types=self.types, views=self.views,
+                      temps=frozenset(self.temps), in_range=frozenset(self.in_range))
+        for k, v in vars(self.fn).items():        # the frontend's records (global_arrays, ...)
+            if not hasattr(out, k):
+                setattr(out, k, v)
+        return out
+
+    def block(self, stmts):
+        for st in stmts:
+            if isinstance(st, If):
+                st.body = self.block(st.body)
+                st.orelse = self.block(st.orelse)
+            elif isinstance(st, For):
+                st.body = self.block(st.body)
+            elif isinstance(st, While):
+                st.test_body = self.block(st.test_body)
+                st.body = self.block(st.body)
+        exprs = {}
+        taken = set()
+        for pos, st in enumerate(stmts):
+            e = self.expression(stmts, pos)
+            if e is not None and not taken.intersection(e.absorbed):
+                exprs[pos] = e
+                taken.update(e.absorbed)
+        if not exprs:
+            return stmts
+        self.changed = True
+        out = []
+        for pos, st in enumerate(stmts):
+            if pos in exprs:
+                out.extend(self.emit(stmts, exprs[pos]))
+            elif pos not in taken:
+                out.append(st)
+        return out
+
+    # ------------------------------------------------------------------ recognition
+    def is_arr(self, operand):
+        return isinstance(operand, Var) and isinstance(self.types.get(operand.name), Array)
+
+    def expression(self, stmts, pos):
+        st = stmts[pos]
+        if isinstance(st, Store):
+            if not self.is_arr(st.value) or st.aug not in (None, "add", "sub"):
+                return None
+            region = self.axes(st.array, st.index)
+            if region is None or any(a.axis is None for a in region):
+                return None
+            kind, root, rank = "store", st.value, len(region)
+        elif isinstance(st, Assign) and st.op == "sum" and len(st.args) == 1 \
+                and st.attr("axis") is None and not st.attr("keepdims") \
+                and self.is_arr(st.args[0]) and isinstance(self.types.get(st.target), Scalar):
+            kind, root, rank = "sum", st.args[0], self.types[st.args[0].name].ndim
+        elif isinstance(st, Assign) and st.op in ELEMENTWISE \
+                and isinstance(self.types.get(st.target), Array) \
+                and self.defs.get(st.target) == 1 and st.target not in self.fn.params \
+                and st.target != self.fn.result \
+                and not (st.target in self.temps and self.nuses.get(st.target) == 1):
+            # (a temporary used once belongs to the tree of its use)
+            kind, root, rank = "fresh", Var(st.target), self.types[st.target].ndim
+        else:
+            return None
+        defs = {s.target: k for k, s in enumerate(stmts[:pos]) if isinstance(s, Assign)}
+        absorbed = []
+        if kind == "fresh":
+            absorbed.append(pos)
+            for a in st.args:
+                if self.is_arr(a):
+                    self.grow(stmts, a.name, defs, absorbed)
+        else:
+            self.grow(stmts, root.name, defs, absorbed)
+        absorbed.sort()
+        if not any(stmts[k].op in ELEMENTWISE for k in absorbed):
+            return None
+        e = _Expr(st, kind, absorbed, root, rank)
+        return e if self.valid(stmts, pos, e) else None
+
+    def grow(self, stmts, name, defs, absorbed):
+        k = defs.get(name)
+        if k is None or name not in self.temps or self.defs.get(name) != 1 \
+                or self.nuses.get(name) != 1:
+            return
+        s = stmts[k]
+        if s.op in ELEMENTWISE:
+            absorbed.append(k)
+            for a in s.args:
+                if self.is_arr(a):
+                    self.grow(stmts, a.name, defs, absorbed)
+        elif s.op == "getitem" and self.is_arr(s.args[0]) \
+                and self.axes(s.args[0].name, s.index) is not None:
+            absorbed.append(k)
+
+    def axes(self, array, index):
+        """The ``_Axis`` of each axis of ``array[index]`` (a basic index), or None."""
+        nd = self.types[array].ndim
+        out, axis = [], 0
+        for it in index:
+            if it == NEWAXIS:
+                out.append(_Axis(None, None))
+            elif isinstance(it, Slice):
+                step = it.step
+                if step is not None and not (isinstance(step, Const) and type(step.value) is int
+                                             and step.value != 0):
+                    return None
+                for part in (it.lower, it.upper):
+                    if part is not None and not self.is_int(part):
+                        return None
+                out.append(_Axis(axis, it))
+                axis += 1
+            elif self.is_int(it):
+                axis += 1
+            else:
+                return None
+        if axis > nd:
+            return None
+        out.extend(_Axis(a, Slice(None, None, None)) for a in range(axis, nd))
+        return out
+
+    def is_int(self, operand):
+        if isinstance(operand, Const):
+            return type(operand.value) is int
+        return isinstance(operand, Var) and self.types.get(operand.name) == I64
+
+    def leaves(self, stmts, e):
+        """The tree's leaves: absorbed reads, then whole arrays (in order of first use)."""
+        mine = {stmts[k].target for k in e.absorbed}
+        out, seen = [], set()
+        for k in e.absorbed:
+            s = stmts[k]
+            if s.op == "getitem":
+                out.append(_Leaf(s.args[0].name, s.index, s))
+                continue
+            for a in s.args:
+                if self.is_arr(a) and a.name not in mine and a.name not in seen:
+                    seen.add(a.name)
+                    out.append(_Leaf(a.name, (), None))
+        if e.kind != "fresh" and e.root.name not in mine:
+            out.append(_Leaf(e.root.name, (), None))
+        return out
+
+    def valid(self, stmts, pos, e):
+        absorbed = set(e.absorbed)
+        for k in e.absorbed:
+            t = self.types[stmts[k].target]
+            if not isinstance(t, Array) or t.dtype not in _DTYPES or t.ndim > e.rank:
+                return False
+        leaves = self.leaves(stmts, e)
+        for leaf in leaves:
+            t = self.types[leaf.array]
+            if t.dtype not in _DTYPES:
+                return False
+            if len(self.axes(leaf.array, leaf.items)) > e.rank:
+                return False
+        if e.kind == "store":
+            target = e.sink.array
+            if self.types[target].dtype not in _DTYPES:
+                return False
+            if self.types[target].dtype != "f64" and any(
+                    self.types[stmts[k].target].dtype == "f64" for k in e.absorbed):
+                return False          # NumPy's casting on store is not element-wise code here
+            base = self.views.get(target, target)
+            region = _full(self.axes(target, e.sink.index))
+            for leaf in leaves:
+                if self.views.get(leaf.array, leaf.array) != base and leaf.array != target:
+                    continue
+                # the one safe overlap: each element read exactly where it is then written
+                if leaf.array != target or target in self.views \
+                        or _full(self.axes(leaf.array, leaf.items)) != region \
+                        or _ints(leaf.items) != _ints(e.sink.index):
+                    return False
+        # between the tree's first statement and the sink: no stores, no control flow, and no
+        # reassignment of a variable an earlier statement of the tree read
+        read = set()
+        for k in range(e.absorbed[0], pos):
+            s = stmts[k]
+            if k in absorbed:
+                read.update(u.name for u in uses(s) if isinstance(u, Var))
+                continue
+            if not isinstance(s, Assign) or s.target in read:
+                return False
+        return True
+
+    # ------------------------------------------------------------------ emission
+    def extent(self, pre, cache, array, ax):
+        """The operand holding the length of ``array[... ax.slice ...]`` along ``ax``."""
+        if ax.axis is None:
+            return Const(1)
+        key = (array, ax.axis, _slice_key(ax.slice))
+        if key in cache:
+            return cache[key]
+        n = self.dim(pre, cache, array, ax.axis)
+        sl = ax.slice
+        if sl.lower is None and sl.upper is None and sl.step is None:
+            cache[key] = n
+            return n
+        step = sl.step.value if sl.step is not None else 1
+        lo = sl.lower if sl.lower is not None else Const(0 if step > 0 else BIG)
+        hi = sl.upper if sl.upper is not None else Const(BIG if step > 0 else -BIG)
+        e = self.new("e", I64)
+        pre.append(Assign(e, "slice_len", (n, lo, hi, Const(step)), self.loc))
+        cache[key] = Var(e)
+        return Var(e)
+
+    def dim(self, pre, cache, array, axis):
+        key = (array, axis)
+        if key not in cache:
+            d = self.new("d", I64)
+            pre.append(Assign(d, "dim", (Var(array), Const(axis)), self.loc))
+            cache[key] = Var(d)
+        return cache[key]
+
+    def start(self, pre, cache, array, ax):
+        """The operand holding the first index of ``ax``'s slice (valid when it is not empty)."""
+        sl = ax.slice
+        step = sl.step.value if sl.step is not None else 1
+        if step > 0 and sl.lower is None:
+            return Const(0)
+        if step > 0 and isinstance(sl.lower, Const) and sl.lower.value >= 0:
+            return sl.lower
+        key = ("start", array, ax.axis, _slice_key(sl))
+        if key not in cache:
+            n = self.dim(pre, cache, array, ax.axis)
+            lo = sl.lower if sl.lower is not None else Const(BIG)
+            s = self.new("s", I64)
+            pre.append(Assign(s, "slice_start", (n, lo, Const(step)), self.loc))
+            cache[key] = Var(s)
+        return cache[key]
+
+    def emit(self, stmts, e):
+        sink = e.sink
+        self.loc = sink.loc
+        pre, cache = [], {}
+        leaves = self.leaves(stmts, e)
+        R = e.rank
+        # the nest's extents: the stored region's, or the broadcast of the leaves'
+        if e.kind == "store":
+            region = self.axes(sink.array, sink.index)
+            extents = [self.extent(pre, cache, sink.array, ax) for ax in region]
+        else:
+            extents = []
+            for d in range(R):
+                cands = []
+                for leaf in leaves:
+                    axs = self.axes(leaf.array, leaf.items)
+                    p = d - (R - len(axs))
+                    if p >= 0:
+                        x = self.extent(pre, cache, leaf.array, axs[p])
+                        if x not in cands:
+                            cands.append(x)
+                cands = [c for c in cands if c != Const(1)] or [Const(1)]
+                n = cands[0]
+                for c in cands[1:]:
+                    b = self.new("b", I64)
+                    pre.append(Assign(b, "bcast_len", (n, c), self.loc))
+                    n = Var(b)
+                extents.append(n)
+        # per leaf: the first index and the broadcast stride of each axis it reads
+        plans = []
+        for leaf in leaves:
+            axs = self.axes(leaf.array, leaf.items)
+            off = R - len(axs)
+            per = []
+            for p, ax in enumerate(axs):
+                if ax.axis is None:
+                    continue
+                x = self.extent(pre, cache, leaf.array, ax)
+                n = extents[off + p]
+                if x == n:
+                    stride = Const(1)
+                else:
+                    b = self.new("b", I64)
+                    pre.append(Assign(b, "bcast_stride", (x, n), self.loc))
+                    stride = Var(b)
+                per.append((ax, off + p, self.start(pre, cache, leaf.array, ax), stride))
+            plans.append((leaf, per))
+        region_plan = []
+        if e.kind == "store":
+            for d, ax in enumerate(self.axes(sink.array, sink.index)):
+                region_plan.append((ax, d, self.start(pre, cache, sink.array, ax), Const(1)))
+        acc = None
+        if e.kind == "sum":
+            kind = self.types[sink.target].kind
+            acc = self.new("acc", kind)
+            pre.append(Assign(acc, "copy", (Const(0.0 if kind == "f64" else 0),), sink.loc))
+        if e.kind == "fresh":
+            t = self.types[sink.target]
+            pre.append(Assign(sink.target, "empty", tuple(extents), sink.loc,
+                              attrs=(("dtype", t.dtype), ("ndim", t.ndim))))
+        ivars = [self.loop_var() for _ in range(R)]
+        inner = []
+        scalar = {}
+
+        def index_of(array, items, per, at):
+            """The scalar index tuple reading ``array[items]`` at the loop indices."""
+            out, it_per = [], iter(per)
+            for it in items:
+                if it == NEWAXIS:
+                    continue
+                if isinstance(it, Slice):
+                    out.append(self.position(inner, array, next(it_per), ivars, at))
+                else:
+                    out.append(it)
+            for rest in it_per:
+                out.append(self.position(inner, array, rest, ivars, at))
+            return tuple(out)
+
+        by_stmt = {id(leaf.stmt): (leaf, per) for leaf, per in plans if leaf.stmt is not None}
+        whole = {leaf.array: (leaf, per) for leaf, per in plans if leaf.stmt is None}
+
+        def value(a, at):
+            if not isinstance(a, Var):
+                return a
+            if a.name in scalar:
+                return Var(scalar[a.name])
+            if a.name in whole:
+                leaf, per = whole[a.name]
+                v = self.new("v", self.types[a.name].dtype)
+                inner.append(Assign(v, "getitem", (Var(a.name),),
+                                    at, index=index_of(a.name, (), per, at)))
+                scalar[a.name] = v
+                return Var(v)
+            return a
+
+        for k in e.absorbed:
+            s = stmts[k]
+            if s is sink:
+                continue
+            v = self.new("v", self.types[s.target].dtype)
+            if s.op == "getitem":
+                leaf, per = by_stmt[id(s)]
+                inner.append(Assign(v, "getitem", (Var(leaf.array),), s.loc,
+                                    index=index_of(leaf.array, leaf.items, per, s.loc)))
+            else:
+                inner.append(Assign(v, s.op, tuple(value(a, s.loc) for a in s.args), s.loc,
+                                    attrs=s.attrs))
+            scalar[s.target] = v
+            self.types.pop(s.target, None)
+            self.views.pop(s.target, None)
+            self.temps.discard(s.target)
+        if e.kind == "store":
+            idx = index_of(sink.array, sink.index, region_plan, sink.loc)
+            inner.append(Store(sink.array, idx, value(e.root, sink.loc), sink.aug, sink.loc))
+        elif e.kind == "sum":
+            inner.append(Assign(acc, "add", (Var(acc), value(e.root, sink.loc)), sink.loc))
+        else:
+            v = self.new("v", self.types[sink.target].dtype)
+            inner.append(Assign(v, sink.op, tuple(value(a, sink.loc) for a in sink.args),
+                                sink.loc, attrs=sink.attrs))
+            idx = tuple(Var(i) for i in ivars)
+            for d, i in enumerate(ivars):
+                self.in_range.add((sink.target, d, i))
+            inner.append(Store(sink.target, idx, Var(v), None, sink.loc))
+        nest = inner
+        for d in reversed(range(R)):
+            nest = [For(ivars[d], Const(0), extents[d], Const(1), nest, sink.loc)]
+        out = pre + nest
+        if e.kind == "sum":
+            out.append(Assign(sink.target, "copy", (Var(acc),), sink.loc))
+        return out
+
+    def position(self, inner, array, plan, ivars, loc):
+        """The index along ``plan``'s axis at the loop indices: ``start + step*(stride*i)``."""
+        ax, d, start, stride = plan
+        step = ax.slice.step.value if ax.slice.step is not None else 1
+        i = Var(ivars[d])
+        if stride != Const(1):
+            t = self.new("j", I64)
+            inner.append(Assign(t, "mul", (stride, i), loc))
+            i = Var(t)
+        if step != 1:
+            t = self.new("j", I64)
+            inner.append(Assign(t, "mul", (Const(step), i), loc))
+            i = Var(t)
+        if start != Const(0):
+            t = self.new("j", I64)
+            inner.append(Assign(t, "add", (start, i), loc))
+            i = Var(t)
+        self.in_range.add((array, ax.axis, i.name))
+        return i
+
+
+def _slice_key(sl):
+    return (sl.lower, sl.upper, sl.step)
+
+
+def _full(axes):
+    return tuple((a.axis, _slice_key(a.slice) if a.slice is not None else None) for a in axes)
+
+
+def _ints(items):
+    return tuple(it for it in items if not isinstance(it, Slice) and it != NEWAXIS)
+
