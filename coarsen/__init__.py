@@ -7,5 +7,6 @@ __version__ = "0.1.0"
 
 from .errors import CoarsenError  # noqa: E402
 from .api import Gradient, differentiate, ir_text  # noqa: E402
+from .forward_api import Jvp, jvp  # noqa: E402
 
-__all__ = ["CoarsenError", "Gradient", "differentiate", "ir_text", "__version__"]
+__all__ = ["CoarsenError", "Gradient", "Jvp", "differentiate", "ir_text", "jvp", "__version__"]

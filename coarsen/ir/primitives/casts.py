@@ -12,7 +12,7 @@ import gast
 from ...ad import build as B
 from ...ad.build import X
 from ..nodes import F64, I64, Array, Scalar
-from .core import Primitive, defstructural, defvjp, err, make, nd, register
+from .core import Primitive, deflinear, defstructural, defvjp, err, make, nd, register
 
 
 def _same_type(c, s, ts):
@@ -84,3 +84,7 @@ register(Primitive("astype", _astype_type, _emit_astype, arity=1, shape_like=Tru
 defvjp("copy", _one)
 defvjp("float", _one)
 defvjp("astype", _one)
+# forward mode: copies are the same op on the tangent (an alias where the primal aliases, a
+# copy where it copies); float and astype take their partials
+deflinear("copy")
+deflinear("copyarr")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...ad import build as B
 from ...ad.build import X
 from ..nodes import Array
-from .core import Primitive, defstructural, dt, dtype_join, err, make, register
+from .core import Primitive, deflinear, defstructural, dt, dtype_join, err, make, register
 
 
 def _shape_type(c, s, ts):
@@ -91,10 +91,12 @@ for _name in ("zeros", "ones", "empty"):
                        shape_operands=True))
 register(Primitive("full", _shape_type, _emit_shape, numpy=("full",), shape_operands=True))
 defstructural("full", _vjp_fill, (-1,))
+deflinear("full", (-1,))          # forward mode: filled with the fill value's tangent
 for _name in ("zeros_like", "ones_like", "empty_like"):
     register(Primitive(_name, _like_type, _emit_like, arity=1, numpy=(_name,), zero=True,
                        shape_like=True))
 register(Primitive("full_like", _like_type, _emit_like, arity=2, numpy=("full_like",),
                    shape_like=True))
 defstructural("full_like", _vjp_fill, (1,))
+deflinear("full_like", (1,))
 register(Primitive("eye", _eye_type, _emit_eye, arity=1, numpy=("eye", "identity"), zero=True))

@@ -16,6 +16,14 @@ Each entry holds:
   (a VJP function writing adjoint updates itself: indexing, reductions, products, reshapes),
   ``zero`` (no derivative anywhere: comparisons, ``floor``, integer ops) or ``undifferentiable``
   (evaluated, but refused where a differentiated value flows in);
+- the forward-mode rule (``coarsen.ad.forward``), in one of three shapes: the element-wise
+  ``defvjp`` partials are the JVP too (``tangent = sum_i partial_i * tangent_i``, nothing to
+  register); ``deflinear(name, positions)`` (the op is linear in each of those operands
+  separately: the tangent is the same op with one operand replaced by its tangent, summed over
+  the operands that have one: ``getitem``, reshapes, ``sum``, products); ``defjvp(name, rule)``
+  (``rule(emitter, stmt, dots, out) -> expr``: ``dots`` holds, per operand, its tangent
+  variable or None for a zero tangent, ``out`` the primal result); ``refuse_jvp(name, why)``
+  marks a differentiable primitive that forward mode refuses; ``forward_rule(prim)`` says which;
 - ``sympy``: its SymPy counterpart when segments may lift it (coarse mode), else ``None``;
 - flags other passes ask: ``view`` (the result may alias operand 0), ``passenger`` (integer or
   boolean bookkeeping a segment may carry along), ``boolean``, ``transparent`` (the value of
@@ -73,6 +81,9 @@ class Primitive:
     dimension: bool = False        # the length of operand 0 along the constant axis operand 1
     shape_operands: bool = False   # a new array whose shape is the first ``ndim`` operands
     infix: tuple | None = None     # (symbol, precedence, associative) for display
+    jvp: Callable | None = None    # forward rule ``jvp(emitter, stmt, dots, out)`` (defjvp)
+    linear: tuple = ()             # operand positions it is linear in, separately (deflinear)
+    jvp_refused: str | None = None  # why forward mode refuses it (refuse_jvp)
     prefix: str | None = None      # unary operator symbol for display
 
     def diff_positions(self, nargs):
@@ -137,6 +148,44 @@ def defstructural(name, vjp, positions):
     prim = REGISTRY[name]
     prim.vjp = vjp
     prim.structural = tuple(positions)
+
+
+def defjvp(name, rule):
+    """A forward rule ``rule(emitter, stmt, dots, out) -> expr`` for ``name`` (structural
+    primitives: ``prod``, ``amax``, ``std``, ``solve``...).  ``dots[p]`` is operand ``p``'s tangent
+    variable (an ``ir.Var``) or None where it is zero (at least one is not None); ``out`` is the
+    primal result's expression (an ``ad.build.X``); the rule returns the result's tangent,
+    shaped like the result."""
+    REGISTRY[name].jvp = rule
+
+
+def deflinear(name, positions=(0,)):
+    """``name`` is linear in each operand of ``positions`` separately (mod the operand count):
+    the tangent is ``sum_p op(..., dot_p, ...)`` over the positions with a tangent, by the
+    primitive's own emitter (``getitem``, ``transpose``, ``sum``; ``matmul`` bilinear)."""
+    REGISTRY[name].linear = tuple(positions)
+
+
+def refuse_jvp(name, reason):
+    """Forward mode refuses ``name`` where a tangent flows in (a ``CoarsenError`` saying
+    ``reason`` at the statement, before code is generated)."""
+    REGISTRY[name].jvp_refused = reason
+
+
+def forward_rule(prim):
+    """How forward mode differentiates ``prim``: ``"jvp"``, ``"linear"``, ``"partials"``,
+    ``"refused"``, ``"zero"`` (no derivative) or None (a derivative but no forward rule)."""
+    if prim.zero:
+        return "zero"
+    if prim.jvp_refused is not None:
+        return "refused"
+    if prim.jvp is not None:
+        return "jvp"
+    if prim.linear:
+        return "linear"
+    if prim.partials is not None:
+        return "partials"
+    return None
 
 
 # ------------------------------------------------------------------ type helpers

@@ -15,7 +15,7 @@ from __future__ import annotations
 from ...ad import build as B
 from ...ad.build import X
 from ..nodes import Array
-from .core import Primitive, defstructural, err, make, register
+from .core import Primitive, deflinear, defstructural, err, make, register
 
 
 def _axis_of(s, a):
@@ -103,3 +103,5 @@ register(Primitive("cumsum", _cumsum_type, _emit_cumsum, arity=1, numpy=("cumsum
 register(Primitive("diff", _diff_type, _emit_diff, arity=1, numpy=("diff",)))
 defstructural("cumsum", _vjp_cumsum, (0,))
 defstructural("diff", _vjp_diff, (0,))
+deflinear("cumsum")       # forward mode: the same op on the tangent
+deflinear("diff")

@@ -13,6 +13,9 @@ VJPs ``A_bar += g @ B.T``, ``B_bar += A.T @ g`` in every rank combination; for `
 ``gb = solve(A.T, g)``, ``b_bar += gb``, ``A_bar -= gb x^T`` with ``x = solve(A, b)`` recomputed
 from ``A`` and ``b``; for ``einsum`` the adjoint of an operand is again an einsum, of the
 output's adjoint and the other operand, summed over the letters that operand lacks.
+Forward mode: the products and ``einsum`` are bilinear (``deflinear(name, (0, 1))``: the same
+op with one operand replaced by its tangent, summed); ``solve``'s tangent is
+``solve(A, db - dA @ x)``.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from ...ad import build as B
 from ...ad.build import X
 from ...ad import runtime as R
 from ..nodes import Array, Scalar
-from .core import Primitive, defstructural, dt, dtype_join, err, make, nd, register
+from .core import Primitive, defjvp, deflinear, defstructural, dt, dtype_join, err, make, nd, register
 
 
 def _product_type(c, s, ts):
@@ -68,6 +71,7 @@ for _name in ("matmul", "dot"):
     register(Primitive(_name, _product_type, _emit_product, arity=2, numpy=(_name,),
                        operators=("MatMult",) if _name == "matmul" else ()))
     defstructural(_name, _vjp_product, (0, 1))
+    deflinear(_name, (0, 1))      # forward mode: bilinear, dA @ B + A @ dB
 
 
 # ------------------------------------------------------------------ np.linalg.solve
@@ -97,6 +101,20 @@ def _vjp_solve(em, s, p, g, pre_fwd, pre_rev, out):
 
 register(Primitive("solve", _solve_type, _emit_solve, arity=2, linalg=("solve",)))
 defstructural("solve", _vjp_solve, (0, 1))
+
+
+def _jvp_solve(em, s, dots, out):
+    """dx = solve(A, db - dA @ x), with x = ``out``."""
+    a, b = s.args
+    nb = em.nd(b)
+    rhs = None if dots[1] is None else em.val(dots[1])
+    if dots[0] is not None:
+        prod = X(B.call(em.helper(f"_mm2{nb}"), em.val(dots[0]), out), True)
+        rhs = -prod if rhs is None else rhs - prod
+    return X(B.call(em.helper(f"_solve{nb}"), em.val(a), rhs), True)
+
+
+defjvp("solve", _jvp_solve)
 
 
 # ------------------------------------------------------------------ np.einsum
@@ -164,3 +182,4 @@ def _vjp_einsum(em, s, p, g, pre_fwd, pre_rev, out_):
 
 register(Primitive("einsum", _einsum_type, _emit_einsum, arity=2, numpy=("einsum",)))
 defstructural("einsum", _vjp_einsum, (0, 1))
+deflinear("einsum", (0, 1))       # forward mode: bilinear

@@ -6,7 +6,10 @@ Requires: ``core``, ``coarsen.ad.build``; the emitter's runtime helpers ``_red_*
 Guarantees: type rules (the axis must be in range), emitted primals, and structural VJPs:
 sums and means broadcast the adjoint back; ``amax``/``amin`` share it evenly between tied
 maxima (as JAX does); ``prod`` uses a division-free product of the others; ``var``/``std``
-use the deviations from the mean.
+use the deviations from the mean.  Forward mode (``coarsen.ad.forward``): ``sum`` and ``mean``
+are linear; ``prod`` sums the division-free product of the others times the tangent;
+``amax``/``amin`` average the tangent over the tied extrema (the VJP's convention); ``var`` is
+``mean(2 dev * t)`` and ``std`` that over ``2 std``.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from ...ad import build as B
 from ...ad import runtime as R
 from ...ad.build import X
 from ..nodes import Array
-from .core import Primitive, defstructural, dt, err, make, register
+from .core import Primitive, defjvp, deflinear, defstructural, dt, err, make, register
 
 REDUCTIONS = ("sum", "mean", "prod", "amax", "amin", "std", "var")
 
@@ -181,6 +184,83 @@ def _vjp_prod(em, s, p, g, pre_fwd, pre_rev, out):
     em.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
 
 
+# ------------------------------------------------------------------ forward mode
+def _reduce_like(em, s, expr, rank):
+    """``expr`` (an array shaped like operand 0) summed as ``s`` reduces: over all elements or
+    its axis, with its ``keepdims``."""
+    axis = s.attr("axis")
+    keep = s.attr("keepdims")
+    if axis is None or rank == 1:
+        red = X(B.call("np.sum", expr))
+        return X(B.call("np.full", B.tuple_(*([1] * rank)), red), True) if keep else red
+    ax = axis % rank
+    red = X(B.call("np.sum", expr, axis=ax), True)
+    return X(B.call("np.expand_dims", red, ax), True) if keep else red
+
+
+def _count_like(em, s, a, rank):
+    """The number of elements ``s`` reduces into each result (a scalar expression)."""
+    axis = s.attr("axis")
+    if axis is None:
+        return X(B.attr(f"{a.name}.size"))
+    return X(B.subscript(B.attr(f"{a.name}.shape"), axis % rank))
+
+
+def _jvp_prod(em, s, dots, out):
+    arg = s.args[0]
+    d = em.val(dots[0])
+    rank = em.nd(arg)
+    if rank == 0:
+        return d
+    a = em.val(arg)
+    axis = s.attr("axis")
+    if axis is None or rank == 1:
+        others = X(B.call(em.helper("_prod_grad"), a), True)
+    else:
+        others = X(B.call(em.helper(R.prod_grad_axis(rank, axis % rank)), a), True)
+    return _reduce_like(em, s, others * d, rank)
+
+
+def _jvp_extremum(em, s, dots, out):
+    arg = s.args[0]
+    d = em.val(dots[0])
+    rank = em.nd(arg)
+    if rank == 0:
+        return d
+    a = em.val(arg)
+    axis = s.attr("axis")
+    if axis is None or rank == 1:
+        mask = X(B.compare(a, "==", out), True)      # out broadcasts (keepdims: ones shape)
+        total = X(B.call("np.sum", mask * d)) / X(B.call("np.sum", mask))
+        if s.attr("keepdims"):
+            return X(B.call("np.full", B.tuple_(*([1] * rank)), total), True)
+        return total
+    ax = axis % rank
+    m = out if s.attr("keepdims") else X(B.call("np.expand_dims", out, ax), True)
+    mask = X(B.compare(a, "==", m), True)
+    total = X(B.call("np.sum", mask * d, axis=ax), True) / X(B.call("np.sum", mask, axis=ax), True)
+    return X(B.call("np.expand_dims", total, ax), True) if s.attr("keepdims") else total
+
+
+def _jvp_var_std(em, s, dots, out):
+    arg = s.args[0]
+    d = em.val(dots[0])
+    a = em.val(arg)
+    rank = em.nd(arg)
+    axis = s.attr("axis")
+    n = _count_like(em, s, arg, rank)
+    if axis is None or rank == 1:
+        mean = X(B.call("np.sum", a)) / n
+    else:
+        ax = axis % rank
+        mean = X(B.call("np.expand_dims", B.binop(B.call("np.sum", a, axis=ax), "/", B.ex(n)), ax),
+                 True)
+    dvar = _reduce_like(em, s, d * (2.0 * (a - mean)), rank) / n
+    if s.op == "var":
+        return dvar
+    return dvar / (2.0 * out)
+
+
 _SPELL = {"sum": ("sum",), "mean": ("mean",), "prod": ("prod",), "amax": ("max", "amax"),
           "amin": ("min", "amin"), "std": ("std",), "var": ("var",)}
 _VJP = {"sum": _vjp_sum_mean, "mean": _vjp_sum_mean, "prod": _vjp_prod, "amax": _vjp_extremum,
@@ -189,3 +269,10 @@ for _name in REDUCTIONS:
     register(Primitive(_name, _reduction_type, _emit_reduction, arity=1, numpy=_SPELL[_name],
                        reduction=True))
     defstructural(_name, _VJP[_name], (0,))
+deflinear("sum")
+deflinear("mean")
+defjvp("prod", _jvp_prod)
+defjvp("amax", _jvp_extremum)
+defjvp("amin", _jvp_extremum)
+defjvp("var", _jvp_var_std)
+defjvp("std", _jvp_var_std)

@@ -5,7 +5,8 @@
 Requires: ``core``, ``coarsen.ad.build``.
 Guarantees: type rules (indices must be integers or slices; fancy indexing is refused), the
 emitted primal, and structural VJPs: an element or slice read scatters its adjoint into the
-region it read; reshapes reshape the adjoint back; ``flip`` and ``.T`` flip and transpose it.
+region it read; reshapes reshape the adjoint back; ``flip`` and ``.T`` flip and transpose it;
+in forward mode each is linear (``deflinear``: the same op on the tangent).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import gast
 from ...ad import build as B
 from ...ad.build import X
 from ..nodes import I64, Array
-from .core import Primitive, defstructural, dt, err, make, nd, register
+from .core import Primitive, deflinear, defstructural, dt, err, make, nd, register
 
 
 def _getitem_type(c, s, ts):
@@ -160,3 +161,6 @@ defstructural("transpose", _vjp_transpose, (0,))
 for _name in ("reshape", "ravel", "expand_dims"):
     defstructural(_name, _vjp_reshape, (0,))
 defstructural("flip", _vjp_flip, (0,))
+# forward mode: each is linear in the array it reads (the tangent is the same op on its tangent)
+for _name in ("getitem", "transpose", "reshape", "ravel", "flip", "expand_dims"):
+    deflinear(_name)

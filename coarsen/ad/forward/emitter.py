@@ -1,0 +1,244 @@
+"""The tangent emitter of forward mode: for each IR statement, the primal statement and its
+tangent statement(s), in one pass, in the structure of the IR (no tape, no reverse sweep).
+
+Requires: a typed ``ir.Function`` without ``Segment`` nodes (fine-grained: segments are not
+planned for forward mode), the differentiated parameters, activity ``Facts``
+(``coarsen.analysis.activity.analyze``: ``active`` is varied and useful, which is all forward
+mode needs: a variable outside it never has a tangent that reaches the result) and, with
+bounds checks, a ``BoundsPlan`` (``coarsen.analysis.bounds.plan_bounds``).
+Guarantees: ``ForwardEmitter.block(stmts)`` returns the gast statements of the primal and the
+tangents of a statement list: ``If``/``For``/``While`` are emitted as they stand, each
+assignment to an active variable ``t`` is followed by ``t_dot = <tangent>``
+(``coarsen.ad.forward.rules``; before it where ``t`` is also an operand and the tangent does not
+need the new value, else the new value goes to a temporary first), each store into an active
+array by the same store into its tangent (``x_dot[idx] = v_dot``, ``+= v_dot``; ``= 0.0`` for
+a value without a tangent).  Tangents of inactive variables are a symbolic zero: never
+emitted, and their terms are dropped.  An active variable assigned from operands without
+tangents gets ``0.0`` (``np.zeros`` of its shape for arrays), since other assignments to it
+carry one.  Tangent names are ``<name>_dot`` (``tangent_names``: a name already used gets a
+number).  The emitter never changes the IR it reads; the variables it makes are typed in
+``self.types``, a copy of ``fn.types``.
+
+It is a small emitter of its own, not the reverse ``Emitter``: the reverse one carries tapes,
+recording, segments and the reverse sweep, and its ``assign``/``store`` return both sweeps.
+The primitives' emitters (``Primitive.emit(emitter, stmt, values)``) ask an emitter for
+``types``, ``f`` (facts: ``materialize``), ``helper``, ``is_arr``, ``nd``, ``val`` and
+``index_node``; this class gives exactly those, for primal and tangent statements alike.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import gast
+
+from ...analysis.activity import intact
+from ...analysis.bounds import hoisted_check, inline_check
+from ...ir.nodes import (Array, Assign, Const, For, If, NEWAXIS, Segment, Slice, Store, Var,
+                         While)
+from ...ir.primitives import err, primitive
+from .. import build as B
+from ..build import X
+from ..reverse.cleanup import names_read
+from .rules import tangent
+
+
+def tangent_names(fn, names):
+    """``{variable: its tangent's name}`` for ``names``: ``<name>_dot``, or ``<name>_dot2``,
+    ``<name>_dot3``... where that is a name of ``fn`` or an earlier tangent (deterministic:
+    in sorted order)."""
+    used = set(fn.types) | set(fn.params)
+    out = {}
+    for v in sorted(names):
+        cand, k = f"{v}_dot", 2
+        while cand in used:
+            cand, k = f"{v}_dot{k}", k + 1
+        used.add(cand)
+        out[v] = cand
+    return out
+
+
+class ForwardEmitter:
+    def __init__(self, fn, wrt, facts, bounds=None):
+        self.fn = fn
+        self.types = dict(fn.types)
+        self.f = facts
+        self.active = set(facts.active)
+        self.wrt = list(wrt)
+        self.bounds = bounds
+        self.helpers = set()
+        self.counter = 0
+        self.made = set()
+        self.names = tangent_names(fn, self.active | set(self.wrt))
+        for v, d in self.names.items():
+            self.types[d] = self.types[v]
+            self.made.add(d)
+        self.tangent_statements = 0     # tangent assignments and stores emitted
+        self.zero_tangents = 0          # assignments to active variables from zero tangents
+        self.loop_notes = []            # (line, how) of each prange loop
+
+    # ------------------------------------------------------------------ names and operands
+    def dot(self, name):
+        return self.names[name]
+
+    def fresh(self, base):
+        self.counter += 1
+        name = f"{base}{self.counter}"
+        self.made.add(name)
+        return name
+
+    def helper(self, name):
+        self.helpers.add(name)
+        return name
+
+    def ty(self, name):
+        return self.types.get(name)
+
+    def is_arr(self, operand):
+        return isinstance(operand, Var) and isinstance(self.types.get(operand.name), Array)
+
+    def nd(self, operand):
+        if isinstance(operand, Var):
+            t = self.types.get(operand.name)
+            return t.ndim if isinstance(t, Array) else 0
+        return 0
+
+    def intact(self, name):
+        return intact(self.f, name)
+
+    def val(self, operand):
+        if isinstance(operand, Var):
+            return X(B.name(operand.name), self.is_arr(operand))
+        return X(B.const(operand.value))
+
+    def index_node(self, index):
+        items = []
+        for it in index:
+            if it == NEWAXIS:
+                items.append(B.const(None))
+            elif isinstance(it, Slice):
+                items.append(B.slice_(*(None if p is None else self.val(p)
+                                        for p in (it.lower, it.upper, it.step))))
+            else:
+                items.append(B.ex(self.val(it)))
+        if len(items) == 1:
+            return items[0]
+        return gast.Tuple(elts=items, ctx=gast.Load())
+
+    def index_checks(self, s):
+        if self.bounds is None:
+            return []
+        return [inline_check(c, self.val) for c in self.bounds.inline.get(id(s), ())]
+
+    def hoisted_checks(self, loop):
+        if self.bounds is None:
+            return []
+        out = [hoisted_check(c, loop, self.val) for c in self.bounds.hoisted.get(id(loop), ())]
+        return [c for c in out if c is not None]
+
+    # ------------------------------------------------------------------ expressions
+    def primal(self, s):
+        """The primal expression of ``s``: its primitive's emitter."""
+        return primitive(s.op).emit(self, s, [self.val(a) for a in s.args])
+
+    def substituted(self, s, subs):
+        """The primitive's emitter on ``s`` with operands replaced (``{position: Var}``): a
+        linear primitive applied to tangents."""
+        s2 = replace(s, args=tuple(subs.get(p, a) for p, a in enumerate(s.args)))
+        return primitive(s.op).emit(self, s2, [self.val(a) for a in s2.args])
+
+    def zero_of(self, name, out):
+        if isinstance(self.types.get(name), Array):
+            return B.call("np.zeros", gast.Attribute(value=B.ex(out), attr="shape", ctx=gast.Load()))
+        return B.const(0.0)
+
+    # ------------------------------------------------------------------ statements
+    def block(self, stmts):
+        out = []
+        for s in stmts:
+            code = self.stmt(s)
+            if code:
+                code[0]._coarsen_loc = s.loc
+            out.extend(code)
+        return out
+
+    def stmt(self, s):
+        if isinstance(s, Assign):
+            return self.assign(s)
+        if isinstance(s, Store):
+            return self.store(s)
+        if isinstance(s, If):
+            return [B.if_(self.val(s.cond), self.block(s.body), self.block(s.orelse))]
+        if isinstance(s, For):
+            if s.parallel:
+                self.loop_notes.append((s.loc.lineno, "serially, as range (forward mode)"))
+            body = self.block(s.body)
+            return self.hoisted_checks(s) + [B.for_range(s.var, self.range_args(s), body)]
+        if isinstance(s, While):
+            test = self.block(s.test_body)
+            stop = B.if_(B.ex(X(gast.UnaryOp(op=gast.Not(), operand=B.ex(self.val(s.test))))),
+                         [B.break_()])
+            return [B.while_(B.const(True), test + [stop] + self.block(s.body))]
+        if isinstance(s, Segment):
+            raise err(s, "internal: forward mode got a planned segment")
+        raise TypeError(s)
+
+    def range_args(self, s):
+        start, stop, step = s.start, s.stop, s.step
+        if isinstance(step, Const) and step.value == 1:
+            if isinstance(start, Const) and start.value == 0:
+                return [self.val(stop)]
+            return [self.val(start), self.val(stop)]
+        return [self.val(start), self.val(stop), self.val(step)]
+
+    def assign(self, s):
+        t = s.target
+        code = self.index_checks(s)
+        if t not in self.active:
+            return code + [B.assign(t, self.primal(s))]
+        arr = isinstance(self.types.get(t), Array)
+        self.tangent_statements += 1
+        if not any(isinstance(a, Var) and a.name == t for a in s.args):
+            code.append(B.assign(t, self.primal(s)))
+            out = X(B.name(t), arr)
+            expr = tangent(self, s, out)
+            if expr is None:
+                self.zero_tangents += 1
+                expr = self.zero_of(t, out)
+            return code + [B.assign(self.dot(t), expr)]
+        # t is also an operand: the tangent reads the operands' old values
+        tmp = self.fresh("_new")
+        out = X(B.name(tmp), arr)
+        expr = tangent(self, s, out)
+        if expr is None:
+            self.zero_tangents += 1
+            expr = self.zero_of(t, out)
+        if tmp not in names_read([expr]):
+            self.made.discard(tmp)
+            return code + [B.assign(self.dot(t), expr), B.assign(t, self.primal(s))]
+        self.types[tmp] = self.types[t]
+        return code + [B.assign(tmp, self.primal(s)), B.assign(self.dot(t), expr),
+                       B.assign(t, B.name(tmp))]
+
+    def _store_code(self, array, s, value):
+        region = B.subscript(array, self.index_node(s.index))
+        if s.aug is None:
+            return B.assign(region, value)
+        op = "+" if s.aug == "add" else "-"
+        if self.bounds is not None and isinstance(value, X) and value.array:
+            # as the reverse sweep does: Numba's a[s] += v does not check v's shape
+            return B.assign(region, B.binop(B.subscript(array, self.index_node(s.index)), op, value))
+        return B.augassign(region, op, value)
+
+    def store(self, s):
+        a = s.array
+        code = self.index_checks(s) + [self._store_code(a, s, self.val(s.value))]
+        if a not in self.active:
+            return code
+        v = s.value
+        if isinstance(v, Var) and v.name in self.active:
+            self.tangent_statements += 1
+            code.append(self._store_code(self.dot(a), s, self.val(Var(self.dot(v.name)))))
+        elif s.aug is None:
+            self.tangent_statements += 1
+            code.append(self._store_code(self.dot(a), s, X(B.const(0.0))))
+        return code

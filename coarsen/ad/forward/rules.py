@@ -1,0 +1,111 @@
+"""The tangent of one assignment, from the primitive registry's forward rule.
+
+Requires: a forward emitter (``coarsen.ad.forward.emitter.ForwardEmitter``: ``active``,
+``dot``, ``val``, ``nd``, ``is_arr``, ``substituted``) and the registry
+(``coarsen.ir.primitives``: ``forward_rule``).
+Guarantees: ``tangent(em, s, out)`` returns the gast expression of the tangent of ``s.target``
+after ``s``, or ``None`` when it is zero (no operand through which derivatives flow has a
+tangent: the symbolic zero, never materialized here).  Zero tangents drop their terms: only
+operands that are active (``Facts.active``) contribute.  The rule shapes:
+
+* ``partials`` (element-wise ``defvjp``): ``sum_i partial_i * dot_i`` (a partial ``1.0`` adds
+  the tangent itself, ``-1.0`` its negation); broadcasting happens in the arithmetic, and
+  where an array operand has no tangent the sum is broadcast to the result's shape
+  (``+ np.zeros(out.shape)``), so the tangent always has the result's shape; a bare tangent
+  variable of an array is copied (``.copy()``) unless the primitive is a view, so a later store
+  into the result never writes into an operand's tangent;
+* ``linear`` (``deflinear``): the primitive's own emitter on the statement with one operand
+  replaced by its tangent, summed over the operands that have one (views stay views, copies
+  copies, as in the primal);
+* ``jvp`` (``defjvp``): the rule's expression;
+* no rule, or ``refuse_jvp``: ``CoarsenError`` at the statement, before code is generated.
+
+``out`` is the primal result's expression (``ad.build.X``), valid where the tangent is
+evaluated.
+"""
+from __future__ import annotations
+
+import gast
+
+from ...ir.nodes import Array, Const, Var
+from ...ir.primitives import err, forward_rule, primitive
+from .. import build as B
+from ..build import X
+
+HINT = ("forward mode (coarsen.jvp) has no rule for it; use coarsen.differentiate (reverse "
+        "mode), or keep the differentiated inputs away from it")
+
+
+def active_positions(em, s):
+    """The operand positions of ``s`` through which a tangent flows (active variables)."""
+    prim = primitive(s.op)
+    return [p for p in prim.diff_positions(len(s.args))
+            if isinstance(s.args[p], Var) and s.args[p].name in em.active]
+
+
+def _is_one(node):
+    return isinstance(node, gast.Constant) and node.value == 1.0 and not isinstance(node.value, bool)
+
+
+def _is_minus_one(node):
+    return isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub) and _is_one(node.operand)
+
+
+def _add(terms):
+    """The sum of ``(sign, X)`` terms (``a - b`` for a negative term after the first)."""
+    sign, out = terms[0]
+    out = out if sign > 0 else -out
+    for sign, t in terms[1:]:
+        out = out + t if sign > 0 else out - t
+    return out
+
+
+def tangent(em, s, out):
+    """The tangent expression of ``s.target`` after ``s`` (see the module docstring)."""
+    pos = active_positions(em, s)
+    if not pos:
+        return None
+    prim = primitive(s.op)
+    how = forward_rule(prim)
+    if how == "refused":
+        raise err(s, f"forward mode cannot differentiate {s.op!r}: {prim.jvp_refused}", HINT)
+    n = len(s.args)
+    dots = tuple(Var(em.dot(s.args[p].name)) if p in pos else None for p in range(n))
+    target_arr = isinstance(em.types.get(s.target), Array)
+    if how == "jvp":
+        return B.ex(prim.jvp(em, s, dots, out))
+    if how == "linear":
+        lin = {p % n for p in prim.linear}
+        terms = [(1, X(em.substituted(s, {p: dots[p]}), target_arr)) for p in pos if p in lin]
+        if not terms:
+            return None
+        return B.ex(_add(terms))
+    if how == "partials":
+        vals = [em.val(a) for a in s.args]
+        terms = []
+        for p in pos:
+            rule = prim.partials[p]
+            if prim.partials_see_constants:
+                partial = rule(*vals, consts=tuple(a.value if isinstance(a, Const) else None
+                                                   for a in s.args))
+            else:
+                partial = rule(*vals)
+            pn = B.ex(partial)
+            d = em.val(dots[p])
+            if _is_one(pn):
+                terms.append((1, d))
+            elif _is_minus_one(pn):
+                terms.append((-1, d))
+            else:
+                terms.append((1, X(pn, getattr(partial, "array", False)) * d))
+        expr = B.ex(_add(terms))
+        if target_arr:
+            arrays = [p for p, a in enumerate(s.args) if em.is_arr(a)]
+            if not all(p in pos for p in arrays):
+                # an array operand without a tangent may give the result its shape
+                expr = B.binop(expr, "+", B.call("np.zeros", gast.Attribute(value=B.ex(out), attr="shape",
+                                                                 ctx=gast.Load())))
+            elif isinstance(expr, gast.Name) and not prim.view:
+                expr = B.call(gast.Attribute(value=expr, attr="copy", ctx=gast.Load()))
+        return expr
+    raise err(s, f"forward mode has no rule for {s.op!r}", HINT)

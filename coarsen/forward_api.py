@@ -1,0 +1,349 @@
+"""Forward mode's public API: ``jvp``, the ``Jvp`` it returns, and ``compile_jvp``, its pipeline.
+
+Requires: the frontend, types and activity of this package, forward mode
+(``coarsen.ad.forward``), ``coarsen.artifact`` (``Signature``, ``arg_type``, ``check_wrt``,
+``resolve_wrt``, ``written_positions``) and ``coarsen.lowering`` (printing, building, caching).
+Guarantees:
+
+* ``coarsen.jvp(fn, wrt=None, *, target="cpu", boundscheck=True)(*args, tangents=...)``
+  returns ``(value, tangent_out)``, two floats: ``fn(*args)`` and the directional derivative
+  of ``fn`` at ``args`` along ``tangents`` (JAX's ``jvp``).  ``tangents`` has one entry per
+  ``wrt`` parameter, shaped like it: a bare value for a single name or position, a tuple (or
+  list) for ``wrt=None`` (every float parameter) or a sequence.  A float scalar parameter
+  takes a real number, an array parameter an array of its shape (any real dtype, computed in
+  float64); anything else raises ``CoarsenError`` naming the parameter, before any code runs.
+  ``fn`` must return a float scalar, as for ``coarsen.differentiate``.
+* The generated code is ``jvp_<f>(args..., tangents...)``: the primal and its tangents in one
+  pass, with no tape; fine-grained forward mode (no segment is lifted to SymPy: each
+  statement's tangent comes from its primitive's forward rule in the registry,
+  ``coarsen.ir.primitives``).  Unsupported input raises ``CoarsenError`` (file, line, column,
+  hint) before code is generated.  The caller's arrays (arguments and tangents) are never
+  modified.  Arrays that overlap in memory are refused when the function writes either.
+* ``compile_jvp(fn, signature, options)`` lowers once and returns a frozen ``JvpArtifact``,
+  from the disk cache when an entry has exactly its key parts: the parts of the gradient's
+  key (the frontend's fingerprint of every read, the function, signature, module-level
+  arrays' types, ``wrt``, target, ``boundscheck``, coarsen's version and code hash, the
+  toolchain) plus ``"transform": "jvp"``, so a JVP entry never serves a gradient or the
+  reverse.  Like ``Gradient``, a ``Jvp`` keeps one artifact per signature of argument types
+  (never re-validated).
+* ``j.source`` (the last call's generated code), ``j.source_for(*args)``, ``j.ir(*args)``
+  and ``j.report()`` (prints and returns a ``JvpReport``).  ``export()`` is not built.
+"""
+from __future__ import annotations
+
+import inspect
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import __version__, lowering
+from .ad.forward import jvp_ir
+from .analysis.activity import analyze
+from .artifact import TARGETS, Signature, arg_type, check_wrt, resolve_wrt, written_positions
+from .errors import CoarsenError
+from .frontend.lower import lower
+from .frontend.source import display_path, get_source, unwrap
+from .ir.nodes import Array, Scalar
+from .ir.typeinfer import infer
+from .lowering.cache import toolchain_versions
+
+__all__ = ["Jvp", "JvpArtifact", "JvpOptions", "JvpReport", "compile_jvp", "jvp"]
+
+
+@dataclass(frozen=True)
+class JvpOptions:
+    """What ``jvp`` accepts, hashable (``wrt`` as given, a list made a tuple)."""
+    wrt: object = None
+    target: str = "cpu"
+    boundscheck: bool = True
+
+    def __post_init__(self):
+        if self.target not in TARGETS:
+            raise CoarsenError(f"unknown target {self.target!r}", hint=f"use one of {TARGETS}")
+        if isinstance(self.wrt, list):
+            object.__setattr__(self, "wrt", tuple(self.wrt))
+        object.__setattr__(self, "boundscheck", bool(self.boundscheck))
+
+
+@dataclass(frozen=True, eq=False)
+class JvpArtifact:
+    """One compiled JVP: what ``compile_jvp`` gives for a signature and options."""
+    function: str
+    signature: tuple            # the parameters' Numba type texts
+    types: tuple                # IR types: parameters, then module-level arrays
+    options: JvpOptions
+    wrt: tuple                  # the differentiated parameters' (source) names
+    entry_name: str             # ``jvp_<f>``
+    source: str
+    module: object
+    entry: object
+    ir_text: str
+    stats: dict                 # what the report shows (tangents, zeros, loops)
+    transform_seconds: float
+    cached: bool
+    written: frozenset          # positions (parameters, then module arrays) it may write
+    module_arrays: tuple
+    parts: dict                 # the disk key's parts (``"transform": "jvp"`` among them)
+    cache_key: str
+
+
+def _check_returns_float(fn_ir, src):
+    rt = fn_ir.types.get(fn_ir.result)
+    if isinstance(rt, Scalar) and rt.kind == "f64":
+        return
+    import gast
+    what = "an array" if isinstance(rt, Array) else ("an integer" if rt == Scalar("i64") else str(rt))
+    rets = [n for n in gast.walk(src.node) if isinstance(n, gast.Return)]
+    at = rets[-1] if rets else src.node
+    raise CoarsenError(f"{src.fn.__name__} returns {what}; coarsen.jvp differentiates functions "
+                       "that return one float scalar",
+                       filename=src.filename, lineno=at.lineno, col_offset=at.col_offset,
+                       source_line=src.line(at.lineno),
+                       hint="return a scalar objective, e.g. np.sum(...) or float(...)")
+
+
+def compile_jvp(fn, signature, options, *, module_arrays=None):
+    """The ``JvpArtifact`` of ``fn`` for ``signature`` and ``options`` (see the module
+    docstring); nothing is kept in memory here."""
+    from .api import code_fingerprint
+    fn = unwrap(fn)
+    src = get_source(fn)
+    params = [a.id for a in src.node.args.args]
+    n = len(params)
+    wrt = resolve_wrt(options.wrt, params, signature.types, fn.__name__)
+    t0 = time.perf_counter()
+    fn_ir, _ = lower(fn)
+    arrays = tuple(fn_ir.global_arrays)
+    if module_arrays is not None and [id(a) for a in arrays] != [id(a) for a in module_arrays]:
+        raise CoarsenError(f"the module-level arrays that {fn.__name__} reads were rebound "
+                           "after coarsen.jvp() was called",
+                           hint="call coarsen.jvp again after changing module-level arrays")
+    array_types = [arg_type("<module-level array>", a) for a in arrays]
+    types = tuple(signature.types)
+    if len(types) == n:
+        types += tuple(t for t, _ in array_types)
+    written = written_positions(fn_ir)
+    parts = {"transform": "jvp", "dependencies": fn_ir.dependencies.fingerprint(),
+             "function": fn.__qualname__, "module": str(fn.__module__), "file": src.filename,
+             "signature": list(signature.texts),
+             "module_arrays": [text for _, text in array_types], "wrt": list(wrt),
+             "target": options.target, "boundscheck": options.boundscheck,
+             "version": __version__, "code": code_fingerprint(),
+             "toolchain": dict(sorted(toolchain_versions().items()))}
+    cache_key = lowering.cache_key(**parts)
+    try:
+        cached = lowering.load(cache_key, parts=parts)
+    except lowering.LoweringError:
+        cached = None
+    entry_name = f"jvp_{fn.__name__}"
+    if cached is not None:
+        source, meta = cached
+        ir_text_, stats = meta.get("ir", ""), meta.get("stats", {})
+    else:
+        infer(fn_ir, list(types))
+        _check_returns_float(fn_ir, src)
+        wrt_ir = tuple(fn_ir.params[params.index(w)] for w in wrt)
+        facts = analyze(fn_ir, wrt_ir)
+        module, em = jvp_ir(fn_ir, wrt_ir, facts, entry_name, boundscheck=options.boundscheck)
+        stats = {"active": len(facts.active), "tangent_statements": em.tangent_statements,
+                 "zero_tangents": em.zero_tangents,
+                 "tangents": {w: em.dot(w) for w in wrt_ir},
+                 "loops": [list(x) for x in em.loop_notes]}
+        header = (f"Generated by coarsen {__version__} from {fn.__module__}.{fn.__qualname__} "
+                  f"({display_path(fn)}:{src.node.lineno})\n"
+                  f"signature: ({', '.join(signature.texts)}); wrt: {', '.join(wrt)}; "
+                  "forward mode (JVP), fine-grained, no tape")
+        source = lowering.render(module, target=options.target, header=header)
+        from .ir.printer import format_function
+        ir_text_ = format_function(fn_ir)
+        try:
+            lowering.store_source(cache_key, source, {"ir": ir_text_, "wrt": list(wrt),
+                                                      "stats": stats}, parts=parts)
+        except lowering.LoweringError:
+            pass
+    transform = time.perf_counter() - t0
+    mod = lowering.build(source, name=fn.__name__, target=options.target)
+    return JvpArtifact(function=fn.__qualname__, signature=tuple(signature.texts), types=types,
+                       options=options, wrt=wrt, entry_name=entry_name, source=source,
+                       module=mod, entry=getattr(mod, entry_name), ir_text=ir_text_,
+                       stats=stats, transform_seconds=transform, cached=cached is not None,
+                       written=written, module_arrays=arrays, parts=parts, cache_key=cache_key)
+
+
+@dataclass
+class JvpReport:
+    """What ``Jvp.report`` shows for one specialization."""
+    function: str
+    signature: tuple
+    wrt: tuple
+    stats: dict
+    transform_seconds: float
+    cached: bool
+
+    def format(self):
+        st = self.stats
+        out = [f"coarsen jvp for {self.function}({', '.join(self.signature)}), forward mode, "
+               "fine-grained (no segments lifted), no tape",
+               f"  wrt: {', '.join(self.wrt)}; tangents in: "
+               f"{', '.join(st.get('tangents', {}).values())}",
+               f"  {st.get('active', 0)} active variables, {st.get('tangent_statements', 0)} "
+               f"tangent statements ({st.get('zero_tangents', 0)} set to zero); inactive "
+               "values have no tangent"]
+        for line, how in st.get("loops", []):
+            out.append(f"  loop (line {line}): {how}")
+        out.append(f"  code generation time: {self.transform_seconds:.3f} s"
+                   + (" (from the disk cache)" if self.cached else ""))
+        return "\n".join(out)
+
+    __str__ = format
+
+
+def _convert(a):
+    if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.dtype != np.float64:
+        return a.astype(np.float64)
+    if isinstance(a, np.ndarray) and a.dtype.kind in "iu" and a.dtype != np.int64:
+        return a.astype(np.int64)
+    if isinstance(a, np.floating):
+        return float(a)
+    if isinstance(a, np.integer) and not isinstance(a, np.bool_):
+        return int(a)
+    return a
+
+
+class Jvp:
+    """The JVP of a function; see ``coarsen.jvp``.  Keeps one ``JvpArtifact`` per signature."""
+
+    def __init__(self, fn, wrt=None, target="cpu", boundscheck=True):
+        self.options = JvpOptions(wrt=wrt, target=target, boundscheck=boundscheck)
+        self.fn = unwrap(fn)
+        self.src = get_source(self.fn)
+        self.params = [a.id for a in self.src.node.args.args]
+        self._pysig = inspect.signature(self.fn)
+        self._single = wrt is not None and not isinstance(wrt, (tuple, list))
+        check_wrt(self.options.wrt, self.params, self.fn.__name__)
+        fn_ir, _ = lower(self.fn)          # the fence runs now
+        self._global_arrays = tuple(fn_ir.global_arrays)
+        self._artifacts = {}
+        self._last = None
+        self.__name__ = f"jvp_{self.fn.__name__}"
+
+    def _signature(self, args):
+        return Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)
+
+    def _artifact(self, signature):
+        art = self._artifacts.get(signature.types)
+        if art is None:
+            art = compile_jvp(self.fn, signature, self.options, module_arrays=self._global_arrays)
+            self._artifacts[signature.types] = art
+        return art
+
+    def _bind(self, args, kwargs):
+        try:
+            bound = self._pysig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise CoarsenError(f"{self.fn.__name__} takes {len(self.params)} arguments "
+                               f"{self._pysig}, got {len(args) + len(kwargs)}: {exc}",
+                               hint="pass each parameter once, by position or by name") from None
+        bound.apply_defaults()
+        return tuple(bound.arguments[p] for p in self.params)
+
+    def _error(self, problem, hint):
+        return CoarsenError(problem, filename=self.src.filename, lineno=self.src.node.lineno,
+                            col_offset=self.src.node.col_offset,
+                            source_line=self.src.line(self.src.node.lineno), hint=hint)
+
+    def _tangents(self, wrt, args, tangents):
+        """The tangents as the entry takes them (float64 copies, floats), checked."""
+        names = ", ".join(wrt)
+        if self._single:
+            items = (tangents,)
+        elif not isinstance(tangents, (tuple, list)):
+            raise self._error(f"tangents must be a tuple of {len(wrt)} value(s), one per wrt "
+                              f"parameter ({names}), got {type(tangents).__name__}",
+                              "pass tangents=(t1, t2, ...) in the order of wrt")
+        else:
+            items = tuple(tangents)
+        if len(items) != len(wrt):
+            raise self._error(f"{len(items)} tangent(s) given for {len(wrt)} wrt parameter(s) "
+                              f"({names})", "pass one tangent per wrt parameter, in its order")
+        out = []
+        for name, t in zip(wrt, items):
+            a = args[self.params.index(name)]
+            tv = np.asarray(t) if not isinstance(t, np.ndarray) else t
+            if tv.dtype.kind not in "fiu":
+                raise self._error(f"the tangent of {name!r} has dtype {tv.dtype}, not a real "
+                                  "number type", f"pass float values shaped like {name}")
+            if isinstance(a, np.ndarray):
+                if tv.shape != a.shape:
+                    raise self._error(f"the tangent of {name!r} has shape {tv.shape}, but "
+                                      f"{name} has shape {a.shape}",
+                                      f"pass an array of shape {a.shape} for {name}")
+                out.append(np.array(tv, dtype=np.float64))
+            else:
+                if tv.ndim != 0:
+                    raise self._error(f"the tangent of {name!r} has shape {tv.shape}, but "
+                                      f"{name} is a scalar", f"pass a float for {name}")
+                out.append(float(tv))
+        return out
+
+    def _check_aliasing(self, args, written):
+        arrays = [(k, a) for k, a in enumerate(tuple(args) + self._global_arrays)
+                  if isinstance(a, np.ndarray)]
+        for i, (k, a) in enumerate(arrays):
+            for m, b in arrays[i + 1:]:
+                if (k in written or m in written) and np.may_share_memory(a, b):
+                    names = self.params + [f"<module-level array {j}>"
+                                           for j in range(len(self._global_arrays))]
+                    raise self._error(f"arguments {names[k]!r} and {names[m]!r} overlap in "
+                                      "memory and the function writes one of them",
+                                      "pass copies: np.copy(...)")
+
+    def __call__(self, *args, tangents=None, **kwargs):
+        if tangents is None:
+            raise self._error("coarsen.jvp needs tangents=: one per wrt parameter",
+                              "call j(*args, tangents=...)")
+        if kwargs or len(args) != len(self.params):
+            args = self._bind(args, kwargs)
+        art = self._artifact(self._signature(args))
+        self._last = art
+        if art.written:
+            self._check_aliasing(args, art.written)
+        tans = self._tangents(art.wrt, args, tangents)
+        conv = [_convert(a) for a in tuple(args) + art.module_arrays]
+        value, tangent = art.entry(*conv, *tans)
+        return value, tangent
+
+    # ------------------------------------------------------------------ inspection
+    @property
+    def source(self):
+        if self._last is None:
+            raise CoarsenError("the jvp is specialized on its first call's argument types; "
+                               "call it once (or use j.source_for(*args)) before reading j.source")
+        return self._last.source
+
+    def source_for(self, *args):
+        return self._artifact(self._signature(args)).source
+
+    def ir(self, *args):
+        return self._artifact(self._signature(args)).ir_text
+
+    def report(self, *args, file=None):
+        """Prints and returns the ``JvpReport`` of the specialization for ``args`` (default:
+        the last call's)."""
+        if args:
+            self._last = self._artifact(self._signature(args))
+        if self._last is None:
+            raise CoarsenError("call the jvp once (or pass example arguments to report) first")
+        art = self._last
+        rep = JvpReport(self.fn.__qualname__, art.signature, art.wrt, art.stats,
+                        art.transform_seconds, art.cached)
+        print(rep.format(), file=file or sys.stdout)
+        return rep
+
+
+def jvp(fn, wrt=None, *, target="cpu", boundscheck=True):
+    """The forward-mode derivative of ``fn`` (see the module docstring):
+    ``coarsen.jvp(fn, wrt)(*args, tangents=...) -> (value, tangent_out)``."""
+    return Jvp(fn, wrt, target, boundscheck)
