@@ -27,8 +27,9 @@ bounds planning (``coarsen.analysis.bounds``) checks them no further.
 
 An expression stays array code when scalarizing it could change what it computes:
 
-* a leaf may alias the stored array (the same base array, through ``fn.views``) and is not
-  exactly the region being stored (NumPy evaluates the right-hand side before it stores);
+* a leaf may alias the stored array (the same base array, through ``fn.views``, unless the
+  stored array was made new in the same block and nothing views it since) and is not exactly
+  the region being stored (NumPy evaluates the right-hand side before it stores);
 * a statement between the tree's first statement and the sink stores, is control flow, or
   reassigns a variable an earlier statement of the tree read;
 * a value is neither float64 nor int64, a rank does not fit, or a slice step is not a
@@ -41,7 +42,7 @@ from dataclasses import dataclass, replace
 
 from .nodes import (NEWAXIS, Array, Assign, Const, For, I64, If, Scalar, Slice, Store, Var,
                     While, uses, walk)
-from .primitives import ops_where
+from .primitives import REGISTRY, ops_where
 
 ELEMENTWISE = ops_where(lambda p: p.elementwise)
 #: stands for a missing slice bound: it clips to the array's ends as ``None`` does
@@ -290,8 +291,9 @@ class _Scalarizer:
                 return False          # NumPy's casting on store is not element-wise code here
             base = self.views.get(target, target)
             region = _full(self.axes(target, e.sink.index))
+            fresh = self.fresh_in_block(stmts, pos, target, absorbed)
             for leaf in leaves:
-                if self.views.get(leaf.array, leaf.array) != base and leaf.array != target:
+                if leaf.array != target and (fresh or self.views.get(leaf.array, leaf.array) != base):
                     continue
                 # the one safe overlap: each element read exactly where it is then written
                 if leaf.array != target or target in self.views \
@@ -307,6 +309,29 @@ class _Scalarizer:
                 read.update(u.name for u in uses(s) if isinstance(u, Var))
                 continue
             if not isinstance(s, Assign) or s.target in read:
+                return False
+        return True
+
+    def fresh_in_block(self, stmts, pos, target, absorbed):
+        """Is ``target`` a new array at ``pos``, that no other variable can view?  It is when
+        its last assignment before ``pos`` in this block makes a new array (not a view) and
+        no statement since views it: ``fn.views`` is one map for the whole function (``u = v``
+        at the end of a loop body makes ``u`` a view of ``v`` there), this is the flow-sensitive
+        fact at the store."""
+        last = None
+        for k in range(pos):
+            s = stmts[k]
+            if isinstance(s, Assign) and s.target == target:
+                last = k
+        if last is None or REGISTRY[stmts[last].op].view:
+            return False
+        for k in range(last + 1, pos):
+            s = stmts[k]
+            if k in absorbed:
+                continue
+            if not isinstance(s, (Assign, Store)):
+                return False          # nested code may make views of it
+            if isinstance(s, Assign) and REGISTRY[s.op].view and Var(target) in s.args:
                 return False
         return True
 
