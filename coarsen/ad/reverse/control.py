@@ -54,6 +54,9 @@ class ControlMixin:
         if isinstance(s, For) and id(s) in self.reductions:
             done = self.fused_loop(s, self.reductions[id(s)])
             if done is not None:
+                if self.max_tape_bytes is not None and not self.depth:
+                    self.note_checkpoint(s, "not checkpointed: a reduction loop, reversed trip by "
+                                            "trip (its tape holds one trip at a time)")
                 return done
         if isinstance(s, For):
             if s.parallel and id(s) not in self.fused:
@@ -64,6 +67,13 @@ class ControlMixin:
             bf, br = self.block(s.body)
             reserve, per_trip = self.leave_region(saved, self.trip_count(s))
             self.depth -= 1
+            if self.max_tape_bytes is not None and not self.depth and not self.in_fused \
+                    and not self.workspace:
+                # a budget: the loop in checkpointed stretches (coarsen.ad.reverse.checkpoint)
+                done = self.checkpoint_loop(s, bf, br, reserve, per_trip, self.left_counts)
+                if done is not None:
+                    cf, cr = done
+                    return self.hoisted_checks(s) + cf + self.rest_holders(), cr
             args = self.range_args(s)
             if per_trip:
                 fwd = [B.for_range(s.var, args, reserve + bf)]
@@ -76,6 +86,9 @@ class ControlMixin:
             rev = self.reverse_range(s, br)
             return fwd, rev
         if isinstance(s, While):
+            if self.max_tape_bytes is not None and not self.depth and not self.in_fused:
+                self.note_checkpoint(s, "not checkpointed: a while loop (its trips are not "
+                                        "known before it runs); taped in full")
             self.depth += 1
             tf, tr = self.block(s.test_body)
             saved = self.enter_region()

@@ -48,6 +48,7 @@ from ..build import X
 from ..canonical import lift_canonically, show_temps
 from ..lift import closed_form_segment, differentiate_segment
 from ..runtime import helper_source
+from .checkpoint import budget_check
 from .cleanup import comment_pass, drop_dead_adjoint_code, drop_marked, init_value
 from .emitter import Emitter
 from .tapes import FP, FT, IP, IT
@@ -137,7 +138,8 @@ def _fresh_tapes_entry(entry_name, params, tapes, tops):
 
 
 def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_seconds=2.0,
-                     workspace=False, boundscheck=True, plan="auto", weights=None, parallel=False):
+                     workspace=False, boundscheck=True, plan="auto", weights=None, parallel=False,
+                     max_tape_bytes=None):
     """Build the derivative module for a typed IR function (see the module docstring).
 
     ``workspace=True`` (for CUDA) requires scalar code only: the tapes are not allocated but
@@ -149,7 +151,12 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     ``weights``: each lifted block's strategy, the cost model's (``"auto"``) or forced
     (``coarsen.analysis.strategy``; default weights when None).  ``parallel=True`` runs every
     reduction loop in parallel, as a ``numba.prange`` loop is (``coarsen.ad.reverse.parallel``);
-    ``em.parallel_notes`` says, per ``prange`` or reduction loop, how it was run."""
+    ``em.parallel_notes`` says, per ``prange`` or reduction loop, how it was run.
+    ``max_tape_bytes`` (bytes, or None): the loops outside every loop are checkpointed to keep
+    the tapes within it (``coarsen.ad.reverse.checkpoint``; ``em.checkpoint_notes`` says, per
+    loop, how), the tape counts the entry returns are the call's peak, followed by each
+    checkpointed loop's stride, and a call whose tapes exceed it raises ``MemoryError``
+    (``checkpoint.budget_error``).  None emits exactly the code without a budget."""
     # work on copies: planning puts Segment nodes into the body, closed forms replace loops,
     # and the emitter types the variables it makes
     fn = replace(fn, body=copy.deepcopy(fn.body), types=dict(fn.types))
@@ -234,6 +241,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
         em.workspace = workspace
         em.bounds = bounds
         em.parallel_all = parallel
+        em.max_tape_bytes = max_tape_bytes
         fwd, rev = em.block(fn.body)
         grown = False
         for v, rs in em.reads_at.items():
@@ -296,6 +304,8 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     # tape high-water marks (pushes happen only in the forward sweep), for reports
     mid.append(B.assign("_tape_floats", B.name(FP) if em.uses_ftape else 0))
     mid.append(B.assign("_tape_ints", B.name(IP) if em.uses_itape else 0))
+    if max_tape_bytes is not None:
+        mid = mid[:1] + budget_check(em, fn)
     adj_init = []
     seeded = fn.result in facts.active      # the result's adjoint starts at 1, the others at 0
     for v in sorted(facts.active | set(wrt)):
@@ -315,8 +325,9 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     # the tapes the entry takes and gives back: none in workspace mode (they are parameters
     # already) nor when nothing is taped
     tapes = [] if workspace else [t for used, t in ((em.uses_ftape, FT), (em.uses_itape, IT)) if used]
+    counts = ("_tape_floats", "_tape_ints") + (tuple(em.checkpoint_ks) if max_tape_bytes is not None else ())
     ret = B.return_(B.tuple_(value_name, gast.Tuple(elts=grads, ctx=gast.Load()),
-                             B.tuple_("_tape_floats", "_tape_ints"), *tapes))
+                             B.tuple_(*counts), *tapes))
     if fwd:
         fwd[0].coarsen_comment = "forward sweep" + (("\n" + fwd[0].coarsen_comment) if getattr(fwd[0], "coarsen_comment", None) else "")
     body = prologue + fwd + mid + adj_init + seed + rev + [ret]

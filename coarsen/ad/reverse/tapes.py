@@ -96,6 +96,7 @@ class TapeMixin:
         region = self.region
         self.region = saved
         self.close_holders(region)
+        self.left_counts = (region["f"], region["i"])     # for coarsen.ad.reverse.checkpoint
         out = []
         for tape, pos, key in ((FT, FP, "f"), (IT, IP, "i")):
             k = region[key]

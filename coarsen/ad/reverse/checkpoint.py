@@ -1,0 +1,353 @@
+"""Checkpointed ``range`` loops: tapes under a memory budget (``differentiate(...,
+max_tape_bytes=B)``).
+
+Requires: an emitter with the tape, adjoint and control methods (``coarsen.ad.reverse.
+emitter``), ``max_tape_bytes`` set on it, and, for a loop, the forward and reverse code of one
+trip as ``ControlMixin.stmt`` emitted them (``bf``, ``br``; the pushes of ``bf`` are balanced by
+the pops of ``br`` trip by trip).
+
+Guarantees: ``checkpoint_loop`` returns ``(forward code, reverse code)`` for a ``range`` loop
+outside every other loop (not a reduction loop, not in workspace mode), or None where the loop
+cannot be checkpointed safely (the reason goes to ``checkpoint_notes``).  The scheme is
+two-level checkpointing with a stride ``k``:
+
+* the *state* of the loop is what one trip's forward code reads before it assigns it in that
+  trip (an upward-exposed read of the emitted code, so the values the trip's pushes save are
+  included): scalars and arrays it rebinds (saved with their shapes), and the float64 arrays
+  it stores into (saved and restored in place, so aliases stay valid);
+* the forward sweep runs the trips in stretches of ``k``: before each stretch but the last it
+  pushes the state onto the tapes (a checkpoint), then runs the stretch with taping on, and
+  drops that stretch's tape at the next stretch (the last stretch's tape stays);
+* the reverse sweep reverses the last stretch from the tape, then, for each stretch from the
+  last but one to the first, pops its checkpoint (restoring the state), runs the stretch's
+  forward code again (taping into the tape above the remaining checkpoints) and reverses it.
+
+The trips' forward code and reverse code are exactly those of the loop without a budget, run
+on the same values in the same order: the gradient is the same, bit for bit.  ``k`` is chosen
+at each call, before the loop, after a *probe* (the first trip is run with taping, then undone
+from a checkpoint): the largest ``k`` with ``base + (ceil(n / k) - 1) * C + k * T <= B / 8``
+entries, where ``base`` is the tape already held, ``C`` the measured size of one checkpoint (the
+larger of those at entry and after the first trip) and ``T`` the tape of one trip (the exact
+bound counted at compile time for a body without nested loops or array pushes, else the first
+trip's, measured: a later trip that tapes more can exceed the estimate, and the final check
+below then refuses the call).  When no ``k`` fits, the code raises
+``MemoryError(BUDGET_MARK, "file:line", bytes needed, budget)``, which ``budget_error`` turns
+into a ``CoarsenError``; the driver checks the peak after the forward sweep the same way.
+Binomial (revolve) checkpointing is not built: with two levels the memory is at least about
+``2 * sqrt(n * C * T)`` entries.
+
+The peak: the tapes only grow in the forward sweep except at the start of a stretch, where the
+previous stretch's tape is dropped, so the peak is sampled at the end of each stretch (and of
+the probe) into ``_peakf``/``_peaki``; the reverse sweep re-runs a stretch on fewer
+checkpoints than the forward sweep held under it, so it never exceeds that peak.
+"""
+from __future__ import annotations
+
+import copy
+import linecache
+
+import gast
+
+from ...errors import CoarsenError
+from ...ir.nodes import Array, Assign, Const, Scalar, Store, walk
+from .. import build as B
+from .. import runtime as R
+from .cleanup import drop_marked
+from .tapes import FP, FT, IP, IT
+
+#: the first argument of the MemoryError the generated code raises when the budget cannot be met
+BUDGET_MARK = "coarsen: max_tape_bytes"
+#: the peak entries of the float and int tapes (checkpoints included), sampled in the forward sweep
+PEAK_F, PEAK_I = "_peakf", "_peaki"
+
+_TAPES = frozenset({FT, FP, IT, IP})
+
+
+def budget_error(exc, budget):
+    """The ``CoarsenError`` for a ``MemoryError`` raised by generated code whose tapes cannot
+    fit the budget (see the module docstring), or None for any other exception."""
+    args = getattr(exc, "args", ())
+    if not (isinstance(exc, MemoryError) and len(args) == 4 and args[0] == BUDGET_MARK):
+        return None
+    where, need = str(args[1]), int(args[2])
+    filename, _, line = where.rpartition(":")
+    lineno = int(line) if line.isdigit() else None
+    source = linecache.getline(filename, lineno) if lineno else None
+    return CoarsenError(
+        f"max_tape_bytes={budget} cannot be met: {where} needs at least {need} bytes of tape "
+        "(checkpoints plus one stretch of trips, or the tape after the forward sweep)",
+        filename=filename or None, lineno=lineno, source_line=source or None,
+        hint=f"pass max_tape_bytes={need} or more (or None), or tape less per trip "
+             "(fewer values carried or overwritten in the loop body)")
+
+
+def budget_check(em, fn):
+    """The driver's statements after the forward sweep under a budget: ``_tape_floats`` and
+    ``_tape_ints``, the peak entries of the call (checkpoints included; the peak is the forward
+    sweep's, see the module docstring), and a ``MemoryError`` (``BUDGET_MARK``) when they
+    exceed ``em.max_tape_bytes``."""
+    peaked = bool(em.checkpoint_ks)
+    out = []
+    for name, used, pos, peak in (("_tape_floats", em.uses_ftape, FP, PEAK_F),
+                                  ("_tape_ints", em.uses_itape, IP, PEAK_I)):
+        value = (B.call("max", peak, pos) if peaked else B.name(pos)) if used else B.const(0)
+        out.append(B.assign(name, value))
+    if em.uses_ftape or em.uses_itape:
+        lines = [ln for ln, text in em.checkpoint_notes if text.startswith("checkpointed")]
+        first = min((st.loc.lineno for st in walk(fn.body)), default=0)
+        where = f"{fn.filename}:{lines[-1] if lines else first}"
+        out += _parse(f"if 8 * (_tape_floats + _tape_ints) > {int(em.max_tape_bytes)}:\n"
+                      f"    raise MemoryError({BUDGET_MARK!r}, {where!r}, "
+                      f"8 * (_tape_floats + _tape_ints), {int(em.max_tape_bytes)})")
+    return out
+
+
+# ---------------------------------------------------------------------------- analysis of code
+def _stores(node):
+    """Names the statement assigns (``x = ...``, tuple targets, loop targets, ``x += ...``)."""
+    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
+
+
+def _loads(node):
+    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)}
+
+
+def _subscript_stores(nodes):
+    """Arrays the code writes elements of (``a[i] = ...``, ``a[i] += ...``)."""
+    out = set()
+    for node in nodes:
+        for n in gast.walk(node):
+            if isinstance(n, gast.Subscript) and isinstance(n.ctx, gast.Store) \
+                    and isinstance(n.value, gast.Name):
+                out.add(n.value.id)
+    return out
+
+
+def exposed_reads(stmts, defined=frozenset()):
+    """``(exposed, defined after)``: the names the code reads before it surely assigns them
+    (conservatively: a loop's body may run no trips, an ``if`` defines what both arms do)."""
+    exposed, defined = set(), set(defined)
+    for st in stmts:
+        if isinstance(st, gast.If):
+            exposed |= _loads(st.test) - defined
+            e1, d1 = exposed_reads(st.body, defined)
+            e2, d2 = exposed_reads(st.orelse, defined)
+            exposed |= e1 | e2
+            defined = d1 & d2
+        elif isinstance(st, (gast.For, gast.While)):
+            head = st.iter if isinstance(st, gast.For) else st.test
+            exposed |= _loads(head) - defined
+            inner = defined | (_stores(st.target) if isinstance(st, gast.For) else set())
+            e, _ = exposed_reads(st.body, inner)
+            exposed |= e
+        elif isinstance(st, (gast.Assign, gast.AugAssign)):
+            exposed |= _loads(st) - defined
+            if isinstance(st, gast.AugAssign) and isinstance(st.target, gast.Name):
+                exposed |= {st.target.id} - defined
+            defined |= _stores(st)
+        else:
+            exposed |= _loads(st) - defined
+            defined |= _stores(st)
+    return exposed, defined
+
+
+class CheckpointMixin:
+    max_tape_bytes = None       # the budget in bytes (None: no checkpointing)
+    checkpoint_notes = ()       # [(line, text)] for the report, set per emission
+    checkpoint_ks = ()          # the names holding each checkpointed loop's stride, in order
+
+    def note_checkpoint(self, s, text):
+        notes = list(self.checkpoint_notes)
+        if all(line != s.loc.lineno for line, _ in notes):
+            notes.append((s.loc.lineno, text))
+        self.checkpoint_notes = notes
+
+    # ------------------------------------------------------------------ the loop's state
+    def checkpoint_state(self, s, body):
+        """``(scalars, rebound arrays, in-place arrays)`` a trip's code ``body`` carries, or a
+        string saying why the loop cannot be checkpointed."""
+        views = set(self.fn.views) | set(self.fn.views.values())
+        for st in walk(s.body):
+            name = st.target if isinstance(st, Assign) else st.array if isinstance(st, Store) else None
+            if name is not None and name in views:
+                return f"it assigns or writes {name!r}, a view or an array with views"
+        exposed, _ = exposed_reads(body, {s.var})
+        stored = set().union(*(_stores(st) for st in body)) if body else set()
+        elements = _subscript_stores(body) - _TAPES
+        scalars, rebound, inplace = [], [], []
+        for v in sorted((stored & exposed) - _TAPES - {s.var}):
+            t = self.types.get(v)
+            if t is None:
+                return f"internal: no type for {v!r}"
+            (rebound if isinstance(t, Array) else scalars).append(v)
+        for v in sorted(elements - stored):
+            t = self.types.get(v)
+            if not isinstance(t, Array) or t.dtype != "f64":
+                return f"it writes elements of {v!r}, which is not a float64 array"
+            if v in views:
+                return f"it writes elements of {v!r}, a view or an array with views"
+            inplace.append(v)
+        return scalars, rebound, inplace
+
+    def save_state(self, scalars, rebound, inplace):
+        """Forward code pushing the state onto the tapes (a checkpoint)."""
+        nf = sum(1 for v in scalars if self.types[v].kind == "f64")
+        ni = len(scalars) - nf + sum(self.types[v].ndim for v in rebound)
+        out = []
+        if nf:
+            out.append(B.assign(FT, B.call(self.helper("_reserve"), FT, B.X(B.name(FP)) + nf)))
+        if ni:
+            out.append(B.assign(IT, B.call(self.helper("_reserve"), IT, B.X(B.name(IP)) + ni)))
+        for v in scalars:
+            tape, pos = (FT, FP) if self.types[v].kind == "f64" else (IT, IP)
+            out += [B.assign(B.subscript(tape, B.name(pos)), B.name(v)), B.augassign(pos, "+", 1)]
+        for v in rebound:
+            out.append(B.assign(B.tuple_(FT, FP), B.call(self.helper("_push_array"), FT, FP, v)))
+            for d in range(self.types[v].ndim):
+                out += [B.assign(B.subscript(IT, B.name(IP)), B.subscript(B.attr(f"{v}.shape"), d)),
+                        B.augassign(IP, "+", 1)]
+        for v in inplace:
+            out.append(B.assign(B.tuple_(FT, FP), B.call(self.helper("_push_array"), FT, FP, v)))
+        return out
+
+    def restore_state(self, scalars, rebound, inplace):
+        """Code popping a checkpoint off the tapes into the state (``save_state`` undone)."""
+        out = []
+        for v in reversed(inplace):
+            fn = self.helper(R.pop_into(self.types[v].ndim))
+            out.append(B.assign(FP, B.call(fn, FT, FP, v)))
+        for v in reversed(rebound):
+            out += self.pop(v)
+        for v in reversed(scalars):
+            out += self.pop(v)
+        return out
+
+    # ------------------------------------------------------------------ the loop
+    def checkpoint_loop(self, s, bf, br, reserve, per_trip, counts):
+        """The checkpointed loop's ``(forward, reverse)`` code, or None (see the module
+        docstring).  ``reserve``/``per_trip``: the trip's reservation as ``leave_region`` gave
+        it (per trip: inside each trip; else for all trips, replaced here by one per stretch);
+        ``counts``: the floats and ints one trip pushes at most (without nested loops)."""
+        if not br:
+            return None
+        state = self.checkpoint_state(s, bf)
+        if isinstance(state, str):
+            self.note_checkpoint(s, f"not checkpointed: {state}")
+            return None
+        scalars, rebound, inplace = state
+        self.uses_ftape = self.uses_itape = True
+        for v in scalars + rebound:
+            if v not in self.fn.params:
+                self.extra_inits.append((v, self.types[v]))
+        # the reverse sweep runs the trips' forward code again: what it reads and the loop
+        # does not assign must hold its forward value there (recorded where later code
+        # overwrites it, coarsen.analysis.recording)
+        assigned = set().union(*(_stores(st) for st in bf)) | _subscript_stores(bf)
+        for v in sorted(set().union(*(_loads(st) for st in bf)) - assigned - _TAPES):
+            if v in self.types:
+                self.reads_at.setdefault(v, []).append(s)
+        nm = {key: self.fresh("_ck" + key) for key in
+              ("n", "k", "m", "c", "a", "z", "t", "bf", "bi", "pf", "pi", "c0", "c1", "t0", "w")}
+        for v in nm.values():
+            self.types[v] = Scalar("i64")
+        self.checkpoint_ks = list(self.checkpoint_ks) + [nm["k"]]
+        for peak in (PEAK_F, PEAK_I):
+            self.extra_inits.append((peak, Scalar("i64")))
+            self.made.add(peak)
+        self.made.add("_disc")
+        start, step = s.start, s.step
+        plain = isinstance(start, Const) and start.value == 0 and isinstance(step, Const) and step.value == 1
+
+        def trips(first, stop, body, backwards=False):
+            """``body`` for the trips ``first .. stop - 1`` (indices from 0), the loop variable set."""
+            args = [B.X(B.name(stop)) - 1, B.X(B.name(first)) - 1, -1] if backwards else [first, stop]
+            if plain:
+                return [B.for_range(s.var, args, body)]
+            index = B.assign(s.var, self.val(start) + B.X(B.name(nm["t"])) * self.val(step))
+            return [B.for_range(nm["t"], args, [index] + body)]
+
+        def stretch_reserve(first, stop):
+            if per_trip:
+                return []
+            out = []
+            for tape, pos, k in ((FT, FP, counts[0]), (IT, IP, counts[1])):
+                if k:
+                    size = B.X(B.name(stop)) - B.X(B.name(first))
+                    out.append(self.reserve_stmt(tape, pos, B.const(k), size))
+            return out
+
+        trip_body = (reserve if per_trip else []) + bf
+
+        def body_copy():
+            return drop_marked(copy.deepcopy(trip_body))
+
+        save = self.save_state(scalars, rebound, inplace)
+        restore = self.restore_state(scalars, rebound, inplace)
+        sample = [B.assign(PEAK_F, B.call("max", PEAK_F, FP)), B.assign(PEAK_I, B.call("max", PEAK_I, IP))]
+        where = f"{s.loc.filename}:{s.loc.lineno}"
+        budget = int(self.max_tape_bytes) // 8
+        static_t = None if per_trip else counts[0] + counts[1]
+        n, k, m, c, a, z = (nm[x] for x in "nkmcaz")
+        # the probe: the first trip with taping, measured, then undone from a checkpoint
+        probe = [B.assign(nm["bf"], FP), B.assign(nm["bi"], IP)] + copy.deepcopy(save)
+        probe += [B.assign(nm["c0"], _parse(f"{FP} + {IP} - {nm['bf']} - {nm['bi']}")[0].value),
+                  B.assign(nm["pf"], FP), B.assign(nm["pi"], IP), B.assign(a, 0), B.assign(z, 1)]
+        probe += stretch_reserve(a, z) + trips(a, z, body_copy())
+        probe += [B.assign(nm["t0"], _parse(f"{FP} + {IP} - {nm['pf']} - {nm['pi']}")[0].value),
+                  B.assign(nm["w"], _parse(f"{FP} + {IP}")[0].value)]
+        probe += copy.deepcopy(save)
+        probe += [B.assign(nm["c1"], _parse(f"{FP} + {IP} - {nm['w']}")[0].value)] + copy.deepcopy(sample)
+        probe += [B.assign(FP, nm["pf"]), B.assign(IP, nm["pi"])] + copy.deepcopy(restore)
+        t_expr = nm["t0"] if static_t is None else f"max({nm['t0']}, {static_t})"
+        probe += _parse(_CHOOSE.format(n=n, k=k, base=f"({nm['bf']} + {nm['bi']})",
+                                       C=f"max({nm['c0']}, {nm['c1']})", T=t_expr, B=budget,
+                                       mark=repr(BUDGET_MARK), where=repr(where), s=nm["w"]))
+        fwd = [B.assign(n, self.trip_count(s)), B.assign(k, 1)]
+        fwd.append(B.if_(B.compare(B.name(n), ">", B.const(0)), probe))
+        fwd += _parse(f"{m} = ({n} + {k} - 1) // {k}\n{nm['pf']} = {FP}\n{nm['pi']} = {IP}")
+        stretch = _parse(f"{FP} = {nm['pf']}\n{IP} = {nm['pi']}")
+        stretch.append(B.if_(B.compare(B.name(c), "<", B.X(B.name(m)) - 1),
+                             copy.deepcopy(save) + [B.assign(nm["pf"], FP), B.assign(nm["pi"], IP)]))
+        stretch += _parse(f"{a} = {c} * {k}\n{z} = min({n}, {a} + {k})")
+        stretch += stretch_reserve(a, z) + trips(a, z, trip_body) + copy.deepcopy(sample)
+        fwd.append(B.for_range(c, [m], stretch))
+        fwd[0].coarsen_comment = (f"checkpointed loop (max_tape_bytes={self.max_tape_bytes}): "
+                                  f"trips in stretches of {k}, a checkpoint before each but the last")
+        # the reverse sweep: the last stretch from the tape, the others run again first
+        again = copy.deepcopy(restore) + stretch_reserve(a, z) + trips(a, z, body_copy())
+        rev_body = _parse(f"{a} = {c} * {k}\n{z} = min({n}, {a} + {k})")
+        rev_body.append(B.if_(B.compare(B.name(c), "<", B.X(B.name(m)) - 1), again))
+        rev_body += trips(a, z, br, backwards=True)
+        rev = [B.for_range(c, [B.X(B.name(m)) - 1, -1, -1], rev_body)]
+        rev[0].coarsen_comment = "checkpointed loop: each stretch restored and run again, then reversed"
+        how = ("tape per trip counted at compile time" if static_t is not None
+               else "tape per trip measured on the first trip")
+        self.note_checkpoint(s, f"checkpointed (two-level: stretches of k trips, k the largest that "
+                                f"fits max_tape_bytes={self.max_tape_bytes} with the checkpoints, "
+                                f"chosen at each call; {how}; state: "
+                                f"{', '.join(scalars + rebound + inplace) or 'none'})")
+        return fwd, rev
+
+
+# choose the stride k (module docstring): the largest k with
+# base + (ceil(n / k) - 1) * C + k * T <= B entries, else MemoryError naming the loop
+_CHOOSE = '''
+{s} = {T}
+if {base} + {n} * {s} <= {B} or {s} == 0:
+    {k} = {n}
+else:
+    {k} = 0
+    _disc = float({B} - {base}) * float({B} - {base}) - 4.0 * float({s}) * float({n}) * float({C})
+    if _disc >= 0.0 and {B} > {base}:
+        {k} = min({n}, int((float({B} - {base}) + math.sqrt(_disc)) / (2.0 * float({s}))))
+    while {k} >= 1 and {base} + (({n} + {k} - 1) // {k} - 1) * {C} + {k} * {s} > {B}:
+        {k} -= 1
+    if {k} < 1:
+        {k} = max(1, int(math.sqrt(float({n}) * float({C}) / float({s}))))
+        if {base} + (({n} + {k} - 1) // {k} - 1) * {C} + {k} * {s} > {B}:
+            raise MemoryError({mark}, {where}, 8 * ({base} + (({n} + {k} - 1) // {k} - 1) * {C} + {k} * {s}), 8 * {B})
+'''
+
+
+def _parse(text):
+    return gast.parse(text.strip("\n")).body
