@@ -11,7 +11,8 @@ Guarantees:
 * ``Options`` is a frozen, hashable dataclass of every option that shapes the generated code
   (``wrt`` as given to ``differentiate``, a list made a tuple; ``coarsen``; ``target``;
   ``boundscheck``; ``workspace``, the scalar-only CUDA variant; ``budget_seconds``, the time
-  budget of the symbolic stage per segment; ``plan``, one of ``PLANS``).  An unknown target raises ``CoarsenError``.
+  budget of the symbolic stage per segment; ``plan``, one of ``PLANS``; ``max_tape_bytes``,
+  None or a positive int, the tape budget that checkpoints loops, ``coarsen.ad.reverse.checkpoint``).  An unknown target raises ``CoarsenError``.
   Every field but ``wrt`` (which enters resolved, as names) is a part of the disk cache key.
 * ``Signature.of(params, args, module_arrays)`` classifies example arguments as the compiler
   types them (Numba-style: float, int, bool, arrays by dtype and rank); ``types`` are the IR
@@ -74,6 +75,7 @@ class Options:
     budget_seconds: float = 2.0
     plan: str = "auto"
     scalarize: bool = True      # element-wise array expressions as loop nests (coarsen.ir.scalarize)
+    max_tape_bytes: object = None   # tape budget in bytes: checkpointed loops (coarsen.ad.reverse.checkpoint)
 
     def __post_init__(self):
         if self.target not in TARGETS:
@@ -85,6 +87,12 @@ class Options:
         object.__setattr__(self, "coarsen", bool(self.coarsen))
         object.__setattr__(self, "boundscheck", bool(self.boundscheck))
         object.__setattr__(self, "scalarize", bool(self.scalarize))
+        if self.max_tape_bytes is not None:
+            if isinstance(self.max_tape_bytes, bool) or not isinstance(self.max_tape_bytes, (int, np.integer)) \
+                    or self.max_tape_bytes < 1:
+                raise CoarsenError(f"max_tape_bytes must be a positive integer or None, not {self.max_tape_bytes!r}",
+                                   hint="pass the tape budget in bytes, e.g. max_tape_bytes=100_000_000")
+            object.__setattr__(self, "max_tape_bytes", int(self.max_tape_bytes))
         object.__setattr__(self, "workspace", bool(self.workspace))
         object.__setattr__(self, "budget_seconds", float(self.budget_seconds))
 
@@ -249,6 +257,7 @@ class KeyParts:
     plan: str                   # Options.plan
     weights: str                # the cost model's weights (Weights.key()), "" in fine mode
     scalarize: bool             # Options.scalarize
+    max_tape_bytes: object      # Options.max_tape_bytes (int or None)
     version: str
     code: str                   # hash of coarsen's own source
     toolchain: tuple            # sorted (name, version) pairs
@@ -260,7 +269,7 @@ class KeyParts:
                 "module_arrays": list(self.module_arrays), "wrt": list(self.wrt),
                 "coarsen": self.coarsen, "target": self.target, "workspace": self.workspace,
                 "boundscheck": self.boundscheck, "budget_seconds": self.budget_seconds,
-                "plan": self.plan, "weights": self.weights, "scalarize": self.scalarize, "version": self.version, "code": self.code, "toolchain": dict(self.toolchain)}
+                "plan": self.plan, "weights": self.weights, "scalarize": self.scalarize, "max_tape_bytes": self.max_tape_bytes, "version": self.version, "code": self.code, "toolchain": dict(self.toolchain)}
 
 
 @dataclass(frozen=True, eq=False)
