@@ -14,7 +14,10 @@ two-level checkpointing with a stride ``k``:
 * the *state* of the loop is what one trip's forward code reads before it assigns it in that
   trip (an upward-exposed read of the emitted code, so the values the trip's pushes save are
   included): scalars and arrays it rebinds (saved with their shapes), and the float64 arrays
-  it stores into (saved and restored in place, so aliases stay valid);
+  it stores into (saved and restored in place, so aliases stay valid); a variable that every
+  trip assigns and reads before that only to push it (the value its assignment overwrites)
+  is not in the checkpoints: only its value before the loop matters, saved once below them
+  and restored after the loop's reverse;
 * the forward sweep runs the trips in stretches of ``k``: before each stretch but the last it
   pushes the state onto the tapes (a checkpoint), then runs the stretch with taping on, and
   drops that stretch's tape at the next stretch (the last stretch's tape stays);
@@ -24,12 +27,12 @@ two-level checkpointing with a stride ``k``:
 
 The trips' forward code and reverse code are exactly those of the loop without a budget, run
 on the same values in the same order: the gradient is the same, bit for bit.  ``k`` is chosen
-at each call, before the loop, after a *probe* (the first trip is run with taping, then undone
-from a checkpoint): the largest ``k`` with ``base + (ceil(n / k) - 1) * C + k * T <= B / 8``
+at each call, before the loop, after a *probe* (the first two trips are run with taping, then
+undone from a checkpoint): the largest ``k`` with ``base + (ceil(n / k) - 1) * C + k * T <= B / 8``
 entries, where ``base`` is the tape already held, ``C`` the measured size of one checkpoint (the
-larger of those at entry and after the first trip) and ``T`` the tape of one trip (the exact
-bound counted at compile time for a body without nested loops or array pushes, else the first
-trip's, measured: a later trip that tapes more can exceed the estimate, and the final check
+larger of those at entry and after the probe) and ``T`` the tape of one trip (the exact
+bound counted at compile time for a body without nested loops or array pushes, else the larger
+of the first two trips', measured: a later trip that tapes more can exceed the estimate, and the final check
 below then refuses the call).  When no ``k`` fits, the code raises
 ``MemoryError(BUDGET_MARK, "file:line", bytes needed, budget)``, which ``budget_error`` turns
 into a ``CoarsenError``; the driver checks the peak after the forward sweep the same way.
@@ -123,22 +126,38 @@ def _subscript_stores(nodes):
     return out
 
 
-def exposed_reads(stmts, defined=frozenset()):
+def _is_push(st):
+    """Is ``st`` a push onto a tape (``_ftape[_fpos] = v``, ``_itape[_ipos] = v.shape[0]``,
+    ``_ftape, _fpos = _push_array(_ftape, _fpos, v)``)?  Its reads save a value, nothing more."""
+    if not isinstance(st, gast.Assign) or len(st.targets) != 1:
+        return False
+    target = st.targets[0]
+    if isinstance(target, gast.Subscript):
+        return isinstance(target.value, gast.Name) and target.value.id in (FT, IT)
+    return isinstance(target, gast.Tuple) and [getattr(e, "id", None) for e in target.elts] == [FT, FP] \
+        and isinstance(st.value, gast.Call) and getattr(st.value.func, "id", None) == "_push_array"
+
+
+def exposed_reads(stmts, defined=frozenset(), pushes=True):
     """``(exposed, defined after)``: the names the code reads before it surely assigns them
-    (conservatively: a loop's body may run no trips, an ``if`` defines what both arms do)."""
+    (conservatively: a loop's body may run no trips, an ``if`` defines what both arms do).
+    ``pushes=False`` leaves out what pushes onto the tapes read (``_is_push``)."""
     exposed, defined = set(), set(defined)
     for st in stmts:
+        if not pushes and _is_push(st):
+            defined |= _stores(st)
+            continue
         if isinstance(st, gast.If):
             exposed |= _loads(st.test) - defined
-            e1, d1 = exposed_reads(st.body, defined)
-            e2, d2 = exposed_reads(st.orelse, defined)
+            e1, d1 = exposed_reads(st.body, defined, pushes)
+            e2, d2 = exposed_reads(st.orelse, defined, pushes)
             exposed |= e1 | e2
             defined = d1 & d2
         elif isinstance(st, (gast.For, gast.While)):
             head = st.iter if isinstance(st, gast.For) else st.test
             exposed |= _loads(head) - defined
             inner = defined | (_stores(st.target) if isinstance(st, gast.For) else set())
-            e, _ = exposed_reads(st.body, inner)
+            e, _ = exposed_reads(st.body, inner, pushes)
             exposed |= e
         elif isinstance(st, (gast.Assign, gast.AugAssign)):
             exposed |= _loads(st) - defined
@@ -164,22 +183,35 @@ class CheckpointMixin:
 
     # ------------------------------------------------------------------ the loop's state
     def checkpoint_state(self, s, body):
-        """``(scalars, rebound arrays, in-place arrays)`` a trip's code ``body`` carries, or a
-        string saying why the loop cannot be checkpointed."""
+        """``(scalars, rebound arrays, in-place arrays, entry)`` a trip's code ``body``
+        carries, or a string saying why the loop cannot be checkpointed.  ``entry``: the
+        variables whose value before the loop only is saved (once, below the checkpoints, and
+        restored after the loop's reverse), as a ``(scalars, arrays, [])`` state."""
         views = set(self.fn.views) | set(self.fn.views.values())
         for st in walk(s.body):
             name = st.target if isinstance(st, Assign) else st.array if isinstance(st, Store) else None
             if name is not None and name in views:
                 return f"it assigns or writes {name!r}, a view or an array with views"
-        exposed, _ = exposed_reads(body, {s.var})
+        exposed, surely = exposed_reads(body, {s.var})
+        computed, _ = exposed_reads(body, {s.var}, pushes=False)
         stored = set().union(*(_stores(st) for st in body)) if body else set()
         elements = _subscript_stores(body) - _TAPES
+        # a variable every trip assigns, read before that only by the pushes that save it: the
+        # value a stretch starts with is saved and restored by the stretch's own push and pop,
+        # and no trip's code reads it; only the value before the loop matters (saved once)
+        once = sorted((stored & exposed & surely) - computed - _TAPES - {s.var})
         scalars, rebound, inplace = [], [], []
-        for v in sorted((stored & exposed) - _TAPES - {s.var}):
+        for v in sorted((stored & exposed) - _TAPES - {s.var} - set(once)):
             t = self.types.get(v)
             if t is None:
                 return f"internal: no type for {v!r}"
             (rebound if isinstance(t, Array) else scalars).append(v)
+        once_scalars, once_arrays = [], []
+        for v in once:
+            t = self.types.get(v)
+            if t is None:
+                return f"internal: no type for {v!r}"
+            (once_arrays if isinstance(t, Array) else once_scalars).append(v)
         for v in sorted(elements - stored):
             t = self.types.get(v)
             if not isinstance(t, Array) or t.dtype != "f64":
@@ -187,7 +219,7 @@ class CheckpointMixin:
             if v in views:
                 return f"it writes elements of {v!r}, a view or an array with views"
             inplace.append(v)
-        return scalars, rebound, inplace
+        return scalars, rebound, inplace, (once_scalars, once_arrays, [])
 
     def save_state(self, scalars, rebound, inplace):
         """Forward code pushing the state onto the tapes (a checkpoint)."""
@@ -234,9 +266,9 @@ class CheckpointMixin:
         if isinstance(state, str):
             self.note_checkpoint(s, f"not checkpointed: {state}")
             return None
-        scalars, rebound, inplace = state
+        scalars, rebound, inplace, entry = state
         self.uses_ftape = self.uses_itape = True
-        for v in scalars + rebound:
+        for v in scalars + rebound + entry[0] + entry[1]:
             if v not in self.fn.params:
                 self.extra_inits.append((v, self.types[v]))
         # the reverse sweep runs the trips' forward code again: what it reads and the loop
@@ -288,13 +320,18 @@ class CheckpointMixin:
         budget = int(self.max_tape_bytes) // 8
         static_t = None if per_trip else counts[0] + counts[1]
         n, k, m, c, a, z = (nm[x] for x in "nkmcaz")
-        # the probe: the first trip with taping, measured, then undone from a checkpoint
+        # the probe: the first two trips with taping, measured, then undone from a checkpoint
         probe = [B.assign(nm["bf"], FP), B.assign(nm["bi"], IP)] + copy.deepcopy(save)
         probe += [B.assign(nm["c0"], _parse(f"{FP} + {IP} - {nm['bf']} - {nm['bi']}")[0].value),
                   B.assign(nm["pf"], FP), B.assign(nm["pi"], IP), B.assign(a, 0), B.assign(z, 1)]
         probe += stretch_reserve(a, z) + trips(a, z, body_copy())
-        probe += [B.assign(nm["t0"], _parse(f"{FP} + {IP} - {nm['pf']} - {nm['pi']}")[0].value),
-                  B.assign(nm["w"], _parse(f"{FP} + {IP}")[0].value)]
+        probe += [B.assign(nm["t0"], _parse(f"{FP} + {IP} - {nm['pf']} - {nm['pi']}")[0].value)]
+        # the second trip too (the first one's pushes may save values not yet of full size)
+        second = [B.assign(nm["w"], _parse(f"{FP} + {IP}")[0].value), B.assign(a, 1), B.assign(z, 2)]
+        second += stretch_reserve(a, z) + trips(a, z, body_copy())
+        second += _parse(f"{nm['t0']} = max({nm['t0']}, {FP} + {IP} - {nm['w']})")
+        probe.append(B.if_(B.compare(B.name(n), ">", B.const(1)), second))
+        probe.append(B.assign(nm["w"], _parse(f"{FP} + {IP}")[0].value))
         probe += copy.deepcopy(save)
         probe += [B.assign(nm["c1"], _parse(f"{FP} + {IP} - {nm['w']}")[0].value)] + copy.deepcopy(sample)
         probe += [B.assign(FP, nm["pf"]), B.assign(IP, nm["pi"])] + copy.deepcopy(restore)
@@ -302,7 +339,14 @@ class CheckpointMixin:
         probe += _parse(_CHOOSE.format(n=n, k=k, base=f"({nm['bf']} + {nm['bi']})",
                                        C=f"max({nm['c0']}, {nm['c1']})", T=t_expr, B=budget,
                                        mark=repr(BUDGET_MARK), where=repr(where), s=nm["w"]))
-        fwd = [B.assign(n, self.trip_count(s)), B.assign(k, 1)]
+        if not per_trip:
+            # the room of the checkpoints and of the longest stretch, once: reserving per
+            # stretch would grow the tapes geometrically (twice the room) for one checkpoint more
+            for tape, pos, kk in ((FT, FP, counts[0]), (IT, IP, counts[1])):
+                if kk:
+                    probe += _parse(f"{tape} = _reserve({tape}, {pos} + (({n} + {k} - 1) // {k} - 1) * "
+                                    f"max({nm['c0']}, {nm['c1']}) + {kk} * {k})")
+        fwd = [B.assign(n, self.trip_count(s)), B.assign(k, 1)] + self.save_state(*entry)
         fwd.append(B.if_(B.compare(B.name(n), ">", B.const(0)), probe))
         fwd += _parse(f"{m} = ({n} + {k} - 1) // {k}\n{nm['pf']} = {FP}\n{nm['pi']} = {IP}")
         stretch = _parse(f"{FP} = {nm['pf']}\n{IP} = {nm['pi']}")
@@ -318,10 +362,10 @@ class CheckpointMixin:
         rev_body = _parse(f"{a} = {c} * {k}\n{z} = min({n}, {a} + {k})")
         rev_body.append(B.if_(B.compare(B.name(c), "<", B.X(B.name(m)) - 1), again))
         rev_body += trips(a, z, br, backwards=True)
-        rev = [B.for_range(c, [B.X(B.name(m)) - 1, -1, -1], rev_body)]
+        rev = [B.for_range(c, [B.X(B.name(m)) - 1, -1, -1], rev_body)] + self.restore_state(*entry)
         rev[0].coarsen_comment = "checkpointed loop: each stretch restored and run again, then reversed"
         how = ("tape per trip counted at compile time" if static_t is not None
-               else "tape per trip measured on the first trip")
+               else "tape per trip measured on the first two trips")
         self.note_checkpoint(s, f"checkpointed (two-level: stretches of k trips, k the largest that "
                                 f"fits max_tape_bytes={self.max_tape_bytes} with the checkpoints, "
                                 f"chosen at each call; {how}; state: "

@@ -1,0 +1,275 @@
+"""Checkpointed loops under a tape budget (``differentiate(..., max_tape_bytes=B)``,
+``coarsen/ad/reverse/checkpoint.py``).
+
+What is pinned: the checkpointed gradient equals the gradient without a budget bit for bit
+(the same trips' code on the same values, recomputed), for scalar and array state, element
+stores, branches, and trip counts not divisible by the stride, below it, 0 and 1; it agrees
+with the finite-difference oracle; ``g.tape_bytes`` (the call's peak, checkpoints included)
+stays within the budget; a budget that cannot be met raises ``CoarsenError`` naming the loop
+and the bytes needed; the report names the stride and the budget, and the loops it leaves
+alone; renaming the variables gives the same bits.  The compiled gradients are shared through
+module-level fixtures.
+"""
+import io
+import math
+
+import numpy as np
+import pytest
+
+import coarsen
+from coarsen import CoarsenError
+from tests.oracle import assert_grad_close, fd_grad
+
+# ---------------------------------------------------------------------------- the programs
+
+
+def pendulum(theta0, omega0, g, damp, dt, n):
+    """A damped pendulum, explicit Euler."""
+    th = theta0
+    om = omega0
+    for i in range(n):
+        a = -g * math.sin(th) - damp * om
+        th = th + dt * om
+        om = om + dt * a
+    return th * th + 0.5 * om * om
+
+
+def pendulum_renamed(phi, speed, grav, friction, h, steps):
+    """``pendulum`` with every variable renamed."""
+    p = phi
+    v = speed
+    for step in range(steps):
+        acc = -grav * math.sin(p) - friction * v
+        p = p + h * v
+        v = v + h * acc
+    return p * p + 0.5 * v * v
+
+
+def pendulum_rk4(theta0, omega0, g, damp, dt, n):
+    th = theta0
+    om = omega0
+    for i in range(n):
+        k1t = om
+        k1o = -g * math.sin(th) - damp * om
+        k2t = om + 0.5 * dt * k1o
+        k2o = -g * math.sin(th + 0.5 * dt * k1t) - damp * (om + 0.5 * dt * k1o)
+        k3t = om + 0.5 * dt * k2o
+        k3o = -g * math.sin(th + 0.5 * dt * k2t) - damp * (om + 0.5 * dt * k2o)
+        k4t = om + dt * k3o
+        k4o = -g * math.sin(th + dt * k3t) - damp * (om + dt * k3o)
+        th = th + dt / 6.0 * (k1t + 2.0 * k2t + 2.0 * k3t + k4t)
+        om = om + dt / 6.0 * (k1o + 2.0 * k2o + 2.0 * k3o + k4o)
+    return th * th + 0.5 * om * om
+
+
+def array_state(x0, w, dt, n):
+    x = x0.copy()
+    for i in range(n):
+        x = x + dt * np.sin(w * x)
+    return np.sum(x * x)
+
+
+def element_state(x0, w, dt, n):
+    x = x0.copy()
+    m = x.shape[0]
+    for i in range(n):
+        for j in range(m):
+            x[j] = x[j] + dt * math.sin(w[j] * x[j])
+    s = 0.0
+    for j in range(m):
+        s += x[j] * x[j]
+    return s
+
+
+def branchy(theta0, omega0, g, dt, n):
+    th = theta0
+    om = omega0
+    for i in range(n):
+        if th > 0.0:
+            a = -g * math.sin(th)
+        else:
+            a = -g * th - 0.1 * om
+        th = th + dt * om
+        om = om + dt * a
+    return th + om
+
+
+def with_while(x, r, n):
+    s = x
+    k = 0
+    while k < n:
+        s = r * s * (1.0 - s)
+        k += 1
+    return s
+
+
+def through_view(A, w, n):
+    x = np.zeros(A.shape[1])
+    for i in range(n):
+        row = A[i % A.shape[0]]
+        x = x + np.sin(w * row + x)
+    return np.sum(x)
+
+
+PEND = ("theta0", "omega0", "g", "damp")
+PEND_BUDGET = 1600          # about 30 trips per stretch at n = 1000
+
+
+def pend_args(n):
+    return (0.5, 0.1, 9.8, 0.1, 0.01, n)
+
+
+_RNG = np.random.default_rng(7)
+X0 = _RNG.normal(size=5)
+W = _RNG.normal(size=5)
+
+# (function, wrt, arguments for n trips, budget making the loop checkpointed at n = 300)
+PYTHON_CASES = {
+    "rk4": (pendulum_rk4, PEND, pend_args, 4000),
+    "array_state": (array_state, ("x0", "w"), lambda n: (X0, W, 0.01, n), 6000),
+    "element_state": (element_state, ("x0", "w"), lambda n: (X0, W, 0.01, n), 6000),
+    "branchy": (branchy, ("theta0", "omega0", "g"), lambda n: (0.3, 0.5, 9.8, 0.01, n), 1500),
+}
+
+
+def same(a, b):
+    """The same value and gradients, bit for bit."""
+    (va, ga), (vb, gb) = a, b
+    return va == vb and len(ga) == len(gb) and all(
+        np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(ga, gb))
+
+
+# ---------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def pend_cpu():
+    return (coarsen.differentiate(pendulum, wrt=PEND),
+            coarsen.differentiate(pendulum, wrt=PEND, max_tape_bytes=PEND_BUDGET))
+
+
+@pytest.fixture(scope="module")
+def python_cases():
+    out = {}
+    for key, (fn, wrt, args, budget) in PYTHON_CASES.items():
+        out[key] = (coarsen.differentiate(fn, wrt=wrt, target="python"),
+                    coarsen.differentiate(fn, wrt=wrt, target="python", max_tape_bytes=budget),
+                    args, budget)
+    return out
+
+
+# ---------------------------------------------------------------------------- bit for bit
+
+
+@pytest.mark.parametrize("n", [1000, 997, 10, 2, 1, 0])
+def test_pendulum_bit_for_bit_cpu(pend_cpu, n):
+    plain, budgeted = pend_cpu
+    want = plain.value_and_grad(*pend_args(n))
+    got = budgeted.value_and_grad(*pend_args(n))
+    assert same(got, want), (got, want)
+    assert budgeted.tape_bytes <= PEND_BUDGET
+    assert budgeted(*pend_args(n)) == want[1]
+
+
+def test_pendulum_stride_from_budget(pend_cpu):
+    plain, budgeted = pend_cpu
+    plain.value_and_grad(*pend_args(997))
+    budgeted.value_and_grad(*pend_args(997))
+    rep = budgeted.report()
+    (k,) = rep.strides
+    assert 20 <= k <= 40 and 997 % k != 0          # stretches of ~30, the last one shorter
+    assert plain.tape_bytes == 8 * 4 * 997          # four floats a trip, all on the tape
+    assert 0 < budgeted.tape_bytes <= PEND_BUDGET
+    text = rep.format()
+    assert "loop (line 30): checkpointed" in text, text
+    assert f"max_tape_bytes={PEND_BUDGET}" in text and f"the last call: k = {k}" in text
+    assert f"tape of the last call: {budgeted.tape_bytes} bytes" in text
+
+
+def test_fits_whole_is_one_stretch(pend_cpu):
+    _, budgeted = pend_cpu
+    budgeted.value_and_grad(*pend_args(10))      # fewer trips than any stride: one stretch
+    assert budgeted.report(file=io.StringIO()).strides == (10,)
+
+
+@pytest.mark.parametrize("key", sorted(PYTHON_CASES))
+@pytest.mark.parametrize("n", [300, 37, 1, 0])
+def test_bit_for_bit_python(python_cases, key, n):
+    plain, budgeted, args, budget = python_cases[key]
+    want = plain.value_and_grad(*args(n))
+    got = budgeted.value_and_grad(*args(n))
+    assert same(got, want), (key, n, got, want)
+    assert budgeted.tape_bytes <= budget
+    if n == 300:
+        (k,) = budgeted.report(file=io.StringIO()).strides
+        assert k < n and plain.tape_bytes > budget      # the budget made it checkpoint
+
+
+def test_against_oracle():
+    g = coarsen.differentiate(pendulum_rk4, wrt=PEND, target="python", max_tape_bytes=1500)
+    args = (0.7, -0.3, 9.8, 0.2, 0.02, 60)
+    _, grads = g.value_and_grad(*args)
+    (k,) = g.report(file=io.StringIO()).strides
+    assert k < 60
+    assert_grad_close(grads, fd_grad(pendulum_rk4, list(args), [0, 1, 2, 3]), err_msg="rk4")
+
+
+def test_renamed_bit_identical():
+    a = coarsen.differentiate(pendulum, wrt=PEND, target="python", max_tape_bytes=PEND_BUDGET)
+    b = coarsen.differentiate(pendulum_renamed, wrt=("phi", "speed", "grav", "friction"),
+                              target="python", max_tape_bytes=PEND_BUDGET)
+    for n in (1000, 33):
+        assert same(a.value_and_grad(*pend_args(n)), b.value_and_grad(*pend_args(n)))
+
+
+# ---------------------------------------------------------------------------- budgets
+
+
+def test_budget_too_small_cpu():
+    g = coarsen.differentiate(pendulum, wrt=PEND, max_tape_bytes=200)
+    with pytest.raises(CoarsenError) as info:
+        g.value_and_grad(*pend_args(1000))
+    err = info.value
+    assert err.lineno == 30 and err.filename == __file__
+    assert "max_tape_bytes=200 cannot be met" in err.problem and "needs at least" in err.problem
+    need = int(err.problem.split("needs at least ")[1].split()[0])
+    assert need > 200 and f"max_tape_bytes={need}" in err.hint
+    # the budget it names is enough
+    ok = coarsen.differentiate(pendulum, wrt=PEND, target="python", max_tape_bytes=need)
+    ok.value_and_grad(*pend_args(1000))
+    assert ok.tape_bytes <= need
+
+
+def test_one_trip_over_budget():
+    # one trip pushes about two copies of x: 160 kB, over the 100 kB budget
+    x0 = np.linspace(0.0, 1.0, 10_000)
+    g = coarsen.differentiate(array_state, wrt="x0", target="python", max_tape_bytes=100_000)
+    with pytest.raises(CoarsenError, match="needs at least"):
+        g(x0, x0, 0.01, 5)
+
+
+def test_options_refused():
+    for bad in (0, -5, 1.5, True, "1e6"):
+        with pytest.raises(CoarsenError, match="max_tape_bytes"):
+            coarsen.differentiate(pendulum, max_tape_bytes=bad)
+
+
+def test_loops_left_alone_are_reported():
+    g = coarsen.differentiate(with_while, wrt=("x", "r"), target="python", max_tape_bytes=100_000)
+    plain = coarsen.differentiate(with_while, wrt=("x", "r"), target="python")
+    assert same(g.value_and_grad(0.3, 3.7, 50), plain.value_and_grad(0.3, 3.7, 50))
+    assert "not checkpointed: a while loop" in g.report(file=io.StringIO()).format()
+    A = np.arange(12.0).reshape(3, 4) / 10
+    w = np.linspace(0.5, 1.5, 4)
+    g = coarsen.differentiate(through_view, wrt="w", target="python", max_tape_bytes=100_000)
+    plain = coarsen.differentiate(through_view, wrt="w", target="python")
+    assert np.array_equal(g(A, w, 20), plain(A, w, 20))
+    assert "not checkpointed: it assigns or writes 'row'" in \
+        g.report(file=io.StringIO()).format()
+
+
+def test_reduction_loop_reported(python_cases):
+    _, budgeted, args, _ = python_cases["element_state"]
+    budgeted.value_and_grad(*args(5))
+    text = budgeted.report(file=io.StringIO()).format()
+    assert "not checkpointed: a reduction loop" in text and "checkpointed (two-level" in text
