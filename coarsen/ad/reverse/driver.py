@@ -156,10 +156,13 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     the tapes within it (``coarsen.ad.reverse.checkpoint``; ``em.checkpoint_notes`` says, per
     loop, how), the tape counts the entry returns are the call's peak, followed by each
     checkpointed loop's stride, and a call whose tapes exceed it raises ``MemoryError``
-    (``checkpoint.budget_error``).  None emits exactly the code without a budget."""
+    (``checkpoint.budget_error``).  None, and workspace mode, emit exactly the code without a
+    budget."""
     # work on copies: planning puts Segment nodes into the body, closed forms replace loops,
     # and the emitter types the variables it makes
     fn = replace(fn, body=copy.deepcopy(fn.body), types=dict(fn.types))
+    if workspace:
+        max_tape_bytes = None       # workspace tapes are fixed slices (CUDA): no checkpointing
     facts = replace(facts, defs=dict(facts.defs), in_loop=set(facts.in_loop))
     types = fn.types
     if workspace:
