@@ -188,7 +188,12 @@ class AdjointMixin:
         else:
             fwd.append(B.augassign(region, "+" if s.aug == "add" else "-", v))
         if saves:
-            rev += self.pop_region(a, s.index)
+            restore = self.pop_region(a, s.index)
+            for node in restore:
+                # writes the saved elements back: not a read of the array's values, so the
+                # recording analysis does not count it as one (control.record_reads)
+                node._coarsen_restore = True
+            rev += restore
         if a not in self.active:
             return fwd, rev
         pre_fwd, pre_rev = [], []

@@ -138,7 +138,7 @@ class ControlMixin:
         if isinstance(s, Segment):
             return   # recorded by segment() itself
         if isinstance(s, (Assign, Store)):
-            names = names_read(rev)
+            names = names_read([x for x in rev if not getattr(x, "_coarsen_restore", False)])
         elif isinstance(s, If):
             names = self.names_of([s.cond]) if rev else set()
         elif isinstance(s, For):

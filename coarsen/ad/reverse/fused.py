@@ -32,12 +32,15 @@ class FusedMixin(ParallelMixin):
     fused_scratch = frozenset()   # scratch arrays of the reduction loops being emitted
 
     def store_saves(self, s):
-        """Must the store ``s`` save the elements it overwrites?  Into a recorded array, yes;
-        into a reduction loop's scratch array only where the trip's reverse reads the array
-        after the store (``recording.tape_sites``): the trips never see each other's."""
+        """Must the store ``s`` save the elements it overwrites?  Into a recorded array, where
+        the reverse sweep reads the array at a point the store comes after (in program order,
+        or in a loop around both: ``recording.tape_sites``, which also covers a reduction
+        loop's scratch arrays, whose trips never see each other's).  Writing the elements back
+        is not such a read: an array that is only written before its reverse reads (a new
+        array filled in, a grid updated in place and read by nothing earlier) saves nothing."""
         if s.array not in self.tbr:
             return False
-        return s.array not in self.fused_scratch or id(s) in self.tape_sites
+        return id(s) in self.tape_sites
 
     def fused_loop(self, s, red):
         """The loop's forward code, each trip followed by its reverse, and the reverse
