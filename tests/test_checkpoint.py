@@ -111,6 +111,14 @@ def through_view(A, w, n):
     return np.sum(x)
 
 
+def in_branch(x, c, n, flag):
+    s = x
+    if flag:
+        for i in range(n):
+            s = math.sin(s) * c + 0.1
+    return s * s
+
+
 PEND = ("theta0", "omega0", "g", "damp")
 PEND_BUDGET = 1600          # about 30 trips per stretch at n = 1000
 
@@ -273,3 +281,13 @@ def test_reduction_loop_reported(python_cases):
     budgeted.value_and_grad(*args(5))
     text = budgeted.report(file=io.StringIO()).format()
     assert "not checkpointed: a reduction loop" in text and "checkpointed (two-level" in text
+
+
+def test_loop_in_a_branch():
+    g = coarsen.differentiate(in_branch, wrt=("x", "c"), target="python", max_tape_bytes=600)
+    plain = coarsen.differentiate(in_branch, wrt=("x", "c"), target="python")
+    for flag in (False, True):
+        assert same(g.value_and_grad(0.4, 1.3, 200, flag), plain.value_and_grad(0.4, 1.3, 200, flag))
+        assert g.tape_bytes <= 600
+    (k,) = g.report(file=io.StringIO()).strides
+    assert 1 <= k < 200

@@ -31,9 +31,9 @@ at each call, before the loop, after a *probe* (the first two trips are run with
 undone from a checkpoint): the largest ``k`` with ``base + (ceil(n / k) - 1) * C + k * T <= B / 8``
 entries, where ``base`` is the tape already held, ``C`` the measured size of one checkpoint (the
 larger of those at entry and after the probe) and ``T`` the tape of one trip (the exact
-bound counted at compile time for a body without nested loops or array pushes, else the larger
-of the first two trips', measured: a later trip that tapes more can exceed the estimate, and the final check
-below then refuses the call).  When no ``k`` fits, the code raises
+bound counted at compile time for a body without nested loops or array pushes, else the
+larger of the first two trips', measured: a later trip that tapes more can exceed the
+estimate, and the final check below then refuses the call).  When no ``k`` fits, the code raises
 ``MemoryError(BUDGET_MARK, "file:line", bytes needed, budget)``, which ``budget_error`` turns
 into a ``CoarsenError``; the driver checks the peak after the forward sweep the same way.
 Binomial (revolve) checkpointing is not built: with two levels the memory is at least about
@@ -43,6 +43,11 @@ The peak: the tapes only grow in the forward sweep except at the start of a stre
 previous stretch's tape is dropped, so the peak is sampled at the end of each stretch (and of
 the probe) into ``_peakf``/``_peaki``; the reverse sweep re-runs a stretch on fewer
 checkpoints than the forward sweep held under it, so it never exceeds that peak.
+
+The re-run reads, in the reverse sweep, what the trips read and the loop does not assign: the
+loop statement is added to the emitter's ``reads_at`` for those names, so the recording
+analysis restores them where later code overwrites them.  The report's notes
+(``checkpoint_notes``) say, per loop outside every loop, how it was checkpointed or why not.
 """
 from __future__ import annotations
 
@@ -283,6 +288,7 @@ class CheckpointMixin:
         for v in nm.values():
             self.types[v] = Scalar("i64")
         self.checkpoint_ks = list(self.checkpoint_ks) + [nm["k"]]
+        self.extra_inits.append((nm["k"], Scalar("i64")))     # 0 where the loop does not run
         for peak in (PEAK_F, PEAK_I):
             self.extra_inits.append((peak, Scalar("i64")))
             self.made.add(peak)
