@@ -31,7 +31,8 @@ Guarantees:
   ``Report`` is built from), the IR text, the resolved ``wrt``, what the function may write, the
   frontend's reads (``reads``, a ``Dependencies``; ``dependencies`` its fingerprint) and the key.
   Calling it runs the entry on converted arguments (float64/int64 arrays, Python scalars),
-  module-level arrays appended: ``(value, grads, (tape floats, tape ints))``.
+  module-level arrays appended: ``(value, grads, (tape floats, tape ints))`` (with
+  ``max_tape_bytes``: the call's peak counts, then each checkpointed loop's stride).
   Where the code tapes (and not in workspace mode), ``taped_entry`` is the same gradient
   taking the tapes it uses after those arguments (``tapes``: ``"f"`` a float64 buffer, ``"i"``
   an int64 buffer, ``"fi"`` both, in that order; any size, contents ignored) and giving them
