@@ -77,6 +77,14 @@ def _written_before_use(block, getitem, base, idx_vars, after=()):
     return False
 
 
+def _unwritten_view(fn, facts, view):
+    """Is ``view`` (a view, ``fn.views``) of an array that keeps one value and that nothing
+    writes into, through any of its views?  Its elements then hold still for the whole
+    reverse sweep (``np.outer``'s ``ravel`` of a parameter, say)."""
+    root = fn.views[view]
+    return intact(facts, root) and not any(fn.views.get(a, a) == root for a in facts.stored)
+
+
 def _find(fn, facts, block, out, loop_vars=(), after=()):
     """Scalar temporaries read from an array, at indices that hold still while the
     temporary lives: the reverse sweep re-reads the element instead of saving it on the
@@ -91,7 +99,7 @@ def _find(fn, facts, block, out, loop_vars=(), after=()):
             # the array holds its forward contents at each reverse point
             # indices: any integer variable works (the reverse sweep restores what it
             # reads), unless it is reassigned between the read and the use
-            ok = intact(facts, base) and base not in fn.views
+            ok = intact(facts, base) and (base not in fn.views or _unwritten_view(fn, facts, base))
             idx_vars = {it.name for it in s.index if isinstance(it, Var)}
             if ok and _written_before_use(block, s, base, idx_vars, after):
                 ok = False
