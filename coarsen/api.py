@@ -164,6 +164,7 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
                    boundscheck=options.boundscheck, budget_seconds=options.budget_seconds,
                    plan=options.plan, weights=weights.key() if weights is not None else "",
                    scalarize=options.scalarize, max_tape_bytes=options.max_tape_bytes,
+                   parallel=options.parallel,
                    version=__version__, code=code_fingerprint(),
                    toolchain=tuple(sorted(toolchain_versions().items())))
     parts = key.as_dict()
@@ -196,7 +197,8 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
                                       budget_seconds=options.budget_seconds,
                                       workspace=options.workspace, boundscheck=options.boundscheck,
                                       plan=options.plan, weights=weights,
-                                      max_tape_bytes=options.max_tape_bytes)
+                                      max_tape_bytes=options.max_tape_bytes,
+                                      parallel=options.parallel)
         plan = [_plan_entry(seg) for seg in em.segments] + [
             {"kind": "loop run", "lines": [line, line], "how": how} for line, how in em.parallel_notes] + [
             {"kind": "loop checkpoint", "lines": [line, line], "how": how}
@@ -294,9 +296,10 @@ class Gradient:
     ``Artifact`` per signature and options, checks aliasing and calls the artifact."""
 
     def __init__(self, fn, wrt, coarsen, target, boundscheck=True, plan="auto", scalarize=True,
-                 max_tape_bytes=None):
+                 max_tape_bytes=None, parallel=False):
         self.options = Options(wrt=wrt, coarsen=coarsen, target=target, boundscheck=boundscheck,
-                               plan=plan, scalarize=scalarize, max_tape_bytes=max_tape_bytes)
+                               plan=plan, scalarize=scalarize, max_tape_bytes=max_tape_bytes,
+                               parallel=parallel)
         self.fn = unwrap(fn)
         self.src = get_source(self.fn)          # raises CoarsenError when there is no source
         self.params = [a.id for a in self.src.node.args.args]
@@ -791,7 +794,7 @@ def ir_text(fn, *args):
 
 
 def differentiate(fn, wrt=None, *, coarsen=True, target="cpu", boundscheck=True, plan="auto",
-                  scalarize=True, max_tape_bytes=None):
+                  scalarize=True, max_tape_bytes=None, parallel=False):
     """The gradient of ``fn``, a plain Python function returning a float scalar.
 
     ``wrt``: None (every float parameter, a tuple out), a name or position (a single value out),
@@ -813,5 +816,9 @@ def differentiate(fn, wrt=None, *, coarsen=True, target="cpu", boundscheck=True,
     (``coarsen.ad.reverse.checkpoint``: two-level, stride chosen at each call; the gradient is
     the same, bit for bit); ``g.tape_bytes`` is then the call's peak, and a call that cannot
     stay within the budget raises ``CoarsenError`` naming the loop and the bytes it needs.
+    ``parallel``: False differentiates ``numba.prange`` reduction loops in parallel and
+    ``range`` loops serially; True runs every reduction loop (``range`` or ``prange``) in
+    parallel blocks, combined in a fixed order (``coarsen.ad.reverse.parallel``).
     """
-    return Gradient(fn, wrt, coarsen, target, boundscheck, plan, scalarize, max_tape_bytes)
+    return Gradient(fn, wrt, coarsen, target, boundscheck, plan, scalarize, max_tape_bytes,
+                    parallel)

@@ -77,6 +77,7 @@ class Options:
     plan: str = "auto"
     scalarize: bool = True      # element-wise array expressions as loop nests (coarsen.ir.scalarize)
     max_tape_bytes: object = None   # tape budget in bytes: checkpointed loops (coarsen.ad.reverse.checkpoint)
+    parallel: bool = False      # every reduction loop in parallel blocks (coarsen.ad.reverse.parallel)
 
     def __post_init__(self):
         if self.target not in TARGETS:
@@ -88,6 +89,7 @@ class Options:
         object.__setattr__(self, "coarsen", bool(self.coarsen))
         object.__setattr__(self, "boundscheck", bool(self.boundscheck))
         object.__setattr__(self, "scalarize", bool(self.scalarize))
+        object.__setattr__(self, "parallel", bool(self.parallel))
         if self.max_tape_bytes is not None:
             if isinstance(self.max_tape_bytes, bool) or not isinstance(self.max_tape_bytes, (int, np.integer)) \
                     or self.max_tape_bytes < 1:
@@ -259,6 +261,7 @@ class KeyParts:
     weights: str                # the cost model's weights (Weights.key()), "" in fine mode
     scalarize: bool             # Options.scalarize
     max_tape_bytes: object      # Options.max_tape_bytes (int or None)
+    parallel: bool              # Options.parallel
     version: str
     code: str                   # hash of coarsen's own source
     toolchain: tuple            # sorted (name, version) pairs
@@ -270,7 +273,7 @@ class KeyParts:
                 "module_arrays": list(self.module_arrays), "wrt": list(self.wrt),
                 "coarsen": self.coarsen, "target": self.target, "workspace": self.workspace,
                 "boundscheck": self.boundscheck, "budget_seconds": self.budget_seconds,
-                "plan": self.plan, "weights": self.weights, "scalarize": self.scalarize, "max_tape_bytes": self.max_tape_bytes, "version": self.version, "code": self.code, "toolchain": dict(self.toolchain)}
+                "plan": self.plan, "weights": self.weights, "scalarize": self.scalarize, "max_tape_bytes": self.max_tape_bytes, "parallel": self.parallel, "version": self.version, "code": self.code, "toolchain": dict(self.toolchain)}
 
 
 @dataclass(frozen=True, eq=False)
