@@ -603,9 +603,13 @@ class Gradient:
         """The IR text of the function specialized for ``args``."""
         return self._artifact(self._signature(args)).ir_text
 
-    def report(self, *args, file=None):
+    def report(self, *args, file=None, tape_lines=False):
         """The segment plan of the specialization for ``args`` (default: the last call's):
-        prints it and returns a ``Report`` (a list of one dict per segment of interest)."""
+        prints it and returns a ``Report`` (a list of one dict per segment of interest).
+        ``tape_lines=True`` (``args`` needed) also runs an instrumented build once on ``args``
+        and reports the tape bytes per source line (``coarsen.tape_lines``)."""
+        if tape_lines and not args:
+            raise CoarsenError("report(*args, tape_lines=True) runs the gradient on args: pass them")
         if args:
             art = self._artifact(self._signature(args))
             self._last = art
@@ -616,6 +620,9 @@ class Gradient:
         rep = Report(self.fn.__qualname__, art.signature, self.coarsen, list(art.plan),
                      art.transform_seconds, self.tape_bytes,
                      tuple(self._tape[2:]) if self._tape is not None and self._last is art else ())
+        if tape_lines:
+            from .tape_lines import tape_lines as count_lines
+            rep.tape_lines = count_lines(self.fn, art, self._convert(args))
         import sys
         print(rep.format(), file=file or sys.stdout)
         return rep
@@ -718,6 +725,7 @@ class Report:
     transform_seconds: float
     tape_bytes: object = None
     strides: tuple = ()         # the last call's stride k of each checkpointed loop
+    tape_lines: object = None   # ``coarsen.tape_lines.TapeLines`` when the report asked for it
 
     def __post_init__(self):
         # how each prange (or parallel) loop was run (coarsen.ad.reverse.parallel), and how
@@ -782,6 +790,8 @@ class Report:
         out.append(f"  symbolic + code generation time: {self.transform_seconds:.3f} s")
         if self.tape_bytes is not None:
             out.append(f"  tape of the last call: {self.tape_bytes} bytes")
+        if self.tape_lines is not None:
+            out.append(self.tape_lines.format())
         return "\n".join(out)
 
 

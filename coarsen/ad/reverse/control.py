@@ -22,8 +22,13 @@ class ControlMixin:
     # ------------------------------------------------------------------ blocks
     def block(self, stmts):
         fwd, rev = [], []
+        entry, loc = self.defined, self.cur_loc
+        self.defined = set(entry)
         for s in stmts:
+            self.cur_loc = s.loc
             f, r = self.stmt(s)
+            self.cur_loc = loc
+            self.defined |= set_on_every_path(s)
             self.record_reads(s, r)
             if f:
                 f[0]._coarsen_loc = s.loc
@@ -31,7 +36,10 @@ class ControlMixin:
                 r[0]._coarsen_loc = s.loc
             fwd.extend(f)
             rev[:0] = r
+        self.defined = entry
         return fwd, rev
+
+    defined = frozenset()    # the variables set on every path to the statement being emitted
 
     def stmt(self, s):
         if isinstance(s, Segment):
@@ -63,9 +71,11 @@ class ControlMixin:
                 self.note_loop(s, "serially: inside another loop" if self.depth or self.in_fused else
                                "serially: its trips interact other than through one accumulation s += ...")
             self.depth += 1
+            defined = set(self.defined)
             saved = self.enter_region()
             bf, br = self.block(s.body)
-            reserve, per_trip = self.leave_region(saved, self.trip_count(s))
+            reserve, per_trip = self.leave_region(saved, self.trip_count(s), s, defined)
+            nest = self.left_nest
             self.depth -= 1
             if self.max_tape_bytes is not None and not self.depth and not self.in_fused \
                     and not self.workspace:
@@ -74,13 +84,16 @@ class ControlMixin:
                 if done is not None:
                     cf, cr = done
                     return self.hoisted_checks(s) + cf + self.rest_holders(), cr
+            if nest is not None:
+                # one reservation for the whole nest (coarsen.ad.reverse.tapes.nest_plan)
+                reserve, per_trip = self.apply_nest(nest, reserve, per_trip, self.trip_count(s))
             args = self.range_args(s)
             if per_trip:
                 fwd = [B.for_range(s.var, args, reserve + bf)]
             else:
                 fwd = reserve + [B.for_range(s.var, args, bf)]
             fwd = self.hoisted_checks(s) + fwd
-            fwd += self.rest_holders()
+            fwd += self.rest_holders(nest)
             if not br:
                 return fwd, []
             rev = self.reverse_range(s, br)
@@ -181,3 +194,15 @@ class ControlMixin:
         body = [B.assign(s.var, self.val(start) + X(B.name(k)) * self.val(step))] + body_rev
         return [B.for_range(k, [X(n) - 1, -1, -1], body)]
 
+
+def set_on_every_path(s):
+    """The variables the statement ``s`` assigns on every path through it (a loop: none, it
+    may run no trip)."""
+    if isinstance(s, Assign):
+        return {s.target}
+    if isinstance(s, Segment):
+        return set().union(*(set_on_every_path(x) for x in s.stmts))
+    if isinstance(s, If):
+        return set().union(*(set_on_every_path(x) for x in s.body)) & \
+            set().union(*(set_on_every_path(x) for x in s.orelse))
+    return set()

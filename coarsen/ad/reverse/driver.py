@@ -51,7 +51,7 @@ from ..runtime import helper_source
 from .checkpoint import budget_check
 from .cleanup import comment_pass, drop_dead_adjoint_code, drop_marked, init_value
 from .emitter import Emitter
-from .tapes import FP, FT, IP, IT
+from .tapes import FP, FT, IP, IT, TL_MARK, TLF, TLI
 
 
 def _replace_loop(block, loop, seg):
@@ -139,7 +139,7 @@ def _fresh_tapes_entry(entry_name, params, tapes, tops):
 
 def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_seconds=2.0,
                      workspace=False, boundscheck=True, plan="auto", weights=None, parallel=False,
-                     max_tape_bytes=None):
+                     max_tape_bytes=None, tape_lines=False):
     """Build the derivative module for a typed IR function (see the module docstring).
 
     ``workspace=True`` (for CUDA) requires scalar code only: the tapes are not allocated but
@@ -157,7 +157,11 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     loop, how), the tape counts the entry returns are the call's peak, followed by each
     checkpointed loop's stride, and a call whose tapes exceed it raises ``MemoryError``
     (``checkpoint.budget_error``).  None, and workspace mode, emit exactly the code without a
-    budget."""
+    budget.  ``tape_lines=True`` (not in workspace mode) is the instrumented build of
+    ``Gradient.report(..., tape_lines=True)``: the same code plus counters, the tape counts
+    the entry returns followed by two int64 arrays, the float and int entries pushed per
+    source line ``em.tape_lines[site]`` (``coarsen.ad.reverse.tapes``); False emits no
+    counter code at all."""
     # work on copies: planning puts Segment nodes into the body, closed forms replace loops,
     # and the emitter types the variables it makes
     fn = replace(fn, body=copy.deepcopy(fn.body), types=dict(fn.types))
@@ -245,6 +249,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
         em.bounds = bounds
         em.parallel_all = parallel
         em.max_tape_bytes = max_tape_bytes
+        em.tape_lines = [] if tape_lines and not workspace else None
         fwd, rev = em.block(fn.body)
         grown = False
         for v, rs in em.reads_at.items():
@@ -300,6 +305,11 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
             if used:
                 prologue.append(B.assign(tape, B.call(em.helper("_reserve"), tape, top + 64)))
                 prologue.append(B.assign(pos, 0))
+    if em.tape_lines is not None:
+        for counter in (TLF, TLI):
+            prologue.append(B.assign(counter, B.call("np.zeros", max(1, len(em.tape_lines)),
+                                                     B.attr("np.int64"))))
+        prologue.append(B.assign(TL_MARK, 0))
     if prologue:
         prologue[0].coarsen_comment = "prologue: copies of written inputs, tapes, initial values"
     value_name = "_value"
@@ -329,6 +339,8 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     # already) nor when nothing is taped
     tapes = [] if workspace else [t for used, t in ((em.uses_ftape, FT), (em.uses_itape, IT)) if used]
     counts = ("_tape_floats", "_tape_ints") + (tuple(em.checkpoint_ks) if max_tape_bytes is not None else ())
+    if em.tape_lines is not None:
+        counts += (TLF, TLI)
     ret = B.return_(B.tuple_(value_name, gast.Tuple(elts=grads, ctx=gast.Load()),
                              B.tuple_(*counts), *tapes))
     if fwd:

@@ -52,6 +52,7 @@ class Emitter(TapeMixin, AdjointMixin, SegmentMixin, ControlMixin, FusedMixin, C
         self.expanding = False
         self.reads_at = {}
         self.region = self.new_region()
+        self.defined = set(fn.params)   # set on every path to the statement being emitted
 
     # ------------------------------------------------------------------ naming
     def fresh(self, base):

@@ -8,18 +8,34 @@ Guarantees: ``push``/``pop`` save and restore a variable (arrays with their shap
 reserved before a range loop for all its trips (per trip in a ``while`` loop, at entry for the
 rest; re-reserved after nested loops and array pushes, which may use it up); in workspace mode
 (CUDA) an overflow sets ``_status[0]`` and returns zeros instead of growing.
+
+One reservation per loop nest (``nest_plan``): a ``range`` loop whose nested loops are all
+``range`` loops with scalar pushes only (no array push, ``while``, reduction or checkpointed
+loop below it), each with a trip count recomputable before the outermost loop (its bounds'
+leaves, after ``recording.find_int_recomputable``'s expressions are expanded, are constants or
+variables set on every path to the nest and assigned nowhere in it), reserves once before
+itself ``pos + trips * (k + sum of its inner loops' totals)``, each inner total
+``max(trips_inner, 0) * (k_inner + ...)``, and every reservation inside it is dropped.  The
+counts ``k`` are per trip at compile time, both branches of an ``if`` counted: an upper bound
+of the pushes, never less.  Other nests keep the per-trip reservations.
+
+Tape lines (``tape_lines`` a list: the instrumented build of ``Gradient.report(...,
+tape_lines=True)``, never the normal one): every push outside a reduction loop's trips adds
+the entries it pushed to ``_tlf[site]`` / ``_tli[site]``, the site being the source line
+(``tape_lines[site]``, a ``Loc``) of the statement whose code pushes.
 """
 from __future__ import annotations
 
 import gast
 
 from ...analysis.activity import intact
-from ...ir.nodes import NEWAXIS, Array, Const, Scalar, Var
+from ...ir.nodes import NEWAXIS, Array, Assign, Const, For, Scalar, Var, walk
 from .. import build as B
 from .. import runtime as R
 from ..build import X
 
 FT, FP, IT, IP = "_ftape", "_fpos", "_itape", "_ipos"
+TLF, TLI, TL_MARK = "_tlf", "_tli", "_tlmark"      # the tape-lines counters (instrumented build)
 
 
 class TapeMixin:
@@ -28,7 +44,8 @@ class TapeMixin:
         if isinstance(t, Array):
             self.uses_ftape = True
             self.uses_itape = True
-            out = [B.assign(B.tuple_(FT, FP), B.call(self.helper("_push_array"), FT, FP, name))]
+            out = self.counted_array_push(
+                [B.assign(B.tuple_(FT, FP), B.call(self.helper("_push_array"), FT, FP, name))])
             out += self.rereserve_after_array()
             for d in range(t.ndim):
                 out += self.push_int(B.subscript(B.attr(f"{name}.shape"), d))
@@ -42,12 +59,39 @@ class TapeMixin:
     def push_float(self, value):
         self.uses_ftape = True
         self.region["f"] += 1
-        return [B.assign(B.subscript(FT, B.name(FP)), value), B.augassign(FP, "+", 1)]
+        return [B.assign(B.subscript(FT, B.name(FP)), value), B.augassign(FP, "+", 1)] \
+            + self.count_push(TLF, B.const(1))
 
     def push_int(self, value):
         self.uses_itape = True
         self.region["i"] += 1
-        return [B.assign(B.subscript(IT, B.name(IP)), value), B.augassign(IP, "+", 1)]
+        return [B.assign(B.subscript(IT, B.name(IP)), value), B.augassign(IP, "+", 1)] \
+            + self.count_push(TLI, B.const(1))
+
+    # ------------------------------------------------------------------ tape lines
+    tape_lines = None     # None: the normal build; a list of Locs: the instrumented one
+    cur_loc = None        # the Loc of the statement being emitted (ControlMixin.block)
+
+    def count_push(self, counter, n):
+        """Instrumented build only: ``counter[site] += n`` for the current source line."""
+        if self.tape_lines is None or self.in_fused or self.workspace:
+            return []
+        loc = self.cur_loc
+        key = None if loc is None else (loc.filename, loc.lineno)
+        keys = [None if x is None else (x.filename, x.lineno) for x in self.tape_lines]
+        if key in keys:
+            site = keys.index(key)
+        else:
+            site = len(self.tape_lines)
+            self.tape_lines.append(loc)
+        return [B.augassign(B.subscript(counter, B.const(site)), "+", n)]
+
+    def counted_array_push(self, stmts):
+        """An array push (``stmts``), counted by the entries it adds (instrumented build)."""
+        count = self.count_push(TLF, X(B.name(FP)) - X(B.name(TL_MARK)))
+        if not count:
+            return stmts
+        return [B.assign(TL_MARK, B.name(FP))] + stmts + count
 
     @property
     def count_f(self):
@@ -58,7 +102,10 @@ class TapeMixin:
         return self.region["i"]
 
     def new_region(self):
-        return {"f": 0, "i": 0, "nested": False, "holders": []}
+        # "dynamic": something in it whose pushes are not counted at compile time (an array
+        # push, a while, reduction or checkpointed loop, a range loop not reserved as a nest);
+        # "inner": the nest plans of the range loops in it that are (``nest_plan``)
+        return {"f": 0, "i": 0, "nested": False, "holders": [], "dynamic": False, "inner": []}
 
     def enter_region(self):
         saved = self.region
@@ -71,9 +118,14 @@ class TapeMixin:
             return self.workspace_check(tape, need)
         return B.assign(tape, B.call(self.helper("_reserve"), tape, need))
 
-    def rest_holders(self):
+    def rest_holders(self, nest=None):
         """Placeholders, after a nested loop, re-reserving the enclosing region's pushes per
-        trip (the nested loop may have used the room reserved before it)."""
+        trip (the nested loop may have used the room reserved before it).  ``nest``: the
+        loop's nest plan (``nest_plan``, applied), None when its pushes are not counted."""
+        if nest is None:
+            self.region["dynamic"] = True
+        else:
+            self.region["inner"].append(nest)
         out = []
         for tape, pos, key in ((FT, FP, "f"), (IT, IP, "i")):
             k = gast.Constant(value=0, kind=None)
@@ -89,14 +141,17 @@ class TapeMixin:
             if region[key] == 0:
                 node._coarsen_drop = True
 
-    def leave_region(self, saved, trips):
+    def leave_region(self, saved, trips, loop=None, defined=frozenset()):
         """Reservation statements for the pushes counted since ``enter_region``: all trips
         up front for a loop body without nested loops, else per trip (and after each nested
-        loop, through the placeholders)."""
+        loop, through the placeholders).  For a ``range`` loop (``loop``; ``defined``: the
+        variables set on every path to it), ``self.left_nest`` is its nest plan or None."""
         region = self.region
         self.region = saved
         self.close_holders(region)
         self.left_counts = (region["f"], region["i"])     # for coarsen.ad.reverse.checkpoint
+        self.left_nest = None if loop is None or trips is None else \
+            self.nest_plan(region, loop, defined)
         out = []
         for tape, pos, key in ((FT, FP, "f"), (IT, IP, "i")):
             k = region[key]
@@ -105,6 +160,89 @@ class TapeMixin:
                 out.append(self.reserve_stmt(tape, pos, k, None if per_trip else trips))
         per_trip = trips is None or region["nested"]
         return out, per_trip
+
+    # ------------------------------------------------------------------ nests
+    def nest_plan(self, region, loop, defined):
+        """The range loop ``loop``'s pushes as compile-time counts times trip counts known
+        before the nest runs (module docstring), or None.  A plan is ``{"f": int or X, "i":
+        ..., "reads": names, "region": region, "drops": []}``: the entries all of ``loop``'s
+        trips push at most, per tape, as ints or expressions valid before the outermost loop
+        of the nest (0: no pushes), and the variables they read."""
+        if region["dynamic"]:
+            return None
+        own = self.nest_trips(loop)
+        if own is None:
+            return None
+        trips, reads = own
+        assigned = {loop.var} | {st.target for st in walk(loop.body) if isinstance(st, Assign)} \
+            | {st.var for st in walk(loop.body) if isinstance(st, For)}
+        plan = {"reads": set(reads), "region": region, "drops": []}
+        for inner in region["inner"]:
+            if inner["reads"] & assigned or not inner["reads"] <= defined:
+                return None
+            plan["reads"] |= inner["reads"]
+        if not plan["reads"] <= defined:
+            return None
+        for key in ("f", "i"):
+            per = self.nest_per_trip(region, key)
+            plan[key] = 0 if isinstance(per, int) and per == 0 else \
+                trips if isinstance(per, int) and per == 1 else trips * per
+        return plan
+
+    @staticmethod
+    def nest_per_trip(region, key):
+        """The entries one trip of the region pushes at most on tape ``key``, with its inner
+        loops' totals (an int or an expression; 0 for none)."""
+        out = region[key]
+        for inner in region["inner"]:
+            if inner[key]:
+                out = inner[key] if isinstance(out, int) and out == 0 else out + inner[key]
+        return out
+
+    def nest_trips(self, loop):
+        """``(max(trip count, 0), the variables it reads)``, the count (an int where the
+        bounds are constants) evaluated from the bounds' leaves (recomputable integer scalars
+        expanded), or None."""
+        parts, reads = [], set()
+        for op in (loop.start, loop.stop, loop.step):
+            if isinstance(op, Const) and type(op.value) is int:
+                parts.append(op.value)
+            elif isinstance(op, Var):
+                node = self.int_expr(op.name) if op.name in self.int_recompute else B.name(op.name)
+                reads |= {n.id for n in gast.walk(node) if isinstance(n, gast.Name)}
+                parts.append(X(node))
+            else:
+                return None
+        if all(isinstance(p, int) for p in parts):
+            return len(range(*parts)), reads
+        start, stop, step = parts
+        if isinstance(step, int) and step == 1:
+            n = stop if isinstance(start, int) and start == 0 else stop - start
+            return X(B.call("max", n, 0)), reads
+        return X(B.call(self.helper("_range_len"), *parts)), reads
+
+    def apply_nest(self, plan, reserve, per_trip, trips):
+        """The loop's reservation with its nest plan: for a loop with inner loops, one before
+        it for all the nest's trips (``trips``: the loop's own trip count), every reservation
+        inside it dropped; else the one it has (``reserve``, before the loop).  Returns
+        ``(reserve, per_trip)``; ``plan["drops"]`` are then the statements an enclosing nest
+        drops."""
+        region = plan["region"]
+        if region["inner"]:
+            for _key, _k, node in region["holders"]:
+                node._coarsen_drop = True
+            for inner in region["inner"]:
+                for node in inner["drops"]:
+                    node._coarsen_drop = True
+            reserve = []
+            for tape, pos, key in ((FT, FP, "f"), (IT, IP, "i")):
+                per = self.nest_per_trip(region, key)
+                if not (isinstance(per, int) and per == 0):
+                    node = B.const(per) if isinstance(per, int) else per.node
+                    reserve.append(self.reserve_stmt(tape, pos, node, trips))
+            per_trip = False
+        plan["drops"] = list(reserve)
+        return reserve, per_trip
 
     workspace = False
     bounds = None      # the BoundsPlan (coarsen.analysis.bounds); None: no index checks
@@ -136,7 +274,8 @@ class TapeMixin:
         self.uses_ftape = True
         if nd == 0:
             return self.push_float(region)
-        return [B.assign(B.tuple_(FT, FP), B.call(self.helper("_push_array"), FT, FP, region))] \
+        return self.counted_array_push(
+            [B.assign(B.tuple_(FT, FP), B.call(self.helper("_push_array"), FT, FP, region))]) \
             + self.rereserve_after_array()
 
     def rereserve_after_array(self):
@@ -146,6 +285,7 @@ class TapeMixin:
         node = self.reserve_stmt(FT, FP, k)
         self.region["holders"].append(("f", k, node))
         self.region["nested"] = True
+        self.region["dynamic"] = True
         return [node]
 
     def pop_region(self, array, index):
