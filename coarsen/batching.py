@@ -31,7 +31,8 @@ Targets:
 * ``"python"``: the same driver in plain Python (debugging).
 * ``"cuda"``: scalar-only functions (every per-set parameter a scalar, no module-level arrays).
   The workspace variant of the gradient (``g.specialization(..., workspace=True)``: tapes passed in,
-  no allocation) becomes a ``numba.cuda.jit(device=True)`` function; a kernel runs one thread per
+  no allocation) becomes a ``numba.cuda.jit(device=True)`` function; a kernel
+  (``coarsen.lowering.cuda``, launched by ``coarsen.lowering.cuda_host``) runs one thread per
   set, each thread using its own slice of one preallocated global workspace; shared gradients are
   reduced per block in shared memory and added with one atomic add per block and parameter
   (``coarsen.lowering.cuda`` documents the kernel; their sum is reproducible to rounding only).
@@ -54,9 +55,36 @@ Targets:
 
   ``bg.tape_layout``: "interleaved" (default: word k of every thread's tape side by side, so
   a warp's tape accesses coalesce) or "contiguous" (one block of words per thread).
-  ``bg.threads_per_block`` (default 128; 32 under the simulator) and ``bg.last_timings``
-  (seconds in host-to-device copies, kernels, device-to-host copies) are exposed for tuning and
-  benchmarks. Under ``NUMBA_ENABLE_CUDASIM=1`` the same code runs in Numba's CUDA simulator.
+  ``bg.threads_per_block`` (default 128; 32 under the simulator) is exposed for tuning.
+
+  Device arrays: a batched argument may be a Numba device array or any object with
+  ``__cuda_array_interface__`` (CuPy arrays, PyTorch CUDA tensors; viewed with
+  ``cuda.as_cuda_array``, no copy), 1-D, C-contiguous and float64, int64 or bool (device arrays
+  are never converted: float32 or int32 ones, non-contiguous or 2-D ones raise a
+  ``CoarsenError`` that says what to pass); a shared argument may be a 0-d device array (its
+  value is read back to the host). When ANY argument is a device array, the values and the
+  gradients of batched parameters come back as new float64 Numba device arrays (they have
+  ``__cuda_array_interface__``: ``cupy.asarray(v)``, ``torch.as_tensor(v, device="cuda")``);
+  host (NumPy) batched inputs are then copied to the device. Otherwise NumPy in gives NumPy out,
+  as for the CPU batch. Gradients of shared parameters are host values either way (Python
+  floats: the sums are read back to the host once per call).
+
+  Kept buffers: the workspace, the status array, the device copies of host inputs, the device
+  outputs for host results and pinned (page-locked) host staging arrays are kept on the batch,
+  one set per device (``bg.cuda_buffers()``), and reallocated only when a call needs more than
+  they hold; ``bg.release()`` frees them. Results are always new arrays, never views of kept
+  buffers, so a later call leaves earlier results alone; concurrent calls on one batch take
+  turns. ``bg.pinned_staging = False`` copies from and to pageable NumPy arrays instead.
+
+  ``bg.last_timings``: a dict with the seconds of the last call spent in ``"h2d"`` (staging
+  and copying batched host inputs), ``"kernel"`` (all launches, the in-block reduction
+  included), ``"reduction"`` (zeroing and reading back the shared sums and the overflow flag),
+  ``"d2h"`` (copying results into NumPy arrays; 0 for device results without reruns),
+  ``"host"`` (``"total"`` minus those four: checks, the tape sample, allocations, launch
+  overhead, CPU reruns, result conversion), ``"tape_sample"`` (the CPU runs that size the
+  tape) and ``"total"`` (the whole call), with the counts ``"launches"`` and ``"allocations"``
+  (kept buffers allocated by the call); see ``coarsen.lowering.cuda_host``.
+  Under ``NUMBA_ENABLE_CUDASIM=1`` the same code runs in Numba's CUDA simulator.
 * ``"dask"`` (``g.batch(in_axes, target="dask", client=None, chunks=None, nchunks=None)``):
   contiguous chunks of the sets, each run by the ``"cpu"`` driver on a Dask worker; see
   ``coarsen.dask_batch``.  Other batch targets build on ``split``, ``cpu_program``, ``result``
@@ -67,12 +95,14 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import math
+import time
 
 import numpy as np
 
 from . import lowering
 from .errors import CoarsenError
 from .ir.nodes import Array, Scalar
+from .lowering import cuda_host
 
 __all__ = ["SAFETY_FACTOR", "BatchedGradient", "batched_gradient"]
 
@@ -163,6 +193,94 @@ def import_numba_cuda():
                            f"{type(exc).__name__}: {exc}", hint=hint) from exc
 
 
+_HOST_TYPES = (np.ndarray, np.generic, int, float, bool, list, tuple)
+
+
+def _device_array(cuda, obj, name):
+    """``obj`` as a Numba device array when it is one or exposes ``__cuda_array_interface__``
+    (CuPy arrays, PyTorch CUDA tensors: a zero-copy view), else ``None``."""
+    if cuda_host.is_device_array(cuda, obj):
+        return obj
+    try:
+        obj.__cuda_array_interface__
+    except AttributeError:
+        return None
+    except Exception as exc:       # e.g. PyTorch: a tensor that requires grad
+        raise CoarsenError(f"argument {name!r}: its __cuda_array_interface__ failed: {exc}",
+                           hint="for a PyTorch tensor that requires grad, pass t.detach()") from None
+    if not hasattr(cuda, "as_cuda_array"):
+        raise CoarsenError(f"argument {name!r} is a {type(obj).__name__} device array, and Numba's "
+                           "CUDA simulator takes only its own device arrays",
+                           hint="under NUMBA_ENABLE_CUDASIM=1 pass numba.cuda.to_device(x) or a "
+                                "NumPy array")
+    try:
+        return cuda.as_cuda_array(obj)
+    except Exception as exc:
+        raise CoarsenError(f"argument {name!r}: Numba cannot view this {type(obj).__name__} as a "
+                           f"device array: {exc}",
+                           hint="pass a C-contiguous float64 or int64 device array, or a NumPy "
+                                "array") from None
+
+
+def cuda_arguments(params, batched, args):
+    """``(args, on_device)``: the arguments of a CUDA batch with device arrays checked, and the
+    positions of the arguments that were device arrays.
+
+    A batched device array (Numba's, or any object with ``__cuda_array_interface__``, viewed
+    without a copy) must be 1-D, C-contiguous, float64, int64 or bool: device arrays are never
+    converted (that would copy the whole batch on the device), so float32 or int32 ones raise a
+    ``CoarsenError`` that says how to convert them. A shared device argument must be 0-d: its
+    one value is copied to the host and treated like a host scalar."""
+    cuda = None
+    out = list(args)
+    on_device = set()
+    for k, (p, b) in enumerate(zip(params, batched)):
+        a = args[k]
+        if isinstance(a, _HOST_TYPES):
+            continue
+        if cuda is None:
+            cuda = import_numba_cuda()
+        d = _device_array(cuda, a, p)
+        if d is None:
+            continue
+        on_device.add(k)
+        shape, dtype = tuple(d.shape), np.dtype(d.dtype)
+        if not b:
+            if shape != ():
+                raise CoarsenError(f"argument {p!r} is shared (in_axes None) and a device array of "
+                                   f"shape {shape}; a shared argument of a CUDA batch is one scalar",
+                                   hint="pass a Python number or a 0-d array, or batch it (in_axes 0)")
+            if dtype.kind not in "fiub":
+                raise CoarsenError(f"argument {p!r} is a device array of dtype {dtype}",
+                                   hint="pass a float or integer scalar")
+            out[k] = d.copy_to_host()[()]
+            continue
+        if len(shape) != 1:
+            raise CoarsenError(f"argument {p!r} is batched and a device array of shape {shape}; CUDA "
+                               "batches take functions of scalars, so a batched argument is 1-D "
+                               "(one element per set)", hint="use target='cpu' for functions of arrays")
+        try:
+            want = cuda_host.kernel_dtype(dtype)
+        except ValueError:
+            want = None
+        if want != dtype:
+            conv = {"f": "float64", "i": "int64", "u": "int64"}.get(dtype.kind)
+            raise CoarsenError(f"argument {p!r} is a {dtype} device array; CUDA batches read device "
+                               "arrays as they are, in float64, int64 or bool, and do not convert "
+                               "them (a copy of the whole batch)",
+                               hint=(f"convert it on the device (CuPy: x.astype(cupy.{conv}); PyTorch: "
+                                     f"x.to(torch.{conv})), or pass a NumPy array (converted on the "
+                                     "host)") if conv else "pass a float or integer array")
+        if shape[0] > 1 and not d.is_c_contiguous():
+            raise CoarsenError(f"argument {p!r} is a non-contiguous device array (strides "
+                               f"{tuple(d.strides)}); CUDA batches read batched device arrays "
+                               "element by element in order and take C-contiguous ones only",
+                               hint="make a contiguous copy on the device (cupy.ascontiguousarray(x), "
+                                    "x.contiguous() in PyTorch), or pass a NumPy array")
+        out[k] = d
+    return out, on_device
+
+
 class BatchedGradient:
     """A gradient evaluated over a batch of argument sets; see ``coarsen.batching``."""
 
@@ -204,7 +322,9 @@ class BatchedGradient:
         self.last_overflow = np.zeros(0, dtype=np.int64)
         self.last_tape_size = None
         self.last_timings = {}
+        self.pinned_staging = True
         self._drivers = {}
+        self._cuda_buffers = {}          # device id -> cuda_host.DeviceBuffers
         self.__name__ = f"batched_{g.__name__}"
 
     def __repr__(self):
@@ -213,18 +333,27 @@ class BatchedGradient:
 
     # ------------------------------------------------------------------ arguments
     def _split(self, args):
+        return self._split_args(args)[:4]
+
+    def _split_args(self, args):
+        """``_split``'s four values and whether any argument was a device array (CUDA only)."""
         g = self.g
         if len(args) != len(g.params):
             raise CoarsenError(f"{g.fn.__name__} takes {len(g.params)} arguments "
                                f"({', '.join(g.params)}), got {len(args)}")
         args = list(args)
+        on_device = ()
+        if self.target == "cuda":
+            args, on_device = cuda_arguments(g.params, self.batched, args)
         size = None
         first = None
         for k, (p, b) in enumerate(zip(g.params, self.batched)):
             if not b:
                 continue
             a = args[k]
-            if not isinstance(a, np.ndarray):
+            if k in on_device:
+                pass
+            elif not isinstance(a, np.ndarray):
                 if isinstance(a, (list, tuple)):
                     a = np.asarray(a)
                     args[k] = a
@@ -242,9 +371,10 @@ class BatchedGradient:
                                    f"({size} and {a.shape[0]})")
         if size == 0:
             raise CoarsenError("the batch is empty (batch size 0)")
-        examples = [a[0] if b else a for a, b in zip(args, self.batched)]
+        examples = [(np.zeros(1, dtype=a.dtype)[0] if k in on_device else a[0]) if b else a
+                    for k, (a, b) in enumerate(zip(args, self.batched))]
         types, sig = g.signature_of(examples)
-        return args, size, types, sig
+        return args, size, types, sig, bool(on_device)
 
     def split(self, args):
         """``(args, size, types, sig)``: the checked arguments (sequences made arrays), the
@@ -320,9 +450,11 @@ class BatchedGradient:
             return fh.read()
 
     def __call__(self, *args):
-        args, size, types, sig = self._split(args)
         if self.target == "cuda":
-            return self._call_cuda(args, size, types, sig)
+            t0 = time.perf_counter()
+            args, size, types, sig, on_device = self._split_args(args)
+            return self._call_cuda(args, size, types, sig, on_device, t0)
+        args, size, types, sig = self._split(args)
         spec, driver, _ = self._cpu_driver(types, sig)
         conv = [_convert(a) for a in args] + list(spec.module_arrays)
         values, grads = driver(*conv)
@@ -355,17 +487,16 @@ class BatchedGradient:
         entry = ws.entry_name
         ir_name = dict(zip(g.params, g.ir_params))
         params = [(p, _numba_text(t)) for p, t in zip(g.ir_params, types)]
-        driver = f"cuda_batch_value_and_grad_{g.fn.__name__}"
+        kernel = f"kernel_value_and_grad_{g.fn.__name__}"
         try:
             text = lowering.cuda_batch_source(entry, params, list(self.batched), wrt=[ir_name[w] for w in ws.wrt],
                                               device_source=ws.source, threads_per_block=tpb,
-                                              kernel_name=f"kernel_value_and_grad_{g.fn.__name__}",
-                                              driver_name=driver, tape_layout=self.tape_layout)
+                                              kernel_name=kernel, tape_layout=self.tape_layout)
             # the module holds CUDA code: built as plain Python (numba.cuda compiles on launch)
             mod = lowering.build(text, name=f"{g.fn.__name__}_cuda", target="python")
         except lowering.LoweringError as exc:
             raise CoarsenError(f"batch: {exc}") from None
-        hit = (ws, getattr(mod, driver), mod.__file__)
+        hit = (ws, getattr(mod, kernel), mod.__file__)
         self._drivers[key] = hit
         return hit
 
@@ -389,10 +520,14 @@ class BatchedGradient:
         return max(1, math.ceil(sf * nf)), max(1, math.ceil(sf * ni))
 
     def _set_args(self, conv, i):
+        """Set ``i``'s arguments as host scalars, converted like the kernel's inputs (a device
+        array's element is copied to the host)."""
         out = []
         for a, b in zip(conv, self.batched):
             if b:
                 v = a[i]
+                if isinstance(a, np.ndarray) and a.dtype != cuda_host.kernel_dtype(a.dtype):
+                    v = a[i:i + 1].astype(cuda_host.kernel_dtype(a.dtype))[0]
                 if isinstance(v, np.floating):
                     v = float(v)
                 elif isinstance(v, np.integer):
@@ -402,50 +537,72 @@ class BatchedGradient:
                 out.append(a)
         return out
 
-    def _call_cuda(self, args, size, types, sig):
+    def cuda_buffers(self):
+        """The ``lowering.cuda_host.DeviceBuffers`` this CUDA batch keeps for the current
+        device (workspace, status, outputs, pinned staging), or ``None`` before its first call
+        there."""
+        cuda = import_numba_cuda()
+        return self._cuda_buffers.get(cuda_host.current_device_id(cuda))
+
+    def release(self):
+        """Free the device and pinned host buffers kept by a CUDA batch, on every device; the
+        next call allocates them again. No-op for other targets and before any call."""
+        for buf in list(self._cuda_buffers.values()):
+            buf.release()
+        self._cuda_buffers.clear()
+
+    def _call_cuda(self, args, size, types, sig, on_device, t_start):
         g = self.g
         if self.on_overflow not in ("cpu", "raise"):
             raise CoarsenError(f"bg.on_overflow must be 'cpu' or 'raise', got {self.on_overflow!r}")
-        ws, driver, _ = self._cuda_driver(types, sig)
+        ws, kernel, _ = self._cuda_driver(types, sig)
         cpu = g.specialization(types, sig)
-        conv = []
-        for a, b in zip(args, self.batched):
-            if b:
-                a = np.ascontiguousarray(a, dtype=np.float64 if a.dtype.kind == "f" else
-                                         (np.int64 if a.dtype.kind in "iu" else a.dtype))
-            else:
-                a = _convert(a)
-            conv.append(a)
+        conv = [a if b else _convert(a) for a, b in zip(args, self.batched)]
+        t_sample = time.perf_counter()
         if self.tape_size is not None:
             nf, ni = (max(1, int(v)) for v in self.tape_size)
         else:
             nf, ni = self._tape_size(cpu.entry, conv, size)
+        t_sample = time.perf_counter() - t_sample
         self.last_tape_size = (nf, ni)
         per_set = 8 * (nf + ni)
         tpb = self._tpb()
         chunk = max(1, int(self.max_workspace_bytes) // per_set)
         if chunk >= tpb:
             chunk -= chunk % tpb
+        cuda = import_numba_cuda()
+        did = cuda_host.current_device_id(cuda)
+        buffers = self._cuda_buffers.get(did)
+        if buffers is None:
+            buffers = self._cuda_buffers.setdefault(did, cuda_host.DeviceBuffers(cuda))
+        wrt_batched = [self.batched[g.params.index(w)] for w in ws.wrt]
         timings = {}
-        values, grads, status = driver(*conv, nf, ni, chunk, timings)
-        self.last_timings = timings
-        grads = list(grads)
-        bad = np.nonzero(status)[0]
+        values, grads, bad = cuda_host.run_batch(
+            cuda, kernel, conv, self.batched, wrt_batched, threads_per_block=tpb, n_f=nf, n_i=ni,
+            max_sets_per_launch=chunk, buffers=buffers, device_out=on_device,
+            pinned=self.pinned_staging, timings=timings)
         self.last_overflow = bad
         if bad.size:
             if self.on_overflow == "raise":
+                self.last_timings = timings
                 raise CoarsenError(f"target='cuda': the tape of {bad.size} of {size} sets did not fit the "
                                    f"workspace ({nf} floats, {ni} ints per thread)",
                                    hint="raise bg.safety_factor, or set bg.on_overflow = 'cpu' to "
                                         "recompute those sets on the CPU")
-            wrt = ws.wrt
             for i in bad:
                 v, gr, _ = cpu.entry(*self._set_args(conv, int(i)))
-                values[i] = v
-                for j, name in enumerate(wrt):
-                    k = g.params.index(name)
-                    if self.batched[k]:
-                        grads[j][i] = gr[j]
+                values[int(i)] = v
+                for j, batched in enumerate(wrt_batched):
+                    if batched:
+                        grads[j][int(i)] = gr[j]
                     else:
                         grads[j] += gr[j]
-        return self._result(args, ws.wrt, values, grads)
+        if on_device:
+            out = values, (grads[0] if g.returns_single else tuple(grads))
+        else:
+            out = self._result(args, ws.wrt, values, grads)
+        total = time.perf_counter() - t_start
+        timings.update(tape_sample=t_sample, total=total,
+                       host=max(0.0, total - sum(timings[k] for k in cuda_host.PHASES)))
+        self.last_timings = timings
+        return out

@@ -12,6 +12,8 @@ Speaks Python ASTs (gast) and Numba only; never imports ``coarsen``. Modules:
 * ``cuda``: ``cuda_batch_source(fn_name, params, batched, *, wrt, device_source, threads_per_block)``
   (one thread per set calling a ``numba.cuda.jit(device=True)`` function, tapes in one global
   workspace, shared gradients reduced per block; imports numba.cuda only when the source runs)
+* ``cuda_host``: ``run_batch(cuda, kernel, args, ...)`` and ``DeviceBuffers`` (the host side of
+  a CUDA batch: device buffers kept across calls, pinned staging, device arrays in and out)
 * ``targets``: the supported targets ("cpu", "python"); ``errors``: ``LoweringError``,
   ``CacheSecurityError``
 """

@@ -11,17 +11,28 @@ Requires:
       supports (scalar arithmetic, ``math``, tuples, array element access);
     * ``params``: ``(name, type)`` pairs of SCALAR Numba types for one set ("float64",
       "int64", "boolean"...); ``batched`` marks parameters that carry a batch axis (passed to the
-      host driver as 1-D arrays); ``wrt``: names of float parameters, in gradient order;
+      kernel as 1-D device arrays); ``wrt``: names of float parameters, in gradient order;
     * ``threads_per_block``: a power of two between 1 and 1024.
 
 Guarantees: ``cuda_batch_source(...)`` returns module source text (import it with ``build``)
 that adds to ``device_source``:
 
-    * ``<kernel_name>``: a ``numba.cuda.jit`` kernel, one thread per set (``cuda.grid(1)``).
-      Thread ``i`` calls the device function on set ``i`` with its own views of two
-      preallocated global arrays (the workspace, ``n_f`` floats and ``n_i`` ints per set) and
-      ``status[i:i+1]``, and writes the value and the gradients of batched parameters to
-      per-set output arrays. ``tape_layout="interleaved"`` (default) gives thread ``i`` the
+    * ``<kernel_name>``: a ``numba.cuda.jit`` kernel, one thread per set (``cuda.grid(1)``),
+      with the arguments (the kernel ABI, which ``cuda_host.run_batch`` launches)::
+
+          kernel(n_sets, *params, ftape, itape, n_f, n_i, status, values, *G_b, acc)
+
+      ``params`` in order: a batched one a device array ``(n_sets,)``, a shared one the scalar;
+      ``ftape``/``itape`` the workspace (float64 / int64, at least ``n_f * n_sets`` and
+      ``n_i * n_sets`` words); ``status`` int64 ``(n_sets,)``; ``values`` and ``G_b`` (one per
+      batched name of ``wrt``, in ``wrt`` order) float64 ``(n_sets,)`` outputs; ``acc`` float64
+      ``(n_shared + 1,)``, zeroed by the caller: ``acc[j]`` receives the sum of the ``j``-th
+      shared gradient (``wrt`` order) and ``acc[n_shared]`` is set to 1.0 when any set's tape
+      overflowed (a plain store of the same value by every such thread).
+      Thread ``i`` sets ``status[i] = 0``, calls the device function on set ``i`` with its own
+      views of the workspace and ``status[i:i+1]``, and writes the value and the gradients of
+      batched parameters; a set whose tape overflowed (``status[i] != 0``) gets zeros and is
+      left out of the sums. ``tape_layout="interleaved"`` (default) gives thread ``i`` the
       strided view ``ftape[i : n_f*n_sets : n_sets]``: at the same tape position the threads of
       a warp touch consecutive words, so tape traffic is coalesced; ``"contiguous"`` gives it
       ``ftape[i*n_f : (i+1)*n_f]`` (one cache line per thread and access: slower on GPUs, kept
@@ -31,21 +42,15 @@ that adds to ``device_source``:
       reports an overflow) into a ``(n_shared, threads_per_block)`` float64 array in shared
       memory; a tree reduction (halving strides, ``cuda.syncthreads`` between steps) sums the
       block's entries in a fixed order; thread 0 then does ONE ``cuda.atomic.add`` per shared
-      parameter into a global accumulator. Traffic to global memory and atomics are
+      parameter into ``acc``. Traffic to global memory and atomics are
       ``n_blocks * n_shared`` instead of ``n_sets * n_shared``. The order of the per-block
       atomic additions is decided by the hardware: shared gradients are reproducible to
       rounding, not bit for bit, from run to run (per-set outputs are deterministic).
-    * ``<driver_name>(*params, n_f, n_i, max_sets_per_launch, timings)``: a host function that
-      checks the batch sizes, copies the inputs to the device, allocates the workspace once
-      (``min(n_sets, max_sets_per_launch) * (n_f + n_i)`` words), launches the kernel once per
-      chunk of at most ``max_sets_per_launch`` sets (the chunks share the workspace and the
-      global accumulator), copies the results back and returns
-      ``(values, (G_1, ..., G_k), status)``: ``values`` and batched gradients as float64 arrays
-      ``(n_sets,)``, shared gradients as floats summed over the sets, ``status`` an int64 array
-      ``(n_sets,)`` that is non-zero for the sets whose tape did not fit (their value and
-      gradients are zeros and left out of the sums: the client recomputes them). ``timings``,
-      if a dict, receives the seconds spent in ``"h2d"``, ``"kernel"``, ``"d2h"`` and the number
-      of ``"launches"`` (each phase ends with ``cuda.synchronize``).
+    * Launched several times on consecutive chunks of the sets (views of the same arrays, the
+      same workspace and ``acc``), the sums accumulate over the chunks.
+
+The host side (device buffers kept across calls, pinned staging, device arrays in and out, the
+chunked launches, timings) is ``cuda_host.run_batch``.
 
 Under ``NUMBA_ENABLE_CUDASIM=1`` (read by Numba at import) the same source runs in Numba's CUDA
 simulator: slowly, for tests.
@@ -96,7 +101,7 @@ def add_device_decorators(source: str) -> str:
     at = last_import if last_import is not None else (first_def or 0)
     imports = "import numba\nfrom numba import cuda"
     if not any(isinstance(n, ast.Import) and any(a.name == "numpy" for a in n.names) for n in tree.body):
-        imports = "import numpy as np\n" + imports     # the host driver allocates with NumPy
+        imports = "import numpy as np\n" + imports
     before.setdefault(at, []).insert(0, imports)
     out: list[str] = []
     for k, line in enumerate(lines):
@@ -115,10 +120,9 @@ def cuda_batch_source(
     device_source: str,
     threads_per_block: int = DEFAULT_THREADS_PER_BLOCK,
     kernel_name: str | None = None,
-    driver_name: str | None = None,
     tape_layout: str = "interleaved",
 ) -> str:
-    """Source of the device functions, the kernel and the host driver; see the module docstring."""
+    """Source of the device functions and the kernel; see the module docstring."""
     if not isinstance(fn_name, str) or not fn_name.isidentifier():
         raise LoweringError(f"cuda: fn_name must be an identifier, got {fn_name!r}")
     tpb = threads_per_block
@@ -127,7 +131,6 @@ def cuda_batch_source(
     if tape_layout not in TAPE_LAYOUTS:
         raise LoweringError(f"cuda: tape_layout must be one of {TAPE_LAYOUTS}, got {tape_layout!r}")
     kernel_name = kernel_name or f"{fn_name}_kernel"
-    driver_name = driver_name or f"{fn_name}_cuda_batch"
     params = list(params)
     batched = [bool(b) for b in batched]
     if len(batched) != len(params):
@@ -154,8 +157,7 @@ def cuda_batch_source(
             raise LoweringError(f"cuda: wrt names {w!r}, which is not a parameter")
         if kinds[w] not in ("np.float64", "np.float32"):
             raise LoweringError(f"cuda: parameter {w!r} is not a float; it has no gradient")
-    reserved = set(names_list) | {fn_name, kernel_name, driver_name, "np", "numba", "math", "cuda",
-                                  "time"}
+    reserved = set(names_list) | {fn_name, kernel_name, "np", "numba", "math", "cuda"}
     try:
         tree = ast.parse(device_source)
     except SyntaxError as exc:
@@ -163,8 +165,8 @@ def cuda_batch_source(
     top = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     if fn_name not in top:
         raise LoweringError(f"cuda: the device source defines no function {fn_name!r}")
-    if kernel_name in top or driver_name in top:
-        raise LoweringError("cuda: the kernel or driver name is taken in the device source")
+    if kernel_name in top:
+        raise LoweringError("cuda: the kernel name is taken in the device source")
     nm = FreshNames(reserved | top)
 
     is_b = dict(zip(names_list, batched))
@@ -175,11 +177,11 @@ def cuda_batch_source(
     k_ft, k_it, k_nf, k_ni = nm.fresh("ftape"), nm.fresh("itape"), nm.fresh("n_f"), nm.fresh("n_i")
     k_status, k_values = nm.fresh("status"), nm.fresh("values")
     k_out = {w: nm.fresh(f"{w}_bar") for w in batched_w}
-    k_total = nm.fresh("shared_bar") if shared_w else None
+    k_acc = nm.fresh("acc")
     i, tid, part, res, grads, stride = (nm.fresh(s) for s in ("i", "tid", "part", "res", "grads",
                                                                "stride"))
     kparams = ([k_nsets] + names_list + [k_ft, k_it, k_nf, k_ni, k_status, k_values]
-               + [k_out[w] for w in batched_w] + ([k_total] if k_total else []))
+               + [k_out[w] for w in batched_w] + [k_acc])
     call = ", ".join(f"{p}[{i}]" if is_b[p] else p for p in names_list)
     if tape_layout == "interleaved":
         ft_slice = f"{k_ft}[{i}:{k_nf} * {k_nsets}:{k_nsets}]"
@@ -208,6 +210,7 @@ def cuda_batch_source(
         K += [f"    {part}[{j}, {tid}] = 0.0" for j in range(len(shared_w))]
     K += [
         f"    if {i} < {k_nsets}:",
+        f"        {k_status}[{i}] = 0",
         f"        {res} = {fn_name}({call}, {ft_slice}, {it_slice}, {k_status}[{i}:{i} + 1])",
         f"        if {k_status}[{i}] == 0:",
         f"            {k_values}[{i}] = {res}[0]",
@@ -218,6 +221,13 @@ def cuda_batch_source(
             K.append(f"            {k_out[w]}[{i}] = {grads}[{j}]")
         else:
             K.append(f"            {part}[{shared_w.index(w)}, {tid}] = {grads}[{j}]")
+    K += [
+        "        else:",
+        "            # the tape did not fit: zeros, left out of the sums; raise the overflow flag",
+        f"            {k_values}[{i}] = 0.0",
+    ]
+    K += [f"            {k_out[w]}[{i}] = 0.0" for w in batched_w]
+    K.append(f"            {k_acc}[{len(shared_w)}] = 1.0")
     if shared_w:
         K += [
             "    # block reduction in shared memory (fixed order), then one atomic add per parameter",
@@ -233,94 +243,7 @@ def cuda_batch_source(
             f"        {stride} //= 2",
             f"    if {tid} == 0:",
         ]
-        K += [f"        cuda.atomic.add({k_total}, {j}, {part}[{j}, 0])" for j in range(len(shared_w))]
-
-    # ------------------------------------------------------------------ host driver
-    h = FreshNames(reserved | top | {kernel_name})
-    n_sets, chunk, start, stop, m, blocks = (h.fresh(s) for s in ("n_sets", "chunk", "start", "stop",
-                                                                   "m", "blocks"))
-    values, status, total = h.fresh("values"), h.fresh("status"), h.fresh("shared_bar")
-    d_ft, d_it, d_tot, d_st, d_val = (h.fresh(s) for s in ("d_ftape", "d_itape", "d_shared_bar",
-                                                         "d_status", "d_values"))
-    n_f, n_i, maxl, timings = (h.fresh(s) for s in ("n_f", "n_i", "max_sets_per_launch", "timings"))
-    t0, t1, t2 = h.fresh("t0"), h.fresh("t1"), h.fresh("t2")
-    h_out = {w: h.fresh(f"{w}_bar") for w in wrt}
-    d_in = {p: h.fresh(f"d_{p}") for p in names_list if is_b[p]}
-    d_out = {w: h.fresh(f"d_{w}_bar") for w in batched_w}
-    bnames = [p for p in names_list if is_b[p]]
-    H: list[str] = [
-        "",
-        "",
-        f"def {driver_name}({', '.join(names_list + [n_f, n_i, maxl, timings])}):",
-        f'    """Batched {fn_name} on the GPU: returns (values, gradients, status); see '
-        'coarsen.lowering.cuda."""',
-        f"    {n_sets} = {bnames[0]}.shape[0]",
-    ]
-    for p in bnames[1:]:
-        H += [f"    if {p}.shape[0] != {n_sets}:",
-              f"        raise ValueError('{driver_name}: batched arguments {bnames[0]} and {p} have "
-              "different batch sizes')"]
-    H += [
-        f"    {values} = np.zeros({n_sets}, dtype=np.float64)",
-        f"    {status} = np.zeros({n_sets}, dtype=np.int64)",
-    ]
-    H += [f"    {h_out[w]} = np.zeros({n_sets}, dtype=np.float64)" for w in batched_w]
-    H += [
-        f"    if {n_sets} == 0:",
-        f"        return {values}, ({_tuple([h_out[w] if is_b[w] else '0.0' for w in wrt])}), {status}",
-        f"    {chunk} = max(1, min({n_sets}, {maxl}))",
-        f"    {d_ft} = cuda.device_array({chunk} * {n_f}, dtype=np.float64)",
-        f"    {d_it} = cuda.device_array({chunk} * {n_i}, dtype=np.int64)",
-    ]
-    if shared_w:
-        H.append(f"    {d_tot} = cuda.to_device(np.zeros({len(shared_w)}, dtype=np.float64))")
-    H += [
-        f"    if isinstance({timings}, dict):",
-        "        for _k in ('h2d', 'kernel', 'd2h', 'launches'):",
-        f"            {timings}.setdefault(_k, 0)",
-        f"    for {start} in range(0, {n_sets}, {chunk}):",
-        f"        {stop} = min({start} + {chunk}, {n_sets})",
-        f"        {m} = {stop} - {start}",
-        f"        {t0} = time.perf_counter()",
-    ]
-    H += [f"        {d_in[p]} = cuda.to_device(np.ascontiguousarray({p}[{start}:{stop}]))" for p in bnames]
-    H += [
-        f"        {d_st} = cuda.to_device(np.zeros({m}, dtype=np.int64))",
-        f"        {d_val} = cuda.device_array({m}, dtype=np.float64)",
-    ]
-    H += [f"        {d_out[w]} = cuda.device_array({m}, dtype=np.float64)" for w in batched_w]
-    kargs = ([m] + [d_in[p] if is_b[p] else p for p in names_list]
-             + [d_ft, d_it, n_f, n_i, d_st, d_val] + [d_out[w] for w in batched_w]
-             + ([d_tot] if shared_w else []))
-    H += [
-        "        cuda.synchronize()",
-        f"        {t1} = time.perf_counter()",
-        f"        {blocks} = ({m} + {tpb - 1}) // {tpb}",
-        f"        {kernel_name}[{blocks}, {tpb}]({', '.join(kargs)})",
-        "        cuda.synchronize()",
-        f"        {t2} = time.perf_counter()",
-        f"        {d_val}.copy_to_host({values}[{start}:{stop}])",
-        f"        {d_st}.copy_to_host({status}[{start}:{stop}])",
-    ]
-    H += [f"        {d_out[w]}.copy_to_host({h_out[w]}[{start}:{stop}])" for w in batched_w]
-    H += [
-        f"        if isinstance({timings}, dict):",
-        f"            {timings}['h2d'] += {t1} - {t0}",
-        f"            {timings}['kernel'] += {t2} - {t1}",
-        f"            {timings}['d2h'] += time.perf_counter() - {t2}",
-        f"            {timings}['launches'] += 1",
-    ]
-    if shared_w:
-        H.append(f"    {total} = {d_tot}.copy_to_host()")
-        for j, w in enumerate(shared_w):
-            H.append(f"    {h_out[w]} = float({total}[{j}])")
-    H.append(f"    return {values}, ({_tuple([h_out[w] for w in wrt])}), {status}")
+        K += [f"        cuda.atomic.add({k_acc}, {j}, {part}[{j}, 0])" for j in range(len(shared_w))]
 
     src = add_device_decorators(device_source)
-    if "import time" not in src:
-        src = src.replace("from numba import cuda\n", "from numba import cuda\nimport time\n", 1)
-    return src.rstrip("\n") + "\n" + "\n".join(K) + "\n" + "\n".join(H) + "\n"
-
-
-def _tuple(items: list[str]) -> str:
-    return ", ".join(items) + ("," if len(items) == 1 else "")
+    return src.rstrip("\n") + "\n" + "\n".join(K) + "\n"
