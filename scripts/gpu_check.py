@@ -1,28 +1,36 @@
 """Prepared GPU check for coarsen's CUDA batches: correctness, then throughput.
 
     python scripts/gpu_check.py                 # on a machine with a CUDA GPU (< 5 minutes)
-    NUMBA_ENABLE_CUDASIM=1 python scripts/gpu_check.py --quick   # Numba's simulator, tiny sizes
+    python scripts/gpu_check.py --sim           # Numba's simulator (NUMBA_ENABLE_CUDASIM=1), tiny sizes
+    NUMBA_ENABLE_CUDASIM=1 python scripts/gpu_check.py --quick   # the same
 
 1. Checks (the same comparisons as tests/test_batching.py): for scalar example functions
    (``coarsen.examples``: a logistic map, Black-Scholes, Newton's square root with a ``while``
    loop, a damped pendulum), ``g.batch(..., target="cuda")`` against the CPU batch (numba
    prange) and against a Python loop calling ``g`` once per set: values, per-set gradients and
    batch-summed gradients of shared parameters; plus forced tape overflows (recomputed on the
-   CPU), a workspace split into several launches, both tape layouts, and ``on_overflow="raise"``.
-2. Benchmark: sets per second and achieved memory bandwidth of the CUDA kernel (and end to end,
-   with the copies) for the logistic map (100 steps, tape of 100 floats per set) and
-   Black-Scholes (no tape) over 10^5 and 10^6 sets, next to the CPU batch on this machine's
-   cores. Bytes counted per set: batched inputs read, value/gradients/status written, and the
-   tape written once and read once (8 bytes a word). Times are medians of ``--repeat`` runs after
-   a warm-up call (which compiles).
+   CPU), a workspace split into several launches, both tape layouts, and ``on_overflow="raise"``;
+   on a GPU (not in quick mode) also the pendulum and device arrays in and out (Numba device
+   arrays: the same numbers as NumPy in and out, including CPU reruns).
+2. Benchmark, for the logistic map (100 steps, tape of 100 floats per set) and Black-Scholes (no
+   tape) over 10^5 and 10^6 sets: sets per second of the gradient kernel alone, end to end from
+   NumPy arrays (copies and host work included), end to end on the device (Numba device arrays
+   in and out), and of a hand-written CUDA primal kernel (the function alone, same inputs on the
+   device); grad/primal ratios (kernel, and end to end on the device, over the primal kernel);
+   the primal kernel's values against the batch's (part of the pass criterion); the CPU batch on
+   this machine's cores; and where the end-to-end time goes (``bg.last_timings``). Bytes counted
+   per set for GB/s: batched inputs read, value/gradients/status written, and the tape written
+   once and read once (8 bytes a word). Times are medians of ``--repeat`` runs after a warm-up
+   call (which compiles).
 
-Prints two small tables; ``--json PATH`` also writes the results. Exit status 0 when every check
-passes, 1 otherwise, 2 when there is no GPU (and no simulator).
+Prints small tables; ``--json PATH`` also writes the results. Exit status 0 when every check
+passes (and the primal agrees), 1 otherwise, 2 when there is no GPU (and no simulator).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -147,14 +155,42 @@ def run_checks(n, rtol, quick=False):
     args = (rng.uniform(0.5, 1e4, n), 1e-9)
     rows.append(_compare("Newton sqrt (while loop, single wrt)", g, gpu, cpu, args, rtol))
 
-    if quick:  # the simulator is slow and each CPU batch compiles: the pendulum only on a GPU
+    if quick:  # the simulator is slow and each CPU batch compiles: the rest only on a GPU
         return rows
+    rows.append(_device_check(n, rtol))
     # damped pendulum: two coupled recurrences, damping and dt shared
     g = coarsen.differentiate(ex.damped_pendulum)
     gpu, cpu = pair(g, (0, 0, None, None, None))
     args = (rng.uniform(-1, 1, n), rng.uniform(-1, 1, n), 0.3, 0.05, 25)
     rows.append(_compare("damped pendulum (2 shared gradients)", g, gpu, cpu, args, rtol))
     return rows
+
+
+def _device_check(n, rtol):
+    """Device arrays in and out (Numba's) against NumPy in and out: per-set values and gradients
+    bit for bit, shared sums to rounding; with forced tape overflows (CPU reruns written into
+    the device outputs)."""
+    import coarsen
+    from coarsen import examples as ex
+    from numba import cuda
+
+    rng = np.random.default_rng(3)
+    g = coarsen.differentiate(ex.logistic_map, wrt=("r", "x0"))
+    bg = g.batch((0, None, 0), target="cuda")
+    trips = rng.integers(5, 20, n)
+    trips[n // 2] = 60
+    r = rng.uniform(2.5, 3.3, n)
+    bg.tape_size = (25, 1)
+    v, (dr, dx0) = bg(r, 0.4, trips)
+    reruns = int(bg.last_overflow.size)
+    vd, (drd, dx0d) = bg(cuda.to_device(r), 0.4, cuda.to_device(trips))
+    same = (cuda.devicearray.is_cuda_ndarray(vd) and hasattr(vd, "__cuda_array_interface__")
+            and np.array_equal(vd.copy_to_host(), v) and np.array_equal(drd.copy_to_host(), dr))
+    err = abs(dx0d - dx0) / max(1.0, float(np.sum(np.abs(dr))))
+    bg.release()
+    return {"check": "logistic map, device arrays in and out (+ reruns)", "sets": n,
+            "err_vs_cpu_batch": err, "overflow_reruns": reruns,
+            "pass": bool(same and err <= rtol and reruns >= 1 and int(bg.last_overflow.size) == reruns)}
 
 
 def _median_time(fn, repeat):
@@ -167,23 +203,70 @@ def _median_time(fn, repeat):
     return statistics.median(times), kernel
 
 
+#: numba.cuda, set by _primal_kernels (a module global, which the simulator swaps for its own)
+cuda = None
+
+
+def _logistic_primal(n_sets, r, x0, n, out):
+    i = cuda.grid(1)
+    if i < n_sets:
+        x = x0[i]
+        ri = r[i]
+        for _ in range(n):
+            x = ri * x * (1.0 - x)
+        out[i] = x
+
+
+def _black_scholes_primal(n_sets, s, k, t, sigma, rate, out):
+    i = cuda.grid(1)
+    if i < n_sets:
+        si = s[i]
+        vi = sigma[i]
+        sq = math.sqrt(t)
+        d1 = (math.log(si / k) + (rate + 0.5 * vi * vi) * t) / (vi * sq)
+        d2 = d1 - vi * sq
+        nd1 = 0.5 * (1.0 + math.erf(d1 / math.sqrt(2.0)))
+        nd2 = 0.5 * (1.0 + math.erf(d2 / math.sqrt(2.0)))
+        out[i] = si * nd1 - k * math.exp(-rate * t) * nd2
+
+
+def _primal_kernels(cuda_module):
+    """Hand-written CUDA primals (no gradient), one thread per set: the baseline of grad/primal.
+    The same arithmetic as coarsen.examples, in the same order."""
+    global cuda
+    cuda = cuda_module
+    return cuda.jit(_logistic_primal), cuda.jit(_black_scholes_primal)
+
+
+def _stats(timings, key):
+    return statistics.median(t[key] for t in timings)
+
+
 def run_bench(sizes, repeat, with_cpu=True):
+    """Per function and size: the gradient batch's kernel time, its end-to-end time from NumPy
+    arrays (copies included) and from device arrays (results left on the device), a
+    hand-written CUDA primal kernel's time on the same device inputs, and the CPU batch."""
     import coarsen
     from coarsen import examples as ex
-    from numba import config
+    from numba import config, cuda
 
     rng = np.random.default_rng(11)
+    logistic_primal, bs_primal = _primal_kernels(cuda)
+    tpb = 32 if config.ENABLE_CUDASIM else 128
     cases = []
     g = coarsen.differentiate(ex.logistic_map)
     steps = 100
     cases.append(("logistic map, 100 steps", g, (0, 0, None),
-                  lambda B: (rng.uniform(2.5, 3.3, B), rng.uniform(0.1, 0.9, B), steps)))
+                  lambda B: (rng.uniform(2.5, 3.3, B), rng.uniform(0.1, 0.9, B), steps),
+                  lambda B, d, out: logistic_primal[(B + tpb - 1) // tpb, tpb](B, d[0], d[1], steps, out)))
     g = coarsen.differentiate(ex.black_scholes_call)
     # an option chain: spot and volatility per set; strike, maturity and rate shared
     cases.append(("Black-Scholes call", g, (0, None, None, 0, None),
-                  lambda B: (rng.uniform(80, 120, B), 100.0, 0.75, rng.uniform(0.1, 0.5, B), 0.03)))
+                  lambda B: (rng.uniform(80, 120, B), 100.0, 0.75, rng.uniform(0.1, 0.5, B), 0.03),
+                  lambda B, d, out: bs_primal[(B + tpb - 1) // tpb, tpb](B, d[0], 100.0, 0.75, d[3], 0.03,
+                                                                          out)))
     rows = []
-    for name, g, in_axes, make in cases:
+    for name, g, in_axes, make, primal in cases:
         gpu = g.batch(in_axes, target="cuda")
         cpu = g.batch(in_axes, target="cpu")
         if not config.ENABLE_CUDASIM:
@@ -197,23 +280,51 @@ def run_bench(sizes, repeat, with_cpu=True):
         n_out = 1 + sum(1 for w in g.specialize(one).wrt if gpu.batched[g.params.index(w)])
         for B in sizes:
             args = make(B)
+            dev = [cuda.to_device(a) if b else a for a, b in zip(args, gpu.batched)]
 
             def go():
                 gpu(*args)
                 return dict(gpu.last_timings)
             total, tims = _median_time(go, repeat)
-            kern = statistics.median(t["kernel"] for t in tims)
+            kern = _stats(tims, "kernel")
+
+            def go_dev():
+                gpu(*dev)
+                return dict(gpu.last_timings)
+            gpu(*dev)                                         # warm: device outputs
+            total_dev, tims_dev = _median_time(go_dev, repeat)
+            values_dev = gpu(*dev)[0].copy_to_host()
+
+            out = cuda.device_array(B, dtype=np.float64)
+            primal(B, dev, out)                               # warm: compiles
+            cuda.synchronize()
+
+            def go_primal():
+                primal(B, dev, out)
+                cuda.synchronize()
+            primal_s, _ = _median_time(go_primal, repeat)
+            primal_err = _close(out.copy_to_host(), values_dev, 1e-9)
             bytes_per_set = 8 * n_in + 8 * n_out + 8 + 2 * 8 * tape_floats
             row = {"function": name, "sets": B, "tape_floats_per_set": tape_floats,
-                   "kernel_s": kern, "total_s": total,
+                   "kernel_s": kern, "total_s": total, "total_device_s": total_dev,
+                   "primal_kernel_s": primal_s,
                    "kernel_sets_per_s": B / kern, "total_sets_per_s": B / total,
+                   "total_device_sets_per_s": B / total_dev, "primal_sets_per_s": B / primal_s,
+                   "grad_over_primal_kernel": kern / primal_s,
+                   "grad_over_primal_device": total_dev / primal_s,
+                   "primal_err": primal_err,
                    "kernel_GB_per_s": B * bytes_per_set / kern / 1e9,
-                   "overflow_reruns": int(gpu.last_overflow.size)}
+                   "overflow_reruns": int(gpu.last_overflow.size),
+                   "host_timings": {k: _stats(tims, k) for k in ("h2d", "kernel", "reduction", "d2h",
+                                                                 "host", "total")},
+                   "device_timings": {k: _stats(tims_dev, k) for k in ("h2d", "kernel", "reduction",
+                                                                       "d2h", "host", "total")}}
             if with_cpu:
                 cpu_t, _ = _median_time(lambda: cpu(*args), repeat)
                 row["cpu_batch_s"] = cpu_t
                 row["cpu_sets_per_s"] = B / cpu_t
             rows.append(row)
+        gpu.release()
     return rows
 
 
@@ -238,12 +349,19 @@ def _table(rows, cols):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes (the simulator's default)")
+    ap.add_argument("--sim", action="store_true",
+                    help="run in Numba's CUDA simulator (sets NUMBA_ENABLE_CUDASIM=1; implies --quick)")
     ap.add_argument("--check-sets", type=int, default=None)
     ap.add_argument("--sizes", default=None, help="benchmark sizes, comma-separated (e.g. 100000,1000000)")
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args(argv)
+    if args.sim:
+        if "numba" in sys.modules and not sys.modules["numba"].config.ENABLE_CUDASIM:
+            print("gpu_check: --sim must be given before numba is imported")
+            return 2
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 
     import numba
     from numba import config, cuda
@@ -274,13 +392,27 @@ def main(argv=None):
     if not args.no_bench:
         bench = run_bench(sizes, repeat)
         print()
-        print("throughput (kernel: kernel time only; end to end: with copies and host work; medians):")
+        print("throughput (sets/s, medians; kernel: the gradient kernel alone; from host: NumPy in and out, "
+              "copies included; on device: device arrays in and out; primal: a hand-written CUDA kernel "
+              "of the function alone):")
         print(_table(bench, [("function", "function"), ("sets", "sets"), ("tape/set", "tape_floats_per_set"),
-                             ("kernel sets/s", "kernel_sets_per_s"), ("kernel GB/s", "kernel_GB_per_s"),
-                             ("end-to-end sets/s", "total_sets_per_s"), ("CPU batch sets/s", "cpu_sets_per_s")]))
-    ok = all(r["pass"] for r in checks)
+                             ("kernel", "kernel_sets_per_s"), ("kernel GB/s", "kernel_GB_per_s"),
+                             ("from host", "total_sets_per_s"), ("on device", "total_device_sets_per_s"),
+                             ("primal", "primal_sets_per_s"), ("grad/primal kernel", "grad_over_primal_kernel"),
+                             ("grad/primal on device", "grad_over_primal_device"),
+                             ("primal vs values", "primal_err"), ("CPU batch", "cpu_sets_per_s")]))
+        print()
+        print("end to end from host, where the time goes (ms, medians of bg.last_timings):")
+        ms = [{"function": b["function"], "sets": b["sets"],
+               **{k: 1e3 * v for k, v in b["host_timings"].items()}} for b in bench]
+        print(_table(ms, [("function", "function"), ("sets", "sets"), ("h2d", "h2d"), ("kernel", "kernel"),
+                          ("reduction", "reduction"), ("d2h", "d2h"), ("host", "host"), ("total", "total")]))
+    ok_checks = all(r["pass"] for r in checks)
+    ok_primal = all(b["primal_err"] <= rtol for b in bench)
+    ok = ok_checks and ok_primal
     print()
-    print(f"{'PASS' if ok else 'FAIL'}: {sum(r['pass'] for r in checks)}/{len(checks)} checks; "
+    print(f"{'PASS' if ok else 'FAIL'}: {sum(r['pass'] for r in checks)}/{len(checks)} checks"
+          f"{'' if ok_primal else '; the hand-written primal disagrees with the batch values'}; "
           f"{time.perf_counter() - t0:.1f} s")
     if args.json:
         with open(args.json, "w") as fh:
