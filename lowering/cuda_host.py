@@ -67,8 +67,10 @@ PHASES = ("h2d", "kernel", "reduction", "d2h")
 
 
 def is_device_array(cuda, obj) -> bool:
-    """Whether ``obj`` is a Numba device array (``DeviceNDArray``, or the simulator's)."""
-    return bool(cuda.devicearray.is_cuda_ndarray(obj))
+    """Whether ``obj`` is a Numba device array (``DeviceNDArray``, or the simulator's): the
+    test of Numba's ``is_cuda_ndarray``, which numba-cuda and Numba's built-in CUDA target
+    place in different modules. ``cuda`` is unused (kept for a uniform signature)."""
+    return bool(getattr(obj, "__cuda_ndarray__", False))
 
 
 def current_device_id(cuda) -> int:
@@ -189,8 +191,10 @@ def _run(cuda, kernel, args, batched, wrt_batched, tpb, n_f, n_i, max_launch, bu
     status = buf.device("status", n_sets, np.int64)
     acc = buf.device("acc", n_shared + 1, np.float64)
     if device_out:
-        values = cuda.device_array(n_sets, dtype=np.float64, stream=stream)
-        outs = [cuda.device_array(n_sets, dtype=np.float64, stream=stream) for _ in range(n_bw)]
+        # bound to the default stream (not buf.stream): the caller's later copies of them
+        # (copy_to_host() without a stream) are then synchronous
+        values = cuda.device_array(n_sets, dtype=np.float64)
+        outs = [cuda.device_array(n_sets, dtype=np.float64) for _ in range(n_bw)]
     else:
         values = buf.device("values", n_sets, np.float64)
         outs = [buf.device(f"out{j}", n_sets, np.float64) for j in range(n_bw)]
@@ -200,13 +204,16 @@ def _run(cuda, kernel, args, batched, wrt_batched, tpb, n_f, n_i, max_launch, bu
     h_acc = buf.pinned("acc", n_shared + 1, np.float64) if pinned else np.empty(n_shared + 1)
 
     t0 = time.perf_counter()
+    sources = []                      # alive until the copies are done
     for d, h, a, dt in staged:
         if h is not None:
             np.copyto(h, a, casting="unsafe")
         else:
             h = np.ascontiguousarray(a, dtype=dt)
         d.copy_to_device(h, stream=stream)
+        sources.append(h)
     stream.synchronize()
+    del sources
     t1 = time.perf_counter()
     acc.copy_to_device(buf.zeros(n_shared + 1), stream=stream)
     stream.synchronize()

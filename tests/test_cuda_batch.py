@@ -16,6 +16,7 @@ import pytest
 
 import coarsen
 from coarsen import examples as ex
+from coarsen.lowering.cuda_host import is_device_array
 
 try:
     from numba import config as _config
@@ -65,8 +66,12 @@ def g_bs():
     return coarsen.differentiate(ex.black_scholes_call)          # 5 float parameters
 
 
+def is_dev(x):
+    return is_device_array(cuda, x)
+
+
 def _host(x):
-    return x.copy_to_host() if cuda.devicearray.is_cuda_ndarray(x) else np.asarray(x)
+    return x.copy_to_host() if is_dev(x) else np.asarray(x)
 
 
 def _log_args(n, seed=0):
@@ -93,7 +98,7 @@ def test_numba_device_arrays_in_give_device_arrays_out(g_log, g_bs):
     assert isinstance(v, np.ndarray) and isinstance(dr, np.ndarray)
     vd, (drd, dxd) = bg(cuda.to_device(r), cuda.to_device(x0), 20)
     for out in (vd, drd, dxd):
-        assert cuda.devicearray.is_cuda_ndarray(out) and out.shape == (40,) and out.dtype == np.float64
+        assert is_dev(out) and out.shape == (40,) and out.dtype == np.float64
         if not SIM:
             assert hasattr(out, "__cuda_array_interface__")
     # per-set outputs: the same kernel on the same numbers, bit for bit
@@ -101,7 +106,7 @@ def test_numba_device_arrays_in_give_device_arrays_out(g_log, g_bs):
     assert np.array_equal(_host(dxd), dx)
     # mixed: one host and one device input give device outputs
     vm, (drm, _) = bg(r, cuda.to_device(x0), 20)
-    assert cuda.devicearray.is_cuda_ndarray(vm) and np.array_equal(_host(vm), v)
+    assert is_dev(vm) and np.array_equal(_host(vm), v)
     assert np.array_equal(_host(drm), dr)
 
     S, K, T, sigma, rate = _bs_args(40)
@@ -110,7 +115,7 @@ def test_numba_device_arrays_in_give_device_arrays_out(g_log, g_bs):
     vd, gd = bs(cuda.to_device(S), cuda.to_device(np.array(K)), T, cuda.to_device(sigma), rate)
     assert np.array_equal(_host(vd), v)
     for j in (0, 3):                           # batched: device arrays
-        assert cuda.devicearray.is_cuda_ndarray(gd[j]) and np.array_equal(_host(gd[j]), grads[j])
+        assert is_dev(gd[j]) and np.array_equal(_host(gd[j]), grads[j])
     for j in (1, 2, 4):                        # shared: floats, as from host inputs
         _same_shared(gd[j], grads[j])
     ref_v, ref_g = g_bs.batch((0, None, None, 0, None), target="python")(S, K, T, sigma, rate)
@@ -211,7 +216,7 @@ def test_overflow_reruns_write_into_device_outputs(g_log):
     assert sorted(bg.last_overflow.tolist()) == [3, 30]
     vd, (drd, dx0d) = bg(cuda.to_device(r), 0.4, cuda.to_device(trips))
     assert sorted(bg.last_overflow.tolist()) == [3, 30]
-    assert cuda.devicearray.is_cuda_ndarray(vd) and np.array_equal(_host(vd), v)
+    assert is_dev(vd) and np.array_equal(_host(vd), v)
     assert np.array_equal(_host(drd), dr)
     _same_shared(dx0d, dx0)
     ref_v, (ref_dr, ref_dx0) = g.batch((0, None, 0), target="python")(r, 0.4, trips)
@@ -252,7 +257,7 @@ def test_cupy_arrays_in(g_log):
     bg = g_log.batch((0, 0, None), target="cuda")
     v, (dr, dx) = bg(r, x0, 20)
     vd, (drd, dxd) = bg(cp.asarray(r), cp.asarray(x0), 20)
-    assert cuda.devicearray.is_cuda_ndarray(vd)
+    assert is_dev(vd)
     assert np.array_equal(cp.asnumpy(cp.asarray(vd)), v) and np.array_equal(_host(drd), dr)
     with pytest.raises(coarsen.CoarsenError, match="float32"):
         bg(cp.asarray(r, dtype=cp.float32), x0, 20)
