@@ -40,7 +40,6 @@ value, ``g.options`` the ``Options``.
 """
 from __future__ import annotations
 
-import hashlib
 import inspect
 import math
 import threading
@@ -61,17 +60,12 @@ from .artifact import (
     KeyParts,
     Options,
     Signature,
-    arg_type,
     check_wrt,
-    resolve_wrt,
-    written_positions,
 )
 from .errors import CoarsenError
 from .frontend.lower import lower
 from .frontend.source import display_path, get_source, unwrap
-from .ir.nodes import Array, Scalar
-from .ir.typeinfer import infer
-from .ir.scalarize import scalarize
+from .pipeline import code_fingerprint, lower_for, typed_ir
 from .lowering.cache import toolchain_versions
 
 __all__ = [
@@ -87,36 +81,6 @@ __all__ = [
 ]
 
 
-def _code_fingerprint():
-    """Hash of coarsen's own source: a cache entry made by other compiler code never loads."""
-    import os
-    h = hashlib.sha256(__version__.encode())
-    import importlib.util
-    roots = [os.path.dirname(__file__), os.path.dirname(lowering.__file__)]
-    spec = importlib.util.find_spec("coarsen.symbolic")   # located without importing SymPy
-    if spec is not None and spec.origin:
-        roots.append(os.path.dirname(spec.origin))
-    for root in roots:
-        for dirpath, dirnames, filenames in sorted(os.walk(root)):
-            dirnames.sort()
-            for fname in sorted(filenames):
-                if fname.endswith(".py"):
-                    with open(os.path.join(dirpath, fname), "rb") as fh:
-                        h.update(fname.encode())
-                        h.update(fh.read())
-    return h.hexdigest()[:16]
-
-
-_FINGERPRINT = None
-
-
-def code_fingerprint():
-    global _FINGERPRINT
-    if _FINGERPRINT is None:
-        _FINGERPRINT = _code_fingerprint()
-    return _FINGERPRINT
-
-
 # compile_gradient lives beside Gradient, not in a module of its own: it reads
 # ``differentiate_ir``, ``__version__`` and ``toolchain_versions`` as this module's names, which
 # tests/test_cache_process.py and tests/test_cache_deps.py replace in child processes.
@@ -128,38 +92,15 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
     from the lowering); given, they must match.  ``module_arrays``, when given, are the arrays
     the caller saw (``Gradient``: at ``differentiate()``); the lowering must find the same
     objects, else ``CoarsenError`` (they were rebound).  Nothing is cached in memory here."""
-    fn = unwrap(fn)
-    src = get_source(fn)                    # raises CoarsenError when there is no source
-    params = [a.id for a in src.node.args.args]
-    n = len(params)
-    wrt = resolve_wrt(options.wrt, params, signature.types, fn.__name__)
     t0 = time.perf_counter()
-    # Lowered once per artifact, and this one IR serves both uses: its record of reads (with
-    # the module-level arrays it found and what it writes) makes the cache key, and on a miss
-    # the same object goes on through infer, analyze and differentiate_ir.  It is lowered here,
-    # not reused from the fence in Gradient.__init__: the key must describe the lowering the
-    # code comes from, read when the signature is first specialized (README), and each
-    # signature needs an untyped IR of its own (infer fills in and rewrites it).
-    fn_ir, _ = lower(fn)
-    arrays = tuple(fn_ir.global_arrays)
-    if module_arrays is not None and [id(a) for a in arrays] != [id(a) for a in module_arrays]:
-        raise CoarsenError(f"the module-level arrays that {fn.__name__} reads were rebound "
-                           "after coarsen.differentiate() was called",
-                           hint="call coarsen.differentiate again after changing module-level arrays")
-    array_types = [arg_type("<module-level array>", a) for a in arrays]
-    types = tuple(signature.types)
-    if len(types) == n:
-        types += tuple(t for t, _ in array_types)
-    if len(signature.texts) != n or list(types[n:]) != [t for t, _ in array_types]:
-        raise CoarsenError(f"the signature {signature} does not match {fn.__name__}'s {n} parameters "
-                           f"and {len(arrays)} module-level arrays",
-                           hint="build it with Signature.of(params, args, module_arrays)")
-    written = written_positions(fn_ir)
+    low = lower_for(fn, signature, options.wrt, module_arrays=module_arrays)
+    fn, src, params, wrt, fn_ir = low.fn, low.src, low.params, low.wrt, low.fn_ir
+    arrays, types, written = low.arrays, low.types, low.written
     # the cost model's weights (calibrated once per machine) choose each segment's strategy
     weights = machine_weights() if options.coarsen else None
     key = KeyParts(dependencies=fn_ir.dependencies.fingerprint(), function=fn.__qualname__,
                    module=str(fn.__module__), file=src.filename, signature=tuple(signature.texts),
-                   module_arrays=tuple(text for _, text in array_types), wrt=wrt,
+                   module_arrays=low.array_texts, wrt=wrt,
                    coarsen=options.coarsen, target=options.target, workspace=options.workspace,
                    boundscheck=options.boundscheck, budget_seconds=options.budget_seconds,
                    plan=options.plan, weights=weights.key() if weights is not None else "",
@@ -179,13 +120,8 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
         ir_text_ = meta.get("ir", "")
         plan = meta.get("plan", [])
     else:
-        infer(fn_ir, list(types))
-        _check_returns_float(fn_ir, src)
-        # element-wise array expressions as loop nests (coarsen.ir.scalarize), on the cpu
-        # target: Numba's scalar math follows NumPy's (inf and nan, error_model='numpy'), where
-        # Python's raises (ZeroDivisionError, math domain errors), so "python" keeps arrays
-        if options.scalarize and options.build_target == "cpu":
-            fn_ir = scalarize(fn_ir)
+        # types, then element-wise array code as loop nests on the cpu target
+        fn_ir = typed_ir(fn_ir, types, src, options)
         # the IR names of the parameters (user names are escaped where they look like
         # compiler names: coarsen.frontend.names.Namer)
         wrt_ir = tuple(fn_ir.params[params.index(w)] for w in wrt)
@@ -230,22 +166,6 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
                     transform_seconds=transform, cached=cached is not None, written=written,
                     module_arrays=arrays, reads=fn_ir.dependencies, key=key, cache_key=cache_key,
                     taped_entry=taped, tapes=tapes)
-
-
-def _check_returns_float(fn_ir, src):
-    """Refuse (at the last ``return``) a function whose typed result is not a float scalar."""
-    rt = fn_ir.types.get(fn_ir.result)
-    if isinstance(rt, Scalar) and rt.kind == "f64":
-        return
-    what = "an array" if isinstance(rt, Array) else ("an integer" if rt == Scalar("i64") else str(rt))
-    import gast as _gast
-    rets = [n for n in _gast.walk(src.node) if isinstance(n, _gast.Return)]
-    at = rets[-1] if rets else src.node
-    raise CoarsenError(f"{src.fn.__name__} returns {what}; coarsen differentiates functions "
-                       "that return one float scalar",
-                       filename=src.filename, lineno=at.lineno, col_offset=at.col_offset,
-                       source_line=src.line(at.lineno),
-                       hint="return a scalar objective, e.g. np.sum(...) or float(...)")
 
 
 # the former name of an Artifact

@@ -41,12 +41,11 @@ import numpy as np
 from . import __version__, lowering
 from .ad.forward import jvp_ir
 from .analysis.activity import analyze
-from .artifact import TARGETS, Signature, arg_type, check_wrt, resolve_wrt, written_positions
+from .artifact import TARGETS, Signature, check_wrt
 from .errors import CoarsenError
 from .frontend.lower import lower
 from .frontend.source import display_path, get_source, unwrap
-from .ir.nodes import Array, Scalar
-from .ir.typeinfer import infer
+from .pipeline import code_fingerprint, lower_for, typed_ir
 from .lowering.cache import toolchain_versions
 
 __all__ = ["Jvp", "JvpArtifact", "JvpOptions", "JvpReport", "compile_jvp", "jvp"]
@@ -89,46 +88,18 @@ class JvpArtifact:
     cache_key: str
 
 
-def _check_returns_float(fn_ir, src):
-    rt = fn_ir.types.get(fn_ir.result)
-    if isinstance(rt, Scalar) and rt.kind == "f64":
-        return
-    import gast
-    what = "an array" if isinstance(rt, Array) else ("an integer" if rt == Scalar("i64") else str(rt))
-    rets = [n for n in gast.walk(src.node) if isinstance(n, gast.Return)]
-    at = rets[-1] if rets else src.node
-    raise CoarsenError(f"{src.fn.__name__} returns {what}; coarsen.jvp differentiates functions "
-                       "that return one float scalar",
-                       filename=src.filename, lineno=at.lineno, col_offset=at.col_offset,
-                       source_line=src.line(at.lineno),
-                       hint="return a scalar objective, e.g. np.sum(...) or float(...)")
-
-
 def compile_jvp(fn, signature, options, *, module_arrays=None):
     """The ``JvpArtifact`` of ``fn`` for ``signature`` and ``options`` (see the module
     docstring); nothing is kept in memory here."""
-    from .api import code_fingerprint
-    fn = unwrap(fn)
-    src = get_source(fn)
-    params = [a.id for a in src.node.args.args]
-    n = len(params)
-    wrt = resolve_wrt(options.wrt, params, signature.types, fn.__name__)
     t0 = time.perf_counter()
-    fn_ir, _ = lower(fn)
-    arrays = tuple(fn_ir.global_arrays)
-    if module_arrays is not None and [id(a) for a in arrays] != [id(a) for a in module_arrays]:
-        raise CoarsenError(f"the module-level arrays that {fn.__name__} reads were rebound "
-                           "after coarsen.jvp() was called",
-                           hint="call coarsen.jvp again after changing module-level arrays")
-    array_types = [arg_type("<module-level array>", a) for a in arrays]
-    types = tuple(signature.types)
-    if len(types) == n:
-        types += tuple(t for t, _ in array_types)
-    written = written_positions(fn_ir)
+    low = lower_for(fn, signature, options.wrt, module_arrays=module_arrays,
+                    transform="coarsen.jvp")
+    fn, src, params, wrt, fn_ir = low.fn, low.src, low.params, low.wrt, low.fn_ir
+    arrays, types, written = low.arrays, low.types, low.written
     parts = {"transform": "jvp", "dependencies": fn_ir.dependencies.fingerprint(),
              "function": fn.__qualname__, "module": str(fn.__module__), "file": src.filename,
              "signature": list(signature.texts),
-             "module_arrays": [text for _, text in array_types], "wrt": list(wrt),
+             "module_arrays": list(low.array_texts), "wrt": list(wrt),
              "target": options.target, "boundscheck": options.boundscheck,
              "version": __version__, "code": code_fingerprint(),
              "toolchain": dict(sorted(toolchain_versions().items()))}
@@ -142,8 +113,7 @@ def compile_jvp(fn, signature, options, *, module_arrays=None):
         source, meta = cached
         ir_text_, stats = meta.get("ir", ""), meta.get("stats", {})
     else:
-        infer(fn_ir, list(types))
-        _check_returns_float(fn_ir, src)
+        fn_ir = typed_ir(fn_ir, types, src, options, transform="coarsen.jvp")
         wrt_ir = tuple(fn_ir.params[params.index(w)] for w in wrt)
         facts = analyze(fn_ir, wrt_ir)
         module, em = jvp_ir(fn_ir, wrt_ir, facts, entry_name, boundscheck=options.boundscheck)

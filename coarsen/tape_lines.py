@@ -34,8 +34,7 @@ from .analysis.costmodel import machine_weights
 from .errors import CoarsenError
 from .frontend.lower import lower
 from .frontend.source import get_source, unwrap
-from .ir.scalarize import scalarize
-from .ir.typeinfer import infer
+from .pipeline import typed_ir
 
 TOP = 10
 
@@ -86,9 +85,7 @@ def instrumented_module(fn, art):
     src = get_source(fn)
     params = [a.id for a in src.node.args.args]
     fn_ir, _ = lower(fn)
-    infer(fn_ir, list(art.types))
-    if options.scalarize and options.build_target == "cpu":
-        fn_ir = scalarize(fn_ir)
+    fn_ir = typed_ir(fn_ir, art.types, src, options)
     wrt_ir = tuple(fn_ir.params[params.index(w)] for w in art.wrt)
     facts = analyze(fn_ir, wrt_ir)
     weights = machine_weights() if options.coarsen else None

@@ -31,12 +31,12 @@ from dataclasses import replace
 
 import gast
 
-from ...analysis.activity import intact
 from ...analysis.bounds import hoisted_check, inline_check
 from ...ir.nodes import (Array, Assign, Const, For, If, NEWAXIS, Segment, Slice, Store, Var,
                          While)
 from ...ir.primitives import err, primitive
 from .. import build as B
+from ..operands import OperandQueries
 from ..build import X
 from ..reverse.cleanup import names_read
 from .rules import tangent
@@ -57,7 +57,7 @@ def tangent_names(fn, names):
     return out
 
 
-class ForwardEmitter:
+class ForwardEmitter(OperandQueries):
     def __init__(self, fn, wrt, facts, bounds=None):
         self.fn = fn
         self.types = dict(fn.types)
@@ -89,21 +89,6 @@ class ForwardEmitter:
     def helper(self, name):
         self.helpers.add(name)
         return name
-
-    def ty(self, name):
-        return self.types.get(name)
-
-    def is_arr(self, operand):
-        return isinstance(operand, Var) and isinstance(self.types.get(operand.name), Array)
-
-    def nd(self, operand):
-        if isinstance(operand, Var):
-            t = self.types.get(operand.name)
-            return t.ndim if isinstance(t, Array) else 0
-        return 0
-
-    def intact(self, name):
-        return intact(self.f, name)
 
     def val(self, operand):
         if isinstance(operand, Var):

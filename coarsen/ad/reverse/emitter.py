@@ -16,6 +16,7 @@ import gast
 from ...ir.nodes import (Array, NEWAXIS, Slice, Var)
 from ...analysis.activity import intact
 from .. import build as B
+from ..operands import OperandQueries
 from ..build import X
 from ...analysis.bounds import hoisted_check, inline_check
 from ...analysis.recording import find_int_recomputable, find_recomputable
@@ -28,7 +29,8 @@ from .steps import SegmentMixin
 from .tapes import TapeMixin
 
 
-class Emitter(TapeMixin, AdjointMixin, SegmentMixin, ControlMixin, FusedMixin, CheckpointMixin):
+class Emitter(OperandQueries, TapeMixin, AdjointMixin, SegmentMixin, ControlMixin, FusedMixin,
+              CheckpointMixin):
     def __init__(self, fn, wrt, facts, tbr=frozenset(), int_recompute=None, reductions=None):
         self.fn = fn
         self.types = fn.types
@@ -64,22 +66,6 @@ class Emitter(TapeMixin, AdjointMixin, SegmentMixin, ControlMixin, FusedMixin, C
     @staticmethod
     def bar(name):
         return name + "_bar"
-
-    def ty(self, name):
-        return self.types.get(name)
-
-    def is_arr(self, operand):
-        return isinstance(operand, Var) and isinstance(self.types.get(operand.name), Array)
-
-    def nd(self, operand):
-        if isinstance(operand, Var):
-            t = self.types.get(operand.name)
-            return t.ndim if isinstance(t, Array) else 0
-        return 0
-
-    def intact(self, name):
-        """Is ``name`` never overwritten after it is first set (activity's ``intact``)?"""
-        return intact(self.f, name)
 
     def taped(self, name):
         return name in self.tbr and not intact(self.f, name)

@@ -1,0 +1,134 @@
+"""The front of every transform's pipeline: one function's source lowered for one signature.
+
+Requires: a Python function (or a Numba dispatcher) with source, a ``Signature``
+(``coarsen.artifact``) and the transform's ``wrt`` option.
+Guarantees: ``lower_for(...)`` returns a ``Lowered`` (the untyped IR, whose record of reads
+makes the cache key, the module-level arrays it found, the full list of IR types, the written
+positions and the resolved ``wrt``), or raises ``CoarsenError`` when the module-level arrays
+were rebound since the transform was made or the signature does not fit; ``typed_ir`` types
+that IR for the signature, refuses a result that is not one float, and scalarizes element-wise
+array code on the cpu target (``coarsen.ir.scalarize``); ``code_fingerprint()`` is the hash of
+coarsen's own source (a cache key part: an entry made by other compiler code never loads).
+``compile_gradient`` (``coarsen.api``), ``compile_jvp`` (``coarsen.forward_api``) and the
+instrumented build of ``coarsen.tape_lines`` share them, so the three read a function the same
+way.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from dataclasses import dataclass
+
+from . import __version__, lowering
+from .artifact import arg_type, resolve_wrt, written_positions
+from .errors import CoarsenError
+from .frontend.lower import lower
+from .frontend.source import get_source, unwrap
+from .ir.nodes import Array, Scalar
+from .ir.scalarize import scalarize
+from .ir.typeinfer import infer
+
+
+def _code_fingerprint():
+    h = hashlib.sha256(__version__.encode())
+    roots = [os.path.dirname(__file__), os.path.dirname(lowering.__file__)]
+    spec = importlib.util.find_spec("coarsen.symbolic")   # located without importing SymPy
+    if spec is not None and spec.origin:
+        roots.append(os.path.dirname(spec.origin))
+    for root in roots:
+        for dirpath, dirnames, filenames in sorted(os.walk(root)):
+            dirnames.sort()
+            for fname in sorted(filenames):
+                if fname.endswith(".py"):
+                    with open(os.path.join(dirpath, fname), "rb") as fh:
+                        h.update(fname.encode())
+                        h.update(fh.read())
+    return h.hexdigest()[:16]
+
+
+_FINGERPRINT = None
+
+
+def code_fingerprint():
+    """Hash of coarsen's own source (computed once per process)."""
+    global _FINGERPRINT
+    if _FINGERPRINT is None:
+        _FINGERPRINT = _code_fingerprint()
+    return _FINGERPRINT
+
+
+@dataclass(frozen=True, eq=False)
+class Lowered:
+    """One function lowered for one signature (before types)."""
+    fn: object                  # the plain Python function
+    src: object                 # its ``FunctionSource``
+    params: list                # the parameters' source names
+    wrt: tuple                  # the resolved ``wrt`` (source names)
+    fn_ir: object               # the untyped ``ir.Function`` (``infer`` fills it in)
+    arrays: tuple               # the module-level arrays it reads, in entry order
+    array_texts: tuple          # their Numba type texts
+    types: tuple                # IR types: parameters, then module-level arrays
+    written: frozenset          # positions (parameters, then module arrays) it may write
+
+
+def lower_for(fn, signature, wrt, *, module_arrays=None, transform="coarsen.differentiate"):
+    """Lower ``fn`` for ``signature`` (see the module docstring).  ``module_arrays``, when
+    given, are the arrays the caller saw when the transform was made: the lowering must find
+    the same objects.  ``signature.types`` may leave out the module-level arrays' types."""
+    fn = unwrap(fn)
+    src = get_source(fn)                    # raises CoarsenError when there is no source
+    params = [a.id for a in src.node.args.args]
+    n = len(params)
+    wrt = resolve_wrt(wrt, params, signature.types, fn.__name__)
+    # Lowered once per artifact, and this one IR serves both uses: its record of reads (with
+    # the module-level arrays it found and what it writes) makes the cache key, and on a miss
+    # the same object goes on through the later stages.  It is lowered here, not reused from
+    # the fence the transform ran when it was made: the key must describe the lowering the
+    # code comes from, read when the signature is first specialized (README), and each
+    # signature needs an untyped IR of its own (infer fills in and rewrites it).
+    fn_ir, _ = lower(fn)
+    arrays = tuple(fn_ir.global_arrays)
+    if module_arrays is not None and [id(a) for a in arrays] != [id(a) for a in module_arrays]:
+        raise CoarsenError(f"the module-level arrays that {fn.__name__} reads were rebound "
+                           f"after {transform}() was called",
+                           hint=f"call {transform} again after changing module-level arrays")
+    array_types = [arg_type("<module-level array>", a) for a in arrays]
+    types = tuple(signature.types)
+    if len(types) == n:
+        types += tuple(t for t, _ in array_types)
+    if len(signature.texts) != n or list(types[n:]) != [t for t, _ in array_types]:
+        raise CoarsenError(f"the signature {signature} does not match {fn.__name__}'s {n} parameters "
+                           f"and {len(arrays)} module-level arrays",
+                           hint="build it with Signature.of(params, args, module_arrays)")
+    return Lowered(fn, src, params, wrt, fn_ir, arrays, tuple(text for _, text in array_types),
+                   types, written_positions(fn_ir))
+
+
+def typed_ir(fn_ir, types, src, options, *, transform="coarsen"):
+    """``fn_ir`` typed for ``types`` (in place, as ``infer`` does), its result checked to be
+    one float, then scalarized on the cpu target when ``options.scalarize`` (a new
+    ``Function``): Numba's scalar math follows NumPy's (``inf`` and ``nan``,
+    ``error_model='numpy'``) where Python's raises (``ZeroDivisionError``, math domain
+    errors), so the python target keeps array code."""
+    infer(fn_ir, list(types))
+    check_returns_float(fn_ir, src, transform)
+    if getattr(options, "scalarize", False) and options.build_target == "cpu":
+        fn_ir = scalarize(fn_ir)
+    return fn_ir
+
+
+def check_returns_float(fn_ir, src, transform="coarsen"):
+    """Refuse (at the last ``return``) a function whose typed result is not a float scalar."""
+    rt = fn_ir.types.get(fn_ir.result)
+    if isinstance(rt, Scalar) and rt.kind == "f64":
+        return
+    what = "an array" if isinstance(rt, Array) else ("an integer" if rt == Scalar("i64") else str(rt))
+    import gast
+    rets = [n for n in gast.walk(src.node) if isinstance(n, gast.Return)]
+    at = rets[-1] if rets else src.node
+    raise CoarsenError(f"{src.fn.__name__} returns {what}; {transform} differentiates functions "
+                       "that return one float scalar",
+                       filename=src.filename, lineno=at.lineno, col_offset=at.col_offset,
+                       source_line=src.line(at.lineno),
+                       hint="return a scalar objective, e.g. np.sum(...) or float(...)")
