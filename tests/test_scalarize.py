@@ -101,6 +101,16 @@ def empty_slices(x, a):
     return np.sum(y * x) + np.sum(x[7:] * a)
 
 
+def dots(L, b, w):
+    """Dot products of 1-D trees: forward substitution's row times the solved part, np.dot,
+    element-wise operations on either side, a vector with itself."""
+    n = b.shape[0]
+    x = np.zeros(n)
+    for i in range(n):
+        x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]
+    return np.dot(w, x) + (x - 1.0) @ (w * 2.0) + x @ x
+
+
 def _r(seed=0):
     return np.random.default_rng(seed)
 
@@ -117,10 +127,12 @@ CASES = {
     overlap: lambda: (_r(14).normal(size=6), 0.9),
     maths: lambda: (_r(15).normal(size=5), _r(16).normal(size=5), 0.3),
     empty_slices: lambda: (_r(17).normal(size=3), 1.3),
+    dots: lambda: (np.tril(_r(18).normal(size=(5, 5))) + 4.0 * np.eye(5), _r(19).normal(size=5),
+                   _r(23).normal(size=5)),
 }
 #: the loops each program's qualifying expressions become (one per axis of each nest)
 SCALARIZED = {jacobi: 8, heat_slices: 2, broadcasts: 8, runtime_broadcast: 6, strides: 8,
-              updates: 9, overlap: 2, maths: 3, empty_slices: 3}
+              updates: 9, overlap: 2, maths: 3, empty_slices: 3, dots: 4}
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +175,7 @@ def test_oracle_fine(fn):
     check_against_oracle(fn, CASES[fn](), "cpu", coarse=False)
 
 
-@pytest.mark.parametrize("fn", [jacobi, broadcasts, updates, strides, overlap],
+@pytest.mark.parametrize("fn", [jacobi, broadcasts, updates, strides, overlap, dots],
                          ids=lambda f: f.__name__)
 def test_same_as_array_code(fn, grads):
     """The loop nests compute what NumPy's array operations compute (sums may round
@@ -204,6 +216,22 @@ def test_broadcast_error_as_numpy():
         bad(np.ones(3), np.ones(4))
     with pytest.raises(ValueError, match="broadcast"):
         g(np.ones(3), np.ones(4))
+
+
+def test_dot_lengths_as_numpy():
+    """A dot product of two 1-D trees needs one length on both sides (NumPy's dot does not
+    broadcast a length-1 side), and a length-0 product is 0."""
+    def dot_of(x, y):
+        return (x * 2.0) @ y
+    g = coarsen.differentiate(dot_of, target="cpu")
+    assert "for _i" in g.specialize((np.ones(3), np.ones(3))).ir_text
+    for x, y in ((np.ones(3), np.ones(4)), (np.ones(1), np.ones(3))):
+        with pytest.raises(ValueError):
+            dot_of(x, y)
+        with pytest.raises(ValueError, match="shapes not aligned"):
+            g(x, y)
+    v, (gx, gy) = g.value_and_grad(np.ones(0), np.ones(0))
+    assert v == 0.0 and gx.shape == (0,) and gy.shape == (0,)
 
 
 def test_empty_region_and_length_one():

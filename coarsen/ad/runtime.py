@@ -112,6 +112,12 @@ def _bcast_stride(e, n):
         return 0
     raise ValueError("operands could not be broadcast together (coarsen: an element-wise array expression)")
 ''',
+    "_same_len": '''
+def _same_len(a, b):
+    if a != b:
+        raise ValueError("matmul/dot: shapes not aligned (the lengths differ)")
+    return a
+''',
     "_range_cont": '''
 def _range_cont(i, stop, step):
     if step > 0:

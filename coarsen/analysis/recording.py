@@ -119,7 +119,8 @@ def _find(fn, facts, block, out, loop_vars=(), after=()):
 #: cheap operations on integers and booleans that the reverse sweep may evaluate again
 INT_RECOMPUTE_OPS = frozenset({"add", "sub", "mul", "neg", "floordiv", "mod", "copy", "dim",
                                "eq", "ne", "lt", "le", "gt", "ge", "not", "and", "or", "truth",
-                               "slice_start", "slice_len", "bcast_len", "bcast_stride"})
+                               "slice_start", "slice_len", "bcast_len", "bcast_stride",
+                               "same_len"})
 
 
 def find_int_recomputable(fn, facts):

@@ -11,11 +11,14 @@ element, and segments of interest form per element.  Everything else is left as 
 An array expression is a tree of compiler temporaries, each assigned once and used once, all
 in one block, computed by element-wise primitives (the registry's ``elementwise`` flag) and by
 basic-slice reads (``getitem`` with integers, slices and ``np.newaxis``), with at least one
-element-wise operation; its leaves are scalars and arrays.  It ends in one *sink*:
+element-wise operation (a dot product needs none); its leaves are scalars and arrays.  It ends in one *sink*:
 
 * a store into a region of an array (``B[1:-1, 1:-1] = c * (...)``, ``u[:] += ...``);
 * a sum over every axis (``np.sum(W * e * e)``), accumulated in index order;
-* the assignment of the new array to a variable assigned nowhere else (``e = A - target``).
+* the assignment of the new array to a variable assigned nowhere else (``e = A - target``);
+* a dot product of two 1-D trees (``L[i, :i] @ x[:i]``, ``np.dot(w, x)``), accumulated in
+  index order; its two sides must have one length (``same_len``), as NumPy's ``dot`` requires
+  (no broadcasting between them).
 
 The nest runs over the broadcast shape.  Each leaf's extents (and the stored region's) are
 computed at run time with NumPy's slice rules (``slice_len``, ``slice_start``); NumPy's
@@ -45,6 +48,7 @@ from .nodes import (NEWAXIS, Array, Assign, Const, For, I64, If, Scalar, Slice, 
 from .primitives import REGISTRY, ops_where
 
 ELEMENTWISE = ops_where(lambda p: p.elementwise)
+DOTS = ("matmul", "dot")       # of two 1-D arrays: a sum of products
 #: stands for a missing slice bound: it clips to the array's ends as ``None`` does
 BIG = 2 ** 62
 _DTYPES = ("f64", "i64")
@@ -70,7 +74,7 @@ class _Leaf:
 @dataclass
 class _Expr:
     sink: object          # the Store or Assign that consumes the tree
-    kind: str             # "store", "sum" or "fresh"
+    kind: str             # "store", "sum", "fresh" or "dot"
     absorbed: list        # positions (in the block) of the tree's statements, ascending
     root: object          # the operand the sink consumes
     rank: int             # the nest's depth
@@ -189,19 +193,24 @@ class _Scalarizer:
                 and not (st.target in self.temps and self.nuses.get(st.target) == 1):
             # (a temporary used once belongs to the tree of its use)
             kind, root, rank = "fresh", Var(st.target), self.types[st.target].ndim
+        elif isinstance(st, Assign) and st.op in DOTS and len(st.args) == 2 \
+                and all(self.is_arr(a) and self.types[a.name].ndim == 1 for a in st.args) \
+                and isinstance(self.types.get(st.target), Scalar):
+            kind, root, rank = "dot", None, 1
         else:
             return None
         defs = {s.target: k for k, s in enumerate(stmts[:pos]) if isinstance(s, Assign)}
         absorbed = []
-        if kind == "fresh":
-            absorbed.append(pos)
+        if kind in ("fresh", "dot"):
             for a in st.args:
                 if self.is_arr(a):
                     self.grow(stmts, a.name, defs, absorbed)
+            if kind == "fresh":
+                absorbed.append(pos)
         else:
             self.grow(stmts, root.name, defs, absorbed)
         absorbed.sort()
-        if not any(stmts[k].op in ELEMENTWISE for k in absorbed):
+        if kind != "dot" and not any(stmts[k].op in ELEMENTWISE for k in absorbed):
             return None
         e = _Expr(st, kind, absorbed, root, rank)
         return e if self.valid(stmts, pos, e) else None
@@ -265,9 +274,29 @@ class _Scalarizer:
                 if self.is_arr(a) and a.name not in mine and a.name not in seen:
                     seen.add(a.name)
                     out.append(_Leaf(a.name, (), None))
-        if e.kind != "fresh" and e.root.name not in mine:
-            out.append(_Leaf(e.root.name, (), None))
+        roots = e.sink.args if e.kind == "dot" else (e.root,) if e.kind != "fresh" else ()
+        for r in roots:
+            if r.name not in mine and r.name not in seen:
+                seen.add(r.name)
+                out.append(_Leaf(r.name, (), None))
         return out
+
+    def side(self, stmts, e, leaves, operand):
+        """The leaves of the subtree that computes ``operand`` (one side of a dot)."""
+        by_target = {stmts[k].target: stmts[k] for k in e.absorbed}
+        found, todo = set(), [operand.name]
+        while todo:
+            n = todo.pop()
+            s = by_target.get(n)
+            if s is None:
+                found.add(("whole", n))
+            elif s.op == "getitem":
+                found.add(("read", id(s)))
+            else:
+                todo.extend(a.name for a in s.args if self.is_arr(a))
+        return [leaf for leaf in leaves
+                if (("read", id(leaf.stmt)) if leaf.stmt is not None else ("whole", leaf.array))
+                in found]
 
     def valid(self, stmts, pos, e):
         absorbed = set(e.absorbed)
@@ -303,7 +332,7 @@ class _Scalarizer:
         # between the tree's first statement and the sink: no stores, no control flow, and no
         # reassignment of a variable an earlier statement of the tree read
         read = set()
-        for k in range(e.absorbed[0], pos):
+        for k in range(e.absorbed[0] if e.absorbed else pos, pos):
             s = stmts[k]
             if k in absorbed:
                 read.update(u.name for u in uses(s) if isinstance(u, Var))
@@ -385,30 +414,25 @@ class _Scalarizer:
         sink = e.sink
         self.loc = sink.loc
         pre, cache = [], {}
+        equal = {}      # an extent -> the operands known to hold the same length
         leaves = self.leaves(stmts, e)
         R = e.rank
-        # the nest's extents: the stored region's, or the broadcast of the leaves'
+        # the nest's extents: the stored region's, or the broadcast of the leaves' (of each
+        # side of a dot: the two must then have one length, as NumPy's dot requires)
         if e.kind == "store":
             region = self.axes(sink.array, sink.index)
             extents = [self.extent(pre, cache, sink.array, ax) for ax in region]
+        elif e.kind == "dot":
+            na, nb = (self.broadcast(pre, cache, self.side(stmts, e, leaves, a), R)[0]
+                      for a in sink.args)
+            n = na
+            if na != nb:
+                n = Var(self.new("n", I64))
+                pre.append(Assign(n.name, "same_len", (na, nb), self.loc))
+                equal[n] = (na, nb)
+            extents = [n]
         else:
-            extents = []
-            for d in range(R):
-                cands = []
-                for leaf in leaves:
-                    axs = self.axes(leaf.array, leaf.items)
-                    p = d - (R - len(axs))
-                    if p >= 0:
-                        x = self.extent(pre, cache, leaf.array, axs[p])
-                        if x not in cands:
-                            cands.append(x)
-                cands = [c for c in cands if c != Const(1)] or [Const(1)]
-                n = cands[0]
-                for c in cands[1:]:
-                    b = self.new("b", I64)
-                    pre.append(Assign(b, "bcast_len", (n, c), self.loc))
-                    n = Var(b)
-                extents.append(n)
+            extents = self.broadcast(pre, cache, leaves, R)
         # per leaf: the first index and the broadcast stride of each axis it reads
         plans = []
         for leaf in leaves:
@@ -420,7 +444,7 @@ class _Scalarizer:
                     continue
                 x = self.extent(pre, cache, leaf.array, ax)
                 n = extents[off + p]
-                if x == n:
+                if x == n or x in equal.get(n, ()):
                     stride = Const(1)
                 else:
                     b = self.new("b", I64)
@@ -433,7 +457,7 @@ class _Scalarizer:
             for d, ax in enumerate(self.axes(sink.array, sink.index)):
                 region_plan.append((ax, d, self.start(pre, cache, sink.array, ax), Const(1)))
         acc = None
-        if e.kind == "sum":
+        if e.kind in ("sum", "dot"):
             kind = self.types[sink.target].kind
             acc = self.new("acc", kind)
             pre.append(Assign(acc, "copy", (Const(0.0 if kind == "f64" else 0),), sink.loc))
@@ -497,6 +521,10 @@ class _Scalarizer:
             inner.append(Store(sink.array, idx, value(e.root, sink.loc), sink.aug, sink.loc))
         elif e.kind == "sum":
             inner.append(Assign(acc, "add", (Var(acc), value(e.root, sink.loc)), sink.loc))
+        elif e.kind == "dot":
+            v = self.new("v", self.types[sink.target].kind)
+            inner.append(Assign(v, "mul", tuple(value(a, sink.loc) for a in sink.args), sink.loc))
+            inner.append(Assign(acc, "add", (Var(acc), Var(v)), sink.loc))
         else:
             v = self.new("v", self.types[sink.target].dtype)
             inner.append(Assign(v, sink.op, tuple(value(a, sink.loc) for a in sink.args),
@@ -509,9 +537,30 @@ class _Scalarizer:
         for d in reversed(range(R)):
             nest = [For(ivars[d], Const(0), extents[d], Const(1), nest, sink.loc)]
         out = pre + nest
-        if e.kind == "sum":
+        if e.kind in ("sum", "dot"):
             out.append(Assign(sink.target, "copy", (Var(acc),), sink.loc))
         return out
+
+    def broadcast(self, pre, cache, leaves, R):
+        """The operands holding the broadcast extents of ``leaves`` along the nest's axes."""
+        extents = []
+        for d in range(R):
+            cands = []
+            for leaf in leaves:
+                axs = self.axes(leaf.array, leaf.items)
+                p = d - (R - len(axs))
+                if p >= 0:
+                    x = self.extent(pre, cache, leaf.array, axs[p])
+                    if x not in cands:
+                        cands.append(x)
+            cands = [c for c in cands if c != Const(1)] or [Const(1)]
+            n = cands[0]
+            for c in cands[1:]:
+                b = self.new("b", I64)
+                pre.append(Assign(b, "bcast_len", (n, c), self.loc))
+                n = Var(b)
+            extents.append(n)
+        return extents
 
     def position(self, inner, array, plan, ivars, loc):
         """The index along ``plan``'s axis at the loop indices: ``start + step*(stride*i)``."""

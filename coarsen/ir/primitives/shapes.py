@@ -1,6 +1,7 @@
 """Indexing and shape primitives: ``getitem``, ``dim``/``size``/``ndim``, ``transpose``,
 ``reshape``, ``ravel``, ``flip``, ``expand_dims``; ``slice_start``/``slice_len``/
-``bcast_len``/``bcast_stride`` (the integer bookkeeping of ``coarsen.ir.scalarize``).
+``bcast_len``/``bcast_stride``/``same_len`` (the integer bookkeeping of
+``coarsen.ir.scalarize``).
 
 Requires: ``core``, ``coarsen.ad.build``.
 Guarantees: type rules (indices must be integers or slices; fancy indexing is refused), the
@@ -153,7 +154,7 @@ def _emit_helper_call(name):
 
 
 for _name, _arity in (("slice_start", 3), ("slice_len", 4), ("bcast_len", 2),
-                      ("bcast_stride", 2)):
+                      ("bcast_stride", 2), ("same_len", 2)):
     register(Primitive(_name, _int_type, _emit_helper_call(_name), arity=_arity, zero=True,
                        passenger=True))
 defstructural("getitem", _vjp_getitem, (0,))
