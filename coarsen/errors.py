@@ -26,6 +26,14 @@ class CoarsenError(Exception):
         self.hint = hint
         super().__init__(self._format())
 
+    def __reduce__(self):
+        # pickled with its parts (a Dask worker's error reaches the client as it was raised),
+        # not with the formatted text, which would be taken for the problem and formatted again
+        return (_rebuild, (type(self), self.problem,
+                           {"filename": self.filename, "lineno": self.lineno,
+                            "col_offset": self.col_offset, "source_line": self.source_line,
+                            "hint": self.hint}))
+
     def _format(self) -> str:
         parts = []
         if self.filename is not None or self.lineno is not None:
@@ -46,6 +54,10 @@ class CoarsenError(Exception):
         if self.hint:
             parts.append("hint: " + self.hint)
         return "\n".join(parts)
+
+
+def _rebuild(cls, problem, parts):
+    return cls(problem, **parts)
 
 
 def at_stmt(stmt, problem, hint=None):

@@ -133,3 +133,17 @@ def test_display_path_never_absolute_for_this_package():
     assert display_path(examples.ridge_loss) == "coarsen/examples.py"
     here = display_path(model)        # this test module: "test_api_edges.py" or under tests/
     assert here.endswith("test_api_edges.py") and not here.startswith("/")
+
+
+def test_coarsen_error_pickles_with_its_parts():
+    """An error raised in another process (a Dask worker) reads as it was raised: pickled
+    with its parts, not its formatted text (which would be formatted a second time)."""
+    import pickle
+    from coarsen import CoarsenError
+    e = CoarsenError("x is bad", filename="m.py", lineno=3, col_offset=4,
+                     source_line="    y = x + 1\n", hint="do y")
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is CoarsenError and str(back) == str(e)
+    assert (back.problem, back.filename, back.lineno, back.col_offset, back.hint) == \
+        ("x is bad", "m.py", 3, 4, "do y")
+    assert str(back).count("CoarsenError:") == 1
