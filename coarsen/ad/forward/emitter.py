@@ -31,8 +31,7 @@ from dataclasses import replace
 
 import gast
 
-from ...analysis.bounds import hoisted_check, inline_check
-from ...ir.nodes import (Array, Assign, Const, For, If, NEWAXIS, Segment, Slice, Store, Var,
+from ...ir.nodes import (Array, Assign, Const, For, If, Segment, Store, Var,
                          While)
 from ...ir.primitives import err, primitive
 from .. import build as B
@@ -94,31 +93,6 @@ class ForwardEmitter(OperandQueries):
         if isinstance(operand, Var):
             return X(B.name(operand.name), self.is_arr(operand))
         return X(B.const(operand.value))
-
-    def index_node(self, index):
-        items = []
-        for it in index:
-            if it == NEWAXIS:
-                items.append(B.const(None))
-            elif isinstance(it, Slice):
-                items.append(B.slice_(*(None if p is None else self.val(p)
-                                        for p in (it.lower, it.upper, it.step))))
-            else:
-                items.append(B.ex(self.val(it)))
-        if len(items) == 1:
-            return items[0]
-        return gast.Tuple(elts=items, ctx=gast.Load())
-
-    def index_checks(self, s):
-        if self.bounds is None:
-            return []
-        return [inline_check(c, self.val) for c in self.bounds.inline.get(id(s), ())]
-
-    def hoisted_checks(self, loop):
-        if self.bounds is None:
-            return []
-        out = [hoisted_check(c, loop, self.val) for c in self.bounds.hoisted.get(id(loop), ())]
-        return [c for c in out if c is not None]
 
     # ------------------------------------------------------------------ expressions
     def primal(self, s):

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import gast
 
-from ...ir.nodes import (Array, NEWAXIS, Slice, Var)
+from ...ir.nodes import (Array, Var)
 from ...analysis.activity import intact
 from .. import build as B
 from ..operands import OperandQueries
 from ..build import X
-from ...analysis.bounds import hoisted_check, inline_check
 from ...analysis.recording import find_int_recomputable, find_recomputable
 from ...analysis.reductions import find_reduction_loops
 from .adjoints import AdjointMixin
@@ -122,30 +121,4 @@ class Emitter(OperandQueries, TapeMixin, AdjointMixin, SegmentMixin, ControlMixi
             Expand().visit(node)
         return nodes
     lifted_names = {}     # canonical -> real names of lifted segments (coarsen.ad.canonical)
-
-    def index_node(self, index):
-        items = []
-        for it in index:
-            if it == NEWAXIS:
-                items.append(B.const(None))
-            elif isinstance(it, Slice):
-                items.append(B.slice_(*(None if p is None else self.val(p) for p in (it.lower, it.upper, it.step))))
-            else:
-                items.append(B.ex(self.val(it)))
-        if len(items) == 1:
-            return items[0]
-        return gast.Tuple(elts=items, ctx=gast.Load())
-
-    def index_checks(self, s):
-        """Forward code checking the indices of the element access ``s`` before it runs."""
-        if self.bounds is None:
-            return []
-        return [inline_check(c, self.val) for c in self.bounds.inline.get(id(s), ())]
-
-    def hoisted_checks(self, loop):
-        """Index checks of the accesses in ``loop``'s body, run once before it."""
-        if self.bounds is None:
-            return []
-        out = [hoisted_check(c, loop, self.val) for c in self.bounds.hoisted.get(id(loop), ())]
-        return [c for c in out if c is not None]
 
