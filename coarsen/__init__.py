@@ -8,5 +8,6 @@ __version__ = "0.1.0"
 from .errors import CoarsenError  # noqa: E402
 from .api import Gradient, differentiate, ir_text  # noqa: E402
 from .forward_api import Jvp, jvp  # noqa: E402
+from .jacobian_api import Jacobian, jacobian  # noqa: E402
 
-__all__ = ["CoarsenError", "Gradient", "Jvp", "differentiate", "ir_text", "jvp", "__version__"]
+__all__ = ["CoarsenError", "Gradient", "Jacobian", "Jvp", "differentiate", "ir_text", "jacobian", "jvp", "__version__"]

@@ -6,13 +6,14 @@ Requires: the frontend, types and activity of this package, forward mode
 Guarantees:
 
 * ``coarsen.jvp(fn, wrt=None, *, target="cpu", boundscheck=True)(*args, tangents=...)``
-  returns ``(value, tangent_out)``, two floats: ``fn(*args)`` and the directional derivative
-  of ``fn`` at ``args`` along ``tangents`` (JAX's ``jvp``).  ``tangents`` has one entry per
+  returns ``(value, tangent_out)``: ``fn(*args)`` and the directional derivative of ``fn``
+  at ``args`` along ``tangents`` (JAX's ``jvp``), two floats, or two new float64 arrays of
+  the result's shape for a function that returns a float array.  ``tangents`` has one entry per
   ``wrt`` parameter, shaped like it: a bare value for a single name or position, a tuple (or
   list) for ``wrt=None`` (every float parameter) or a sequence.  A float scalar parameter
   takes a real number, an array parameter an array of its shape (any real dtype, computed in
   float64); anything else raises ``CoarsenError`` naming the parameter, before any code runs.
-  ``fn`` must return a float scalar, as for ``coarsen.differentiate``.
+  ``fn`` must return a float scalar or a float64 array (``coarsen.jacobian`` builds on this).
 * The generated code is ``jvp_<f>(args..., tangents...)``: the primal and its tangents in one
   pass, with no tape; fine-grained forward mode (no segment is lifted to SymPy: each
   statement's tangent comes from its primitive's forward rule in the registry,
@@ -113,7 +114,8 @@ def compile_jvp(fn, signature, options, *, module_arrays=None):
         source, meta = cached
         ir_text_, stats = meta.get("ir", ""), meta.get("stats", {})
     else:
-        fn_ir = typed_ir(fn_ir, types, src, options, transform="coarsen.jvp")
+        fn_ir = typed_ir(fn_ir, types, src, options, transform="coarsen.jvp",
+                         float_arrays=True)
         wrt_ir = tuple(fn_ir.params[params.index(w)] for w in wrt)
         facts = analyze(fn_ir, wrt_ir)
         module, em = jvp_ir(fn_ir, wrt_ir, facts, entry_name, boundscheck=options.boundscheck)

@@ -105,30 +105,34 @@ def lower_for(fn, signature, wrt, *, module_arrays=None, transform="coarsen.diff
                    types, written_positions(fn_ir))
 
 
-def typed_ir(fn_ir, types, src, options, *, transform="coarsen"):
+def typed_ir(fn_ir, types, src, options, *, transform="coarsen", float_arrays=False):
     """``fn_ir`` typed for ``types`` (in place, as ``infer`` does), its result checked to be
-    one float, then scalarized on the cpu target when ``options.scalarize`` (a new
-    ``Function``): Numba's scalar math follows NumPy's (``inf`` and ``nan``,
+    one float (or, with ``float_arrays``, a float64 array: forward mode), then scalarized on
+    the cpu target when ``options.scalarize`` (a new ``Function``): Numba's scalar math follows NumPy's (``inf`` and ``nan``,
     ``error_model='numpy'``) where Python's raises (``ZeroDivisionError``, math domain
     errors), so the python target keeps array code."""
     infer(fn_ir, list(types))
-    check_returns_float(fn_ir, src, transform)
+    check_returns_float(fn_ir, src, transform, float_arrays=float_arrays)
     if getattr(options, "scalarize", False) and options.build_target == "cpu":
         fn_ir = scalarize(fn_ir)
     return fn_ir
 
 
-def check_returns_float(fn_ir, src, transform="coarsen"):
-    """Refuse (at the last ``return``) a function whose typed result is not a float scalar."""
+def check_returns_float(fn_ir, src, transform="coarsen", *, float_arrays=False):
+    """Refuse (at the last ``return``) a function whose typed result is not a float scalar
+    (nor, with ``float_arrays``, a float64 array)."""
     rt = fn_ir.types.get(fn_ir.result)
     if isinstance(rt, Scalar) and rt.kind == "f64":
+        return
+    if float_arrays and isinstance(rt, Array) and rt.dtype == "f64":
         return
     what = "an array" if isinstance(rt, Array) else ("an integer" if rt == Scalar("i64") else str(rt))
     import gast
     rets = [n for n in gast.walk(src.node) if isinstance(n, gast.Return)]
     at = rets[-1] if rets else src.node
+    kinds = "one float scalar or a float64 array" if float_arrays else "one float scalar"
     raise CoarsenError(f"{src.fn.__name__} returns {what}; {transform} differentiates functions "
-                       "that return one float scalar",
+                       f"that return {kinds}",
                        filename=src.filename, lineno=at.lineno, col_offset=at.col_offset,
                        source_line=src.line(at.lineno),
                        hint="return a scalar objective, e.g. np.sum(...) or float(...)")

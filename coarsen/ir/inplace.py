@@ -208,6 +208,8 @@ def _resolve_one(fn, block, k):
     if v == a:
         del block[k]
         return True
+    if v == fn.result:
+        return False    # the returned variable (an array result: forward mode) stays itself
     # the range in which v and a certainly name one array: up to the first statement of this
     # block that rebinds either (a block's statements run in order: the IR has no jumps)
     stop = None

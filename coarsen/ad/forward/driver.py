@@ -6,7 +6,8 @@ differentiated parameters, and activity ``Facts`` for them
 Guarantees: ``jvp_ir(fn, wrt, facts, entry_name)`` returns ``(module, emitter)``: a
 ``gast.Module`` with the runtime helpers it needs and the entry
 ``<entry_name>(*fn.params, *tangents)`` (one tangent per ``wrt`` parameter, shaped like it,
-named ``<name>_dot``) returning ``(value, tangent of the result)``, two floats.  The entry runs
+named ``<name>_dot``) returning ``(value, tangent of the result)``: two floats, or two new
+float64 arrays for a function that returns an array.  The entry runs
 the primal and the tangents together in one pass, with no tape: fine-grained forward mode
 (segments are not lifted to SymPy here).  The prologue copies the arrays the function writes
 (and their tangents), so the caller's arrays are never modified, and sets the tangents of
@@ -51,8 +52,14 @@ def jvp_ir(fn, wrt, facts, entry_name, *, boundscheck=True):
         first = getattr(body[0], "coarsen_comment", None)
         body[0].coarsen_comment = ("tangent sweep: the primal and its tangents, in one pass"
                                    + (f"\n{first}" if first else ""))
-    result_dot = B.name(em.dot(fn.result)) if fn.result in em.active else B.const(0.0)
-    ret = B.return_(B.tuple_(B.call("float", fn.result), B.call("float", result_dot)))
+    if isinstance(types.get(fn.result), Array):
+        # an array result: copies, so that neither aliases an argument or its tangent
+        result_dot = (B.call("np.copy", B.name(em.dot(fn.result))) if fn.result in em.active
+                      else B.call("np.zeros_like", B.name(fn.result)))
+        ret = B.return_(B.tuple_(B.call("np.copy", B.name(fn.result)), result_dot))
+    else:
+        result_dot = B.name(em.dot(fn.result)) if fn.result in em.active else B.const(0.0)
+        ret = B.return_(B.tuple_(B.call("float", fn.result), B.call("float", result_dot)))
     params = list(fn.params) + [em.dot(w) for w in wrt]
     func = B.funcdef(entry_name, params, prologue + body + [ret])
     helpers = helper_source(sorted(em.helpers)) if em.helpers else ""

@@ -107,7 +107,7 @@ class ForwardEmitter(OperandQueries):
 
     def zero_of(self, name, out):
         if isinstance(self.types.get(name), Array):
-            return B.call("np.zeros", gast.Attribute(value=B.ex(out), attr="shape", ctx=gast.Load()))
+            return B.call("np.zeros_like", B.ex(out))
         return B.const(0.0)
 
     # ------------------------------------------------------------------ statements

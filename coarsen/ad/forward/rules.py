@@ -11,7 +11,7 @@ operands that are active (``Facts.active``) contribute.  The rule shapes:
 * ``partials`` (element-wise ``defvjp``): ``sum_i partial_i * dot_i`` (a partial ``1.0`` adds
   the tangent itself, ``-1.0`` its negation); broadcasting happens in the arithmetic, and
   where an array operand has no tangent the sum is broadcast to the result's shape
-  (``+ np.zeros(out.shape)``), so the tangent always has the result's shape; a bare tangent
+  (``+ np.zeros_like(out)``), so the tangent always has the result's shape; a bare tangent
   variable of an array is copied (``.copy()``) unless the primitive is a view, so a later store
   into the result never writes into an operand's tangent;
 * ``linear`` (``deflinear``): the primitive's own emitter on the statement with one operand
@@ -103,8 +103,7 @@ def tangent(em, s, out):
             arrays = [p for p, a in enumerate(s.args) if em.is_arr(a)]
             if not all(p in pos for p in arrays):
                 # an array operand without a tangent may give the result its shape
-                expr = B.binop(expr, "+", B.call("np.zeros", gast.Attribute(value=B.ex(out), attr="shape",
-                                                                 ctx=gast.Load())))
+                expr = B.binop(expr, "+", B.call("np.zeros_like", B.ex(out)))
             elif isinstance(expr, gast.Name) and not prim.view:
                 expr = B.call(gast.Attribute(value=expr, attr="copy", ctx=gast.Load()))
         return expr

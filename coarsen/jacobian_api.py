@@ -1,0 +1,297 @@
+"""``coarsen.jacobian``: the Jacobian of a function returning a float scalar, a tuple of float
+scalars or a float64 array, by forward-mode columns or reverse-mode rows.
+
+Requires: ``coarsen.jvp`` (forward mode, which returns array tangents for array results),
+``coarsen.differentiate`` (reverse mode), ``coarsen.wrappers`` (generated wrapper functions)
+and the frontend's lowering and typing (``coarsen.pipeline``), run once per signature to learn
+the result's type.
+Guarantees:
+
+* ``coarsen.jacobian(fn, wrt=None, mode="auto", *, target="cpu", boundscheck=True)(*args)``
+  returns, for each ``wrt`` parameter (a bare value for one name or position, a tuple in
+  ``wrt``'s order for a sequence or ``None``, every float parameter), the array of shape
+  ``out.shape + in.shape`` of the partial derivatives (JAX's ``jacobian``): ``J[i..., j...] =
+  d out[i...] / d in[j...]``; a float where both are scalars.  For a function returning a
+  tuple of ``k`` float scalars, a tuple of ``k`` such results, one per output (JAX's layout).
+* ``mode="forward"``: one JVP sweep per input element (the column of a unit tangent; one
+  direction per sweep), on the function itself, or for a tuple result on a generated wrapper
+  ``np.array([r[0], ..., r[k-1]])``.  ``mode="reverse"``: one gradient sweep per output
+  element, of the generated wrapper ``np.sum(fn(...) * _seed)`` with ``_seed`` a unit array (a
+  scalar result is differentiated as it stands); the result's shape is learned from one
+  plain-Python call of ``fn`` (on copies of the arguments) per signature, array shapes and
+  integer and boolean arguments.  ``mode="auto"``: forward when the inputs have fewer
+  elements than the output, reverse otherwise.  Both modes give the same values to rounding.
+* Unsupported input raises ``CoarsenError`` (file, line, column, hint) before code is
+  generated, as ``jvp`` and ``differentiate`` do; a result that is not float (an integer
+  array, a tuple with an array in it) is refused at the first call.  The caller's arrays are
+  never modified.
+* ``J.source`` (the last call's generated code: the JVP or the row gradient), ``J.mode_used``
+  and ``J.report()`` (prints and returns a ``JacobianReport``).
+"""
+from __future__ import annotations
+
+import inspect
+import io
+import sys
+from dataclasses import dataclass
+
+import gast
+import numpy as np
+
+from .api import differentiate
+from .artifact import Signature, check_wrt, resolve_wrt
+from .errors import CoarsenError
+from .forward_api import JvpOptions, jvp
+from .frontend.lower import lower
+from .frontend.source import get_source, unwrap
+from .ir.nodes import Array
+from .pipeline import lower_for, typed_ir
+from .wrappers import fresh_name, make_wrapper
+
+__all__ = ["Jacobian", "JacobianReport", "jacobian"]
+
+MODES = ("auto", "forward", "reverse")
+
+
+def tuple_length(src):
+    """``k`` when every ``return`` of the function is a literal tuple of ``k`` values, ``None``
+    when none is a tuple; a mix raises ``CoarsenError`` at the first odd one."""
+    rets = [n for n in gast.walk(src.node) if isinstance(n, gast.Return) and n.value is not None]
+    lengths = [len(r.value.elts) if isinstance(r.value, gast.Tuple) else None for r in rets]
+    if not any(k is not None for k in lengths):
+        return None
+    for r, k in zip(rets, lengths):
+        if k != lengths[0] or k is None:
+            raise CoarsenError("the function's returns differ: a tuple of "
+                               f"{lengths[0]} values at one, {'one value' if k is None else k} here",
+                               filename=src.filename, lineno=r.lineno, col_offset=r.col_offset,
+                               source_line=src.line(r.lineno),
+                               hint="return the same kind of result on every path")
+    return lengths[0]
+
+
+def array_form(fn, src, params, k):
+    """``fn`` itself, or for a function returning ``k`` scalars the generated wrapper that
+    returns them as one array."""
+    if k is None:
+        return fn
+    taken = set(params)
+    f, np_, r = fresh_name("_f", taken), fresh_name("np", taken), fresh_name("_r", taken)
+    items = ", ".join(f"{r}[{i}]" for i in range(k))
+    return make_wrapper("array result", f"_array_{fn.__name__}", params,
+                        [f"{r} = {f}({', '.join(params)})", f"return {np_}.array([{items}])"],
+                        {f: fn, np_: np}, f"{fn.__module__}.{fn.__qualname__}").fn
+
+
+@dataclass
+class JacobianReport:
+    """What ``Jacobian.report`` shows: the mode, the sweeps, and the inner transform's report."""
+    function: str
+    mode: str
+    sweeps: int
+    out_shape: tuple
+    in_shapes: tuple
+    inner: str
+
+    def format(self):
+        what = ("forward mode: one JVP sweep per input element (the column of a unit tangent)"
+                if self.mode == "forward" else
+                "reverse mode: one gradient sweep per output element (the row of a unit seed)")
+        shapes = ", ".join(str(s) for s in self.in_shapes)
+        return "\n".join([f"coarsen jacobian of {self.function}: {what}",
+                          f"  output shape {self.out_shape}, input shapes {shapes}: "
+                          f"{self.sweeps} sweeps", self.inner.rstrip()])
+
+    __str__ = format
+
+
+class Jacobian:
+    """The Jacobian of a function; see ``coarsen.jacobian``."""
+
+    def __init__(self, fn, wrt=None, mode="auto", target="cpu", boundscheck=True):
+        if mode not in MODES:
+            raise CoarsenError(f"unknown mode {mode!r}", hint=f"use one of {MODES}")
+        JvpOptions(wrt=wrt, target=target, boundscheck=boundscheck)     # checks the target
+        self.fn = unwrap(fn)
+        self.src = get_source(self.fn)
+        self.params = [a.id for a in self.src.node.args.args]
+        self.wrt, self.mode, self.target, self.boundscheck = wrt, mode, target, boundscheck
+        self._single = wrt is not None and not isinstance(wrt, (tuple, list))
+        check_wrt(wrt, self.params, self.fn.__name__)
+        self._pysig = inspect.signature(self.fn)
+        self.k = tuple_length(self.src)
+        self.array_fn = array_form(self.fn, self.src, self.params, self.k)
+        fn_ir, _ = lower(self.array_fn)         # the fence runs now
+        self._global_arrays = tuple(fn_ir.global_arrays)
+        self._jvps, self._rows, self._results, self._shapes = {}, {}, {}, {}
+        self._last = None                       # (mode, inner transform, sweeps, out, ins)
+        self.__name__ = f"jacobian_{self.fn.__name__}"
+
+    # ------------------------------------------------------------------ pieces
+    def _bind(self, args, kwargs):
+        try:
+            bound = self._pysig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise CoarsenError(f"{self.fn.__name__} takes {len(self.params)} arguments "
+                               f"{self._pysig}, got {len(args) + len(kwargs)}: {exc}",
+                               hint="pass each parameter once, by position or by name") from None
+        bound.apply_defaults()
+        return tuple(bound.arguments[p] for p in self.params)
+
+    def _result_type(self, sig):
+        """The IR type of ``fn``'s (array-form) result for ``sig`` (a float or float64 array
+        checked), from one lowering and typing."""
+        rt = self._results.get(sig.types)
+        if rt is None:
+            low = lower_for(self.array_fn, sig, self.wrt, transform="coarsen.jacobian")
+            opts = JvpOptions(target=self.target)
+            fn_ir = typed_ir(low.fn_ir, low.types, low.src, opts, transform="coarsen.jacobian",
+                             float_arrays=True)
+            rt = self._results[sig.types] = fn_ir.types[fn_ir.result]
+        return rt
+
+    def _out_shape(self, sig, args):
+        """The result's shape: ``()`` for a float, ``(k,)`` for a tuple, else from one
+        plain-Python call of ``fn`` on copies of ``args`` per array shapes and integer and
+        boolean values (those determine the shapes of a function in coarsen's language)."""
+        rt = self._result_type(sig)
+        if not isinstance(rt, Array):
+            return ()
+        if self.k is not None:
+            return (self.k,)
+        key = (sig.types, tuple(a.shape if isinstance(a, np.ndarray) else
+                                a if isinstance(a, (bool, int, np.integer, np.bool_)) else None
+                                for a in args))
+        shape = self._shapes.get(key)
+        if shape is None:
+            copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+            shape = self._shapes[key] = tuple(np.shape(self.fn(*copies)))
+        return shape
+
+    def _jvp(self, wrt):
+        j = self._jvps.get(wrt)
+        if j is None:
+            j = self._jvps[wrt] = jvp(self.array_fn, wrt, target=self.target,
+                                      boundscheck=self.boundscheck)
+        return j
+
+    def _row_gradient(self, wrt, scalar):
+        key = (wrt, scalar)
+        g = self._rows.get(key)
+        if g is None:
+            if scalar:
+                g = differentiate(self.fn, wrt=wrt, target=self.target,
+                                  boundscheck=self.boundscheck)
+            else:
+                taken = set(self.params)
+                f, np_ = fresh_name("_f", taken), fresh_name("np", taken)
+                seed = fresh_name("_seed", taken)
+                call = f"{f}({', '.join(self.params)})"
+                row = make_wrapper("jacobian row", f"_row_{self.fn.__name__}",
+                                   self.params + [seed],
+                                   [f"return {np_}.sum({call} * {seed})"],
+                                   {f: self.array_fn, np_: np},
+                                   f"{self.fn.__module__}.{self.fn.__qualname__}")
+                g = differentiate(row.fn, wrt=wrt, target=self.target,
+                                  boundscheck=self.boundscheck)
+            self._rows[key] = g
+        return g
+
+    # ------------------------------------------------------------------ the call
+    def __call__(self, *args, **kwargs):
+        if kwargs or len(args) != len(self.params):
+            args = self._bind(args, kwargs)
+        sig = Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)
+        wrt = resolve_wrt(self.wrt, self.params, sig.types, self.fn.__name__)
+        ins = [np.shape(args[self.params.index(w)]) for w in wrt]
+        n_in = sum(int(np.prod(s)) for s in ins)
+        mode = self.mode
+        if mode != "forward":
+            out = self._out_shape(sig, args)
+            if mode == "auto":
+                mode = "forward" if n_in < int(np.prod(out)) else "reverse"
+        if mode == "forward":
+            J, out = self._columns(wrt, args, ins)
+            inner, sweeps = self._jvp(wrt), n_in
+        else:
+            J = self._rows_of(wrt, args, ins, out)
+            inner, sweeps = self._row_gradient(wrt, out == ()), int(np.prod(out))
+        self._last = (mode, inner, sweeps, out, tuple(ins))
+        return self._pack(J, out, ins)
+
+    def _columns(self, wrt, args, ins):
+        j = self._jvp(wrt)
+        zeros = [np.zeros(s) if s else 0.0 for s in ins]
+        cols, out = [], None
+        for p, s in enumerate(ins):
+            for e in range(max(1, int(np.prod(s)))):
+                tans = list(zeros)
+                if s:
+                    t = np.zeros(s)
+                    t.flat[e] = 1.0
+                    tans[p] = t
+                else:
+                    tans[p] = 1.0
+                value, tangent = j(*args, tangents=tuple(tans))
+                out = np.shape(value)
+                cols.append(np.ravel(tangent))
+        return np.stack(cols, axis=1), out
+
+    def _rows_of(self, wrt, args, ins, out):
+        g = self._row_gradient(wrt, out == ())
+        if out == ():
+            grads = g(*args)
+            return np.concatenate([np.ravel(x) for x in grads])[None, :]
+        rows = []
+        for i in range(int(np.prod(out))):
+            seed = np.zeros(out)
+            seed.flat[i] = 1.0
+            grads = g(*args, seed)
+            rows.append(np.concatenate([np.ravel(np.asarray(x, dtype=np.float64))
+                                        for x in grads]))
+        return np.stack(rows, axis=0)
+
+    def _pack(self, J, out, ins):
+        """JAX's layout of the dense ``(out size, in size)`` matrix ``J``."""
+        starts = np.cumsum([0] + [int(np.prod(s)) for s in ins])
+
+        def layout(rows, oshape):
+            res = []
+            for p, s in enumerate(ins):
+                b = J[rows, starts[p]:starts[p + 1]].reshape(tuple(oshape) + tuple(s))
+                res.append(float(b) if b.ndim == 0 else b)
+            return res[0] if self._single else tuple(res)
+
+        if self.k is not None:
+            return tuple(layout(i, ()) for i in range(self.k))
+        return layout(slice(None), out)
+
+    # ------------------------------------------------------------------ inspection
+    @property
+    def mode_used(self):
+        """The mode of the last call (``"forward"`` or ``"reverse"``)."""
+        return self._last[0] if self._last else None
+
+    @property
+    def source(self):
+        if self._last is None:
+            raise CoarsenError("the jacobian is specialized on its first call's argument types; "
+                               "call it once before reading J.source")
+        return self._last[1].source
+
+    def report(self, file=None):
+        """Prints and returns the ``JacobianReport`` of the last call."""
+        if self._last is None:
+            raise CoarsenError("call the jacobian once before asking for its report")
+        mode, inner, sweeps, out, ins = self._last
+        buf = io.StringIO()
+        inner.report(file=buf)
+        rep = JacobianReport(self.fn.__qualname__, mode, sweeps, out, ins, buf.getvalue())
+        print(rep.format(), file=file or sys.stdout)
+        return rep
+
+
+def jacobian(fn, wrt=None, mode="auto", *, target="cpu", boundscheck=True):
+    """The Jacobian of ``fn`` (see the module docstring): ``coarsen.jacobian(fn, wrt)(*args)``
+    has shape ``out.shape + in.shape`` per ``wrt`` parameter."""
+    return Jacobian(fn, wrt, mode, target, boundscheck)
