@@ -1,0 +1,268 @@
+"""``coarsen.hessian`` and ``coarsen.hvp``: second derivatives of a float-scalar function, by
+reverse mode over the generated forward-mode program (reverse over forward).
+
+Requires: ``coarsen.forward_api.compile_jvp`` (the JVP program of ``fn``, generated for the
+python target without index checks: plain Python in coarsen's input language),
+``coarsen.differentiate`` (reverse mode, coarse by default) and ``coarsen.wrappers``.
+Guarantees:
+
+* For each signature of argument types, the JVP ``jvp_<f>(args..., tangents...)`` of ``fn``
+  is generated once, and a generated wrapper ``_hvp_<f>(args..., _v_<w>...)`` returns its
+  tangent, ``grad f(args) . v``; ``coarsen.differentiate`` of that wrapper with respect to the
+  ``wrt`` parameters reads the JVP's source like any user helper (it is inlined), so the
+  gradient of the directional derivative, ``H v``, is one reverse sweep over the primal and
+  tangent code, planned, coarsened and compiled like any gradient.  No second-order engine:
+  both transforms are the first-order ones.
+* ``coarsen.hvp(fn, wrt=None, *, target="cpu", boundscheck=True, coarsen=True)(*args, v)``
+  returns ``H v`` shaped like the gradient (a bare value for one ``wrt`` name or position, a
+  tuple for ``None`` or a sequence); ``v`` is shaped like the ``wrt`` parameters (a bare value
+  for one, a tuple for several; also ``v=`` by keyword).  A wrong count or shape raises
+  ``CoarsenError``.
+* ``coarsen.hessian(fn, wrt=None, ...)(*args)``: one Hessian-vector product per input element
+  (the column of a unit ``v``); ``in.shape + in.shape`` for one ``wrt`` parameter (a float for
+  a scalar one), JAX's nested tuple ``H[p][q]`` (shape ``p.shape + q.shape``) for several.  The
+  columns are computed independently: the result is symmetric to rounding, not by copying.
+* Unsupported input raises ``CoarsenError`` before code is generated: the function's own
+  constructs at the ``hessian``/``hvp`` call (the frontend's fence) or at the first call
+  (forward mode's rules, types, a result that is not one float); a JVP program that reverse
+  mode cannot read back (a primitive whose forward-mode code uses a construct outside the
+  input language) is refused at the first call, at the function, naming the generated line.
+* ``h.source`` (the generated gradient of the wrapper), ``h.jvp_source`` (the JVP it
+  differentiates) and ``h.report()`` (prints and returns a ``SecondOrderReport``).
+"""
+from __future__ import annotations
+
+import inspect
+import io
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from .api import differentiate
+from .artifact import Signature, check_wrt
+from .errors import CoarsenError
+from .forward_api import JvpOptions, compile_jvp
+from .frontend.lower import lower
+from .frontend.source import get_source, unwrap
+from .wrappers import fresh_name, make_wrapper
+
+__all__ = ["Hessian", "Hvp", "SecondOrderReport", "hessian", "hvp"]
+
+
+@dataclass(frozen=True)
+class HvpProgram:
+    """What one signature needs: the JVP artifact, the wrapper and its gradient."""
+    jvp: object             # ``JvpArtifact`` (python target, no index checks)
+    wrapper: object         # ``Wrapper``: ``_hvp_<f>(args..., v...)``
+    gradient: object        # ``Gradient`` of the wrapper w.r.t. ``wrt``
+    wrt: tuple              # the resolved ``wrt`` names
+
+
+@dataclass
+class SecondOrderReport:
+    """What ``h.report()`` shows."""
+    function: str
+    transform: str          # "hessian" or "hvp"
+    sweeps: int             # reverse sweeps of the last call
+    wrt: tuple
+    inner: str              # the wrapper's gradient report
+
+    def format(self):
+        return "\n".join([
+            f"coarsen {self.transform} of {self.function}: reverse mode over the generated JVP "
+            "(reverse over forward)",
+            f"  wrt: {', '.join(self.wrt)}; {self.sweeps} Hessian-vector product(s) in the last "
+            "call, one reverse sweep each over the primal and tangent code",
+            self.inner.rstrip()])
+
+    __str__ = format
+
+
+class _SecondOrder:
+    transform = "hessian"
+
+    def __init__(self, fn, wrt=None, target="cpu", boundscheck=True, coarsen=True):
+        JvpOptions(wrt=wrt, target=target, boundscheck=boundscheck)     # checks the target
+        self.fn = unwrap(fn)
+        self.src = get_source(self.fn)
+        self.params = [a.id for a in self.src.node.args.args]
+        self.wrt, self.target, self.boundscheck, self.coarsen = wrt, target, boundscheck, coarsen
+        self._single = wrt is not None and not isinstance(wrt, (tuple, list))
+        check_wrt(wrt, self.params, self.fn.__name__)
+        self._pysig = inspect.signature(self.fn)
+        fn_ir, _ = lower(self.fn)               # the fence runs now
+        self._global_arrays = tuple(fn_ir.global_arrays)
+        self._programs = {}
+        self._last = None                       # (HvpProgram, sweeps)
+        self.__name__ = f"{self.transform}_{self.fn.__name__}"
+
+    def _bind(self, args, kwargs):
+        try:
+            bound = self._pysig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise CoarsenError(f"{self.fn.__name__} takes {len(self.params)} arguments "
+                               f"{self._pysig}, got {len(args) + len(kwargs)}: {exc}",
+                               hint="pass each parameter once, by position or by name") from None
+        bound.apply_defaults()
+        return tuple(bound.arguments[p] for p in self.params)
+
+    def _error(self, problem, hint):
+        return CoarsenError(problem, filename=self.src.filename, lineno=self.src.node.lineno,
+                            col_offset=self.src.node.col_offset,
+                            source_line=self.src.line(self.src.node.lineno), hint=hint)
+
+    def _program(self, args):
+        sig = Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)
+        prog = self._programs.get(sig.types)
+        if prog is not None:
+            return prog
+        art = compile_jvp(self.fn, sig, JvpOptions(wrt=self.wrt, target="python",
+                                                   boundscheck=False),
+                          module_arrays=self._global_arrays)
+        taken = set(self.params)
+        vs = [fresh_name(f"_v_{w}", taken) for w in art.wrt]
+        taken |= set(vs)
+        arrays = [fresh_name(f"_module_array{i}", taken) for i in range(len(art.module_arrays))]
+        taken |= set(arrays)
+        jv, r = fresh_name("_jvp", taken), fresh_name("_r", taken)
+        wrapper = make_wrapper(
+            "hvp", f"_hvp_{self.fn.__name__}", self.params + vs,
+            [f"{r} = {jv}({', '.join(self.params + arrays + vs)})", f"return {r}[1]"],
+            {jv: art.entry, **dict(zip(arrays, art.module_arrays))},
+            f"{self.fn.__module__}.{self.fn.__qualname__}")
+        try:
+            grad = differentiate(wrapper.fn, wrt=tuple(art.wrt), target=self.target,
+                                 boundscheck=self.boundscheck, coarsen=self.coarsen)
+        except CoarsenError as exc:
+            where = f" ({exc.filename}:{exc.lineno}: {(exc.source_line or '').strip()})" \
+                if exc.lineno else ""
+            raise self._error(f"coarsen.{self.transform}: reverse mode cannot read back the JVP "
+                              f"that forward mode generated for {self.fn.__name__}{where}: "
+                              f"{exc.problem}",
+                              "use coarsen.jacobian of the gradient's arrays, or rewrite the "
+                              "construct in plain loops") from None
+        prog = self._programs[sig.types] = HvpProgram(art, wrapper, grad, tuple(art.wrt))
+        return prog
+
+    def _vectors(self, prog, args, v):
+        """``v`` as the wrapper takes it (float64 copies, floats), checked."""
+        wrt = prog.wrt
+        if self._single:
+            items = (v,)
+        elif not isinstance(v, (tuple, list)):
+            raise self._error(f"v must be a tuple of {len(wrt)} value(s), one per wrt parameter "
+                              f"({', '.join(wrt)}), got {type(v).__name__}",
+                              "pass v=(v1, v2, ...) in the order of wrt")
+        else:
+            items = tuple(v)
+        if len(items) != len(wrt):
+            raise self._error(f"{len(items)} vector(s) given for {len(wrt)} wrt parameter(s) "
+                              f"({', '.join(wrt)})", "pass one v per wrt parameter, in its order")
+        out = []
+        for name, t in zip(wrt, items):
+            a = args[self.params.index(name)]
+            tv = np.asarray(t)
+            if tv.dtype.kind not in "fiu":
+                raise self._error(f"v for {name!r} has dtype {tv.dtype}, not a real number type",
+                                  f"pass float values shaped like {name}")
+            if tv.shape != np.shape(a):
+                raise self._error(f"v for {name!r} has shape {tv.shape}, but {name} has shape "
+                                  f"{np.shape(a)}", f"pass values shaped like {name}")
+            out.append(np.array(tv, dtype=np.float64) if isinstance(a, np.ndarray) else float(tv))
+        return out
+
+    def _hvp(self, prog, args, vs):
+        grads = prog.gradient(*args, *vs)
+        return tuple(grads)
+
+    # ------------------------------------------------------------------ inspection
+    @property
+    def source(self):
+        if self._last is None:
+            raise CoarsenError(f"the {self.transform} is specialized on its first call's "
+                               "argument types; call it once before reading .source")
+        return self._last[0].gradient.source
+
+    @property
+    def jvp_source(self):
+        if self._last is None:
+            raise CoarsenError(f"call the {self.transform} once before reading .jvp_source")
+        return self._last[0].jvp.source
+
+    def report(self, file=None):
+        """Prints and returns the ``SecondOrderReport`` of the last call."""
+        if self._last is None:
+            raise CoarsenError(f"call the {self.transform} once before asking for its report")
+        prog, sweeps = self._last
+        buf = io.StringIO()
+        prog.gradient.report(file=buf)
+        rep = SecondOrderReport(self.fn.__qualname__, self.transform, sweeps, prog.wrt,
+                                buf.getvalue())
+        print(rep.format(), file=file or sys.stdout)
+        return rep
+
+
+class Hvp(_SecondOrder):
+    """Hessian-vector products of a function; see ``coarsen.hvp``."""
+    transform = "hvp"
+
+    def __call__(self, *args, v=None, **kwargs):
+        if v is None:
+            if not args:
+                raise self._error("coarsen.hvp needs v: h(*args, v)", "pass v last or as v=")
+            args, v = args[:-1], args[-1]
+        if kwargs or len(args) != len(self.params):
+            args = self._bind(args, kwargs)
+        prog = self._program(args)
+        out = self._hvp(prog, args, self._vectors(prog, args, v))
+        self._last = (prog, 1)
+        return out[0] if self._single else out
+
+
+class Hessian(_SecondOrder):
+    """The Hessian of a function; see ``coarsen.hessian``."""
+    transform = "hessian"
+
+    def __call__(self, *args, **kwargs):
+        if kwargs or len(args) != len(self.params):
+            args = self._bind(args, kwargs)
+        prog = self._program(args)
+        shapes = [np.shape(args[self.params.index(w)]) for w in prog.wrt]
+        sizes = [int(np.prod(s)) for s in shapes]
+        zeros = [np.zeros(s) if s else 0.0 for s in shapes]
+        cols = []
+        for q, s in enumerate(shapes):
+            for e in range(sizes[q]):
+                vs = list(zeros)
+                if s:
+                    vs[q] = np.zeros(s)
+                    vs[q].flat[e] = 1.0
+                else:
+                    vs[q] = 1.0
+                cols.append(np.concatenate([np.ravel(np.asarray(g, dtype=np.float64))
+                                            for g in self._hvp(prog, args, vs)]))
+        dense = np.stack(cols, axis=1)          # column (q, e): H[:, (q, e)]
+        self._last = (prog, len(cols))
+        starts = np.cumsum([0] + sizes)
+
+        def block(p, q):
+            b = dense[starts[p]:starts[p + 1], starts[q]:starts[q + 1]]
+            b = b.reshape(tuple(shapes[p]) + tuple(shapes[q]))
+            return float(b) if b.ndim == 0 else b
+
+        if self._single:
+            return block(0, 0)
+        return tuple(tuple(block(p, q) for q in range(len(shapes))) for p in range(len(shapes)))
+
+
+def hvp(fn, wrt=None, *, target="cpu", boundscheck=True, coarsen=True):
+    """Hessian-vector products of ``fn`` (see the module docstring): ``coarsen.hvp(fn,
+    wrt)(*args, v)`` is ``H v``, shaped like the gradient."""
+    return Hvp(fn, wrt, target, boundscheck, coarsen)
+
+
+def hessian(fn, wrt=None, *, target="cpu", boundscheck=True, coarsen=True):
+    """The Hessian of ``fn`` (see the module docstring): ``in.shape + in.shape`` for one
+    ``wrt`` parameter, JAX's nested tuple for several."""
+    return Hessian(fn, wrt, target, boundscheck, coarsen)
