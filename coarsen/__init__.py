@@ -13,3 +13,5 @@ from .hessian_api import Hessian, Hvp, hessian, hvp  # noqa: E402
 
 __all__ = ["CoarsenError", "Gradient", "Hessian", "Hvp", "Jacobian", "Jvp", "differentiate", "hessian", "hvp",
            "ir_text", "jacobian", "jvp", "__version__"]
+from .custom import custom_jvp, custom_vjp  # noqa: E402
+__all__ += ["custom_jvp", "custom_vjp"]

@@ -118,6 +118,13 @@ def _same_len(a, b):
         raise ValueError("matmul/dot: shapes not aligned (the lengths differ)")
     return a
 ''',
+    # a custom rule's result checked against the shape it must have (coarsen.ir.primitives.custom)
+    "_custom_shape": '''
+def _custom_shape(v, a, b, message):
+    if a.shape != b.shape:
+        raise ValueError(message)
+    return v
+''',
     "_range_cont": '''
 def _range_cont(i, stop, step):
     if step > 0:

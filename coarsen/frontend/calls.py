@@ -1,7 +1,8 @@
 """Lowering calls: NumPy, ``math`` and builtin functions (through the primitive registry's
 spellings), methods, the frontend's sugar (``np.square``, ``np.clip``, ``np.outer``,
 ``np.linalg.norm``, ``math.log(x, base)``, n-ary ``min``/``max``, ``len``), static arguments
-(``axis``, ``keepdims``, ``dtype``) and calls of user functions (inlined).
+(``axis``, ``keepdims``, ``dtype``) and calls of user functions (inlined; by their custom
+rules, ``coarsen.frontend.custom_calls``, where they have some).
 
 Requires: a ``Lowerer`` it is mixed into (``coarsen.frontend.lower``).
 Guarantees: each call becomes primitives with static attributes, or an inlined body; anything
@@ -14,7 +15,8 @@ import gast
 from ..ir.nodes import (Const, NEWAXIS, Slice)
 from ..ir.primitives import ops_where, primitive
 from .array_literals import DtypeLike, lower_array_call
-from .source import (Known, Module, UserFunction, UserModule)
+from .custom_calls import lower_custom_call
+from .source import (CustomFunction, Known, Module, UserFunction, UserModule)
 from .static_attrs import STATIC_ATTR_OPS, lower_static_attr_call
 
 REDUCTIONS = ops_where(lambda p: p.reduction)
@@ -35,6 +37,8 @@ class CallMixin:
         kind = self.resolve_value(f)
         if isinstance(kind, UserFunction):
             return self.inline(node, kind.fn, target)
+        if isinstance(kind, CustomFunction):        # its rules take precedence over inlining
+            return lower_custom_call(self, node, kind.obj, target)
         if isinstance(kind, Known):
             return self.known_call(node, kind, target)
         raise self.err(f, "this call cannot be differentiated",

@@ -10,7 +10,10 @@ fresh result variable per element (``_<helper>_result_<k>``) for a helper that r
 on every path (``return a, b``, ``return other_helper(...)`` of a tuple helper, or a name bound
 to such a call).  Recursion, missing or duplicate arguments, a helper that returns tuples of
 different lengths, or a tuple on one path and one value on another, are ``CoarsenError``s
-raised at the call or the ``return`` before any code is generated.
+raised at the call or the ``return`` before any code is generated.  ``inline_with`` inlines a
+helper on operands lowered already, and passes a ``TupleValue`` as a parameter that the helper
+unpacks or indexes (the custom rules' residuals, primals and tangents:
+``coarsen.frontend.custom_calls``).
 
 A ``TupleValue`` exists only inside the frontend: it never reaches the IR.  The lowering
 accepts it where Python code uses a tuple without making it a value of its own (unpacking
@@ -19,7 +22,7 @@ as ``t[0]`` with a constant index, or unpacked) and refuses it everywhere else.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gast
 
@@ -88,26 +91,61 @@ def _bind_arguments(lw, node, fn, params):
     return bound
 
 
+def bind_arguments(lw, node, fn, params):
+    """The argument node for each parameter of ``fn`` at the call ``node``, as Python binds
+    them (numeric defaults as constants)."""
+    return _bind_arguments(lw, node, fn, params)
+
+
 def inline_call(lw, node, fn, target, discard=False):
     """Inline the call ``node`` of the user function ``fn`` into ``lw``'s output; returns the
     result operand (assigned to ``target`` when given and the helper returns one value), a
     ``TupleValue`` for a tuple-returning helper, or ``Const(0.0)`` for a discarded call of a
     helper without ``return``."""
+    sub, sub_src = _sub_lowerer(lw, node, fn)
+    bound = _bind_arguments(lw, node, fn, sub.params)
+    args = [lw.lower_expr(a) for a in bound]
+    return _inline_body(lw, node, fn, sub, sub_src, args, target, discard)
+
+
+def inline_with(lw, node, fn, args, transform=None):
+    """Inline ``fn`` called at ``node`` with the lowered ``args`` (one per parameter: an
+    operand, or a ``TupleValue`` the helper may unpack or index but not rebind); returns its
+    value as ``inline_call`` does.  ``transform``, when given, maps the helper's
+    ``FunctionSource`` to the gast ``FunctionDef`` to lower instead of its own (a new node,
+    line numbers kept)."""
+    sub, sub_src = _sub_lowerer(lw, node, fn, transform)
+    if len(args) != len(sub.params):
+        raise lw.err(node, f"{fn.__name__}() takes {len(sub.params)} arguments here, "
+                     f"got {len(args)}")
+    return _inline_body(lw, node, fn, sub, sub_src, list(args), None, False)
+
+
+def _sub_lowerer(lw, node, fn, transform=None):
     if fn in lw.stack:
         raise lw.err(node, f"recursive call to {fn.__name__}() is not supported",
                      "rewrite the recursion as a loop")
     sub_src = get_source(fn, lw.src.deps)     # its reads join this lowering's record
+    if transform is not None:
+        sub_src = replace(sub_src, node=transform(sub_src))
     k = lw.namer.inline_count(fn.__name__)
     sub = type(lw)(sub_src, lw.namer, prefix=f"{fn.__name__.strip('_')}{k}_", stack=lw.stack)
-    bound = _bind_arguments(lw, node, fn, sub.params)
-    args = [lw.lower_expr(a) for a in bound]
+    return sub, sub_src
+
+
+def _inline_body(lw, node, fn, sub, sub_src, args, target, discard):
     rebound = set()
     for n in gast.walk(sub_src.node):
         if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
             rebound.add(n.id)
     loc = lw.loc(node)
     for p, a in zip(sub.params, args):
-        if isinstance(a, Var) and p not in rebound:
+        if isinstance(a, TupleValue):
+            if p in rebound:
+                raise lw.err(node, f"{fn.__name__}() assigns to its parameter {p!r}, which "
+                             f"holds the tuple {a.what}", "assign to another name")
+            sub.tuples[p] = TupleValue(a.items, repr(p))
+        elif isinstance(a, Var) and p not in rebound:
             sub.rename[p] = a.name          # arrays pass by reference, as in Python
         else:
             sub.rename[p] = lw.namer.user_fresh(sub.prefix + p)

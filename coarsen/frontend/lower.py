@@ -151,7 +151,7 @@ class Lowerer(ExpressionMixin, CallMixin):
             for d in node.decorator_list:
                 # numba.njit-style decorators are fine (we read .py_func); anything else is not
                 text = gast.dump(d)
-                if "jit" not in text and "vectorize" not in text:
+                if not any(w in text for w in ("jit", "vectorize", "custom_vjp", "custom_jvp", "defjvp")):
                     raise self.err(d, "decorated functions are not supported",
                                    "differentiate the undecorated function")
 

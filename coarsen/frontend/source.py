@@ -40,6 +40,7 @@ from dataclasses import astuple, dataclass, field
 import gast
 import numpy as np
 
+from ..custom import CustomRules
 from ..errors import CoarsenError
 from ..ir.primitives import spellings
 
@@ -116,6 +117,8 @@ def describe(value) -> tuple:
     known = _known_by_identity().get(id(value))
     if known is not None:
         return ("known", known.op, known.origin)
+    if isinstance(value, CustomRules):      # its rules' sources are read where it is called
+        return (value.kind, str(value.__module__), value.__qualname__)
     py = getattr(value, "py_func", None)
     if isinstance(py, types.FunctionType):
         return ("jit function", str(py.__module__), py.__qualname__)
@@ -218,6 +221,11 @@ def get_source(fn, deps: Dependencies | None = None) -> FunctionSource:
     """The source of ``fn``; the read (and every later lookup through the returned scopes) is
     recorded on ``deps`` (a new ``Dependencies`` when None)."""
     fn = unwrap(fn)
+    if isinstance(fn, CustomRules):
+        raise CoarsenError(f"{fn.__name__} is a {fn.kind} function: its rule applies where a "
+                           "differentiated function calls it",
+                           hint=f"differentiate a function that calls it: def loss(x): return "
+                                f"{fn.__name__}(x)")
     if not isinstance(fn, types.FunctionType):
         raise CoarsenError(f"{fn!r} is not a plain Python function",
                            hint="pass a function defined with `def` in a file (or a numba.njit dispatcher)")
@@ -347,6 +355,12 @@ class UserFunction:
     fn: types.FunctionType
 
 
+@dataclass(frozen=True)
+class CustomFunction:
+    """A function with custom derivative rules (``coarsen.custom``)."""
+    obj: CustomRules
+
+
 _IDENTITY: dict = {}
 
 
@@ -378,6 +392,8 @@ def classify(value):
     known = _known_by_identity().get(id(value))
     if known is not None:
         return known
+    if isinstance(value, CustomRules):
+        return CustomFunction(value)
     py = getattr(value, "py_func", None)
     if isinstance(py, types.FunctionType):
         return UserFunction(py)

@@ -1,0 +1,184 @@
+"""Custom derivative rules (``@coarsen.custom_vjp``, ``@coarsen.custom_jvp``) as primitives.
+
+Requires: ``core``, ``coarsen.ad.build``, the runtime helper ``_custom_shape``; the frontend
+(``coarsen.frontend.custom_calls``) builds these statements around the inlined rules.
+Guarantees: four primitives, none of them liftable to SymPy (a segment of interest never spans
+a custom call), each with a type rule that names the rule and the call site when the rule's
+result has the wrong type:
+
+* ``custom_stop(x)``: ``x`` itself (a view for arrays) with no derivative; the rules' inputs,
+  so what a rule computes from them (a solver's iterations) is never differentiated;
+* ``custom_seed(x)``: zero shaped like ``x``, with derivative 1: the tangents passed to a
+  ``custom_jvp`` rule, so differentiating the rule's tangent output (linear in the tangents)
+  with respect to them gives the rule's Jacobian, in both modes;
+* ``custom_jvp_out(p, t)``: ``p`` (a copy for arrays), derivative 1 with respect to ``t``, 0
+  with respect to ``p``: a ``custom_jvp`` call's value, whose derivative is its tangent output;
+  ``t`` must have ``p``'s type (checked here) and shape (checked when it runs);
+* ``custom_vjp_out(out, ct_1..ct_L, x_1..x_n)`` (``attrs``: ``ncts`` = L): ``out``, whose
+  adjoint ``g`` adds ``g * ct_k`` to the k-th float argument's adjoint: a ``custom_vjp`` call,
+  its cotangents computed by the backward rule with ``g = 1.0`` (its value is one float, so
+  its vector-Jacobian product is ``g`` times the rule's result).  There must be one cotangent
+  per float argument, each of the argument's type (checked here) and shape (checked when it
+  runs).  Forward mode refuses it (a ``CoarsenError`` at the call).
+
+Every message names the rule and the call site (``attrs``: ``rule``, ``site``, ``params``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gast
+
+from ...ad import build as B
+from ...ad.build import X
+from ..nodes import Array, Const, F64, Scalar, is_float
+from .core import Primitive, defjvp, defstructural, defvjp, err, register, refuse_jvp
+
+
+def _same_type(c, s, ts):
+    return ts[0]
+
+
+def _emit_stop(em, s, v):
+    return B.ex(v[0])
+
+
+def _emit_seed(em, s, v):
+    if em.is_arr(s.args[0]):
+        return B.call("np.zeros_like", v[0])
+    kind = operand_type(em.types, s.args[0]).kind
+    return B.const({"f64": 0.0, "i64": 0, "bool": False}[kind])
+
+
+def _one(*_):
+    return X(1.0)
+
+
+def _describe(t):
+    if isinstance(t, Array):
+        return f"a {t.ndim}-D {t.dtype} array"
+    return {"f64": "a float", "i64": "an int", "bool": "a bool"}.get(t.kind, str(t))
+
+
+def _message(s, problem):
+    """``problem`` prefixed with the rule's name and call site (for run-time errors)."""
+    return f"coarsen: the {s.attr('kind')} rule {s.attr('rule')} (called at {s.attr('site')}) {problem}"
+
+
+def _shape_checked(em, s, value, a, b, problem):
+    """``value``, after a run-time check that arrays ``a`` and ``b`` have one shape."""
+    return B.call(em.helper("_custom_shape"), value, a, b,
+                  gast.Constant(value=_message(s, problem), kind=None))
+
+
+# ------------------------------------------------------------------ custom_jvp
+def _jvp_out_type(c, s, ts):
+    p, t = ts
+    rule = s.attr("rule")
+    if not is_float(p):
+        raise err(s, f"the custom_jvp rule {rule} returns {_describe(p)} as its primal output",
+                  "a custom_jvp rule returns (primal_out, tangent_out) with a float primal_out")
+    if t != p:
+        raise err(s, f"the custom_jvp rule {rule} returns a tangent that is {_describe(t)}, "
+                  f"but its primal output is {_describe(p)}",
+                  "return a tangent_out of primal_out's shape and dtype")
+    return p
+
+
+def _emit_jvp_out(em, s, v):
+    if not em.is_arr(s.args[0]):
+        return B.ex(v[0])
+    checked = _shape_checked(em, s, v[0], v[1], v[0],
+                             "returned a tangent whose shape is not the primal output's")
+    return B.call(gast.Attribute(value=checked, attr="copy", ctx=gast.Load()))
+
+
+def _vjp_jvp_out(em, s, p, g, pre_fwd, pre_rev, out):
+    em.accumulate(s.args[p].name, g, pre_fwd, pre_rev, out)
+
+
+def _jvp_jvp_out(em, s, dots, out):
+    if dots[1] is None:
+        return X(B.const(0.0))      # not reached: p (operand 0) never has a tangent
+    return em.val(dots[1])
+
+
+# ------------------------------------------------------------------ custom_vjp
+def operand_type(types, a):
+    """The IR type of operand ``a`` (``types``: variable -> type)."""
+    if isinstance(a, Const):
+        v = a.value
+        return Scalar("bool") if isinstance(v, bool) else Scalar("i64") if isinstance(v, int) else F64
+    return types.get(a.name)
+
+
+def float_arguments(s, types_of):
+    """``{position of a float argument: position of its cotangent}`` for a ``custom_vjp_out``
+    statement ``s``; ``types_of(k)`` is operand ``k``'s type."""
+    ncts = s.attr("ncts")
+    first = 1 + ncts
+    floats = [k for k in range(first, len(s.args)) if is_float(types_of(k))]
+    return {k: 1 + j for j, k in enumerate(floats)}
+
+
+def _vjp_out_type(c, s, ts):
+    rule, params = s.attr("rule"), s.attr("params")
+    fwd = s.attr("fwd")
+    if not (isinstance(ts[0], Scalar) and ts[0].kind == "f64"):
+        raise err(s, f"the custom_vjp rule {fwd} returns {_describe(ts[0])} as its output; a "
+                  "custom_vjp function must return one float here",
+                  "give a function with an array result a custom_jvp rule instead "
+                  "(@coarsen.custom_jvp), which reverse mode transposes")
+    ncts = s.attr("ncts")
+    pairs = float_arguments(s, lambda k: ts[k])
+    first = 1 + ncts
+    if len(pairs) != ncts:
+        names = [params[k - first] for k in pairs]
+        raise err(s, f"the custom_vjp rule {rule} returns {ncts} cotangent(s), but "
+                  f"{s.attr('primal')} has {len(pairs)} float argument(s) here"
+                  + (f" ({', '.join(names)})" if names else ""),
+                  "return a tuple with one cotangent per float argument, in order")
+    for k, j in pairs.items():
+        if ts[j] != ts[k]:
+            raise err(s, f"the custom_vjp rule {rule} returns a cotangent for {params[k - first]!r} "
+                      f"that is {_describe(ts[j])}, but {params[k - first]!r} is {_describe(ts[k])}",
+                      "return each cotangent with its argument's shape and dtype")
+    return F64
+
+
+def _emit_vjp_out(em, s, v):
+    value = v[0]
+    for k, j in float_arguments(s, lambda k: operand_type(em.types, s.args[k])).items():
+        if em.is_arr(s.args[k]):
+            name = s.attr("params")[k - 1 - s.attr("ncts")]
+            value = _shape_checked(em, s, value, v[j], v[k],
+                                   f"returned a cotangent for {name!r} whose shape is not {name!r}'s")
+    return B.ex(value)
+
+
+def _vjp_vjp_out(em, s, p, g, pre_fwd, pre_rev, out):
+    j = float_arguments(s, lambda k: operand_type(em.types, s.args[k])).get(p)
+    if j is None:           # the output and the cotangents have no adjoint
+        return
+    em.accumulate(s.args[p].name, g * em.val(s.args[j]), pre_fwd, pre_rev, out)
+
+
+@dataclass
+class _EveryOperand(Primitive):
+    """A primitive whose every operand may carry a derivative (``custom_vjp_out``: which are
+    the float arguments depends on the operands' types; its VJP skips the others)."""
+
+    def diff_positions(self, nargs):
+        return tuple(range(nargs))
+
+
+register(Primitive("custom_stop", _same_type, _emit_stop, arity=1, zero=True, view=True))
+register(Primitive("custom_seed", _same_type, _emit_seed, arity=1))
+defvjp("custom_seed", _one)
+register(Primitive("custom_jvp_out", _jvp_out_type, _emit_jvp_out, arity=2))
+defstructural("custom_jvp_out", _vjp_jvp_out, (1,))
+defjvp("custom_jvp_out", _jvp_jvp_out)
+register(_EveryOperand("custom_vjp_out", _vjp_out_type, _emit_vjp_out))
+defstructural("custom_vjp_out", _vjp_vjp_out, ())
+refuse_jvp("custom_vjp_out", "a custom_vjp function has no forward-mode rule; give it a "
+           "custom_jvp rule instead (@coarsen.custom_jvp and f.defjvp) to use it under coarsen.jvp")
