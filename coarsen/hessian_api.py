@@ -45,6 +45,7 @@ from .errors import CoarsenError
 from .forward_api import JvpOptions, compile_jvp
 from .frontend.lower import lower
 from .frontend.source import get_source, unwrap
+from .pipeline import lower_for, typed_ir
 from .wrappers import fresh_name, make_wrapper
 
 __all__ = ["Hessian", "Hvp", "SecondOrderReport", "hessian", "hvp"]
@@ -117,6 +118,10 @@ class _SecondOrder:
         prog = self._programs.get(sig.types)
         if prog is not None:
             return prog
+        low = lower_for(self.fn, sig, self.wrt, module_arrays=self._global_arrays,
+                        transform=f"coarsen.{self.transform}")
+        typed_ir(low.fn_ir, low.types, low.src, JvpOptions(),     # one float result, checked
+                 transform=f"coarsen.{self.transform}")
         art = compile_jvp(self.fn, sig, JvpOptions(wrt=self.wrt, target="python",
                                                    boundscheck=False),
                           module_arrays=self._global_arrays)
