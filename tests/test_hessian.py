@@ -314,6 +314,7 @@ def test_hvp_several_wrt():
     H = coarsen.hessian(sin_prod, target="python")(x, a)
     v = (np.array([0.2, -0.1, 0.4]), 0.7)
     hx, ha = coarsen.hvp(sin_prod, target="python")(x, a, v)
+    check_symmetric(dense(H, [(3,), ()], False))
     np.testing.assert_allclose(hx, H[0][0] @ v[0] + H[0][1] * v[1], rtol=1e-12)
     np.testing.assert_allclose(ha, H[1][0] @ v[0] + H[1][1] * v[1], rtol=1e-12)
     assert isinstance(ha, float) and isinstance(H[1][1], float)
