@@ -537,9 +537,10 @@ class Gradient:
             art = self._last
         else:
             raise CoarsenError("call the gradient once (or pass example arguments to report) first")
+        # per checkpointed loop, the last call's stride and revolve snapshots (0: two-level)
+        loops = tuple(self._tape[2:]) if self._tape is not None and self._last is art else ()
         rep = Report(self.fn.__qualname__, art.signature, self.coarsen, list(art.plan),
-                     art.transform_seconds, self.tape_bytes,
-                     tuple(self._tape[2:]) if self._tape is not None and self._last is art else ())
+                     art.transform_seconds, self.tape_bytes, loops[0::2], snapshots=loops[1::2])
         if tape_lines:
             from .tape_lines import tape_lines as count_lines
             rep.tape_lines = count_lines(self.fn, art, self._convert(args))
@@ -646,6 +647,7 @@ class Report:
     tape_bytes: object = None
     strides: tuple = ()         # the last call's stride k of each checkpointed loop
     tape_lines: object = None   # ``coarsen.tape_lines.TapeLines`` when the report asked for it
+    snapshots: tuple = ()       # per checkpointed loop: 0 (two-level), or the revolve's snapshots
 
     def __post_init__(self):
         # how each prange (or parallel) loop was run (coarsen.ad.reverse.parallel), and how
@@ -702,10 +704,12 @@ class Report:
                 out.append(f"    {e['formula']}")
         for e in self.loops:
             out.append(f"  loop (line {e['lines'][0]}): differentiated {e['how']}")
-        strides = iter(self.strides)
+        strides, snapshots = iter(self.strides), iter(self.snapshots)
         for e in self.checkpoints:
             k = next(strides, None) if e["how"].startswith("checkpointed") else None
-            last = f"; the last call: k = {int(k)}" if k is not None else ""
+            s = int(next(snapshots, 0)) if k is not None else 0
+            last = "" if k is None else f"; the last call: k = {int(k)}" if not s else \
+                f"; the last call: binomial (revolve), {s} snapshots, units of k = {int(k)} trips"
             out.append(f"  loop (line {e['lines'][0]}): {e['how']}{last}")
         out.append(f"  symbolic + code generation time: {self.transform_seconds:.3f} s")
         if self.tape_bytes is not None:

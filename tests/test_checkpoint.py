@@ -185,8 +185,9 @@ def test_pendulum_stride_from_budget(pend_cpu):
     budgeted.value_and_grad(*pend_args(997))
     rep = budgeted.report()
     (k,) = rep.strides
-    assert 20 <= k <= 40 and 997 % k != 0          # stretches of ~30, the last one shorter
-    assert plain.tape_bytes == 8 * 4 * 997          # four floats a trip, all on the tape
+    assert 10 <= k <= 100 and 997 % k != 0         # stretches of tens of trips, the last shorter
+    assert rep.snapshots == (0,)                    # two-level: revolve is not needed
+    assert plain.tape_bytes % (8 * 997) == 0        # a few floats a trip, all on the tape
     assert 0 < budgeted.tape_bytes <= PEND_BUDGET
     text = rep.format()
     assert "loop (line 30): checkpointed" in text, text
@@ -234,17 +235,18 @@ def test_renamed_bit_identical():
 
 
 def test_budget_too_small_cpu():
-    g = coarsen.differentiate(pendulum, wrt=PEND, max_tape_bytes=200)
+    # below one checkpoint and one trip (binomial checkpointing's minimum, tests/test_revolve.py)
+    g = coarsen.differentiate(pendulum, wrt=PEND, max_tape_bytes=24)
     with pytest.raises(CoarsenError) as info:
         g.value_and_grad(*pend_args(1000))
     err = info.value
     assert err.lineno == 30 and err.filename == __file__
-    assert "max_tape_bytes=200 cannot be met" in err.problem and "needs at least" in err.problem
+    assert "max_tape_bytes=24 cannot be met" in err.problem and "needs at least" in err.problem
     need = int(err.problem.split("needs at least ")[1].split()[0])
-    assert need > 200 and f"max_tape_bytes={need}" in err.hint
-    # the budget it names is enough
+    assert need > 24 and f"max_tape_bytes={need}" in err.hint
+    # the budget it names is enough (one snapshot: the trips run n (n + 1) / 2 times in all)
     ok = coarsen.differentiate(pendulum, wrt=PEND, target="python", max_tape_bytes=need)
-    ok.value_and_grad(*pend_args(1000))
+    ok.value_and_grad(*pend_args(60))
     assert ok.tape_bytes <= need
 
 

@@ -69,6 +69,46 @@ def _range_len(start, stop, step):
 def _index_error(message):
     raise IndexError(message)
 ''',
+    # binomial (revolve) checkpointing, coarsen.ad.reverse.revolve: beta(s, r) = C(s + r, s)
+    # steps can be reversed with s snapshots and at most r advances of each step
+    "_revolve_reps": '''
+def _revolve_reps(t, s):
+    r = 0
+    beta = 1
+    while beta < t:
+        r += 1
+        beta = beta * (s + r) // r
+    return r, beta
+''',
+    "_revolve_advances": '''
+def _revolve_advances(t, s):
+    r, beta = _revolve_reps(t, s)
+    return r * t - beta * r // (s + 1)
+''',
+    "_revolve_mid": '''
+def _revolve_mid(t, s):
+    r, beta = _revolve_reps(t, s)
+    left = beta * r // (s + r)
+    right = beta * s // (s + r) * r // (s + r - 1)
+    return min(t - 1, left, t - right)
+''',
+    "_revolve_units": '''
+def _revolve_units(n, room, c, t):
+    best_l = 0
+    best_s = 0
+    best = -1
+    size = 1
+    while size <= n and c + size * t <= room:
+        u = (n + size - 1) // size
+        s = min((room - size * t) // c, u)
+        cost = n + size * _revolve_advances(u, s)
+        if best < 0 or cost < best:
+            best = cost
+            best_l = size
+            best_s = s
+        size *= 2
+    return best_l, best_s
+''',
     # slices and broadcasting as NumPy computes them, for the loop nests of
     # coarsen.ir.scalarize (a missing bound is passed as +-2**62, which clips as None does)
     "_slice_start": '''
@@ -353,7 +393,8 @@ def _solve_adj_a2(a, b, g):
 _DEPS = {"_push": ("_grow",), "_push_array": ("_grow",), "_reserve": ("_grow",),
          "_solve1": ("_solve2",), "_solve_adj_b1": ("_solve1",), "_solve_adj_b2": ("_solve2",),
          "_solve_adj_a1": ("_solve1", "_outer"), "_solve_adj_a2": ("_solve2", "_mm22"),
-         "_slice_len": ("_slice_start",)}
+         "_slice_len": ("_slice_start",), "_revolve_advances": ("_revolve_reps",),
+         "_revolve_mid": ("_revolve_reps",), "_revolve_units": ("_revolve_advances",)}
 
 
 def _sum_to_source(gnd, tnd):

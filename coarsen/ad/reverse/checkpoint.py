@@ -27,22 +27,31 @@ two-level checkpointing with a stride ``k``:
 
 The trips' forward code and reverse code are exactly those of the loop without a budget, run
 on the same values in the same order: the gradient is the same, bit for bit.  ``k`` is chosen
-at each call, before the loop, after a *probe* (the first two trips are run with taping, then
-undone from a checkpoint): the largest ``k`` with ``base + (ceil(n / k) - 1) * C + k * T <= B / 8``
-entries, where ``base`` is the tape already held, ``C`` the measured size of one checkpoint (the
-larger of those at entry and after the probe) and ``T`` the tape of one trip (the exact
-bound counted at compile time for a body without nested loops or array pushes, else the
-larger of the first two trips', measured: a later trip that tapes more can exceed the
-estimate, and the final check below then refuses the call).  When no ``k`` fits, the code raises
-``MemoryError(BUDGET_MARK, "file:line", bytes needed, budget)``, which ``budget_error`` turns
-into a ``CoarsenError``; the driver checks the peak after the forward sweep the same way.
-Binomial (revolve) checkpointing is not built: with two levels the memory is at least about
-``2 * sqrt(n * C * T)`` entries.
+at each call, before the loop, after a *probe* (the first two trips are run with taping, the
+second on the first one's tape dropped, then undone from a checkpoint): the largest ``k`` with
+``base + (ceil(n / k) - 1) * C + k * T <= B / 8`` entries, where ``base`` is the tape already
+held, ``C`` the measured size of one checkpoint (the larger of those at entry and after the
+probe) and ``T`` the tape of one trip (the exact bound counted at compile time for a body
+without nested loops or array pushes, else the larger of the first two trips', measured: a
+later trip that tapes more can exceed the estimate, and the final check below then refuses
+the call).
+
+When no ``k`` fits (two levels need at least about ``2 * sqrt(n * C * T)`` entries), the loop
+runs under binomial (revolve) checkpointing instead (``coarsen.ad.reverse.revolve``: units of
+``L`` trips, ``s`` snapshots of ``C + 1`` entries, ``s * (C + 1) + L * T`` within the room left,
+the fewest trip runs; the same trips' code, so the same bits).  When even one snapshot and one
+trip do not fit, the code raises ``MemoryError(BUDGET_MARK, "file:line", bytes needed,
+budget)`` with that minimum, ``8 * (base + C + 1 + T)``, which ``budget_error`` turns into a
+``CoarsenError``; the driver checks the peak after the forward sweep the same way (and a revolve
+loop once more after its reverse).  The probe's own peak, ``base + C + T`` at most, is below
+that minimum.  The entry returns, per loop, ``k`` (the unit ``L`` under revolve) and the
+revolve's snapshots (0: two-level).
 
 The peak: the tapes only grow in the forward sweep except at the start of a stretch, where the
 previous stretch's tape is dropped, so the peak is sampled at the end of each stretch (and of
-the probe) into ``_peakf``/``_peaki``; the reverse sweep re-runs a stretch on fewer
-checkpoints than the forward sweep held under it, so it never exceeds that peak.
+the probe's trips and checkpoint) into ``_peakf``/``_peaki``; the reverse sweep re-runs a
+two-level stretch on fewer checkpoints than the forward sweep held under it, so it never
+exceeds that peak (a revolve loop samples in both sweeps).
 
 The re-run reads, in the reverse sweep, what the trips read and the loop does not assign: the
 loop statement is added to the emitter's ``reads_at`` for those names, so the recording
@@ -61,6 +70,7 @@ from ...ir.nodes import Array, Assign, Const, Scalar, Store, walk
 from .. import build as B
 from .. import runtime as R
 from .cleanup import drop_marked
+from .revolve import RevolvePieces, copies, revolve_forward, revolve_reverse
 from .tapes import FP, FT, IP, IT
 
 #: the first argument of the MemoryError the generated code raises when the budget cannot be met
@@ -83,7 +93,8 @@ def budget_error(exc, budget):
     source = linecache.getline(filename, lineno) if lineno else None
     return CoarsenError(
         f"max_tape_bytes={budget} cannot be met: {where} needs at least {need} bytes of tape "
-        "(checkpoints plus one stretch of trips, or the tape after the forward sweep)",
+        "(the tape held before the loop, one checkpoint of its state and one trip's tape; or "
+        "the tape of the whole call)",
         filename=filename or None, lineno=lineno, source_line=source or None,
         hint=f"pass max_tape_bytes={need} or more (or None), or tape less per trip "
              "(fewer values carried or overwritten in the loop body)")
@@ -178,7 +189,7 @@ def exposed_reads(stmts, defined=frozenset(), pushes=True):
 class CheckpointMixin:
     max_tape_bytes = None       # the budget in bytes (None: no checkpointing)
     checkpoint_notes = ()       # [(line, text)] for the report, set per emission
-    checkpoint_ks = ()          # the names holding each checkpointed loop's stride, in order
+    checkpoint_ks = ()          # per checkpointed loop, in order: the names of its stride and revolve snapshots
 
     def note_checkpoint(self, s, text):
         notes = list(self.checkpoint_notes)
@@ -284,11 +295,16 @@ class CheckpointMixin:
             if v in self.types:
                 self.reads_at.setdefault(v, []).append(s)
         nm = {key: self.fresh("_ck" + key) for key in
-              ("n", "k", "m", "c", "a", "z", "t", "bf", "bi", "pf", "pi", "c0", "c1", "t0", "w")}
+              ("n", "k", "m", "c", "a", "z", "t", "bf", "bi", "pf", "pi", "c0", "c1", "t0", "w",
+               "rv", "u", "v", "v0", "j", "b", "d", "qf", "qi")}
         for v in nm.values():
             self.types[v] = Scalar("i64")
-        self.checkpoint_ks = list(self.checkpoint_ks) + [nm["k"]]
-        self.extra_inits.append((nm["k"], Scalar("i64")))     # 0 where the loop does not run
+        # per loop, the stride k and the revolve's snapshots (0: two-level) of the last call
+        self.checkpoint_ks = list(self.checkpoint_ks) + [nm["k"], nm["rv"]]
+        for v in ("k", "rv"):
+            self.extra_inits.append((nm[v], Scalar("i64")))     # 0 where the loop does not run
+        for h in ("_reserve", "_revolve_mid", "_revolve_units"):
+            self.helper(h)
         for peak in (PEAK_F, PEAK_I):
             self.extra_inits.append((peak, Scalar("i64")))
             self.made.add(peak)
@@ -332,55 +348,77 @@ class CheckpointMixin:
                   B.assign(nm["pf"], FP), B.assign(nm["pi"], IP), B.assign(a, 0), B.assign(z, 1)]
         probe += stretch_reserve(a, z) + trips(a, z, body_copy())
         probe += [B.assign(nm["t0"], _parse(f"{FP} + {IP} - {nm['pf']} - {nm['pi']}")[0].value)]
-        # the second trip too (the first one's pushes may save values not yet of full size)
-        second = [B.assign(nm["w"], _parse(f"{FP} + {IP}")[0].value), B.assign(a, 1), B.assign(z, 2)]
+        probe += copy.deepcopy(sample)
+        # the second trip too (the first one's pushes may save values not yet of full size),
+        # on the first one's tape dropped: the probe holds one checkpoint and one trip at most
+        second = _parse(f"{FP} = {nm['pf']}\n{IP} = {nm['pi']}") + [B.assign(a, 1), B.assign(z, 2)]
         second += stretch_reserve(a, z) + trips(a, z, body_copy())
-        second += _parse(f"{nm['t0']} = max({nm['t0']}, {FP} + {IP} - {nm['w']})")
-        probe.append(B.if_(B.compare(B.name(n), ">", B.const(1)), second))
+        second += _parse(f"{nm['t0']} = max({nm['t0']}, {FP} + {IP} - {nm['pf']} - {nm['pi']})")
+        probe.append(B.if_(B.compare(B.name(n), ">", B.const(1)), second + copy.deepcopy(sample)))
+        probe += [B.assign(FP, nm["pf"]), B.assign(IP, nm["pi"])]
         probe.append(B.assign(nm["w"], _parse(f"{FP} + {IP}")[0].value))
         probe += copy.deepcopy(save)
         probe += [B.assign(nm["c1"], _parse(f"{FP} + {IP} - {nm['w']}")[0].value)] + copy.deepcopy(sample)
         probe += [B.assign(FP, nm["pf"]), B.assign(IP, nm["pi"])] + copy.deepcopy(restore)
         t_expr = nm["t0"] if static_t is None else f"max({nm['t0']}, {static_t})"
-        probe += _parse(_CHOOSE.format(n=n, k=k, base=f"({nm['bf']} + {nm['bi']})",
-                                       C=f"max({nm['c0']}, {nm['c1']})", T=t_expr, B=budget,
-                                       mark=repr(BUDGET_MARK), where=repr(where), s=nm["w"]))
+        C = f"max({nm['c0']}, {nm['c1']})"
+        probe += _parse(_CHOOSE.format(n=n, k=k, base=f"({nm['bf']} + {nm['bi']})", C=C, T=t_expr,
+                                       B=budget, mark=repr(BUDGET_MARK), where=repr(where),
+                                       s=nm["w"], rv=nm["rv"]))
         if not per_trip:
-            # the room of the checkpoints and of the longest stretch, once: reserving per
+            # the room of the checkpoints and of the longest stretch (unit), once: reserving per
             # stretch would grow the tapes geometrically (twice the room) for one checkpoint more
             for tape, pos, kk in ((FT, FP, counts[0]), (IT, IP, counts[1])):
                 if kk:
-                    probe += _parse(f"{tape} = _reserve({tape}, {pos} + (({n} + {k} - 1) // {k} - 1) * "
-                                    f"max({nm['c0']}, {nm['c1']}) + {kk} * {k})")
-        fwd = [B.assign(n, self.trip_count(s)), B.assign(k, 1)] + self.save_state(*entry)
+                    probe += _parse(f"if {nm['rv']} == 0:\n"
+                                    f"    {tape} = _reserve({tape}, {pos} + (({n} + {k} - 1) // {k} - 1) * "
+                                    f"{C} + {kk} * {k})\n"
+                                    f"else:\n"
+                                    f"    {tape} = _reserve({tape}, {pos} + {nm['rv']} * ({C} + 1) + {kk} * {k})")
+        fwd = [B.assign(n, self.trip_count(s)), B.assign(k, 1), B.assign(nm["rv"], 0)]
+        fwd += self.save_state(*entry)
         fwd.append(B.if_(B.compare(B.name(n), ">", B.const(0)), probe))
-        fwd += _parse(f"{m} = ({n} + {k} - 1) // {k}\n{nm['pf']} = {FP}\n{nm['pi']} = {IP}")
+        two = _parse(f"{m} = ({n} + {k} - 1) // {k}\n{nm['pf']} = {FP}\n{nm['pi']} = {IP}")
         stretch = _parse(f"{FP} = {nm['pf']}\n{IP} = {nm['pi']}")
         stretch.append(B.if_(B.compare(B.name(c), "<", B.X(B.name(m)) - 1),
                              copy.deepcopy(save) + [B.assign(nm["pf"], FP), B.assign(nm["pi"], IP)]))
         stretch += _parse(f"{a} = {c} * {k}\n{z} = min({n}, {a} + {k})")
         stretch += stretch_reserve(a, z) + trips(a, z, trip_body) + copy.deepcopy(sample)
-        fwd.append(B.for_range(c, [m], stretch))
-        fwd[0].coarsen_comment = (f"checkpointed loop (max_tape_bytes={self.max_tape_bytes}): "
-                                  f"trips in stretches of {k}, a checkpoint before each but the last")
+        two.append(B.for_range(c, [m], stretch))
+        two[0].coarsen_comment = f"two-level: trips in stretches of {k}, a checkpoint before each but the last"
+        fwd[0].coarsen_comment = (f"checkpointed loop (max_tape_bytes={self.max_tape_bytes}): two-level, "
+                                  f"or binomial (revolve) when two levels do not fit ({nm['rv']} snapshots)")
+        pieces = RevolvePieces(
+            save=copies(save), restore=copies(restore),
+            unit=lambda: stretch_reserve(a, z) + trips(a, z, body_copy()),
+            unit_reverse=lambda: trips(a, z, copy.deepcopy(br), backwards=True),
+            sample=copies(sample), names=nm,
+            budget_check=lambda: _parse(_REVERSE_PEAK.format(
+                B=int(self.max_tape_bytes), mark=repr(BUDGET_MARK), where=repr(where), pf=PEAK_F, pi=PEAK_I)))
+        fwd.append(B.if_(B.compare(B.name(nm["rv"]), "==", B.const(0)), two, revolve_forward(pieces)))
         # the reverse sweep: the last stretch from the tape, the others run again first
         again = copy.deepcopy(restore) + stretch_reserve(a, z) + trips(a, z, body_copy())
         rev_body = _parse(f"{a} = {c} * {k}\n{z} = min({n}, {a} + {k})")
         rev_body.append(B.if_(B.compare(B.name(c), "<", B.X(B.name(m)) - 1), again))
         rev_body += trips(a, z, br, backwards=True)
-        rev = [B.for_range(c, [B.X(B.name(m)) - 1, -1, -1], rev_body)] + self.restore_state(*entry)
-        rev[0].coarsen_comment = "checkpointed loop: each stretch restored and run again, then reversed"
+        two_rev = [B.for_range(c, [B.X(B.name(m)) - 1, -1, -1], rev_body)]
+        two_rev[0].coarsen_comment = "two-level: each stretch restored and run again, then reversed"
+        rev = [B.if_(B.compare(B.name(nm["rv"]), "==", B.const(0)), two_rev, revolve_reverse(pieces))]
+        rev += self.restore_state(*entry)
+        rev[0].coarsen_comment = "checkpointed loop: two-level or binomial (revolve), as chosen"
         how = ("tape per trip counted at compile time" if static_t is not None
                else "tape per trip measured on the first two trips")
         self.note_checkpoint(s, f"checkpointed (two-level: stretches of k trips, k the largest that "
                                 f"fits max_tape_bytes={self.max_tape_bytes} with the checkpoints, "
-                                f"chosen at each call; {how}; state: "
+                                f"chosen at each call, or binomial (revolve) checkpointing in units "
+                                f"of k trips when no k fits; {how}; state: "
                                 f"{', '.join(scalars + rebound + inplace) or 'none'})")
         return fwd, rev
 
 
 # choose the stride k (module docstring): the largest k with
-# base + (ceil(n / k) - 1) * C + k * T <= B entries, else MemoryError naming the loop
+# base + (ceil(n / k) - 1) * C + k * T <= B entries, else revolve's units and snapshots
+# (s * (C + 1) + L * T <= B - base), else MemoryError naming the loop and that minimum
 _CHOOSE = '''
 {s} = {T}
 if {base} + {n} * {s} <= {B} or {s} == 0:
@@ -393,9 +431,18 @@ else:
     while {k} >= 1 and {base} + (({n} + {k} - 1) // {k} - 1) * {C} + {k} * {s} > {B}:
         {k} -= 1
     if {k} < 1:
-        {k} = max(1, int(math.sqrt(float({n}) * float({C}) / float({s}))))
-        if {base} + (({n} + {k} - 1) // {k} - 1) * {C} + {k} * {s} > {B}:
-            raise MemoryError({mark}, {where}, 8 * ({base} + (({n} + {k} - 1) // {k} - 1) * {C} + {k} * {s}), 8 * {B})
+        if {B} - {base} < {C} + 1 + {s}:
+            raise MemoryError({mark}, {where}, 8 * ({base} + {C} + 1 + {s}), 8 * {B})
+        {k}, {rv} = _revolve_units({n}, {B} - {base}, {C} + 1, {s})
+'''
+
+# after a revolve loop's reverse (coarsen.ad.reverse.revolve): the call's peak includes the
+# reverse sweep's (its descents may hold more snapshots than the forward sweep's)
+_REVERSE_PEAK = '''
+_tape_floats = max(_tape_floats, {pf})
+_tape_ints = max(_tape_ints, {pi})
+if 8 * (_tape_floats + _tape_ints) > {B}:
+    raise MemoryError({mark}, {where}, 8 * (_tape_floats + _tape_ints), {B})
 '''
 
 
