@@ -41,8 +41,9 @@ import numpy as np
 
 from .api import differentiate
 from .artifact import Signature, check_wrt
-from .errors import CoarsenError
+from .errors import CoarsenError, at_stmt
 from .forward_api import JvpOptions, compile_jvp
+from .frontend.custom_calls import custom_calls
 from .frontend.lower import lower
 from .frontend.source import get_source, unwrap
 from .pipeline import lower_for, typed_ir
@@ -122,6 +123,12 @@ class _SecondOrder:
                         transform=f"coarsen.{self.transform}")
         typed_ir(low.fn_ir, low.types, low.src, JvpOptions(),     # one float result, checked
                  transform=f"coarsen.{self.transform}")
+        for call in custom_calls(low.fn_ir):    # the rules run their solvers undifferentiated
+            raise at_stmt(call, f"coarsen.{self.transform} of a function that calls "
+                          f"{call.attr('primal')}, which has a {call.attr('kind')} rule, is not "
+                          "supported: the rule gives first derivatives only (what it computes "
+                          "is not differentiated again)",
+                          "take the Hessian of a version of the function without the rule")
         art = compile_jvp(self.fn, sig, JvpOptions(wrt=self.wrt, target="python",
                                                    boundscheck=False),
                           module_arrays=self._global_arrays)

@@ -80,6 +80,32 @@ def root_j_jvp({primals}, {tangents}):
     return {x}, ({db} - {x} * {da}) / (3.0 * {x} * {x} + a)
 
 
+@coarsen.custom_vjp
+def croot(b):
+    return bisect(1.0, b)
+
+
+def croot_fwd(b):
+    {x} = bisect(1.0, b)
+    return {x}, {x}
+
+
+def croot_bwd({x}, {g}):
+    return ({g} / (3.0 * {x} * {x} + 1.0),)
+
+
+croot.defvjp(croot_fwd, croot_bwd)
+
+
+def chain_loss(qs, s=1.5):
+    t = 0.0
+    {x} = 0.1
+    for i in range(qs.shape[0]):
+        {x} = root(b=qs[i] * s + croot({x}), a=2.0)
+        t += {x} * {x}
+    return t
+
+
 def solve_loss(p, q):
     {x} = root(p * p + 1.0, q)
     {y} = root_j(p * p + 1.0, q * {x})
@@ -173,6 +199,10 @@ def test_decorated_functions_run_as_plain_python(progs):
 def test_bisection_with_implicit_function_rules_matches_the_oracle(progs, target, coarse):
     m, _ = progs
     check_against_oracle(m.solve_loss, [0.7, 1.3], target=target, coarse=coarse)
+    # in a loop (residuals and cotangents taped per trip), keyword and constant arguments, a
+    # residual that is one value
+    check_against_oracle(m.chain_loss, [np.linspace(0.3, 1.5, 5), 1.5], target=target,
+                         coarse=coarse)
     # without the rules the solver's derivative is zero: the rules are what make it right
     g = coarsen.differentiate(m.bisect, target="python")
     assert g(2.0, 3.0) == (0.0, 0.0)
@@ -201,6 +231,10 @@ def test_custom_jvp_under_forward_mode(progs, target):
     with pytest.raises(coarsen.CoarsenError, match="custom_vjp") as e:
         coarsen.jvp(m.array_loss, wrt="w", target=target)(w, v, 0.6, tangents=np.ones(4))
     assert e.value.lineno is not None and e.value.hint
+    # nor is a custom_jvp rule differentiated twice: Hessians through one are refused
+    with pytest.raises(coarsen.CoarsenError, match="root_j, which has a custom_jvp rule") as e:
+        coarsen.hessian(m.jvp_loss, target=target)(0.7, 1.3, v)
+    assert e.value.lineno is not None and e.value.hint
 
 
 def test_renamed_rules_give_the_same_bits(progs):
@@ -208,7 +242,8 @@ def test_renamed_rules_give_the_same_bits(progs):
     rng = np.random.default_rng(7)
     w, v = rng.normal(size=4), rng.normal(size=4)
     for target, coarse in [("python", True), ("python", False), ("cpu", True)]:
-        for name, args in (("solve_loss", (0.7, 1.3)), ("array_loss", (w, v, 0.6))):
+        for name, args in (("solve_loss", (0.7, 1.3)), ("array_loss", (w, v, 0.6)),
+                           ("chain_loss", (v * v, 1.5))):
             a = coarsen.differentiate(getattr(m, name), target=target, coarsen=coarse)
             b = coarsen.differentiate(getattr(r, name), target=target, coarsen=coarse)
             va, ga = a.value_and_grad(*args)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import gast
 
-from ..ir.nodes import Const
+from ..ir.nodes import Assign, Const, walk
 from .helpers_inline import TupleValue, bind_arguments, inline_call, inline_with
 from .source import get_source, unwrap
 
@@ -83,6 +83,15 @@ def _tuple_result(lw, node, value, rule, kind, expected):
         raise lw.err(node, f"the {kind} rule {rule.__name__} returns one value, not a tuple",
                      expected)
     return value
+
+
+CUSTOM_RESULTS = frozenset({"custom_jvp_out", "custom_vjp_out"})
+
+
+def custom_calls(fn_ir):
+    """The statements of ``fn_ir`` (lowered IR) that are calls of functions with custom rules,
+    in program order (a transform that cannot honour the rules refuses them)."""
+    return [s for s in walk(fn_ir.body) if isinstance(s, Assign) and s.op in CUSTOM_RESULTS]
 
 
 def lower_custom_call(lw, node, obj, target):
