@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-import textwrap
 
 import numpy as np
 import pytest
