@@ -6,7 +6,8 @@ plain names, once with adversarial ones (names coarsen's generated code uses) fo
 check.  They wrap a bisection solver of ``x**3 + a*x = b`` (whose own derivative is zero
 almost everywhere: only a rule gives the right gradient) with an implicit-function-theorem
 rule, as a ``custom_vjp`` and as a ``custom_jvp``, and array rules (a weighted dot product
-with an int argument, called in a loop; an element-wise softplus).  Gradients are checked
+with an int argument, called in a loop; an element-wise softplus; arrays written after the
+calls).  Gradients are checked
 against the extended-precision oracle (``tests/oracle.py``) on both targets, coarse and fine;
 the JVP of ``coarsen.jvp`` against the gradient.  Wrong rules are refused with a
 ``CoarsenError`` naming the rule and the call site, before code is generated; a cotangent or
@@ -150,11 +151,14 @@ def jvp_loss(p, q, v):
 
 
 def array_loss(w, v, c):
-    t = 0.0
+    t = wdot(w, v, w.shape[0])
     for k in range(3):
         t += wdot(w * (k + c), v, w.shape[0]) ** 2
     {y} = softplus(c * v)
-    return t + np.sum({y} * w)
+    z = softplus(v)
+    w[0] = c * v[1]             # the rules saw w and v as they were at the calls
+    v[1] = 0.5
+    return t + np.sum({y} * w) + np.sum(z * v)
 '''
 
 PLAIN = dict(x="x", y="y", res="res", g="g", den="den", primals="primals",

@@ -6,8 +6,9 @@ Guarantees: four primitives, none of them liftable to SymPy (a segment of intere
 a custom call), each with a type rule that names the rule and the call site when the rule's
 result has the wrong type:
 
-* ``custom_stop(x)``: ``x`` itself (a view for arrays) with no derivative; the rules' inputs,
-  so what a rule computes from them (a solver's iterations) is never differentiated;
+* ``custom_stop(x)``: ``x`` (a copy for arrays: the rules never alias the caller's arrays, which
+  it may write later) with no derivative; the rules' inputs, so what a rule computes from them
+  (a solver's iterations) is never differentiated;
 * ``custom_seed(x)``: zero shaped like ``x``, with derivative 1: the tangents passed to a
   ``custom_jvp`` rule, so differentiating the rule's tangent output (linear in the tangents)
   with respect to them gives the rule's Jacobian, in both modes;
@@ -40,6 +41,8 @@ def _same_type(c, s, ts):
 
 
 def _emit_stop(em, s, v):
+    if em.is_arr(s.args[0]):
+        return B.call(gast.Attribute(value=B.ex(v[0]), attr="copy", ctx=gast.Load()))
     return B.ex(v[0])
 
 
@@ -172,7 +175,7 @@ class _EveryOperand(Primitive):
         return tuple(range(nargs))
 
 
-register(Primitive("custom_stop", _same_type, _emit_stop, arity=1, zero=True, view=True))
+register(Primitive("custom_stop", _same_type, _emit_stop, arity=1, zero=True))
 register(Primitive("custom_seed", _same_type, _emit_seed, arity=1))
 defvjp("custom_seed", _one)
 register(Primitive("custom_jvp_out", _jvp_out_type, _emit_jvp_out, arity=2))
