@@ -29,8 +29,11 @@ from .errors import CoarsenError
 def _plain(rule, what, owner):
     fn = getattr(rule, "py_func", rule)
     if not isinstance(fn, types.FunctionType) or fn.__name__ == "<lambda>":
+        code = getattr(fn, "__code__", None)
         raise CoarsenError(f"the {what} rule of {owner} must be a plain Python function, "
-                           f"not {rule!r}", hint="define it with `def` in a file")
+                           f"not {rule!r}", hint="define it with `def` in a file",
+                           filename=getattr(code, "co_filename", None),
+                           lineno=getattr(code, "co_firstlineno", None))
     return rule
 
 
