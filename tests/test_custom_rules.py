@@ -449,3 +449,20 @@ def test_a_rule_result_of_the_wrong_length_raises_when_it_runs(bad, target):
     with pytest.raises(ValueError, match=r"the custom_jvp rule short_tangent .* returned a tangent "
                        "whose shape is not the primal output's"):
         coarsen.differentiate(m.uses_sq, target=target)(ARGS[0])
+
+
+def test_exported_gradient_with_rules_needs_no_coarsen(progs, tmp_path):
+    m, _ = progs
+    rng = np.random.default_rng(8)
+    args = [rng.normal(size=4), rng.normal(size=4), 0.6]
+    g = coarsen.differentiate(m.array_loss, target="python")
+    value, grads = g.value_and_grad(*_copies(args))
+    path = str(tmp_path / "array_loss_grad.py")
+    g.export(path)
+    text = open(path).read()
+    assert "import coarsen" not in text and "def _custom_shape" in text
+    spec = importlib.util.spec_from_file_location("array_loss_grad", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    v2, g2 = mod.value_and_grad_array_loss(*_copies(args))
+    assert v2 == value and all(np.array_equal(a, b) for a, b in zip(g2, grads))
