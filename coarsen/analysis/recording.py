@@ -6,7 +6,9 @@ code reads it; a ``("mid"|"end", segment)`` pair for reads after a segment's pas
 its end).
 Guarantees: ``find_recomputable`` names the scalar temporaries read from an array whose
 element holds still while they live (the reverse sweep re-reads the element instead of taping
-it), ``rereads_for_steps`` those of them segment steps re-read; ``find_int_recomputable`` the
+it), ``rereads_for_steps`` those of them segment steps re-read; ``find_cheap_recomputable``
+the float temporaries of one cheap operation on such reads and values that never change (the
+reverse sweep evaluates them again); ``find_int_recomputable`` the
 integer and boolean scalars (index arithmetic, trip counts, loop conditions) the reverse sweep
 evaluates again instead of taping; ``to_be_recorded`` the variables a later assignment may overwrite before the reverse
 sweep reads them; ``tape_sites`` the scalar assignments that must save the value they
@@ -114,6 +116,81 @@ def _find(fn, facts, block, out, loop_vars=(), after=()):
             _find(fn, facts, s.body, out, loop_vars, inner)
         elif isinstance(s, Segment):
             _find(fn, facts, s.stmts, out, loop_vars, inner)
+
+
+#: cheap float operations the reverse sweep evaluates again rather than taping their result
+FLOAT_RECOMPUTE_OPS = frozenset({"add", "sub", "mul", "neg"})
+#: the most operations one re-evaluation may take, its operands expanded
+MAX_RECOMPUTE_OPS = 8
+
+
+def find_cheap_recomputable(fn, facts, reads):
+    """Float scalar temporaries the reverse sweep evaluates again instead of taping them:
+    ``{temporary: its Assign}``, in definition order.  ``reads``: ``find_recomputable``'s
+    element reads.
+
+    A temporary qualifies when it is assigned once, by one operation of
+    ``FLOAT_RECOMPUTE_OPS`` (``t = beta * A[p, i]``), whose operands are constants, scalars
+    that keep one value (``activity.intact``), element reads of ``reads`` or temporaries that
+    qualify themselves, at most ``MAX_RECOMPUTE_OPS`` operations once expanded; and when no
+    element it reads, through its operands, can change before a use of the temporary: the
+    array is not written and no index variable is reassigned between the assignment and any
+    use (``_written_before_use``, as for the element reads themselves).  Its value at each
+    reverse-sweep use is then the one the forward sweep used, and nothing is taped for it."""
+    out = {}
+    size = {}
+
+    def leaves(name):
+        """The element reads under a qualifying temporary."""
+        if name in reads:
+            return [reads[name]]
+        st = out[name]
+        return [g for a in st.args if isinstance(a, Var) and (a.name in reads or a.name in out)
+                for g in leaves(a.name)]
+
+    def operand(a):
+        if isinstance(a, Const):
+            return 0
+        if not isinstance(a, Var) or isinstance(fn.types.get(a.name), Array):
+            return None
+        if a.name in out:
+            return size[a.name]
+        if a.name in reads:
+            return 0
+        t = fn.types.get(a.name)
+        if isinstance(t, Scalar) and intact(facts, a.name):
+            return 0
+        return None
+
+    def visit(block, after):
+        for i, s in enumerate(block):
+            inner = (block[i + 1:],) + after
+            if isinstance(s, Assign):
+                t = fn.types.get(s.target)
+                if s.op not in FLOAT_RECOMPUTE_OPS or s.index or not isinstance(t, Scalar) \
+                        or t.kind != "f64" or not is_temp(fn, s.target) \
+                        or facts.defs.get(s.target) != 1 or s.target == fn.result:
+                    continue
+                sizes = [operand(a) for a in s.args]
+                if any(n is None for n in sizes) or 1 + sum(sizes) > MAX_RECOMPUTE_OPS:
+                    continue
+                out[s.target] = s
+                size[s.target] = 1 + sum(sizes)
+                for g in leaves(s.target):
+                    idx_vars = {it.name for it in g.index if isinstance(it, Var)}
+                    if _written_before_use(block, s, g.args[0].name, idx_vars, after):
+                        del out[s.target], size[s.target]
+                        break
+            elif isinstance(s, If):
+                visit(s.body, inner)
+                visit(s.orelse, inner)
+            elif isinstance(s, (For, While)):
+                visit(s.body, inner)
+            elif isinstance(s, Segment):
+                visit(s.stmts, inner)
+
+    visit(fn.body, ())
+    return out
 
 
 #: cheap operations on integers and booleans that the reverse sweep may evaluate again

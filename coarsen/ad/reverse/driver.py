@@ -39,8 +39,8 @@ from ...analysis.strategy import SegmentContext, estimate
 from ...analysis.bounds import plan_bounds
 from ...analysis.reductions import find_reduction_loops
 from ...analysis.segments import plan_segments
-from ...analysis.recording import (find_int_recomputable, find_recomputable, rereads_for_steps, tape_sites,
-                                   to_be_recorded)
+from ...analysis.recording import (find_cheap_recomputable, find_int_recomputable, find_recomputable,
+                                   rereads_for_steps, tape_sites, to_be_recorded)
 from ...errors import CoarsenError
 from ...ir.nodes import Array, Assign, For, Segment, While, walk
 from .. import build as B
@@ -49,6 +49,7 @@ from ..canonical import lift_canonically, show_temps
 from ..lift import closed_form_segment, differentiate_segment
 from ..runtime import helper_source
 from .checkpoint import budget_check
+from .local_stretch import LFT, LIT
 from .cleanup import comment_pass, drop_dead_adjoint_code, drop_marked, init_value
 from .emitter import Emitter
 from .tapes import FP, FT, IP, IT, TL_MARK, TLF, TLI
@@ -139,7 +140,7 @@ def _fresh_tapes_entry(entry_name, params, tapes, tops):
 
 def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_seconds=2.0,
                      workspace=False, boundscheck=True, plan="auto", weights=None, parallel=False,
-                     max_tape_bytes=None, tape_lines=False):
+                     max_tape_bytes=None, tape_lines=False, local_tape=None):
     """Build the derivative module for a typed IR function (see the module docstring).
 
     ``workspace=True`` (for CUDA) requires scalar code only: the tapes are not allocated but
@@ -157,7 +158,10 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     loop, how), the tape counts the entry returns are the call's peak, followed by each
     checkpointed loop's stride, and a call whose tapes exceed it raises ``MemoryError``
     (``checkpoint.budget_error``).  None, and workspace mode, emit exactly the code without a
-    budget.  ``tape_lines=True`` (not in workspace mode) is the instrumented build of
+    budget.  ``local_tape=(floats, ints)`` (workspace mode only): the entry takes two more
+    arrays of those sizes, ``_lftape``/``_litape``, and the loops outside every loop whose
+    stretches' tape fits them are taped there (``coarsen.ad.reverse.local_stretch``).
+    ``tape_lines=True`` (not in workspace mode) is the instrumented build of
     ``Gradient.report(..., tape_lines=True)``: the same code plus counters, the tape counts
     the entry returns followed by two int64 arrays, the float and int entries pushed per
     source line ``em.tape_lines[site]`` (``coarsen.ad.reverse.tapes``); False emits no
@@ -234,41 +238,62 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     # The reverse sweep's reads decide what is taped, and taping adds restore code that reads
     # more (the condition of an if whose branch now restores an array element, a loop's
     # bounds): emit until the reads no longer grow (monotone, so this ends).
-    reads = {}
-    tbr, sites = set(), frozenset()
     int_recompute = find_int_recomputable(fn, facts)
     if reductions is None:
         reductions = find_reduction_loops(fn, facts)
-    for _ in range(8):
-        em = Emitter(fn, wrt, facts, tbr, int_recompute, reductions)
-        em.lifted_names = lifted_names
-        em.step_rereads = rereads_for_steps(fn, em.recompute)
-        em.weights = weights if weights is not None else default_weights()
-        em.tape_sites = sites
-        em.workspace = workspace
-        em.bounds = bounds
-        em.parallel_all = parallel
-        em.max_tape_bytes = max_tape_bytes
-        em.tape_lines = [] if tape_lines and not workspace else None
-        fwd, rev = em.block(fn.body)
-        grown = False
-        for v, rs in em.reads_at.items():
-            known = reads.setdefault(v, [])
-            for r in rs:
-                key = (r[0], id(r[1])) if isinstance(r, tuple) else id(r)
-                if key not in {((k[0], id(k[1])) if isinstance(k, tuple) else id(k)) for k in known}:
-                    known.append(r)
-                    grown = True
-        if not grown and _ > 0:
-            break
-        plain = {v: [r[1] if isinstance(r, tuple) else r for r in rs] for v, rs in reads.items()}
-        tbr = to_be_recorded(fn, plain, em.fused)
-        for v in facts.active:
-            if isinstance(types.get(v), Array) and not intact(facts, v) and v not in facts.set_temps:
-                tbr.add(v)
-        sites = tape_sites(fn, reads, em.fused)
-    else:
+
+    def settle(cheap):
+        """Emit until the reverse sweep's reads no longer grow; ``cheap``: the float
+        temporaries the reverse sweep evaluates again (``find_cheap_recomputable``)."""
+        reads = {}
+        tbr, sites = set(), frozenset()
+        for k in range(8):
+            em = Emitter(fn, wrt, facts, tbr, int_recompute, reductions)
+            em.cheap = cheap
+            em.lifted_names = lifted_names
+            em.step_rereads = rereads_for_steps(fn, em.recompute)
+            em.weights = weights if weights is not None else default_weights()
+            em.tape_sites = sites
+            em.workspace = workspace
+            em.bounds = bounds
+            em.parallel_all = parallel
+            em.max_tape_bytes = max_tape_bytes
+            em.local_tape = local_tape if workspace else None
+            em.tape_lines = [] if tape_lines and not workspace else None
+            fwd, rev = em.block(fn.body)
+            grown = False
+            for v, rs in em.reads_at.items():
+                known = reads.setdefault(v, [])
+                for r in rs:
+                    key = (r[0], id(r[1])) if isinstance(r, tuple) else id(r)
+                    if key not in {((q[0], id(q[1])) if isinstance(q, tuple) else id(q)) for q in known}:
+                        known.append(r)
+                        grown = True
+            if not grown and k > 0:
+                return em, fwd, rev, tbr, sites
+            plain = {v: [r[1] if isinstance(r, tuple) else r for r in rs] for v, rs in reads.items()}
+            tbr = to_be_recorded(fn, plain, em.fused)
+            for v in facts.active:
+                if isinstance(types.get(v), Array) and not intact(facts, v) and v not in facts.set_temps:
+                    tbr.add(v)
+            sites = tape_sites(fn, reads, em.fused)
         raise CoarsenError("internal: the tape analysis did not settle", filename=fn.filename)
+
+    em, fwd, rev, tbr, sites = settle({})
+    # the cheap temporaries the settled sweep would tape are evaluated again instead (where
+    # nothing is taped for them, their value is at hand and re-evaluating would only cost)
+    candidates = find_cheap_recomputable(fn, facts, em.recompute)
+    chosen = {t for t, st in candidates.items() if id(st) in sites}
+    todo = list(chosen)
+    while todo:         # with the candidates their re-evaluation reads
+        for a in candidates[todo.pop()].args:
+            name = getattr(a, "name", None)
+            if name in candidates and name not in chosen:
+                chosen.add(name)
+                todo.append(name)
+    cheap = {t: st for t, st in candidates.items() if t in chosen}
+    if cheap:
+        em, fwd, rev, tbr, sites = settle(cheap)
     top_f, top_i = em.count_f, em.count_i
     em.close_holders(em.region)
     fwd = drop_marked(fwd)
@@ -353,6 +378,8 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
         if loc is not None:
             st.coarsen_comment = "forward sweep\n" + loc.text
     params = list(fn.params) + ([FT, IT, "_status"] if workspace else tapes)
+    if workspace and local_tape is not None:
+        params += [LFT, LIT]
     # the names the compiler made: the emitter's (fresh names, segment symbols) and the
     # adjoint of every variable (the emitter types the variables it makes in fn.types)
     made = em.made | {Emitter.bar(v) for v in set(fn.types) | set(facts.active) | set(wrt)}

@@ -91,10 +91,13 @@ class Emitter(OperandQueries, TapeMixin, AdjointMixin, SegmentMixin, ControlMixi
             if self.in_reverse and operand.name in self.recompute:
                 s = self.recompute[operand.name]
                 return X(B.subscript(s.args[0].name, self.index_node(s.index)), False)
+            if self.in_reverse and operand.name in self.cheap:
+                return X(B.ex(self.primal(self.cheap[operand.name])), False)
             return X(B.name(operand.name), self.is_arr(operand))
         return X(B.const(operand.value))
 
     in_reverse = False
+    cheap = {}      # float temporaries the reverse sweep evaluates again (set by the driver)
 
     def int_expr(self, name):
         """The expression of a recomputable integer scalar (``recording.find_int_recomputable``),
