@@ -6,8 +6,9 @@ plain names, once with adversarial ones (names coarsen's generated code uses) fo
 check.  They wrap a bisection solver of ``x**3 + a*x = b`` (whose own derivative is zero
 almost everywhere: only a rule gives the right gradient) with an implicit-function-theorem
 rule, as a ``custom_vjp`` and as a ``custom_jvp``, and array rules (a weighted dot product
-with an int argument, called in a loop; an element-wise softplus; arrays written after the
-calls).  Gradients are checked
+with an int argument, called in a loop; array results: a cumulative sum, and a linear solve
+checked against coarsen's own derivative of ``np.linalg.solve``; an element-wise softplus;
+arrays written after the calls).  Gradients are checked
 against the extended-precision oracle (``tests/oracle.py``) on both targets, coarse and fine;
 the JVP of ``coarsen.jvp`` against the gradient.  Wrong rules are refused with a
 ``CoarsenError`` naming the rule and the call site, before code is generated; a cotangent or
@@ -150,8 +151,53 @@ def jvp_loss(p, q, v):
     return np.sum(z * z) + {y}
 
 
+@coarsen.custom_vjp
+def lin_solve(A, b):
+    return np.linalg.solve(A, b)
+
+
+def lin_solve_fwd(A, b):
+    {x} = np.linalg.solve(A, b)
+    return {x}, (A, {x})
+
+
+def lin_solve_bwd({res}, {g}):
+    A, {x} = {res}
+    {db} = np.linalg.solve(A.T, {g})
+    return (-np.outer({db}, {x}), {db})
+
+
+lin_solve.defvjp(lin_solve_fwd, lin_solve_bwd)
+
+
+def lin_loss(w, v):
+    {x} = lin_solve(3.0 * np.eye(4) + np.outer(w, w), v)
+    return np.sum({x} * {x}) + {x}[0]
+
+
+def lin_loss_plain(w, v):
+    {x} = np.linalg.solve(3.0 * np.eye(4) + np.outer(w, w), v)
+    return np.sum({x} * {x}) + {x}[0]
+
+
+@coarsen.custom_vjp
+def cum(v):
+    return np.cumsum(v)
+
+
+def cum_fwd(v):
+    return np.cumsum(v), ()
+
+
+def cum_bwd({res}, {g}):
+    return (np.flip(np.cumsum(np.flip({g}))),)
+
+
+cum.defvjp(cum_fwd, cum_bwd)
+
+
 def array_loss(w, v, c):
-    t = wdot(w, v, w.shape[0])
+    t = wdot(w, v, w.shape[0]) + np.sum(cum(c * w) * v)
     for k in range(3):
         t += wdot(w * (k + c), v, w.shape[0]) ** 2
     {y} = softplus(c * v)
@@ -217,6 +263,16 @@ def test_array_rules_match_the_oracle(progs, target, coarse):
     rng = np.random.default_rng(5)
     args = [rng.normal(size=4), rng.normal(size=4), 0.6]
     check_against_oracle(m.array_loss, args, target=target, coarse=coarse)
+
+
+@pytest.mark.parametrize("target, coarse", [("python", True), ("cpu", False)])
+def test_a_wrapped_linear_solve_matches_the_derivative_of_the_solve(progs, target, coarse):
+    m, _ = progs
+    rng = np.random.default_rng(9)
+    w, v = rng.normal(size=4), rng.normal(size=4)
+    got = coarsen.differentiate(m.lin_loss, target=target, coarsen=coarse)(w, v)
+    ref = coarsen.differentiate(m.lin_loss_plain, target=target, coarsen=coarse)(w, v)
+    assert_grad_close(list(got), list(ref), rtol=1e-12)
 
 
 @pytest.mark.parametrize("target", ["python", "cpu"])
@@ -428,8 +484,9 @@ def test_other_wrong_rules_are_refused_naming_them(bad):
     e = _refusal(m.uses_sq, ARGS[:1])
     assert "array_tangent returns a tangent that is a 1-D f64 array, but its primal output is a float" \
         in e.problem and e.lineno == lines["sq"]
-    e = _refusal(m.uses_twice, ARGS[:1])
-    assert "twice_fwd returns a 1-D f64 array as its output" in e.problem and "custom_jvp" in e.hint
+    # an array result, no residuals: fine (the backward rule runs in the reverse sweep)
+    assert np.array_equal(coarsen.differentiate(m.uses_twice, target="python")(ARGS[0])[0],
+                          np.full(4, 2.0))
     e = _refusal(m.uses_norules, ARGS)
     assert "norules is a custom_vjp function without rules" in e.problem and "defvjp" in e.hint
     with pytest.raises(coarsen.CoarsenError, match="dot is a custom_vjp function"):

@@ -158,10 +158,11 @@ def _same_len(a, b):
         raise ValueError("matmul/dot: shapes not aligned (the lengths differ)")
     return a
 ''',
-    # a custom rule's result checked against the shape it must have (coarsen.ir.primitives.custom)
+    # a custom rule's result checked against the shape it must have: shapes a and b
+    # (coarsen.ir.primitives.custom)
     "_custom_shape": '''
 def _custom_shape(v, a, b, message):
-    if a.shape != b.shape:
+    if a != b:
         raise ValueError(message)
     return v
 ''',

@@ -8,9 +8,10 @@ signature), and then, with the primitives of ``coarsen.ir.primitives.custom``:
 
 * ``custom_vjp``: ``f_fwd`` is inlined on ``custom_stop`` copies of the arguments (so nothing
   it computes is differentiated), giving ``out`` and the residuals (its ``return out, (r1,
-  r2)`` is read as the flat ``return out, r1, r2``); ``f_bwd`` is inlined on the residuals (a
-  tuple, or the one value ``f_fwd`` returned) and ``g = 1.0``; the call's value is
-  ``custom_vjp_out(out, cotangents..., arguments...)``;
+  r2)`` is read as the flat ``return out, r1, r2``); ``f_bwd`` is lowered apart, into a
+  ``BackwardRule`` on placeholders for the residuals (a tuple, or the one value ``f_fwd``
+  returned) and ``g``, which the reverse sweep runs (``coarsen.ad.custom_backward``); the
+  call's value is ``custom_vjp_out(out, residuals..., arguments...)``;
 * ``custom_jvp``: the rule is inlined on ``primals`` (``custom_stop`` copies) and ``tangents``
   (``custom_seed``: zero, derivative 1), both tuples, giving ``(primal_out, tangent_out)``;
   the call's value is ``custom_jvp_out(primal_out, tangent_out)``.
@@ -29,7 +30,8 @@ from dataclasses import dataclass
 
 import gast
 
-from ..ir.nodes import Assign, Const, walk
+from ..ir.nodes import Assign, Var, walk
+from ..ir.primitives.custom import BackwardRule
 from .helpers_inline import TupleValue, bind_arguments, inline_call, inline_with
 from .source import get_source, unwrap
 
@@ -85,6 +87,25 @@ def _tuple_result(lw, node, value, rule, kind, expected):
     return value
 
 
+def _backward_rule(lw, node, bwd, nres, tupled):
+    """``f_bwd`` lowered apart (a ``BackwardRule``): on placeholders for its ``nres`` residuals
+    (a tuple, or the one value) and the output's adjoint ``g``, to run in the reverse sweep."""
+    base = "_" + bwd.__name__.strip("_")
+    residuals = tuple(lw.namer.fresh(f"{base}_res{k}") for k in range(nres))
+    g = lw.namer.fresh(f"{base}_g")
+    res = TupleValue(tuple(Var(r) for r in residuals), "the residuals") if tupled else Var(residuals[0])
+    saved, lw.out = lw.out, []
+    try:
+        cts = inline_with(lw, node, bwd, [res, Var(g)])
+        body = tuple(lw.out)
+    finally:
+        lw.out = saved
+    cts = _tuple_result(lw, node, cts, bwd, "custom_vjp backward",
+                        "return a tuple with one cotangent per float argument: (ct,)")
+    return BackwardRule(bwd.__name__, residuals, g, body, cts.items, lw.src.filename,
+                        frozenset(lw.namer.temps))
+
+
 CUSTOM_RESULTS = frozenset({"custom_jvp_out", "custom_vjp_out"})
 
 
@@ -120,13 +141,10 @@ def lower_custom_call(lw, node, obj, target):
         got = inline_with(lw, node, fwd, stopped, transform=_flat_returns(shape))
         got = _tuple_result(lw, node, got, fwd, "custom_vjp forward", "return out, (r1, r2, ...)")
         out, rest = got.items[0], got.items[1:]
-        residuals = TupleValue(rest, "the residuals") if shape.tupled else rest[0]
-        cts = inline_with(lw, node, bwd, [residuals, Const(1.0)])
-        cts = _tuple_result(lw, node, cts, bwd, "custom_vjp backward",
-                            "return a tuple with one cotangent per float argument: (ct,)")
-        attrs = tuple(sorted(base + (("fwd", fwd.__name__), ("ncts", len(cts)),
+        rule = _backward_rule(lw, node, bwd, len(rest), shape.tupled)
+        attrs = tuple(sorted(base + (("backward", rule), ("fwd", fwd.__name__),
                                      ("rule", bwd.__name__))))
-        return lw.op(node, target, "custom_vjp_out", [out, *cts.items, *args], attrs=attrs)
+        return lw.op(node, target, "custom_vjp_out", [out, *rest, *args], attrs=attrs)
     if obj.jvp is None:
         raise lw.err(node, f"{name} is a custom_jvp function without a rule",
                      f"call {name}.defjvp(rule) before differentiating")

@@ -15,12 +15,13 @@ result has the wrong type:
 * ``custom_jvp_out(p, t)``: ``p`` (a copy for arrays), derivative 1 with respect to ``t``, 0
   with respect to ``p``: a ``custom_jvp`` call's value, whose derivative is its tangent output;
   ``t`` must have ``p``'s type (checked here) and shape (checked when it runs);
-* ``custom_vjp_out(out, ct_1..ct_L, x_1..x_n)`` (``attrs``: ``ncts`` = L): ``out``, whose
-  adjoint ``g`` adds ``g * ct_k`` to the k-th float argument's adjoint: a ``custom_vjp`` call,
-  its cotangents computed by the backward rule with ``g = 1.0`` (its value is one float, so
-  its vector-Jacobian product is ``g`` times the rule's result).  There must be one cotangent
-  per float argument, each of the argument's type (checked here) and shape (checked when it
-  runs).  Forward mode refuses it (a ``CoarsenError`` at the call).
+* ``custom_vjp_out(out, r_1..r_k, x_1..x_n)`` (``attrs``: ``backward``, a ``BackwardRule``
+  with k residual placeholders): ``out`` (a copy for arrays), whose adjoint ``g`` runs the
+  backward rule on the residuals and ``g`` in the reverse sweep (``coarsen.ad.custom_backward``,
+  once per call) and adds its k-th cotangent to the k-th float argument's adjoint.  There must
+  be one cotangent per float argument, each of the argument's type (checked here, on a typed
+  copy of the rule) and shape (checked when it runs).  Forward mode refuses it (a
+  ``CoarsenError`` at the call).
 
 Every message names the rule and the call site (``attrs``: ``rule``, ``site``, ``params``).
 """
@@ -32,7 +33,7 @@ import gast
 
 from ...ad import build as B
 from ...ad.build import X
-from ..nodes import Array, Const, F64, Scalar, is_float
+from ..nodes import Array, Const, F64, Scalar, Var, is_float
 from .core import Primitive, defjvp, defstructural, defvjp, err, register, refuse_jvp
 
 
@@ -69,9 +70,13 @@ def _message(s, problem):
 
 
 def _shape_checked(em, s, value, a, b, problem):
-    """``value``, after a run-time check that arrays ``a`` and ``b`` have one shape."""
+    """``value``, after a run-time check that the shapes ``a`` and ``b`` are equal."""
     return B.call(em.helper("_custom_shape"), value, a, b,
                   gast.Constant(value=_message(s, problem), kind=None))
+
+
+def _shape(value):
+    return gast.Attribute(value=B.ex(value), attr="shape", ctx=gast.Load())
 
 
 # ------------------------------------------------------------------ custom_jvp
@@ -91,7 +96,7 @@ def _jvp_out_type(c, s, ts):
 def _emit_jvp_out(em, s, v):
     if not em.is_arr(s.args[0]):
         return B.ex(v[0])
-    checked = _shape_checked(em, s, v[0], v[1], v[0],
+    checked = _shape_checked(em, s, v[0], _shape(v[1]), _shape(v[0]),
                              "returned a tangent whose shape is not the primal output's")
     return B.call(gast.Attribute(value=checked, attr="copy", ctx=gast.Load()))
 
@@ -115,55 +120,90 @@ def operand_type(types, a):
     return types.get(a.name)
 
 
+@dataclass(frozen=True, eq=False)
+class BackwardRule:
+    """A ``custom_vjp`` call's backward rule, lowered apart from the function (the reverse sweep
+    runs it): ``body`` (untyped IR) reads the placeholders ``residuals`` (one per residual) and
+    ``g`` (the output's adjoint) and leaves ``cotangents`` (operands, one per float argument)."""
+    name: str
+    residuals: tuple
+    g: str
+    body: tuple
+    cotangents: tuple
+    filename: str
+    temps: frozenset
+
+    def __repr__(self):
+        return self.name
+
+
 def float_arguments(s, types_of):
-    """``{position of a float argument: position of its cotangent}`` for a ``custom_vjp_out``
+    """``{position of a float argument: index of its cotangent}`` for a ``custom_vjp_out``
     statement ``s``; ``types_of(k)`` is operand ``k``'s type."""
-    ncts = s.attr("ncts")
-    first = 1 + ncts
+    first = 1 + len(s.attr("backward").residuals)
     floats = [k for k in range(first, len(s.args)) if is_float(types_of(k))]
-    return {k: 1 + j for j, k in enumerate(floats)}
+    return {k: j for j, k in enumerate(floats)}
+
+
+def _param(s, k):
+    return s.attr("params")[k - 1 - len(s.attr("backward").residuals)]
 
 
 def _vjp_out_type(c, s, ts):
-    rule, params = s.attr("rule"), s.attr("params")
-    fwd = s.attr("fwd")
-    if not (isinstance(ts[0], Scalar) and ts[0].kind == "f64"):
-        raise err(s, f"the custom_vjp rule {fwd} returns {_describe(ts[0])} as its output; a "
-                  "custom_vjp function must return one float here",
-                  "give a function with an array result a custom_jvp rule instead "
-                  "(@coarsen.custom_jvp), which reverse mode transposes")
-    ncts = s.attr("ncts")
+    from ...ad.custom_backward import typed_backward
+    bw = s.attr("backward")
+    if not is_float(ts[0]):
+        raise err(s, f"the custom_vjp forward rule {s.attr('fwd')} returns {_describe(ts[0])} "
+                  "as its output", "return a float or a float array, and its residuals")
+    nres = len(bw.residuals)
+    sub = typed_backward(bw, ts[1:1 + nres], ts[0])
+    cts = [operand_type(sub.types, ct) for ct in bw.cotangents]
     pairs = float_arguments(s, lambda k: ts[k])
-    first = 1 + ncts
-    if len(pairs) != ncts:
-        names = [params[k - first] for k in pairs]
-        raise err(s, f"the custom_vjp rule {rule} returns {ncts} cotangent(s), but "
+    if len(pairs) != len(cts):
+        names = [_param(s, k) for k in pairs]
+        raise err(s, f"the custom_vjp rule {bw.name} returns {len(cts)} cotangent(s), but "
                   f"{s.attr('primal')} has {len(pairs)} float argument(s) here"
                   + (f" ({', '.join(names)})" if names else ""),
                   "return a tuple with one cotangent per float argument, in order")
     for k, j in pairs.items():
-        if ts[j] != ts[k]:
-            raise err(s, f"the custom_vjp rule {rule} returns a cotangent for {params[k - first]!r} "
-                      f"that is {_describe(ts[j])}, but {params[k - first]!r} is {_describe(ts[k])}",
+        if cts[j] != ts[k]:
+            raise err(s, f"the custom_vjp rule {bw.name} returns a cotangent for {_param(s, k)!r} "
+                      f"that is {_describe(cts[j])}, but {_param(s, k)!r} is {_describe(ts[k])}",
                       "return each cotangent with its argument's shape and dtype")
-    return F64
+    return ts[0]
 
 
 def _emit_vjp_out(em, s, v):
-    value = v[0]
-    for k, j in float_arguments(s, lambda k: operand_type(em.types, s.args[k])).items():
-        if em.is_arr(s.args[k]):
-            name = s.attr("params")[k - 1 - s.attr("ncts")]
-            value = _shape_checked(em, s, value, v[j], v[k],
-                                   f"returned a cotangent for {name!r} whose shape is not {name!r}'s")
-    return B.ex(value)
+    if em.is_arr(s.args[0]):      # a copy: the result never aliases a residual
+        return B.call(gast.Attribute(value=B.ex(v[0]), attr="copy", ctx=gast.Load()))
+    return B.ex(v[0])
 
 
 def _vjp_vjp_out(em, s, p, g, pre_fwd, pre_rev, out):
-    j = float_arguments(s, lambda k: operand_type(em.types, s.args[k])).get(p)
-    if j is None:           # the output and the cotangents have no adjoint
+    """``x_bar += ct`` for the float argument at ``p``; the backward rule runs (once per
+    call) before the first active argument's update."""
+    from ...ad.custom_backward import backward_code
+    bw = s.attr("backward")
+    pairs = float_arguments(s, lambda k: operand_type(em.types, s.args[k]))
+    if p not in pairs:          # the output and the residuals have no adjoint
         return
-    em.accumulate(s.args[p].name, g * em.val(s.args[j]), pre_fwd, pre_rev, out)
+    active = [k for k in pairs if isinstance(s.args[k], Var) and s.args[k].name in em.active]
+    nres = len(bw.residuals)
+    if p == active[0]:
+        code, _ = backward_code(em, bw, s.args[1:1 + nres], g, operand_type(em.types, s.args[0]))
+        out.extend(code)
+    ct = bw.cotangents[pairs[p]]
+    x = s.args[p]
+    if isinstance(ct, Const):
+        value = X(B.const(ct.value))
+    else:
+        value = X(B.name(ct.name), em.is_arr(x))
+    if em.is_arr(x):
+        shape = (em.shape_of(x, pre_fwd, pre_rev) if x.name in em.f.set_temps
+                 else B.attr(f"{em.bar(x.name)}.shape"))
+        problem = f"returned a cotangent for {_param(s, p)!r} whose shape is not {_param(s, p)!r}'s"
+        value = X(_shape_checked(em, s, value, _shape(value), shape, problem), True)
+    em.accumulate(x.name, value, pre_fwd, pre_rev, out)
 
 
 @dataclass

@@ -1,0 +1,55 @@
+"""The backward rule of a ``custom_vjp`` call, typed and emitted where the reverse sweep runs it.
+
+Requires: a ``BackwardRule`` (``coarsen.ir.primitives.custom``: the rule's body lowered apart
+from the function, on placeholder parameters for the residuals and the output's adjoint), the
+types of the residuals and of the output; for emission, the reverse emitter of the function.
+Guarantees: ``typed_backward`` types a copy of the body for those types (``infer``; the rule
+object is never changed); ``backward_code`` returns the statements that bind the placeholders
+(to the residuals' values where the reverse sweep reads them, and to the output's adjoint;
+copies of arrays the rule writes into) and then run the body: its primal code only (the
+forward-mode emitter with nothing active: nothing a rule computes is differentiated), index
+checks as the function's, helpers added to the emitter's.  The cotangents are then the body's
+operands ``BackwardRule.cotangents``.  The body's variables are the frontend's fresh names,
+which no variable of the function shares.
+"""
+from __future__ import annotations
+
+import copy
+
+import gast
+
+from ..ir.nodes import Array, Function, Store, walk
+from . import build as B
+
+
+def typed_backward(rule, residual_types, g_type):
+    """A typed copy of ``rule``'s body as a ``Function`` of the residuals and ``g``."""
+    from ..ir.typeinfer import infer
+    fn = Function(rule.name, list(rule.residuals) + [rule.g], copy.deepcopy(list(rule.body)),
+                  rule.g, rule.filename, temps=rule.temps)
+    infer(fn, list(residual_types) + [g_type])
+    return fn
+
+
+def backward_code(em, rule, residuals, g, out_type):
+    """The reverse-sweep statements that run ``rule`` on the operands ``residuals`` and the
+    adjoint expression ``g`` (an ``ad.build.X``) in the reverse emitter ``em``."""
+    from ..analysis.activity import analyze
+    from ..analysis.bounds import plan_bounds
+    from .forward.emitter import ForwardEmitter
+    from ..ir.primitives.custom import operand_type
+    types = [operand_type(em.types, r) for r in residuals]
+    fn = typed_backward(rule, types, out_type)
+    written = {s.array for s in walk(fn.body) if isinstance(s, Store)}
+    code = []
+    for name, value in zip(fn.params, [em.val(r) for r in residuals] + [g]):
+        node = B.ex(value)
+        if name in written and isinstance(fn.types.get(name), Array):
+            node = B.call(gast.Attribute(value=node, attr="copy", ctx=gast.Load()))
+        code.append(B.assign(name, node))
+    code[0].coarsen_comment = f"the custom_vjp rule {rule.name}"
+    bounds = plan_bounds(fn) if getattr(em, "bounds", None) is not None else None
+    fe = ForwardEmitter(fn, (), analyze(fn, ()), bounds)
+    code += fe.block(fn.body)
+    em.helpers |= fe.helpers
+    return code, fn.types
