@@ -105,7 +105,7 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
                    boundscheck=options.boundscheck, budget_seconds=options.budget_seconds,
                    plan=options.plan, weights=weights.key() if weights is not None else "",
                    scalarize=options.scalarize, max_tape_bytes=options.max_tape_bytes,
-                   parallel=options.parallel,
+                   parallel=options.parallel, local_tape=options.local_tape,
                    version=__version__, code=code_fingerprint(),
                    toolchain=tuple(sorted(toolchain_versions().items())))
     parts = key.as_dict()
@@ -134,7 +134,7 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
                                       workspace=options.workspace, boundscheck=options.boundscheck,
                                       plan=options.plan, weights=weights,
                                       max_tape_bytes=options.max_tape_bytes,
-                                      parallel=options.parallel)
+                                      parallel=options.parallel, local_tape=options.local_tape)
         plan = [_plan_entry(seg) for seg in em.segments] + [
             {"kind": "loop run", "lines": [line, line], "how": how} for line, how in em.parallel_notes] + [
             {"kind": "loop checkpoint", "lines": [line, line], "how": how}
@@ -267,10 +267,12 @@ class Gradient:
     def _signature(self, args):
         return Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)
 
-    def _artifact(self, signature, workspace=False):
+    def _artifact(self, signature, workspace=False, local_tape=None):
         """The artifact for ``signature`` (compiled on first use, then kept).  ``workspace=True``
-        is the scalar-only variant whose tapes are passed in (CUDA)."""
-        options = replace(self.options, workspace=True) if workspace else self.options
+        is the scalar-only variant whose tapes are passed in (CUDA); ``local_tape``, with it,
+        the sizes of its local stretch tapes (``coarsen.ad.reverse.local_stretch``)."""
+        options = replace(self.options, workspace=True, local_tape=local_tape) if workspace \
+            else self.options
         key = (signature.types, options)
         art = self._artifacts.get(key)
         if art is None:
@@ -572,10 +574,11 @@ class Gradient:
         sig = self._signature(args)
         return sig.types, sig.texts
 
-    def specialization(self, types, signature, *, workspace=False):
+    def specialization(self, types, signature, *, workspace=False, local_tape=None):
         """The ``Artifact`` for ``signature_of``'s ``(types, signature)``;
-        ``workspace=True`` is the scalar-only variant whose tapes are passed in (CUDA)."""
-        return self._artifact(Signature(tuple(types), tuple(signature)), workspace)
+        ``workspace=True`` is the scalar-only variant whose tapes are passed in (CUDA), and
+        ``local_tape=(floats, ints)`` its variant taking local stretch tapes of those sizes."""
+        return self._artifact(Signature(tuple(types), tuple(signature)), workspace, local_tape)
 
     @property
     def module_arrays(self):

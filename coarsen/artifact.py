@@ -78,6 +78,7 @@ class Options:
     scalarize: bool = True      # element-wise array expressions as loop nests (coarsen.ir.scalarize)
     max_tape_bytes: object = None   # tape budget in bytes: checkpointed loops (coarsen.ad.reverse.checkpoint)
     parallel: bool = False      # every reduction loop in parallel blocks (coarsen.ad.reverse.parallel)
+    local_tape: object = None   # workspace only: (floats, ints) local stretch tapes (ad.reverse.local_stretch)
 
     def __post_init__(self):
         if self.target not in TARGETS:
@@ -97,6 +98,12 @@ class Options:
                                    hint="pass the tape budget in bytes, e.g. max_tape_bytes=100_000_000")
             object.__setattr__(self, "max_tape_bytes", int(self.max_tape_bytes))
         object.__setattr__(self, "workspace", bool(self.workspace))
+        if self.local_tape is not None:
+            sizes = tuple(int(v) for v in self.local_tape)
+            if not self.workspace or len(sizes) != 2 or min(sizes) < 1:
+                raise CoarsenError(f"internal: local_tape {self.local_tape!r} needs workspace mode "
+                                   "and two positive sizes")
+            object.__setattr__(self, "local_tape", sizes)
         object.__setattr__(self, "budget_seconds", float(self.budget_seconds))
 
     @property
@@ -262,6 +269,7 @@ class KeyParts:
     scalarize: bool             # Options.scalarize
     max_tape_bytes: object      # Options.max_tape_bytes (int or None)
     parallel: bool              # Options.parallel
+    local_tape: object          # Options.local_tape (None or (floats, ints))
     version: str
     code: str                   # hash of coarsen's own source
     toolchain: tuple            # sorted (name, version) pairs
@@ -273,7 +281,8 @@ class KeyParts:
                 "module_arrays": list(self.module_arrays), "wrt": list(self.wrt),
                 "coarsen": self.coarsen, "target": self.target, "workspace": self.workspace,
                 "boundscheck": self.boundscheck, "budget_seconds": self.budget_seconds,
-                "plan": self.plan, "weights": self.weights, "scalarize": self.scalarize, "max_tape_bytes": self.max_tape_bytes, "parallel": self.parallel, "version": self.version, "code": self.code, "toolchain": dict(self.toolchain)}
+                "plan": self.plan, "weights": self.weights, "scalarize": self.scalarize, "max_tape_bytes": self.max_tape_bytes, "parallel": self.parallel,
+                "local_tape": None if self.local_tape is None else list(self.local_tape), "version": self.version, "code": self.code, "toolchain": dict(self.toolchain)}
 
 
 @dataclass(frozen=True, eq=False)

@@ -53,6 +53,19 @@ Targets:
   rerun was chosen over raising because tape lengths that depend on the data (``while`` loops,
   per-set trip counts) are normal, and a rare long set should cost one CPU call, not the batch.
 
+  Local stretch tapes (``bg.local_tape``, default ``"auto"``): the workspace variant is built
+  with ``LOCAL_TAPE`` = (16 floats, 4 ints) of thread-local tape (``cuda.local.array`` in the
+  kernel), and each loop outside every loop whose trips' tape is counted at compile time runs in
+  stretches of the most trips that fit it, a checkpoint of its state on the global tape before
+  each (``coarsen.ad.reverse.local_stretch``), when that lowers the global tape traffic (a
+  checkpoint smaller than a stretch's tape); where no loop qualifies the plain variant is used.
+  ``bg.local_tape = (floats, ints)`` sets the sizes, ``None`` turns it off. The workspace is then
+  sized by the same sample run through a CPU build of the device code (``@numba.njit``,
+  ``lowering.cuda.cpu_twin_source``). The gradient is the same (the trips' own code, rerun);
+  ``bg.report(*args)`` says, per loop, what was chosen. 16 floats and 4 ints are 160 bytes a
+  thread: the local tapes of every resident thread of an H200 (132 SMs, 2048 threads each)
+  take about 43 MB, under its L2 cache; not measured on a GPU yet.
+
   ``bg.tape_layout``: "interleaved" (default: word k of every thread's tape side by side, so
   a warp's tape accesses coalesce) or "contiguous" (one block of words per thread).
   ``bg.threads_per_block`` (default 128; 32 under the simulator) is exposed for tuning.
@@ -96,6 +109,7 @@ import importlib
 import importlib.metadata
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -112,6 +126,8 @@ TAPE_SAMPLE_FIRST = 4
 TAPE_SAMPLE_SPREAD = 12
 #: default cap on the CUDA workspace of one launch (larger batches run in chunks)
 MAX_WORKSPACE_BYTES = 1 << 30
+#: CUDA: the thread-local stretch tapes, (floats, ints), of ``bg.local_tape = "auto"``
+LOCAL_TAPE = (16, 4)
 
 _BATCH_TARGETS = ("cpu", "python", "cuda")
 
@@ -281,6 +297,22 @@ def cuda_arguments(params, batched, args):
     return out, on_device
 
 
+def loop_notes(art):
+    """``[(line, how)]``: how each loop outside every loop of an artifact was checkpointed
+    (its plan's "loop checkpoint" entries)."""
+    return [(e["lines"][0], e["how"]) for e in art.plan if e.get("kind") == "loop checkpoint"]
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """What ``bg.report()`` says: the local tape sizes used (None: none), the loops' notes
+    ``(line, how)``, the last call's workspace per set ``(floats, ints)``, and the text."""
+    local_tape: object
+    loops: tuple
+    workspace: object
+    text: str
+
+
 class BatchedGradient:
     """A gradient evaluated over a batch of argument sets; see ``coarsen.batching``."""
 
@@ -319,12 +351,15 @@ class BatchedGradient:
         self.threads_per_block = None
         self.tape_size = None
         self.tape_layout = "interleaved"
+        self.local_tape = "auto"
         self.last_overflow = np.zeros(0, dtype=np.int64)
         self.last_tape_size = None
+        self.last_tape_sample = None     # CUDA: the sample's largest tape (floats, ints) a set
         self.last_timings = {}
         self.pinned_staging = True
         self._drivers = {}
         self._cuda_buffers = {}          # device id -> cuda_host.DeviceBuffers
+        self._last_cuda = None           # (types, signature) of the last CUDA call
         self.__name__ = f"batched_{g.__name__}"
 
     def __repr__(self):
@@ -479,11 +514,19 @@ class BatchedGradient:
                                hint="use target='cpu', or set NUMBA_ENABLE_CUDASIM=1 before "
                                     "importing numba to run the (slow) simulator")
         tpb = self._tpb()
-        key = ("cuda", types, self.batched, tpb, self.tape_layout)
+        local = self._local_sizes()
+        key = ("cuda", types, self.batched, tpb, self.tape_layout, local)
         hit = self._drivers.get(key)
         if hit is not None:
             return hit
-        ws = g.specialization(types, sig, workspace=True)
+        ws, notes = None, ()
+        if local is not None:
+            ws = g.specialization(types, sig, workspace=True, local_tape=local)
+            notes = tuple(loop_notes(ws))
+            if not any(how.startswith("in local stretches") for _, how in notes):
+                ws, local = None, None      # no loop gains: the plain variant
+        if ws is None:
+            ws = g.specialization(types, sig, workspace=True)
         entry = ws.entry_name
         ir_name = dict(zip(g.params, g.ir_params))
         params = [(p, _numba_text(t)) for p, t in zip(g.ir_params, types)]
@@ -491,14 +534,64 @@ class BatchedGradient:
         try:
             text = lowering.cuda_batch_source(entry, params, list(self.batched), wrt=[ir_name[w] for w in ws.wrt],
                                               device_source=ws.source, threads_per_block=tpb,
-                                              kernel_name=kernel, tape_layout=self.tape_layout)
+                                              kernel_name=kernel, tape_layout=self.tape_layout,
+                                              local_tape=local)
             # the module holds CUDA code: built as plain Python (numba.cuda compiles on launch)
             mod = lowering.build(text, name=f"{g.fn.__name__}_cuda", target="python")
+            twin = None
+            if local is not None:
+                # the device code on the CPU, to size the workspace from a sample of the sets
+                twin = lowering.build(lowering.cuda.cpu_twin_source(ws.source),
+                                      name=f"{g.fn.__name__}_cuda_twin", target="cpu")
+                twin = getattr(twin, entry)
         except lowering.LoweringError as exc:
             raise CoarsenError(f"batch: {exc}") from None
-        hit = (ws, getattr(mod, kernel), mod.__file__)
+        hit = (ws, getattr(mod, kernel), mod.__file__, local, twin, notes)
         self._drivers[key] = hit
         return hit
+
+    def _local_sizes(self):
+        """``bg.local_tape`` as ``(floats, ints)``, or None (off)."""
+        lt = self.local_tape
+        if lt is None or lt is False:
+            return None
+        if isinstance(lt, str) and lt == "auto":
+            return LOCAL_TAPE
+        try:
+            sizes = tuple(int(v) for v in lt)
+        except (TypeError, ValueError):
+            sizes = ()
+        if len(sizes) != 2 or min(sizes) < 1 or any(isinstance(v, bool) for v in lt):
+            raise CoarsenError(f"bg.local_tape must be 'auto', None or (floats, ints) > 0, got {lt!r}")
+        return sizes
+
+    def report(self, *args, file=None):
+        """CUDA: prints and returns how the kernel tapes for ``args`` (default: the last call's
+        signature): per loop outside every loop, in local stretches (``k``, the local and global
+        entries) or why not; the local tape sizes; the last call's workspace per thread."""
+        if self.target != "cuda":
+            raise CoarsenError("bg.report() describes CUDA batches; use g.report() for the others")
+        if args:
+            _, _, types, sig, _ = self._split_args(args)
+            self._last_cuda = (types, sig)
+        if self._last_cuda is None:
+            raise CoarsenError("call the batch once (or pass example arguments) first")
+        _, _, _, local, _, notes = self._cuda_driver(*self._last_cuda)
+        lines = [f"CUDA batch of {self.g.fn.__qualname__}: tapes in the global workspace "
+                 f"({self.tape_layout})"]
+        lines.append(f"  local stretch tapes: {local[0]} floats, {local[1]} ints a thread (cuda.local.array)"
+                     if local is not None else
+                     "  local stretch tapes: off (bg.local_tape = None)" if self._local_sizes() is None else
+                     "  local stretch tapes: not used (no loop's global tape traffic would drop)")
+        for line, how in notes:
+            lines.append(f"  loop (line {line}): {how}")
+        if self.last_tape_size is not None:
+            lines.append(f"  workspace of the last call: {self.last_tape_size[0]} floats, "
+                         f"{self.last_tape_size[1]} ints a set")
+        text = "\n".join(lines)
+        import sys
+        print(text, file=file or sys.stdout)
+        return BatchReport(local, notes, self.last_tape_size, text)
 
     def _tpb(self):
         if self.threads_per_block:
@@ -516,8 +609,25 @@ class BatchedGradient:
         for i in idx:
             _, _, tape = cpu_entry(*self._set_args(conv, i))
             nf, ni = max(nf, int(tape[0])), max(ni, int(tape[1]))
+        self.last_tape_sample = (nf, ni)
         sf = float(self.safety_factor)
         return max(1, math.ceil(sf * nf)), max(1, math.ceil(sf * ni))
+
+    @staticmethod
+    def _twin_entry(twin, local):
+        """The CPU twin of the device code as the sampler calls it: tapes passed in (grown
+        until the set fits), its tape high-water marks returned."""
+        lf, li = np.empty(local[0]), np.empty(local[1], np.int64)
+
+        def run(*args):
+            nf = ni = 256
+            while True:
+                status = np.zeros(1, np.int64)
+                r = twin(*args, np.empty(nf), np.empty(ni, np.int64), status, lf, li)
+                if not status[0]:
+                    return r
+                nf, ni = 4 * nf, 4 * ni
+        return run
 
     def _set_args(self, conv, i):
         """Set ``i``'s arguments as host scalars, converted like the kernel's inputs (a device
@@ -555,14 +665,17 @@ class BatchedGradient:
         g = self.g
         if self.on_overflow not in ("cpu", "raise"):
             raise CoarsenError(f"bg.on_overflow must be 'cpu' or 'raise', got {self.on_overflow!r}")
-        ws, kernel, _ = self._cuda_driver(types, sig)
+        ws, kernel, _, local, twin, _ = self._cuda_driver(types, sig)
+        self._last_cuda = (types, sig)
         cpu = g.specialization(types, sig)
         conv = [a if b else _convert(a) for a, b in zip(args, self.batched)]
         t_sample = time.perf_counter()
         if self.tape_size is not None:
+            self.last_tape_sample = None
             nf, ni = (max(1, int(v)) for v in self.tape_size)
         else:
-            nf, ni = self._tape_size(cpu.entry, conv, size)
+            nf, ni = self._tape_size(cpu.entry if twin is None else self._twin_entry(twin, local),
+                                     conv, size)
         t_sample = time.perf_counter() - t_sample
         self.last_tape_size = (nf, ni)
         per_set = 8 * (nf + ni)

@@ -12,7 +12,9 @@ Requires:
     * ``params``: ``(name, type)`` pairs of SCALAR Numba types for one set ("float64",
       "int64", "boolean"...); ``batched`` marks parameters that carry a batch axis (passed to the
       kernel as 1-D device arrays); ``wrt``: names of float parameters, in gradient order;
-    * ``threads_per_block``: a power of two between 1 and 1024.
+    * ``threads_per_block``: a power of two between 1 and 1024;
+    * ``local_tape``: None, or ``(floats, ints)`` when the device function takes two more
+      arrays after ``_status``, its local stretch tapes (``coarsen.ad.reverse.local_stretch``).
 
 Guarantees: ``cuda_batch_source(...)`` returns module source text (import it with ``build``)
 that adds to ``device_source``:
@@ -30,7 +32,9 @@ that adds to ``device_source``:
       shared gradient (``wrt`` order) and ``acc[n_shared]`` is set to 1.0 when any set's tape
       overflowed (a plain store of the same value by every such thread).
       Thread ``i`` sets ``status[i] = 0``, calls the device function on set ``i`` with its own
-      views of the workspace and ``status[i:i+1]``, and writes the value and the gradients of
+      views of the workspace and ``status[i:i+1]`` (and, with ``local_tape``, two thread-local
+      arrays of those sizes, ``cuda.local.array``: thread-private, not in the workspace), and
+      writes the value and the gradients of
       batched parameters; a set whose tape overflowed (``status[i] != 0``) gets zeros and is
       left out of the sums. ``tape_layout="interleaved"`` (default) gives thread ``i`` the
       strided view ``ftape[i : n_f*n_sets : n_sets]``: at the same tape position the threads of
@@ -64,17 +68,25 @@ from collections.abc import Sequence
 from .batch import FreshNames, parse_type
 from .errors import LoweringError
 
-__all__ = ["cuda_batch_source", "add_device_decorators", "DEFAULT_THREADS_PER_BLOCK", "TAPE_LAYOUTS"]
+__all__ = ["cuda_batch_source", "add_device_decorators", "cpu_twin_source", "DEFAULT_THREADS_PER_BLOCK",
+           "TAPE_LAYOUTS"]
 
 DEFAULT_THREADS_PER_BLOCK = 128
 TAPE_LAYOUTS = ("interleaved", "contiguous")
 
 _DEVICE_DECORATOR = "@cuda.jit(device=True)"
+_CPU_DECORATOR = "@numba.njit(cache=True, error_model='numpy')"
 
 
-def add_device_decorators(source: str) -> str:
-    """``source`` with ``@cuda.jit(device=True)`` above every top-level function and
-    ``import numba`` / ``from numba import cuda`` after its last top-level import."""
+def cpu_twin_source(source: str) -> str:
+    """The device source compiled for the CPU instead: ``@numba.njit`` above every top-level
+    function (the host runs it on a few sets to size the workspace)."""
+    return add_device_decorators(source, decorator=_CPU_DECORATOR)
+
+
+def add_device_decorators(source: str, *, decorator: str = _DEVICE_DECORATOR) -> str:
+    """``source`` with ``@cuda.jit(device=True)`` (or ``decorator``) above every top-level
+    function and ``import numba`` / ``from numba import cuda`` after its last top-level import."""
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
@@ -94,7 +106,7 @@ def add_device_decorators(source: str) -> str:
                 )
             if first_def is None:
                 first_def = node.lineno - 1
-            before.setdefault(node.lineno - 1, []).append(_DEVICE_DECORATOR)
+            before.setdefault(node.lineno - 1, []).append(decorator)
         elif isinstance(node, (ast.AsyncFunctionDef, ast.ClassDef)):
             raise LoweringError(f"cuda: unsupported top-level statement {type(node).__name__}")
     # the imports go after the last top-level import (0-based: before the line that follows it)
@@ -121,6 +133,7 @@ def cuda_batch_source(
     threads_per_block: int = DEFAULT_THREADS_PER_BLOCK,
     kernel_name: str | None = None,
     tape_layout: str = "interleaved",
+    local_tape: tuple[int, int] | None = None,
 ) -> str:
     """Source of the device functions and the kernel; see the module docstring."""
     if not isinstance(fn_name, str) or not fn_name.isidentifier():
@@ -130,6 +143,9 @@ def cuda_batch_source(
         raise LoweringError(f"cuda: threads_per_block must be a power of two <= 1024, got {tpb!r}")
     if tape_layout not in TAPE_LAYOUTS:
         raise LoweringError(f"cuda: tape_layout must be one of {TAPE_LAYOUTS}, got {tape_layout!r}")
+    if local_tape is not None:
+        if len(local_tape) != 2 or any(not isinstance(v, int) or v < 1 for v in local_tape):
+            raise LoweringError(f"cuda: local_tape must be two positive ints, got {local_tape!r}")
     kernel_name = kernel_name or f"{fn_name}_kernel"
     params = list(params)
     batched = [bool(b) for b in batched]
@@ -180,6 +196,7 @@ def cuda_batch_source(
     k_acc = nm.fresh("acc")
     i, tid, part, res, grads, stride = (nm.fresh(s) for s in ("i", "tid", "part", "res", "grads",
                                                                "stride"))
+    lft, lit = nm.fresh("lftape"), nm.fresh("litape")
     kparams = ([k_nsets] + names_list + [k_ft, k_it, k_nf, k_ni, k_status, k_values]
                + [k_out[w] for w in batched_w] + [k_acc])
     call = ", ".join(f"{p}[{i}]" if is_b[p] else p for p in names_list)
@@ -208,10 +225,17 @@ def cuda_batch_source(
             f"    {part} = cuda.shared.array(({len(shared_w)}, {tpb}), numba.float64)",
         ]
         K += [f"    {part}[{j}, {tid}] = 0.0" for j in range(len(shared_w))]
+    local_args = ""
+    K += [f"    if {i} < {k_nsets}:", f"        {k_status}[{i}] = 0"]
+    if local_tape is not None:
+        K += [
+            "        # the loops' stretch tapes: thread-private local memory, not the workspace",
+            f"        {lft} = cuda.local.array({local_tape[0]}, numba.float64)",
+            f"        {lit} = cuda.local.array({local_tape[1]}, numba.int64)",
+        ]
+        local_args = f", {lft}, {lit}"
     K += [
-        f"    if {i} < {k_nsets}:",
-        f"        {k_status}[{i}] = 0",
-        f"        {res} = {fn_name}({call}, {ft_slice}, {it_slice}, {k_status}[{i}:{i} + 1])",
+        f"        {res} = {fn_name}({call}, {ft_slice}, {it_slice}, {k_status}[{i}:{i} + 1]{local_args})",
         f"        if {k_status}[{i}] == 0:",
         f"            {k_values}[{i}] = {res}[0]",
         f"            {grads} = {res}[1]",

@@ -119,8 +119,13 @@ def run_checks(n, rtol, quick=False):
     gpu, cpu = pair(g, (0, 0, None))
     args = (rng.uniform(2.5, 3.3, n), rng.uniform(0.1, 0.9, n), 30)
     rows.append(_compare("logistic map (r, x0 per set)", g, gpu, cpu, args, rtol))
+    rep = gpu.report(file=open(os.devnull, "w"))
+    rows[-1]["pass"] &= rep.local_tape is not None      # stretches taped in local memory
+    rows[-1]["local"] = rep.loops[0][1].split(",")[0] if rep.loops else "-"
     gpu.tape_layout = "contiguous"
     rows.append(_compare("  same, contiguous tape layout", g, gpu, cpu, args, rtol))
+    gpu.tape_layout, gpu.local_tape = "interleaved", None
+    rows.append(_compare("  same, whole tape in the workspace (local_tape=None)", g, gpu, cpu, args, rtol))
 
     # per-set trip counts, x0 shared; a workspace too small for the long sets: CPU reruns;
     # a workspace cap that forces several launches
@@ -130,6 +135,8 @@ def run_checks(n, rtol, quick=False):
     trips[n // 3] = 60
     trips[-1] = 45
     args = (rng.uniform(2.5, 3.3, n), 0.4, trips)
+    rows.append(_compare("logistic map, per-set trips, local stretch tapes", g, gpu, cpu, args, rtol))
+    gpu.local_tape = None                  # the whole tape in the workspace: overflows
     gpu.tape_size = (25, 1)
     gpu.max_workspace_bytes = 8 * 26 * max(1, n // 3)
     rows.append(_compare("logistic map, per-set trips, overflow + chunks", g, gpu, cpu, args, rtol,
@@ -182,6 +189,7 @@ def _device_check(n, rtol):
     trips[n // 2] = 60
     r = rng.uniform(2.5, 3.3, n)
     bg.tape_size = (25, 1)
+    bg.local_tape = None                   # the whole tape in the workspace: overflows
     v, (dr, dx0) = bg(r, 0.4, trips)
     reruns = int(bg.last_overflow.size)
     vd, (drd, dx0d) = bg(cuda.to_device(r), 0.4, cuda.to_device(trips))
@@ -259,18 +267,21 @@ def run_bench(sizes, repeat, with_cpu=True):
     cases = []
     g = coarsen.differentiate(ex.logistic_map)
     steps = 100
-    cases.append(("logistic map, 100 steps", g, (0, 0, None),
-                  lambda B: (rng.uniform(2.5, 3.3, B), rng.uniform(0.1, 0.9, B), steps),
-                  lambda B, d, out: logistic_primal[(B + tpb - 1) // tpb, tpb](B, d[0], d[1], steps, out)))
+    for local, label in (("auto", ""), (None, ", whole tape global")):
+        cases.append((f"logistic map, 100 steps{label}", g, (0, 0, None),
+                      lambda B: (rng.uniform(2.5, 3.3, B), rng.uniform(0.1, 0.9, B), steps),
+                      lambda B, d, out: logistic_primal[(B + tpb - 1) // tpb, tpb](B, d[0], d[1], steps, out),
+                      local))
     g = coarsen.differentiate(ex.black_scholes_call)
     # an option chain: spot and volatility per set; strike, maturity and rate shared
     cases.append(("Black-Scholes call", g, (0, None, None, 0, None),
                   lambda B: (rng.uniform(80, 120, B), 100.0, 0.75, rng.uniform(0.1, 0.5, B), 0.03),
                   lambda B, d, out: bs_primal[(B + tpb - 1) // tpb, tpb](B, d[0], 100.0, 0.75, d[3], 0.03,
-                                                                          out)))
+                                                                          out), "auto"))
     rows = []
-    for name, g, in_axes, make, primal in cases:
+    for name, g, in_axes, make, primal, local in cases:
         gpu = g.batch(in_axes, target="cuda")
+        gpu.local_tape = local
         cpu = g.batch(in_axes, target="cpu")
         if not config.ENABLE_CUDASIM:
             gpu.max_workspace_bytes = 16 << 30
@@ -278,7 +289,10 @@ def run_bench(sizes, repeat, with_cpu=True):
         gpu(*warm)
         cpu(*warm)
         one = [a[0].item() if b else a for a, b in zip(warm, gpu.batched)]
-        tape_floats = int(g.specialize(one).entry(*one)[2][0])
+        # the global tape words a set writes (and reads), as the batch's own sample measured
+        tape_floats = int(gpu.last_tape_sample[0])
+        rep = gpu.report(file=open(os.devnull, "w"))
+        local_note = rep.loops[0][1].split(",")[0] if rep.local_tape else "-"
         n_in = sum(gpu.batched)
         n_out = 1 + sum(1 for w in g.specialize(one).wrt if gpu.batched[g.params.index(w)])
         for B in sizes:
@@ -309,6 +323,7 @@ def run_bench(sizes, repeat, with_cpu=True):
             primal_err = _close(out.copy_to_host(), values_dev, 1e-9)
             bytes_per_set = 8 * n_in + 8 * n_out + 8 + 2 * 8 * tape_floats
             row = {"function": name, "sets": B, "tape_floats_per_set": tape_floats,
+                   "local": local_note,
                    "kernel_s": kern, "total_s": total, "total_device_s": total_dev,
                    "primal_kernel_s": primal_s,
                    "kernel_sets_per_s": B / kern, "total_sets_per_s": B / total,
@@ -390,7 +405,7 @@ def main(argv=None):
     print(_table(checks, [("check", "check"), ("sets", "sets"), ("vs CPU batch", "err_vs_cpu_batch"),
                           ("vs loop", "err_vs_loop"), ("CPU batch == loop", "cpu_batch_equals_loop"),
                           ("CPU reruns", "overflow_reruns"), ("launches", "launches"),
-                          ("pass", "pass")]))
+                          ("local stretches", "local"), ("pass", "pass")]))
     bench = []
     if not args.no_bench:
         bench = run_bench(sizes, repeat)
@@ -398,12 +413,13 @@ def main(argv=None):
         print("throughput (sets/s, medians; kernel: the gradient kernel alone; from host: NumPy in and out, "
               "copies included; on device: device arrays in and out; primal: a hand-written CUDA kernel "
               "of the function alone):")
-        print(_table(bench, [("function", "function"), ("sets", "sets"), ("tape/set", "tape_floats_per_set"),
+        print(_table(bench, [("function", "function"), ("sets", "sets"), ("global tape/set", "tape_floats_per_set"),
                              ("kernel", "kernel_sets_per_s"), ("kernel GB/s", "kernel_GB_per_s"),
                              ("from host", "total_sets_per_s"), ("on device", "total_device_sets_per_s"),
                              ("primal", "primal_sets_per_s"), ("grad/primal kernel", "grad_over_primal_kernel"),
                              ("grad/primal on device", "grad_over_primal_device"),
-                             ("primal vs values", "primal_err"), ("CPU batch", "cpu_sets_per_s")]))
+                             ("primal vs values", "primal_err"), ("CPU batch", "cpu_sets_per_s"),
+                             ("local stretches", "local")]))
         print()
         print("end to end from host, where the time goes (ms, medians of bg.last_timings):")
         ms = [{"function": b["function"], "sets": b["sets"],

@@ -226,13 +226,18 @@ def test_cuda_simulator_against_cpu_batch_and_loop(tmp_path, _cache_dir):
     res = json.loads(out.read_text())
     assert res["simulator"] is True
     checks = res["checks"]
-    assert len(checks) == 6 and all(c["pass"] for c in checks)
+    assert len(checks) == 8 and all(c["pass"] for c in checks)
     for c in checks:
         if "err_vs_loop" in c:
             assert c["err_vs_loop"] <= 1e-12 and c["err_vs_cpu_batch"] <= 1e-12
             assert c["cpu_batch_equals_loop"]
     overflow = next(c for c in checks if "overflow" in c["check"])
     assert overflow["overflow_reruns"] >= 2 and overflow["launches"] >= 2
-    assert {b["function"] for b in res["bench"]} == {"logistic map, 100 steps", "Black-Scholes call"}
+    assert {b["function"] for b in res["bench"]} == {"logistic map, 100 steps", "Black-Scholes call",
+                                                     "logistic map, 100 steps, whole tape global"}
+    # the default tapes the loop's stretches in local memory: 7 checkpoints a set, not 100 floats
+    tape = {b["function"]: b["tape_floats_per_set"] for b in res["bench"]}
+    assert tape["logistic map, 100 steps"] == 7 and tape["logistic map, 100 steps, whole tape global"] == 100
+    assert checks[0]["local"].startswith("in local stretches: k = 16")
     assert all(b["kernel_sets_per_s"] > 0 and b["overflow_reruns"] == 0 for b in res["bench"])
-    assert "PASS: 6/6 checks" in proc.stdout
+    assert "PASS: 8/8 checks" in proc.stdout

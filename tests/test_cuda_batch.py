@@ -43,7 +43,7 @@ def test_in_the_simulator(tmp_path):
                            "-q", "-p", "no:cacheprovider"], capture_output=True, text=True, env=env,
                           timeout=600, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert "6 passed" in proc.stdout and "failed" not in proc.stdout, proc.stdout[-4000:]
+    assert "8 passed" in proc.stdout and "failed" not in proc.stdout, proc.stdout[-4000:]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -212,6 +212,7 @@ def test_overflow_reruns_write_into_device_outputs(g_log):
     trips = rng.integers(5, 15, 40)
     trips[[3, 30]] = 40                        # too long for the workspace: rerun on the CPU
     bg.tape_size = (20, 1)
+    bg.local_tape = None                       # the whole tape in the workspace (not stretches)
     v, (dr, dx0) = bg(r, 0.4, trips)
     assert sorted(bg.last_overflow.tolist()) == [3, 30]
     vd, (drd, dx0d) = bg(cuda.to_device(r), 0.4, cuda.to_device(trips))
@@ -222,6 +223,63 @@ def test_overflow_reruns_write_into_device_outputs(g_log):
     ref_v, (ref_dr, ref_dx0) = g.batch((0, None, 0), target="python")(r, 0.4, trips)
     assert np.array_equal(v, ref_v) and np.allclose(dr, ref_dr, rtol=1e-12, atol=1e-300)
     assert abs(dx0 - ref_dx0) <= 1e-12 * np.sum(np.abs(ref_dr)) + 1e-12
+
+
+def _log_trips(seed=4):
+    rng = np.random.default_rng(seed)
+    trips = rng.integers(0, 40, 40)
+    trips[:6] = (0, 1, 15, 16, 17, 33)         # around the stride of 16
+    return rng.uniform(2.5, 3.3, 40), trips
+
+
+@in_process
+def test_local_stretch_tapes_match_the_cpu():
+    # the default: stretches of 16 trips taped in cuda.local.array, checkpoints in the workspace
+    g = coarsen.differentiate(ex.logistic_map, wrt=("r", "x0"))
+    bg = g.batch((0, None, 0), target="cuda")
+    r, trips = _log_trips()
+    v, (dr, dx0) = bg(r, 0.4, trips)
+    cv, (cdr, cdx0) = g.batch((0, None, 0), target="cpu")(r, 0.4, trips)
+    assert np.array_equal(v, cv) and np.array_equal(dr, cdr)     # the same trips' code
+    _same_shared(dx0, cdx0)
+    assert bg.last_tape_size == (2 * 3, 1) and bg.last_overflow.size == 0   # 3 checkpoints at 39 trips
+    rep = bg.report(file=open(os.devnull, "w"))
+    assert rep.local_tape == (16, 4) and "cuda.local.array" in rep.text
+    ((line, how),) = rep.loops
+    assert line == 15 and how.startswith("in local stretches: k = 16 trips a stretch")
+    # off: the whole tape in the workspace, the same numbers
+    bg.local_tape = None
+    v2, (dr2, dx02) = bg(r, 0.4, trips)
+    assert np.array_equal(v2, v) and np.array_equal(dr2, dr) and bg.last_tape_size[0] > 60
+    assert "local stretch tapes: off" in bg.report(file=open(os.devnull, "w")).text
+    # a workspace too small for the long sets' checkpoints: those rerun on the CPU
+    bg.local_tape, bg.tape_size = "auto", (2, 1)
+    v3, (dr3, dx03) = bg(r, 0.4, trips)
+    assert sorted(bg.last_overflow.tolist()) == sorted(np.flatnonzero(trips > 32).tolist())
+    assert np.array_equal(v3, v) and np.array_equal(dr3, dr)
+    _same_shared(dx03, dx0)
+    bg.local_tape = (0, 4)
+    with pytest.raises(coarsen.CoarsenError, match="local_tape"):
+        bg(r, 0.4, trips)
+
+
+@in_process
+def test_local_stretch_tapes_pendulum_and_no_loop():
+    g = coarsen.differentiate(ex.damped_pendulum)           # two floats of state, 2 shared
+    bg = g.batch((0, 0, None, None, None), target="cuda")
+    rng = np.random.default_rng(6)
+    args = (rng.uniform(-1, 1, 33), rng.uniform(-1, 1, 33), 0.3, 0.05, 21)
+    v, grads = bg(*args)
+    cv, cgrads = g.batch((0, 0, None, None, None), target="cpu")(*args)
+    assert np.array_equal(v, cv) and all(np.array_equal(grads[j], cgrads[j]) for j in (0, 1))
+    for j in (2, 3):
+        _same_shared(grads[j], cgrads[j])
+    assert bg.report(file=open(os.devnull, "w")).local_tape == (16, 4)
+    # Black-Scholes has no loop: the plain variant, and the report says so
+    bs = coarsen.differentiate(ex.black_scholes_call).batch((0, None, None, 0, None), target="cuda")
+    bs(*_bs_args(8))
+    rep = bs.report(file=open(os.devnull, "w"))
+    assert rep.local_tape is None and rep.loops == () and "not used" in rep.text
 
 
 @in_process

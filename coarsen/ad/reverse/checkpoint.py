@@ -70,6 +70,7 @@ from ...ir.nodes import Array, Assign, Const, Scalar, Store, walk
 from .. import build as B
 from .. import runtime as R
 from .cleanup import drop_marked
+from .local_stretch import local_stretch_loop
 from .revolve import RevolvePieces, copies, revolve_forward, revolve_reverse
 from .tapes import FP, FT, IP, IT
 
@@ -188,6 +189,7 @@ def exposed_reads(stmts, defined=frozenset(), pushes=True):
 
 class CheckpointMixin:
     max_tape_bytes = None       # the budget in bytes (None: no checkpointing)
+    local_tape = None           # workspace mode: (floats, ints) of the local stretch tapes
     checkpoint_notes = ()       # [(line, text)] for the report, set per emission
     checkpoint_ks = ()          # per checkpointed loop, in order: the names of its stride and revolve snapshots
 
@@ -269,6 +271,11 @@ class CheckpointMixin:
         for v in reversed(scalars):
             out += self.pop(v)
         return out
+
+    def local_stretch_loop(self, s, bf, br, per_trip, counts):
+        """CUDA: the loop in stretches taped in thread-local memory, or None
+        (``coarsen.ad.reverse.local_stretch``)."""
+        return local_stretch_loop(self, s, bf, br, per_trip, counts)
 
     # ------------------------------------------------------------------ the loop
     def checkpoint_loop(self, s, bf, br, reserve, per_trip, counts):

@@ -84,6 +84,12 @@ class ControlMixin:
                 if done is not None:
                     cf, cr = done
                     return self.hoisted_checks(s) + cf + self.rest_holders(), cr
+            if self.local_tape is not None and not self.depth and not self.in_fused:
+                # CUDA: stretches taped in thread-local memory (coarsen.ad.reverse.local_stretch)
+                done = self.local_stretch_loop(s, bf, br, per_trip, self.left_counts)
+                if done is not None:
+                    cf, cr = done
+                    return self.hoisted_checks(s) + cf + self.rest_holders(), cr
             if nest is not None:
                 # one reservation for the whole nest (coarsen.ad.reverse.tapes.nest_plan)
                 reserve, per_trip = self.apply_nest(nest, reserve, per_trip, self.trip_count(s))
