@@ -32,6 +32,7 @@ PROGRAM = '''\
 import math
 
 import numpy as np
+from numba import prange
 
 import coarsen
 
@@ -104,6 +105,13 @@ def chain_loss(qs, s=1.5):
     for i in range(qs.shape[0]):
         {x} = root(b=qs[i] * s + croot({x}), a=2.0)
         t += {x} * {x}
+    return t
+
+
+def par_loss(qs, a):
+    t = 0.0
+    for i in prange(qs.shape[0]):
+        t += root(a, qs[i]) ** 2
     return t
 
 
@@ -255,6 +263,13 @@ def test_bisection_with_implicit_function_rules_matches_the_oracle(progs, target
     # without the rules the solver's derivative is zero: the rules are what make it right
     g = coarsen.differentiate(m.bisect, target="python")
     assert g(2.0, 3.0) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_a_custom_call_in_a_parallel_reduction_loop(progs, target):
+    m, _ = progs
+    g, _, _ = check_against_oracle(m.par_loss, [np.linspace(0.3, 1.5, 7), 2.0], target=target)
+    assert "differentiated in parallel" in g.report(np.linspace(0.3, 1.5, 7), 2.0).format()
 
 
 @pytest.mark.parametrize("target, coarse", MODES)
