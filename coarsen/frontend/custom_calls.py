@@ -90,7 +90,8 @@ def _tuple_result(lw, node, value, rule, kind, expected):
 def _backward_rule(lw, node, bwd, nres, tupled):
     """``f_bwd`` lowered apart (a ``BackwardRule``): on placeholders for its ``nres`` residuals
     (a tuple, or the one value) and the output's adjoint ``g``, to run in the reverse sweep."""
-    base = "_" + bwd.__name__.strip("_")
+    n = lw.namer.inlines.get(bwd.__name__, 0) + 1      # the inlining's number, as its locals'
+    base = "_" + bwd.__name__.strip("_") + ("" if n == 1 else str(n))
     residuals = tuple(lw.namer.fresh(f"{base}_res{k}") for k in range(nres))
     g = lw.namer.fresh(f"{base}_g")
     res = TupleValue(tuple(Var(r) for r in residuals), "the residuals") if tupled else Var(residuals[0])
