@@ -111,6 +111,17 @@ def dots(L, b, w):
     return np.dot(w, x) + (x - 1.0) @ (w * 2.0) + x @ x
 
 
+def matvecs(A, u, v, y, beta):
+    """Matrix-vector products of a 2-D tree and a 1-D tree: gemver's rank-1 update, then the
+    updated matrix transposed and scaled (read along its rows: the loops interchanged), and
+    not transposed, a broadcast column on the matrix side, a vector on both sides."""
+    B = A + np.outer(u, v)
+    x = (beta * B.T) @ y
+    w = (B * 0.5 - u[:, np.newaxis]) @ (x + v)
+    z = (B + v) @ (v * v)
+    return 0.5 * np.sum(w * w) + np.sum(z) + x @ x
+
+
 def _r(seed=0):
     return np.random.default_rng(seed)
 
@@ -129,10 +140,12 @@ CASES = {
     empty_slices: lambda: (_r(17).normal(size=3), 1.3),
     dots: lambda: (np.tril(_r(18).normal(size=(5, 5))) + 4.0 * np.eye(5), _r(19).normal(size=5),
                    _r(23).normal(size=5)),
+    matvecs: lambda: (_r(24).normal(size=(4, 4)), _r(25).normal(size=4), _r(26).normal(size=4),
+                      _r(27).normal(size=4), 1.3),
 }
 #: the loops each program's qualifying expressions become (one per axis of each nest)
 SCALARIZED = {jacobi: 8, heat_slices: 2, broadcasts: 8, runtime_broadcast: 6, strides: 8,
-              updates: 9, overlap: 2, maths: 3, empty_slices: 3, dots: 4}
+              updates: 9, overlap: 2, maths: 3, empty_slices: 3, dots: 4, matvecs: 10}
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +188,7 @@ def test_oracle_fine(fn):
     check_against_oracle(fn, CASES[fn](), "cpu", coarse=False)
 
 
-@pytest.mark.parametrize("fn", [jacobi, broadcasts, updates, strides, overlap, dots],
+@pytest.mark.parametrize("fn", [jacobi, broadcasts, updates, strides, overlap, dots, matvecs],
                          ids=lambda f: f.__name__)
 def test_same_as_array_code(fn, grads):
     """The loop nests compute what NumPy's array operations compute (sums may round
@@ -232,6 +245,24 @@ def test_dot_lengths_as_numpy():
             g(x, y)
     v, (gx, gy) = g.value_and_grad(np.ones(0), np.ones(0))
     assert v == 0.0 and gx.shape == (0,) and gy.shape == (0,)
+
+
+def test_matvec_shapes_as_numpy():
+    """A matrix-vector product of trees needs the matrix's columns to match the vector (no
+    broadcasting between them, as NumPy's matmul), whatever the tree broadcasts inside; a
+    transposed matrix is read along its rows."""
+    def mv(A, y):
+        return np.sum((2.0 * A.T) @ y)
+    g = coarsen.differentiate(mv, target="cpu")
+    text = g.specialize((np.ones((3, 2)), np.ones(3))).ir_text
+    assert "matmul" not in text and "transpose" not in text, text
+    for A, y in ((np.ones((3, 2)), np.ones(2)), (np.ones((1, 2)), np.ones(3))):
+        with pytest.raises(ValueError):
+            mv(A, y)
+        with pytest.raises(ValueError):
+            g(A, y)
+    v, (gA, gy) = g.value_and_grad(np.ones((0, 2)), np.ones(0))
+    assert v == 0.0 and gA.shape == (0, 2) and gy.shape == (0,)
 
 
 def test_empty_region_and_length_one():

@@ -18,7 +18,12 @@ element-wise operation (a dot product needs none); its leaves are scalars and ar
 * the assignment of the new array to a variable assigned nowhere else (``e = A - target``);
 * a dot product of two 1-D trees (``L[i, :i] @ x[:i]``, ``np.dot(w, x)``), accumulated in
   index order; its two sides must have one length (``same_len``), as NumPy's ``dot`` requires
-  (no broadcasting between them).
+  (no broadcasting between them);
+* a matrix-vector product of a 2-D tree and a 1-D tree (``(beta * A.T) @ y``), assigned to a
+  variable assigned nowhere else, each element accumulated in index order; the tree must
+  compute something (a bare ``A @ x`` stays a call).
+
+Besides slices, a tree may read a whole 2-D array transposed (``A.T``).
 
 The nest runs over the broadcast shape.  Each leaf's extents (and the stored region's) are
 computed at run time with NumPy's slice rules (``slice_len``, ``slice_start``); NumPy's
@@ -69,12 +74,13 @@ class _Leaf:
     array: str
     items: tuple
     stmt: Assign | None
+    transposed: bool = False      # ``array.T`` (a 2-D array read whole)
 
 
 @dataclass
 class _Expr:
     sink: object          # the Store or Assign that consumes the tree
-    kind: str             # "store", "sum", "fresh" or "dot"
+    kind: str             # "store", "sum", "fresh", "dot" or "matvec"
     absorbed: list        # positions (in the block) of the tree's statements, ascending
     root: object          # the operand the sink consumes
     rank: int             # the nest's depth
@@ -197,11 +203,18 @@ class _Scalarizer:
                 and all(self.is_arr(a) and self.types[a.name].ndim == 1 for a in st.args) \
                 and isinstance(self.types.get(st.target), Scalar):
             kind, root, rank = "dot", None, 1
+        elif isinstance(st, Assign) and st.op in DOTS and len(st.args) == 2 \
+                and all(self.is_arr(a) for a in st.args) \
+                and [self.types[a.name].ndim for a in st.args] == [2, 1] \
+                and isinstance(self.types.get(st.target), Array) \
+                and self.types[st.target].ndim == 1 and self.defs.get(st.target) == 1 \
+                and st.target not in self.fn.params and st.target != self.fn.result:
+            kind, root, rank = "matvec", None, 2
         else:
             return None
         defs = {s.target: k for k, s in enumerate(stmts[:pos]) if isinstance(s, Assign)}
         absorbed = []
-        if kind in ("fresh", "dot"):
+        if kind in ("fresh", "dot", "matvec"):
             for a in st.args:
                 if self.is_arr(a):
                     self.grow(stmts, a.name, defs, absorbed)
@@ -210,7 +223,8 @@ class _Scalarizer:
         else:
             self.grow(stmts, root.name, defs, absorbed)
         absorbed.sort()
-        if kind != "dot" and not any(stmts[k].op in ELEMENTWISE for k in absorbed):
+        if kind != "dot" and not any(stmts[k].op in ELEMENTWISE for k in absorbed) \
+                and not (kind == "matvec" and absorbed):
             return None
         e = _Expr(st, kind, absorbed, root, rank)
         return e if self.valid(stmts, pos, e) else None
@@ -228,6 +242,9 @@ class _Scalarizer:
                     self.grow(stmts, a.name, defs, absorbed)
         elif s.op == "getitem" and self.is_arr(s.args[0]) \
                 and self.axes(s.args[0].name, s.index) is not None:
+            absorbed.append(k)
+        elif s.op == "transpose" and len(s.args) == 1 and self.is_arr(s.args[0]) \
+                and self.types[s.args[0].name].ndim == 2 and not s.attrs:
             absorbed.append(k)
 
     def axes(self, array, index):
@@ -256,6 +273,11 @@ class _Scalarizer:
         out.extend(_Axis(a, Slice(None, None, None)) for a in range(axis, nd))
         return out
 
+    def leaf_axes(self, leaf):
+        """The axes ``leaf`` reads, in the order of the nest's axes."""
+        axs = self.axes(leaf.array, leaf.items)
+        return axs[::-1] if leaf.transposed else axs
+
     def is_int(self, operand):
         if isinstance(operand, Const):
             return type(operand.value) is int
@@ -270,11 +292,14 @@ class _Scalarizer:
             if s.op == "getitem":
                 out.append(_Leaf(s.args[0].name, s.index, s))
                 continue
+            if s.op == "transpose":
+                out.append(_Leaf(s.args[0].name, (), s, transposed=True))
+                continue
             for a in s.args:
                 if self.is_arr(a) and a.name not in mine and a.name not in seen:
                     seen.add(a.name)
                     out.append(_Leaf(a.name, (), None))
-        roots = e.sink.args if e.kind == "dot" else (e.root,) if e.kind != "fresh" else ()
+        roots = e.sink.args if e.kind in ("dot", "matvec") else (e.root,) if e.kind != "fresh" else ()
         for r in roots:
             if r.name not in mine and r.name not in seen:
                 seen.add(r.name)
@@ -290,7 +315,7 @@ class _Scalarizer:
             s = by_target.get(n)
             if s is None:
                 found.add(("whole", n))
-            elif s.op == "getitem":
+            elif s.op in ("getitem", "transpose"):
                 found.add(("read", id(s)))
             else:
                 todo.extend(a.name for a in s.args if self.is_arr(a))
@@ -325,7 +350,7 @@ class _Scalarizer:
                 if leaf.array != target and (fresh or self.views.get(leaf.array, leaf.array) != base):
                     continue
                 # the one safe overlap: each element read exactly where it is then written
-                if leaf.array != target or target in self.views \
+                if leaf.array != target or target in self.views or leaf.transposed \
                         or _full(self.axes(leaf.array, leaf.items)) != region \
                         or _ints(leaf.items) != _ints(e.sink.index):
                     return False
@@ -415,6 +440,7 @@ class _Scalarizer:
         self.loc = sink.loc
         pre, cache = [], {}
         equal = {}      # an extent -> the operands known to hold the same length
+        swap = False    # a matrix-vector product's loops interchanged
         leaves = self.leaves(stmts, e)
         R = e.rank
         # the nest's extents: the stored region's, or the broadcast of the leaves' (of each
@@ -431,12 +457,28 @@ class _Scalarizer:
                 pre.append(Assign(n.name, "same_len", (na, nb), self.loc))
                 equal[n] = (na, nb)
             extents = [n]
+        elif e.kind == "matvec":
+            # out[i] = sum_p M[i, p] v[p]: the nest runs over (i, p); the 1-D side's leaves
+            # align with p as NumPy's broadcasting aligns them with the last axis
+            ni, npm = self.broadcast(pre, cache, self.side(stmts, e, leaves, sink.args[0]), 2)
+            (npv,) = self.broadcast(pre, cache, self.side(stmts, e, leaves, sink.args[1]), 1)
+            n = npm
+            if npm != npv:
+                n = Var(self.new("n", I64))
+                pre.append(Assign(n.name, "same_len", (npm, npv), self.loc))
+                equal[n] = (npm, npv)
+            extents = [ni, n]
+            # a matrix read transposed runs p outer, i inner (``out[i] += ...``: each element
+            # still sums in the order of p), so that the matrix is read along its rows
+            mats = [leaf for leaf in self.side(stmts, e, leaves, sink.args[0])
+                    if len(self.leaf_axes(leaf)) == 2]
+            swap = bool(mats) and all(leaf.transposed for leaf in mats)
         else:
             extents = self.broadcast(pre, cache, leaves, R)
         # per leaf: the first index and the broadcast stride of each axis it reads
         plans = []
         for leaf in leaves:
-            axs = self.axes(leaf.array, leaf.items)
+            axs = self.leaf_axes(leaf)
             off = R - len(axs)
             per = []
             for p, ax in enumerate(axs):
@@ -457,13 +499,16 @@ class _Scalarizer:
             for d, ax in enumerate(self.axes(sink.array, sink.index)):
                 region_plan.append((ax, d, self.start(pre, cache, sink.array, ax), Const(1)))
         acc = None
-        if e.kind in ("sum", "dot"):
-            kind = self.types[sink.target].kind
+        if e.kind in ("sum", "dot", "matvec"):
+            kind = self.types[sink.target].kind if e.kind != "matvec" else \
+                self.types[sink.target].dtype
             acc = self.new("acc", kind)
-            pre.append(Assign(acc, "copy", (Const(0.0 if kind == "f64" else 0),), sink.loc))
-        if e.kind == "fresh":
+            zero = Assign(acc, "copy", (Const(0.0 if kind == "f64" else 0),), sink.loc)
+            if e.kind != "matvec":
+                pre.append(zero)
+        if e.kind in ("fresh", "matvec"):
             t = self.types[sink.target]
-            pre.append(Assign(sink.target, "empty", tuple(extents), sink.loc,
+            pre.append(Assign(sink.target, "zeros" if e.kind == "matvec" and swap else "empty", tuple(extents[:t.ndim]), sink.loc,
                               attrs=(("dtype", t.dtype), ("ndim", t.ndim))))
         ivars = [self.loop_var() for _ in range(R)]
         inner = []
@@ -505,10 +550,11 @@ class _Scalarizer:
             if s is sink:
                 continue
             v = self.new("v", self.types[s.target].dtype)
-            if s.op == "getitem":
+            if s.op in ("getitem", "transpose"):
                 leaf, per = by_stmt[id(s)]
+                index = index_of(leaf.array, leaf.items, per, s.loc)
                 inner.append(Assign(v, "getitem", (Var(leaf.array),), s.loc,
-                                    index=index_of(leaf.array, leaf.items, per, s.loc)))
+                                    index=index[::-1] if leaf.transposed else index))
             else:
                 inner.append(Assign(v, s.op, tuple(value(a, s.loc) for a in s.args), s.loc,
                                     attrs=s.attrs))
@@ -521,10 +567,15 @@ class _Scalarizer:
             inner.append(Store(sink.array, idx, value(e.root, sink.loc), sink.aug, sink.loc))
         elif e.kind == "sum":
             inner.append(Assign(acc, "add", (Var(acc), value(e.root, sink.loc)), sink.loc))
-        elif e.kind == "dot":
-            v = self.new("v", self.types[sink.target].kind)
+        elif e.kind in ("dot", "matvec"):
+            t = self.types[sink.target]
+            v = self.new("v", t.kind if e.kind == "dot" else t.dtype)
             inner.append(Assign(v, "mul", tuple(value(a, sink.loc) for a in sink.args), sink.loc))
-            inner.append(Assign(acc, "add", (Var(acc), Var(v)), sink.loc))
+            if e.kind == "matvec" and swap:
+                self.in_range.add((sink.target, 0, ivars[0]))
+                inner.append(Store(sink.target, (Var(ivars[0]),), Var(v), "add", sink.loc))
+            else:
+                inner.append(Assign(acc, "add", (Var(acc), Var(v)), sink.loc))
         else:
             v = self.new("v", self.types[sink.target].dtype)
             inner.append(Assign(v, sink.op, tuple(value(a, sink.loc) for a in sink.args),
@@ -534,8 +585,15 @@ class _Scalarizer:
                 self.in_range.add((sink.target, d, i))
             inner.append(Store(sink.target, idx, Var(v), None, sink.loc))
         nest = inner
-        for d in reversed(range(R)):
+        if e.kind == "matvec" and swap:
+            nest = [For(ivars[1], Const(0), extents[1], Const(1),
+                        [For(ivars[0], Const(0), extents[0], Const(1), nest, sink.loc)], sink.loc)]
+        for d in reversed(range(R) if not (e.kind == "matvec" and swap) else ()):
             nest = [For(ivars[d], Const(0), extents[d], Const(1), nest, sink.loc)]
+            if e.kind == "matvec" and d == 1:
+                self.in_range.add((sink.target, 0, ivars[0]))
+                nest = [zero] + nest + [Store(sink.target, (Var(ivars[0]),), Var(acc), None,
+                                              sink.loc)]
         out = pre + nest
         if e.kind in ("sum", "dot"):
             out.append(Assign(sink.target, "copy", (Var(acc),), sink.loc))
@@ -547,7 +605,7 @@ class _Scalarizer:
         for d in range(R):
             cands = []
             for leaf in leaves:
-                axs = self.axes(leaf.array, leaf.items)
+                axs = self.leaf_axes(leaf)
                 p = d - (R - len(axs))
                 if p >= 0:
                     x = self.extent(pre, cache, leaf.array, axs[p])
