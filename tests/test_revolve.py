@@ -75,6 +75,8 @@ def check_schedule(t, s):
         assert len(held) <= s
     assert reversed_ == list(range(t - 1, -1, -1)) and not held
     assert plan.advances == revolve.advances(t, s) and plan.most_held <= s
+    runs = [sum(1 for what, v in plan.actions if what == "advance" and v == u) for u in range(t)]
+    assert max(runs) <= revolve.repetitions(t, s)       # each step advanced at most r times
     return plan
 
 
