@@ -156,7 +156,8 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     ``max_tape_bytes`` (bytes, or None): the loops outside every loop are checkpointed to keep
     the tapes within it (``coarsen.ad.reverse.checkpoint``; ``em.checkpoint_notes`` says, per
     loop, how), the tape counts the entry returns are the call's peak, followed by each
-    checkpointed loop's stride, and a call whose tapes exceed it raises ``MemoryError``
+    checkpointed loop's stride and revolve snapshots (0: two levels), and a call whose tapes
+    exceed it raises ``MemoryError``
     (``checkpoint.budget_error``).  None, and workspace mode, emit exactly the code without a
     budget.  ``local_tape=(floats, ints)`` (workspace mode only): the entry takes two more
     arrays of those sizes, ``_lftape``/``_litape``, and the loops outside every loop whose
