@@ -8,19 +8,23 @@
    (``coarsen.examples``: a logistic map, Black-Scholes, Newton's square root with a ``while``
    loop, a damped pendulum), ``g.batch(..., target="cuda")`` against the CPU batch (numba
    prange) and against a Python loop calling ``g`` once per set: values, per-set gradients and
-   batch-summed gradients of shared parameters; plus forced tape overflows (recomputed on the
-   CPU), a workspace split into several launches, both tape layouts, and ``on_overflow="raise"``;
+   batch-summed gradients of shared parameters; the logistic map's loop in stretches taped in
+   thread-local memory (the default, ``bg.local_tape = "auto"``; its report line in the
+   "local stretches" column) and with the whole tape in the workspace (``local_tape=None``);
+   plus forced tape overflows (recomputed on the CPU), a workspace split into several launches,
+   both tape layouts, and ``on_overflow="raise"``;
    on a GPU (not in quick mode) also the pendulum and device arrays in and out (Numba device
    arrays: the same numbers as NumPy in and out, including CPU reruns).
-2. Benchmark, for the logistic map (100 steps, tape of 100 floats per set) and Black-Scholes (no
-   tape) over 10^5 and 10^6 sets: sets per second of the gradient kernel alone, end to end from
+2. Benchmark, for the logistic map (100 steps: local stretch tapes of 16 trips and 7 checkpoint
+   floats per set in global memory, and, as "whole tape global", a tape of 100 floats per set)
+   and Black-Scholes (no tape) over 10^5 and 10^6 sets: sets per second of the gradient kernel alone, end to end from
    NumPy arrays (copies and host work included), end to end on the device (Numba device arrays
    in and out), and of a hand-written CUDA primal kernel (the function alone, same inputs on the
    device); grad/primal ratios (kernel, and end to end on the device, over the primal kernel);
    the primal kernel's values against the batch's (part of the pass criterion); the CPU batch on
    this machine's cores; and where the end-to-end time goes (``bg.last_timings``). Bytes counted
-   per set for GB/s: batched inputs read, value/gradients/status written, and the tape written
-   once and read once (8 bytes a word). Times are medians of ``--repeat`` runs after a warm-up
+   per set for GB/s: batched inputs read, value/gradients/status written, and the global tape
+   written once and read once (8 bytes a word; the local tapes are not counted). Times are medians of ``--repeat`` runs after a warm-up
    call (which compiles).
 
 Prints small tables; ``--json PATH`` also writes the results. Exit status 0 when every check

@@ -1,5 +1,7 @@
 """The CUDA batch end to end (coarsen.batching + lowering.cuda_host): device arrays in and out,
-the buffers kept across calls, ``last_timings``, and the checks on device inputs.
+the buffers kept across calls, ``last_timings``, the checks on device inputs, and loops in
+stretches taped in thread-local memory (``bg.local_tape``: the CPU batch's bits per set,
+checkpoints in the workspace, overflow reruns, ``bg.report()``).
 
 Numba reads NUMBA_ENABLE_CUDASIM once, at import. Where this process has neither the simulator
 nor a GPU, one test reruns this file in a subprocess with NUMBA_ENABLE_CUDASIM=1 (and the
