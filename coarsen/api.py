@@ -56,6 +56,7 @@ from .analysis.costmodel import machine_weights
 from .analysis.activity import analyze
 from .artifact import (
     TARGETS,
+    bind_arguments,
     Artifact,
     KeyParts,
     Options,
@@ -452,14 +453,7 @@ class Gradient:
 
     def _bind(self, args, kwargs):
         """Positional, keyword and default arguments bound as the function binds them."""
-        try:
-            bound = self._pysig.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise CoarsenError(f"{self.fn.__name__} takes {self._nparams} arguments {self._pysig}, "
-                               f"got {len(args) + len(kwargs)}: {exc}",
-                               hint="pass each parameter once, by position or by name") from None
-        bound.apply_defaults()
-        return tuple(bound.arguments[p] for p in self.params)
+        return bind_arguments(self.fn, self._pysig, self.params, args, kwargs)
 
     def _check_aliasing(self, args, written):
         """Refuse array arguments (module-level arrays included) that overlap in memory when the

@@ -59,7 +59,9 @@ __all__ = [
     "Options",
     "Signature",
     "arg_type",
+    "bind_arguments",
     "check_wrt",
+    "function_error",
     "resolve_wrt",
     "written_positions",
 ]
@@ -321,3 +323,23 @@ class Artifact:
         return (f"<coarsen Artifact {self.entry_name}({', '.join(self.signature)}), "
                 f"wrt {', '.join(self.wrt)}, target {self.options.build_target}"
                 f"{', from the disk cache' if self.cached else ''}>")
+
+
+def bind_arguments(fn, pysig, params, args, kwargs):
+    """Positional, keyword and default arguments bound as ``fn`` binds them (``pysig``, its
+    ``inspect.signature``), in the order of ``params``; a ``CoarsenError`` when they don't bind."""
+    try:
+        bound = pysig.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise CoarsenError(f"{fn.__name__} takes {len(params)} arguments {pysig}, "
+                           f"got {len(args) + len(kwargs)}: {exc}",
+                           hint="pass each parameter once, by position or by name") from None
+    bound.apply_defaults()
+    return tuple(bound.arguments[p] for p in params)
+
+
+def function_error(src, problem, hint):
+    """A ``CoarsenError`` located at the definition of the function whose source is ``src``."""
+    return CoarsenError(problem, filename=src.filename, lineno=src.node.lineno,
+                        col_offset=src.node.col_offset, source_line=src.line(src.node.lineno),
+                        hint=hint)

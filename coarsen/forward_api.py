@@ -42,7 +42,7 @@ import numpy as np
 from . import __version__, lowering
 from .ad.forward import jvp_ir
 from .analysis.activity import analyze
-from .artifact import TARGETS, Signature, check_wrt
+from .artifact import TARGETS, Signature, bind_arguments, check_wrt, function_error
 from .errors import CoarsenError
 from .frontend.lower import lower
 from .frontend.source import display_path, get_source, unwrap
@@ -212,19 +212,10 @@ class Jvp:
         return art
 
     def _bind(self, args, kwargs):
-        try:
-            bound = self._pysig.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise CoarsenError(f"{self.fn.__name__} takes {len(self.params)} arguments "
-                               f"{self._pysig}, got {len(args) + len(kwargs)}: {exc}",
-                               hint="pass each parameter once, by position or by name") from None
-        bound.apply_defaults()
-        return tuple(bound.arguments[p] for p in self.params)
+        return bind_arguments(self.fn, self._pysig, self.params, args, kwargs)
 
     def _error(self, problem, hint):
-        return CoarsenError(problem, filename=self.src.filename, lineno=self.src.node.lineno,
-                            col_offset=self.src.node.col_offset,
-                            source_line=self.src.line(self.src.node.lineno), hint=hint)
+        return function_error(self.src, problem, hint)
 
     def _tangents(self, wrt, args, tangents):
         """The tangents as the entry takes them (float64 copies, floats), checked."""

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .api import differentiate
-from .artifact import Signature, check_wrt
+from .artifact import Signature, bind_arguments, check_wrt, function_error
 from .errors import CoarsenError, at_stmt
 from .forward_api import JvpOptions, compile_jvp
 from .frontend.custom_calls import custom_calls
@@ -100,19 +100,10 @@ class _SecondOrder:
         self.__name__ = f"{self.transform}_{self.fn.__name__}"
 
     def _bind(self, args, kwargs):
-        try:
-            bound = self._pysig.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise CoarsenError(f"{self.fn.__name__} takes {len(self.params)} arguments "
-                               f"{self._pysig}, got {len(args) + len(kwargs)}: {exc}",
-                               hint="pass each parameter once, by position or by name") from None
-        bound.apply_defaults()
-        return tuple(bound.arguments[p] for p in self.params)
+        return bind_arguments(self.fn, self._pysig, self.params, args, kwargs)
 
     def _error(self, problem, hint):
-        return CoarsenError(problem, filename=self.src.filename, lineno=self.src.node.lineno,
-                            col_offset=self.src.node.col_offset,
-                            source_line=self.src.line(self.src.node.lineno), hint=hint)
+        return function_error(self.src, problem, hint)
 
     def _program(self, args):
         sig = Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)

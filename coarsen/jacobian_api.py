@@ -39,7 +39,7 @@ import gast
 import numpy as np
 
 from .api import differentiate
-from .artifact import Signature, check_wrt, resolve_wrt
+from .artifact import Signature, bind_arguments, check_wrt, resolve_wrt
 from .errors import CoarsenError
 from .forward_api import JvpOptions, jvp
 from .frontend.lower import lower
@@ -129,14 +129,7 @@ class Jacobian:
 
     # ------------------------------------------------------------------ pieces
     def _bind(self, args, kwargs):
-        try:
-            bound = self._pysig.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise CoarsenError(f"{self.fn.__name__} takes {len(self.params)} arguments "
-                               f"{self._pysig}, got {len(args) + len(kwargs)}: {exc}",
-                               hint="pass each parameter once, by position or by name") from None
-        bound.apply_defaults()
-        return tuple(bound.arguments[p] for p in self.params)
+        return bind_arguments(self.fn, self._pysig, self.params, args, kwargs)
 
     def _result_type(self, sig):
         """The IR type of ``fn``'s (array-form) result for ``sig`` (a float or float64 array
