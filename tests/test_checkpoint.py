@@ -293,3 +293,13 @@ def test_loop_in_a_branch():
         assert g.tape_bytes <= 600
     (k,) = g.report(file=io.StringIO()).strides
     assert 1 <= k < 200
+
+
+def test_tape_lines_under_a_budget():
+    # the instrumented build of report(tape_lines=True) is checkpointed too (its counters are
+    # not the loop's state), two-level and revolve alike; its lines count the re-runs' pushes
+    for budget in (1500, 200):
+        g = coarsen.differentiate(pendulum, wrt=PEND, target="python", max_tape_bytes=budget)
+        lines = g.report(*pend_args(300), tape_lines=True, file=io.StringIO()).tape_lines
+        assert 0 < lines.tape_bytes <= budget and not lines.total_matches
+        assert sum(t.bytes for t in lines.lines) > lines.tape_bytes      # the trips run again

@@ -72,14 +72,16 @@ from .. import runtime as R
 from .cleanup import drop_marked
 from .local_stretch import local_stretch_loop
 from .revolve import RevolvePieces, copies, revolve_forward, revolve_reverse
-from .tapes import FP, FT, IP, IT
+from .tapes import FP, FT, IP, IT, TL_MARK, TLF, TLI
 
 #: the first argument of the MemoryError the generated code raises when the budget cannot be met
 BUDGET_MARK = "coarsen: max_tape_bytes"
 #: the peak entries of the float and int tapes (checkpoints included), sampled in the forward sweep
 PEAK_F, PEAK_I = "_peakf", "_peaki"
 
-_TAPES = frozenset({FT, FP, IT, IP})
+# the tapes, and the tape-lines counters of the instrumented build (coarsen.tape_lines): never
+# state; the counters count the re-runs' pushes too
+_TAPES = frozenset({FT, FP, IT, IP, TLF, TLI, TL_MARK})
 
 
 def budget_error(exc, budget):
