@@ -9,9 +9,11 @@ Speaks Python ASTs (gast) and Numba only; never imports ``coarsen``. Modules:
 * ``export``: ``export_module(source, path, *, header)`` (standalone file: math/numpy/numba only)
 * ``batch``: ``batch_source(fn_name, params, batched, *, wrt, value_type, target, driver_name)``
   (vmap-style batched driver: numba.prange on the CPU)
-* ``cuda``: ``cuda_batch_source(fn_name, params, batched, *, wrt, device_source, threads_per_block)``
-  (one thread per set calling a ``numba.cuda.jit(device=True)`` function, tapes in one global
-  workspace, shared gradients reduced per block; imports numba.cuda only when the source runs)
+* ``cuda``: ``cuda_batch_source(fn_name, params, batched, *, wrt, device_source, threads_per_block,
+  tape_layout, local_tape)`` (one thread per set calling a ``numba.cuda.jit(device=True)``
+  function, tapes in one global workspace, with ``local_tape`` two ``cuda.local.array`` stretch
+  tapes per thread, shared gradients reduced per block; imports numba.cuda only when the source
+  runs); ``cpu_twin_source`` (the device source under ``@numba.njit``, for the host's sample)
 * ``cuda_host``: ``run_batch(cuda, kernel, args, ...)`` and ``DeviceBuffers`` (the host side of
   a CUDA batch: device buffers kept across calls, pinned staging, device arrays in and out)
 * ``targets``: the supported targets ("cpu", "python"); ``errors``: ``LoweringError``,

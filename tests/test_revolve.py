@@ -188,3 +188,16 @@ def test_two_level_when_it_fits():
     rep = g.report(file=io.StringIO())
     assert rep.snapshots == (0,) and "binomial (revolve), " not in rep.format()
     assert np.all(np.asarray(rep.strides) > 1)
+
+
+def test_batch_of_a_revolve_gradient():
+    # the CPU batch's driver calls the same entry per set (python target: no compile)
+    g = coarsen.differentiate(pendulum, wrt=PEND, target="python", max_tape_bytes=200)
+    th, om = np.linspace(0.1, 0.9, 4), np.linspace(-0.5, 0.5, 4)
+    v, grads = g.batch((0, 0, None, None, None, None))(th, om, 9.8, 0.1, 0.01, 300)
+    for i in range(4):
+        vi, gi = g.value_and_grad(th[i], om[i], 9.8, 0.1, 0.01, 300)
+        assert v[i] == vi and grads[0][i] == gi[0] and grads[1][i] == gi[1]
+    assert g.report(file=io.StringIO()).snapshots[0] >= 1
+    assert grads[2] == pytest.approx(sum(g.value_and_grad(th[i], om[i], 9.8, 0.1, 0.01, 300)[1][2]
+                                         for i in range(4)), rel=1e-12)
