@@ -49,7 +49,8 @@ from .frontend.source import display_path, get_source, unwrap
 from .pipeline import code_fingerprint, lower_for, typed_ir
 from .lowering.cache import toolchain_versions
 
-__all__ = ["Jvp", "JvpArtifact", "JvpOptions", "JvpReport", "compile_jvp", "jvp"]
+__all__ = ["Jvp", "JvpArtifact", "JvpOptions", "JvpReport", "check_aliasing", "compile_jvp",
+           "convert_argument", "jvp"]
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,8 @@ class JvpReport:
     __str__ = format
 
 
-def _convert(a):
+def convert_argument(a):
+    """``a`` as generated entries take it: float64 and int64 arrays, Python scalars."""
     if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.dtype != np.float64:
         return a.astype(np.float64)
     if isinstance(a, np.ndarray) and a.dtype.kind in "iu" and a.dtype != np.int64:
@@ -182,6 +184,21 @@ def _convert(a):
     if isinstance(a, np.integer) and not isinstance(a, np.bool_):
         return int(a)
     return a
+
+
+def check_aliasing(src, params, args, module_arrays, written):
+    """``CoarsenError`` at the function when two arrays of ``args`` (then ``module_arrays``)
+    overlap in memory and ``written`` (positions in that order) holds either."""
+    arrays = [(k, a) for k, a in enumerate(tuple(args) + tuple(module_arrays))
+              if isinstance(a, np.ndarray)]
+    for i, (k, a) in enumerate(arrays):
+        for m, b in arrays[i + 1:]:
+            if (k in written or m in written) and np.may_share_memory(a, b):
+                names = list(params) + [f"<module-level array {j}>"
+                                        for j in range(len(module_arrays))]
+                raise function_error(src, f"arguments {names[k]!r} and {names[m]!r} overlap "
+                                     "in memory and the function writes one of them",
+                                     "pass copies: np.copy(...)")
 
 
 class Jvp:
@@ -252,16 +269,7 @@ class Jvp:
         return out
 
     def _check_aliasing(self, args, written):
-        arrays = [(k, a) for k, a in enumerate(tuple(args) + self._global_arrays)
-                  if isinstance(a, np.ndarray)]
-        for i, (k, a) in enumerate(arrays):
-            for m, b in arrays[i + 1:]:
-                if (k in written or m in written) and np.may_share_memory(a, b):
-                    names = self.params + [f"<module-level array {j}>"
-                                           for j in range(len(self._global_arrays))]
-                    raise self._error(f"arguments {names[k]!r} and {names[m]!r} overlap in "
-                                      "memory and the function writes one of them",
-                                      "pass copies: np.copy(...)")
+        check_aliasing(self.src, self.params, args, self._global_arrays, written)
 
     def __call__(self, *args, tangents=None, **kwargs):
         if tangents is None:
@@ -274,7 +282,7 @@ class Jvp:
         if art.written:
             self._check_aliasing(args, art.written)
         tans = self._tangents(art.wrt, args, tangents)
-        conv = [_convert(a) for a in tuple(args) + art.module_arrays]
+        conv = [convert_argument(a) for a in tuple(args) + art.module_arrays]
         value, tangent = art.entry(*conv, *tans)
         return value, tangent
 

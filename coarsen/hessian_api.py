@@ -3,7 +3,8 @@ reverse mode over the generated forward-mode program (reverse over forward).
 
 Requires: ``coarsen.forward_api.compile_jvp`` (the JVP program of ``fn``, generated for the
 python target without index checks: plain Python in coarsen's input language),
-``coarsen.differentiate`` (reverse mode, coarse by default) and ``coarsen.wrappers``.
+``coarsen.differentiate`` (reverse mode, coarse by default), ``coarsen.wrappers`` and
+``coarsen.sweeps``.
 Guarantees:
 
 * For each signature of argument types, the JVP ``jvp_<f>(args..., tangents...)`` of ``fn``
@@ -22,6 +23,9 @@ Guarantees:
   (the column of a unit ``v``); ``in.shape + in.shape`` for one ``wrt`` parameter (a float for
   a scalar one), JAX's nested tuple ``H[p][q]`` (shape ``p.shape + q.shape``) for several.  The
   columns are computed independently: the result is symmetric to rounding, not by copying.
+  All the columns of one call run inside one compiled function (``coarsen.sweeps``: the
+  wrapper's gradient with a driver appended that loops over the unit vectors), so Python's
+  per-call overhead is paid once per Hessian; ``hvp`` calls the same module's entry.
 * Unsupported input raises ``CoarsenError`` before code is generated: the function's own
   constructs at the ``hessian``/``hvp`` call (the frontend's fence) or at the first call
   (forward mode's rules, types, a result that is not one float); a JVP program that reverse
@@ -42,11 +46,12 @@ import numpy as np
 from .api import differentiate
 from .artifact import Signature, bind_arguments, check_wrt, function_error
 from .errors import CoarsenError, at_stmt
-from .forward_api import JvpOptions, compile_jvp
+from .forward_api import JvpOptions, check_aliasing, compile_jvp, convert_argument
 from .frontend.custom_calls import custom_calls
 from .frontend.lower import lower
 from .frontend.source import get_source, unwrap
 from .pipeline import lower_for, typed_ir
+from .sweeps import driver_module, hessian_driver
 from .wrappers import fresh_name, make_wrapper
 
 __all__ = ["Hessian", "Hvp", "SecondOrderReport", "hessian", "hvp"]
@@ -59,6 +64,11 @@ class HvpProgram:
     wrapper: object         # ``Wrapper``: ``_hvp_<f>(args..., v...)``
     gradient: object        # ``Gradient`` of the wrapper w.r.t. ``wrt``
     wrt: tuple              # the resolved ``wrt`` names
+    compiled: object        # ``sweeps.DriverModule``: the gradient's module, Hessian driver
+    module_arrays: tuple    # what the gradient's entry takes after the vectors
+    written: frozenset      # positions (parameters, then vectors, module arrays) it may write
+    artifact: object        # the gradient's ``Artifact``
+    example: tuple          # small arguments of the wrapper's signature (for its report)
 
 
 @dataclass
@@ -145,8 +155,30 @@ class _SecondOrder:
                               f"{exc.problem}",
                               "use coarsen.jacobian of the gradient's arrays, or rewrite the "
                               "construct in plain loops") from None
-        prog = self._programs[sig.types] = HvpProgram(art, wrapper, grad, tuple(art.wrt))
+        zeros = [np.zeros(np.shape(args[self.params.index(w)])) if np.ndim(
+            args[self.params.index(w)]) else 0.0 for w in art.wrt]
+        example = tuple(np.zeros((1,) * a.ndim, a.dtype) if isinstance(a, np.ndarray) else a
+                        for a in tuple(args) + tuple(zeros))
+        gart = grad.specialize(example)
+        ranks = [np.ndim(args[self.params.index(w)]) for w in art.wrt]
+        wrt_pos = [self.params.index(w) for w in art.wrt]
+        driver = hessian_driver(gart.entry_name, len(self.params), len(gart.module_arrays),
+                                wrt_pos, ranks, self.target)
+        compiled = driver_module(gart.source, gart.entry_name, driver, "_hessian",
+                                 f"hessian_{self.fn.__name__}", self.target)
+        prog = self._programs[sig.types] = HvpProgram(art, wrapper, grad, tuple(art.wrt),
+                                                      compiled, tuple(gart.module_arrays),
+                                                      frozenset(gart.written), gart,
+                                                      example)
         return prog
+
+    def _converted(self, prog, args):
+        """The arguments as the entry takes them, checked for overlaps the code cannot take."""
+        if prog.written:
+            n = len(self.params)
+            written = {k for k in prog.written if k < n}
+            check_aliasing(self.src, self.params, args, (), written)
+        return [convert_argument(a) for a in args]
 
     def _vectors(self, prog, args, v):
         """``v`` as the wrapper takes it (float64 copies, floats), checked."""
@@ -176,8 +208,15 @@ class _SecondOrder:
         return out
 
     def _hvp(self, prog, args, vs):
-        grads = prog.gradient(*args, *vs)
-        return tuple(grads)
+        """``H v`` (one reverse sweep), each array in its argument's dtype, as ``Gradient``
+        gives it."""
+        r = prog.compiled.entry(*self._converted(prog, args), *vs, *prog.module_arrays)
+        out = []
+        for w, g in zip(prog.wrt, r[1]):
+            a = args[self.params.index(w)]
+            out.append(np.asarray(g).astype(a.dtype, copy=False) if isinstance(a, np.ndarray)
+                       else float(g))
+        return tuple(out)
 
     # ------------------------------------------------------------------ inspection
     @property
@@ -185,7 +224,7 @@ class _SecondOrder:
         if self._last is None:
             raise CoarsenError(f"the {self.transform} is specialized on its first call's "
                                "argument types; call it once before reading .source")
-        return self._last[0].gradient.source
+        return self._last[0].artifact.source
 
     @property
     def jvp_source(self):
@@ -199,7 +238,7 @@ class _SecondOrder:
             raise CoarsenError(f"call the {self.transform} once before asking for its report")
         prog, sweeps = self._last
         buf = io.StringIO()
-        prog.gradient.report(file=buf)
+        prog.gradient.report(*prog.example, file=buf)
         rep = SecondOrderReport(self.fn.__qualname__, self.transform, sweeps, prog.wrt,
                                 buf.getvalue())
         print(rep.format(), file=file or sys.stdout)
@@ -233,20 +272,11 @@ class Hessian(_SecondOrder):
         prog = self._program(args)
         shapes = [np.shape(args[self.params.index(w)]) for w in prog.wrt]
         sizes = [int(np.prod(s)) for s in shapes]
-        zeros = [np.zeros(s) if s else 0.0 for s in shapes]
-        cols = []
-        for q, s in enumerate(shapes):
-            for e in range(sizes[q]):
-                vs = list(zeros)
-                if s:
-                    vs[q] = np.zeros(s)
-                    vs[q].flat[e] = 1.0
-                else:
-                    vs[q] = 1.0
-                cols.append(np.concatenate([np.ravel(np.asarray(g, dtype=np.float64))
-                                            for g in self._hvp(prog, args, vs)]))
-        dense = np.stack(cols, axis=1)          # column (q, e): H[:, (q, e)]
-        self._last = (prog, len(cols))
+        if sum(sizes):
+            dense = prog.compiled.driver(*self._converted(prog, args), *prog.module_arrays)
+        else:
+            dense = np.zeros((0, 0))
+        self._last = (prog, sum(sizes))
         starts = np.cumsum([0] + sizes)
 
         def block(p, q):

@@ -1,7 +1,7 @@
 """``coarsen.jacobian``: the Jacobian of a function returning a float scalar, a tuple of float
 scalars or a float64 array, by forward-mode columns or reverse-mode rows.
 
-Requires: ``coarsen.jvp`` (forward mode, which returns array tangents for array results),
+Requires: ``coarsen.sweeps`` (the compiled drivers), ``coarsen.jvp`` (forward mode, which returns array tangents for array results),
 ``coarsen.differentiate`` (reverse mode), ``coarsen.wrappers`` (generated wrapper functions)
 and the frontend's lowering and typing (``coarsen.pipeline``), run once per signature to learn
 the result's type.
@@ -21,6 +21,10 @@ Guarantees:
   plain-Python call of ``fn`` (on copies of the arguments) per signature, array shapes and
   integer and boolean arguments.  ``mode="auto"``: forward when the inputs have fewer
   elements than the output, reverse otherwise.  Both modes give the same values to rounding.
+  The sweeps of one call run inside one compiled function (``coarsen.sweeps``: the JVP or the
+  row gradient with a driver appended that loops over the unit directions), so Python's
+  per-call overhead is paid once per Jacobian; each column or row is what one sweep of the
+  JVP or the row gradient gives, bit for bit.
 * Unsupported input raises ``CoarsenError`` (file, line, column, hint) before code is
   generated, as ``jvp`` and ``differentiate`` do; a result that is not float (an integer
   array, a tuple with an array in it) is refused at the first call.  The caller's arrays are
@@ -41,11 +45,12 @@ import numpy as np
 from .api import differentiate
 from .artifact import Signature, bind_arguments, check_wrt, resolve_wrt
 from .errors import CoarsenError
-from .forward_api import JvpOptions, jvp
+from .forward_api import (JvpOptions, check_aliasing, compile_jvp, convert_argument, jvp)
 from .frontend.lower import lower
 from .frontend.source import get_source, unwrap
 from .ir.nodes import Array
 from .pipeline import lower_for, typed_ir
+from .sweeps import driver_module, forward_driver, rows_driver
 from .wrappers import fresh_name, make_wrapper
 
 __all__ = ["Jacobian", "JacobianReport", "jacobian"]
@@ -105,6 +110,18 @@ class JacobianReport:
     __str__ = format
 
 
+@dataclass(frozen=True)
+class SweepProgram:
+    """One signature's compiled sweeps: the generated JVP or row gradient with its driver."""
+    mode: str               # "forward" or "reverse"
+    compiled: object        # ``sweeps.DriverModule``
+    module_arrays: tuple    # what the entry takes after the parameters (and the seed)
+    written: frozenset      # positions of the parameters the code may write
+    source: str             # the generated JVP or gradient (without the driver)
+    inner: object           # the ``Jvp`` or row ``Gradient`` that reports on it
+    example: tuple          # small arguments of its signature (for its report)
+
+
 class Jacobian:
     """The Jacobian of a function; see ``coarsen.jacobian``."""
 
@@ -124,6 +141,7 @@ class Jacobian:
         fn_ir, _ = lower(self.array_fn)         # the fence runs now
         self._global_arrays = tuple(fn_ir.global_arrays)
         self._jvps, self._rows, self._results, self._shapes = {}, {}, {}, {}
+        self._drivers = {}                      # (mode, wrt, types) -> SweepProgram
         self._last = None                       # (mode, inner transform, sweeps, out, ins)
         self.__name__ = f"jacobian_{self.fn.__name__}"
 
@@ -203,46 +221,78 @@ class Jacobian:
             out = self._out_shape(sig, args)
             if mode == "auto":
                 mode = "forward" if n_in < int(np.prod(out)) else "reverse"
-        if mode == "forward":
-            J, out = self._columns(wrt, args, ins)
-            inner, sweeps = self._jvp(wrt), n_in
+        if n_in == 0 and mode == "forward":
+            out = self._out_shape(sig, args)
+            J, inner, sweeps = np.zeros((int(np.prod(out)), 0)), None, 0
+        elif mode == "forward":
+            J, out, inner = self._columns(wrt, sig, args, ins)
+            sweeps = n_in
         else:
-            J = self._rows_of(wrt, args, ins, out)
-            inner, sweeps = self._row_gradient(wrt, out == ()), int(np.prod(out))
+            J, inner = self._rows_of(wrt, sig, args, ins, out)
+            sweeps = int(np.prod(out))
         self._last = (mode, inner, sweeps, out, tuple(ins))
         return self._pack(J, out, ins)
 
-    def _columns(self, wrt, args, ins):
-        j = self._jvp(wrt)
-        zeros = [np.zeros(s) if s else 0.0 for s in ins]
-        cols, out = [], None
-        for p, s in enumerate(ins):
-            for e in range(max(1, int(np.prod(s)))):
-                tans = list(zeros)
-                if s:
-                    t = np.zeros(s)
-                    t.flat[e] = 1.0
-                    tans[p] = t
-                else:
-                    tans[p] = 1.0
-                value, tangent = j(*args, tangents=tuple(tans))
-                out = np.shape(value)
-                cols.append(np.ravel(tangent))
-        return np.stack(cols, axis=1), out
+    def _driver(self, mode, wrt, sig, args):
+        """The ``SweepProgram`` of ``mode`` for ``wrt`` and the signature: the generated JVP
+        (forward) or row gradient (reverse) with its sweep driver appended."""
+        key = (mode, wrt, sig.types)
+        prog = self._drivers.get(key)
+        if prog is not None:
+            return prog
+        ranks = [np.ndim(args[self.params.index(w)]) for w in wrt]
+        wrt_pos = [self.params.index(w) for w in wrt]
+        name = f"jacobian_{self.fn.__name__}"
+        if mode == "forward":
+            art = compile_jvp(self.array_fn, sig, JvpOptions(wrt=wrt, target=self.target,
+                                                            boundscheck=self.boundscheck),
+                              module_arrays=self._global_arrays)
+            rank = self._result_type(sig)
+            rank = rank.ndim if isinstance(rank, Array) else 0
+            text = forward_driver(art.entry_name, len(self.params), len(art.module_arrays),
+                                  wrt_pos, ranks, rank, self.target)
+            compiled = driver_module(art.source, art.entry_name, text, "_jacobian_fwd", name,
+                                     self.target)
+            written = frozenset(art.written)
+            inner = self._jvp(wrt)
+            example = tuple(np.zeros((1,) * a.ndim, a.dtype) if isinstance(a, np.ndarray)
+                            else a for a in args)
+        else:
+            g = self._row_gradient(wrt, False)
+            seed = np.zeros((1,) * self._result_type(sig).ndim)
+            example = tuple(np.zeros((1,) * a.ndim, a.dtype) if isinstance(a, np.ndarray)
+                            else a for a in args) + (seed,)
+            art = g.specialize(example)
+            text = rows_driver(art.entry_name, len(self.params), len(art.module_arrays),
+                               wrt_pos, ranks, self.target)
+            compiled = driver_module(art.source, art.entry_name, text, "_jacobian_rev", name,
+                                     self.target)
+            written = frozenset(k for k in art.written if k < len(self.params))
+            inner = g
+        prog = self._drivers[key] = SweepProgram(mode, compiled, tuple(art.module_arrays),
+                                                 written, art.source, inner, example)
+        return prog
 
-    def _rows_of(self, wrt, args, ins, out):
-        g = self._row_gradient(wrt, out == ())
+    def _converted(self, prog, args):
+        if prog.written:
+            check_aliasing(self.src, self.params, args, (), prog.written)
+        return [convert_argument(a) for a in args]
+
+    def _columns(self, wrt, sig, args, ins):
+        prog = self._driver("forward", wrt, sig, args)
+        J, out = prog.compiled.driver(*self._converted(prog, args), *prog.module_arrays)
+        return J, tuple(int(x) for x in out), prog
+
+    def _rows_of(self, wrt, sig, args, ins, out):
         if out == ():
+            g = self._row_gradient(wrt, True)
             grads = g(*args)
-            return np.concatenate([np.ravel(x) for x in grads])[None, :]
-        rows = []
-        for i in range(int(np.prod(out))):
-            seed = np.zeros(out)
-            seed.flat[i] = 1.0
-            grads = g(*args, seed)
-            rows.append(np.concatenate([np.ravel(np.asarray(x, dtype=np.float64))
-                                        for x in grads]))
-        return np.stack(rows, axis=0)
+            J = np.concatenate([np.ravel(x) for x in grads])[None, :]
+            return J, g
+        prog = self._driver("reverse", wrt, sig, args)
+        J = prog.compiled.driver(*self._converted(prog, args), np.zeros(out),
+                                 *prog.module_arrays)
+        return J, prog
 
     def _pack(self, J, out, ins):
         """JAX's layout of the dense ``(out size, in size)`` matrix ``J``."""
@@ -270,6 +320,9 @@ class Jacobian:
         if self._last is None:
             raise CoarsenError("the jacobian is specialized on its first call's argument types; "
                                "call it once before reading J.source")
+        if self._last[1] is None:
+            raise CoarsenError("the last call had no input elements, hence no sweeps and no "
+                               "generated code")
         return self._last[1].source
 
     def report(self, file=None):
@@ -278,7 +331,10 @@ class Jacobian:
             raise CoarsenError("call the jacobian once before asking for its report")
         mode, inner, sweeps, out, ins = self._last
         buf = io.StringIO()
-        inner.report(file=buf)
+        if isinstance(inner, SweepProgram):
+            inner.inner.report(*inner.example, file=buf)
+        elif inner is not None:
+            inner.report(file=buf)
         rep = JacobianReport(self.fn.__qualname__, mode, sweeps, out, ins, buf.getvalue())
         print(rep.format(), file=file or sys.stdout)
         return rep

@@ -1,0 +1,192 @@
+"""Compiled sweep drivers: one generated function that runs every sweep of a Jacobian or a
+Hessian (one per unit direction) inside the same compiled code, so that the per-call overhead
+of Python (argument checks, conversions, the dispatch into Numba, the results' boxing) is paid
+once per Jacobian or Hessian, not once per column or row.
+
+Requires: the source of a generated module (a ``JvpArtifact``'s or an ``Artifact``'s: an
+entry in coarsen's calling convention, ``jvp_<f>(args..., module arrays..., tangents...) ->
+(value, tangent)`` or ``value_and_grad_<f>(args..., module arrays...) -> (value, grads,
+tape)``), the entry's name, the number of parameters and module-level arrays, and per
+direction parameter its rank (0: a float).
+Guarantees:
+
+* ``forward_driver(...)``, ``rows_driver(...)`` and ``hessian_driver(...)`` return the text
+  of one function (``@numba.njit(cache=True, error_model="numpy")`` on the cpu target, plain
+  Python on the python target) that calls the entry once per unit direction, in the order of
+  the parameters and, within an array, of its C-order elements, and fills a dense float64
+  matrix: the forward driver ``_jacobian_fwd(args...) -> (J, out shape)`` with one column per
+  input element (``J[:, col]`` the raveled tangent of the result), the rows driver
+  ``_jacobian_rev(args..., seed) -> J`` with one row per element of ``seed`` (a zero array
+  shaped like the result: the unit seed of each row is written into a copy of it), the
+  Hessian driver ``_hessian(args...) -> H`` with one column per input element (``H[:, col]``
+  the raveled gradient of the Hessian-vector product along the unit direction).
+* Each column or row is what one call of the entry with that unit direction gives, bit for
+  bit: the drivers only call the entry and copy its results.
+* ``driver_module(source, driver, name, target)`` builds the generated module with the driver
+  appended (``coarsen.lowering.build``; ``import numpy as np`` added where missing) and
+  returns ``DriverModule`` (its source, the module, the entry and the driver).  Deterministic:
+  the same inputs give the same text, hence the same cache file.
+Nothing here checks arguments: the callers (``coarsen.jacobian_api``,
+``coarsen.hessian_api``, the exported modules) convert and check them first.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import lowering
+
+__all__ = ["DriverModule", "driver_module", "forward_driver", "hessian_driver",
+           "rows_driver"]
+
+DECORATOR = '@numba.njit(cache=True, error_model="numpy")'
+
+
+@dataclass(frozen=True)
+class DriverModule:
+    """A generated module with a sweep driver appended."""
+    source: str
+    module: object
+    entry: object           # the generated entry (JVP or gradient)
+    driver: object          # the driver function
+
+
+def _head(name, params, target, doc):
+    lines = [DECORATOR] if target == "cpu" else []
+    lines += [f"def {name}({', '.join(params)}):", f'    """{doc}"""']
+    return lines
+
+
+def _directions(ranks, args):
+    """Lines that set up the unit-direction buffers: ``_flat<q>`` (the raveled direction of
+    array parameter ``q``, a view of ``_dir<q>``) or the float ``_dir<q>``; and the sizes."""
+    lines = []
+    for q, (rank, a) in enumerate(zip(ranks, args)):
+        if rank:
+            lines += [f"    _n{q} = {a}.size",
+                      f"    _flat{q} = np.zeros(_n{q})",
+                      f"    _dir{q} = _flat{q}.reshape({a}.shape)"]
+        else:
+            lines += [f"    _n{q} = 1", f"    _dir{q} = 0.0"]
+    total = " + ".join(f"_n{q}" for q in range(len(ranks)))
+    lines.append(f"    _total = {total}")
+    return lines
+
+
+def _sweep_loop(q, rank, call, use):
+    """The loop over the unit directions of parameter ``q``: ``call`` runs the entry into
+    ``_r``, ``use`` (lines, indented for the loop body) stores what it gave."""
+    if rank:
+        lines = [f"    for _e in range(_n{q}):",
+                 f"        _flat{q}[_e] = 1.0",
+                 f"        _r = {call}",
+                 f"        _flat{q}[_e] = 0.0"]
+    else:
+        lines = ["    for _e in range(1):",
+                 f"        _dir{q} = 1.0",
+                 f"        _r = {call}",
+                 f"        _dir{q} = 0.0"]
+    return lines + [f"        {u}" for u in use] + ["        _col += 1"]
+
+
+def forward_driver(entry, n_params, n_arrays, wrt_pos, ranks, result_rank, target):
+    """``_jacobian_fwd(args..., module arrays...) -> (J, out shape)``: one JVP per input
+    element (see the module docstring).  ``wrt_pos``: the differentiated parameters'
+    positions; ``ranks``: their ranks; ``result_rank``: the result's (0: a float)."""
+    args = [f"_p{i}" for i in range(n_params)] + [f"_m{i}" for i in range(n_arrays)]
+    dirs = [f"_dir{q}" for q in range(len(ranks))]
+    call = f"{entry}({', '.join(args + dirs)})"
+    lines = _head("_jacobian_fwd", args, target,
+                  "The dense Jacobian, one JVP sweep per input element, and the result's shape.")
+    lines += _directions(ranks, [args[p] for p in wrt_pos])
+    if result_rank:
+        empty = "(" + ", ".join(["0"] * result_rank) + ("," if result_rank == 1 else "") + ")"
+        lines += ["    _J = np.empty((0, 0))", f"    _oshape = {empty}"]
+        use = ["if _col == 0:",
+               "    _oshape = _r[1].shape",
+               "    _J = np.empty((_r[1].size, _total))",
+               "_J[:, _col] = np.ravel(_r[1])"]
+    else:
+        lines += ["    _J = np.empty((1, _total))", "    _oshape = ()"]
+        use = ["_J[0, _col] = _r[1]"]
+    lines.append("    _col = 0")
+    for q, rank in enumerate(ranks):
+        lines += _sweep_loop(q, rank, call, use)
+    lines.append("    return _J, _oshape")
+    return "\n".join(lines) + "\n"
+
+
+def _store_gradients(ranks, target_row):
+    """Lines that copy the gradients ``_r[1]`` into row or column ``_col`` of ``_J``."""
+    use, start = [], "0"
+    for q, rank in enumerate(ranks):
+        stop = f"{start} + _n{q}" if start != "0" else f"_n{q}"
+        if rank:
+            region = f"_J[_col, {start}:{stop}]" if target_row else f"_J[{start}:{stop}, _col]"
+            use.append(f"{region} = np.ravel(_r[1][{q}])")
+        else:
+            region = f"_J[_col, {start}]" if target_row else f"_J[{start}, _col]"
+            use.append(f"{region} = _r[1][{q}]")
+        start = stop
+    return use
+
+
+def rows_driver(entry, n_params, n_arrays, wrt_pos, ranks, target):
+    """``_jacobian_rev(args..., seed, module arrays...) -> J``: one gradient sweep of the
+    row wrapper ``sum(f(args) * seed)`` per element of ``seed`` (see the module docstring);
+    the wrapper's parameters are the function's, then the seed."""
+    args = [f"_p{i}" for i in range(n_params)]
+    arrays = [f"_m{i}" for i in range(n_arrays)]
+    lines = _head("_jacobian_rev", args + ["_seed"] + arrays, target,
+                  "The dense Jacobian, one gradient sweep per output element.")
+    for q, (rank, p) in enumerate(zip(ranks, wrt_pos)):
+        lines.append(f"    _n{q} = {args[p]}.size" if rank else f"    _n{q} = 1")
+    lines += ["    _total = " + " + ".join(f"_n{q}" for q in range(len(ranks))),
+              "    _sflat = np.zeros(_seed.size)",
+              "    _s = _sflat.reshape(_seed.shape)",
+              "    _J = np.empty((_seed.size, _total))",
+              "    _col = 0",
+              "    for _e in range(_seed.size):",
+              "        _sflat[_e] = 1.0",
+              f"        _r = {entry}({', '.join(args + ['_s'] + arrays)})",
+              "        _sflat[_e] = 0.0"]
+    lines += [f"        {u}" for u in _store_gradients(ranks, True)]
+    lines += ["        _col += 1", "    return _J"]
+    return "\n".join(lines) + "\n"
+
+
+def hessian_driver(entry, n_params, n_arrays, wrt_pos, ranks, target):
+    """``_hessian(args..., module arrays...) -> H``: one reverse sweep of the Hessian-vector
+    product wrapper ``_hvp_<f>(args..., v...)`` per input element (see the module
+    docstring); the gradient's entry takes the function's parameters, the vectors, then the
+    module-level arrays."""
+    args = [f"_p{i}" for i in range(n_params)]
+    arrays = [f"_m{i}" for i in range(n_arrays)]
+    dirs = [f"_dir{q}" for q in range(len(ranks))]
+    call = f"{entry}({', '.join(args + dirs + arrays)})"
+    lines = _head("_hessian", args + arrays, target,
+                  "The dense Hessian, one Hessian-vector product per input element.")
+    lines += _directions(ranks, [args[p] for p in wrt_pos])
+    lines += ["    _J = np.empty((_total, _total))", "    _col = 0"]
+    use = _store_gradients(ranks, False)
+    for q, rank in enumerate(ranks):
+        lines += _sweep_loop(q, rank, call, use)
+    lines.append("    return _J")
+    return "\n".join(lines) + "\n"
+
+
+def module_text(source, driver):
+    """The generated module's text with the driver appended (``import numpy as np`` after
+    the last leading import where the module has none)."""
+    lines = source.rstrip("\n").split("\n")
+    if "import numpy as np" not in lines:
+        last = max((i for i, ln in enumerate(lines[:50]) if ln.startswith("import ")),
+                   default=-1)
+        lines.insert(last + 1, "import numpy as np")
+    return "\n".join(lines) + "\n\n\n" + driver
+
+
+def driver_module(source, entry_name, driver, driver_name, name, target):
+    """The built module of ``source`` with ``driver`` appended; see the module docstring."""
+    text = module_text(source, driver)
+    mod = lowering.build(text, name=name, target=target)
+    return DriverModule(text, mod, getattr(mod, entry_name), getattr(mod, driver_name))
