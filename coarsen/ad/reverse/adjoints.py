@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gast
 
-from ...ir.nodes import (Const, NEWAXIS, Slice, Var)
+from ...ir.nodes import (I64, Const, NEWAXIS, Scalar, Slice, Var)
 from ...analysis.activity import intact
 from .. import build as B
 from .. import runtime as R
@@ -74,16 +74,40 @@ class AdjointMixin:
         return primitive(s.op).emit(self, s, [self.val(a) for a in s.args])
 
     # ------------------------------------------------------------------ assignments
+    def inverse_update(self, s):
+        """For an integer update ``t = t + c`` or ``t = t - c`` (``c`` a constant or an integer
+        that never changes), the expression that undoes it, ``t - c`` or ``t + c``: the reverse
+        sweep restores ``t`` by it instead of saving ``t`` on the int tape (integer arithmetic
+        is exact, so the value restored is the one overwritten).  None for anything else."""
+        t = s.target
+        ty = self.types.get(t)
+        if s.op not in ("add", "sub") or s.index or not isinstance(ty, Scalar) or ty.kind != "i64" \
+                or len(s.args) != 2 or s.args[0] != Var(t):
+            return None
+        c = s.args[1]
+        if isinstance(c, Const):
+            if type(c.value) is not int:
+                return None
+        elif not (isinstance(c, Var) and c.name != t and self.types.get(c.name) == I64
+                  and intact(self.f, c.name)):
+            return None
+        return B.binop(B.name(t), "-" if s.op == "add" else "+", B.ex(self.val(c)))
+
     def assign(self, s):
         t = s.target
         fwd = self.index_checks(s)
         pre_fwd, pre_rev = [], []
         taped = self.taped_at(s)
-        if taped:
+        inverse = self.inverse_update(s) if taped else None
+        if taped and inverse is None:
             fwd += self.push(t)
         fwd.append(B.assign(t, self.primal(s)))
         rev = []
-        if taped:
+        if inverse is not None:
+            undo = B.assign(t, inverse)
+            undo._coarsen_inverse = True      # reads t after s (ControlMixin.record_reads)
+            rev.append(undo)
+        elif taped:
             rev += self.pop(t)
         if t not in self.active:
             return fwd, rev

@@ -157,7 +157,13 @@ class ControlMixin:
         if isinstance(s, Segment):
             return   # recorded by segment() itself
         if isinstance(s, (Assign, Store)):
-            names = names_read([x for x in rev if not getattr(x, "_coarsen_restore", False)])
+            kept = [x for x in rev if not getattr(x, "_coarsen_restore", False)]
+            undo = [x for x in kept if getattr(x, "_coarsen_inverse", False)]
+            names = names_read([x for x in kept if not getattr(x, "_coarsen_inverse", False)])
+            # an update undone in place (AdjointMixin.inverse_update) reads the value s left
+            for n in names_read(undo):
+                if n in self.types:
+                    self.reads_at.setdefault(n, []).append(("end", s))
         elif isinstance(s, If):
             names = self.names_of([s.cond]) if rev else set()
         elif isinstance(s, For):
