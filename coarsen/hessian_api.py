@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import inspect
 import io
+import math
 import sys
 from dataclasses import dataclass
 
@@ -51,7 +52,7 @@ from .frontend.custom_calls import custom_calls
 from .frontend.lower import lower
 from .frontend.source import get_source, unwrap
 from .pipeline import lower_for, typed_ir
-from .sweeps import driver_module, hessian_driver
+from .sweeps import driver_module, hessian_driver, kind_of
 from .wrappers import fresh_name, make_wrapper
 
 __all__ = ["Hessian", "Hvp", "SecondOrderReport", "hessian", "hvp"]
@@ -69,6 +70,7 @@ class HvpProgram:
     written: frozenset      # positions (parameters, then vectors, module arrays) it may write
     artifact: object        # the gradient's ``Artifact``
     example: tuple          # small arguments of the wrapper's signature (for its report)
+    wrt_pos: tuple          # the positions of ``wrt`` among the parameters
 
 
 @dataclass
@@ -106,6 +108,7 @@ class _SecondOrder:
         fn_ir, _ = lower(self.fn)               # the fence runs now
         self._global_arrays = tuple(fn_ir.global_arrays)
         self._programs = {}
+        self._fast = {}                         # kind_of(args) -> HvpProgram
         self._last = None                       # (HvpProgram, sweeps)
         self.__name__ = f"{self.transform}_{self.fn.__name__}"
 
@@ -116,10 +119,19 @@ class _SecondOrder:
         return function_error(self.src, problem, hint)
 
     def _program(self, args):
-        sig = Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)
-        prog = self._programs.get(sig.types)
+        kind = kind_of(args)
+        prog = self._fast.get(kind)
         if prog is not None:
             return prog
+        sig = Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)
+        prog = self._programs.get(sig.types)
+        if prog is None:
+            prog = self._programs[sig.types] = self._build(args, sig)
+        if len(self._fast) < 64:
+            self._fast[kind] = prog
+        return prog
+
+    def _build(self, args, sig):
         low = lower_for(self.fn, sig, self.wrt, module_arrays=self._global_arrays,
                         transform=f"coarsen.{self.transform}")
         typed_ir(low.fn_ir, low.types, low.src, JvpOptions(),     # one float result, checked
@@ -166,11 +178,9 @@ class _SecondOrder:
                                 wrt_pos, ranks, self.target)
         compiled = driver_module(gart.source, gart.entry_name, driver, "_hessian",
                                  f"hessian_{self.fn.__name__}", self.target)
-        prog = self._programs[sig.types] = HvpProgram(art, wrapper, grad, tuple(art.wrt),
-                                                      compiled, tuple(gart.module_arrays),
-                                                      frozenset(gart.written), gart,
-                                                      example)
-        return prog
+        return HvpProgram(art, wrapper, grad, tuple(art.wrt),
+                          compiled, tuple(gart.module_arrays), frozenset(gart.written), gart,
+                          example, tuple(wrt_pos))
 
     def _converted(self, prog, args):
         """The arguments as the entry takes them, checked for overlaps the code cannot take."""
@@ -270,19 +280,20 @@ class Hessian(_SecondOrder):
         if kwargs or len(args) != len(self.params):
             args = self._bind(args, kwargs)
         prog = self._program(args)
-        shapes = [np.shape(args[self.params.index(w)]) for w in prog.wrt]
-        sizes = [int(np.prod(s)) for s in shapes]
-        if sum(sizes):
+        shapes = [np.shape(args[k]) for k in prog.wrt_pos]
+        starts = [0]
+        for s in shapes:
+            starts.append(starts[-1] + math.prod(s))
+        if starts[-1]:
             dense = prog.compiled.driver(*self._converted(prog, args), *prog.module_arrays)
         else:
             dense = np.zeros((0, 0))
-        self._last = (prog, sum(sizes))
-        starts = np.cumsum([0] + sizes)
+        self._last = (prog, starts[-1])
 
         def block(p, q):
             b = dense[starts[p]:starts[p + 1], starts[q]:starts[q + 1]]
-            b = b.reshape(tuple(shapes[p]) + tuple(shapes[q]))
-            return float(b) if b.ndim == 0 else b
+            b = b.reshape(shapes[p] + shapes[q])
+            return float(b[()]) if b.ndim == 0 else b
 
         if self._single:
             return block(0, 0)

@@ -50,7 +50,7 @@ from .frontend.lower import lower
 from .frontend.source import get_source, unwrap
 from .ir.nodes import Array
 from .pipeline import lower_for, typed_ir
-from .sweeps import driver_module, forward_driver, rows_driver
+from .sweeps import driver_module, forward_driver, kind_of, rows_driver
 from .wrappers import fresh_name, make_wrapper
 
 __all__ = ["Jacobian", "JacobianReport", "jacobian"]
@@ -142,6 +142,7 @@ class Jacobian:
         self._global_arrays = tuple(fn_ir.global_arrays)
         self._jvps, self._rows, self._results, self._shapes = {}, {}, {}, {}
         self._drivers = {}                      # (mode, wrt, types) -> SweepProgram
+        self._kinds = {}                        # sweeps.kind_of(args) -> (Signature, wrt)
         self._last = None                       # (mode, inner transform, sweeps, out, ins)
         self.__name__ = f"jacobian_{self.fn.__name__}"
 
@@ -212,8 +213,14 @@ class Jacobian:
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != len(self.params):
             args = self._bind(args, kwargs)
-        sig = Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)
-        wrt = resolve_wrt(self.wrt, self.params, sig.types, self.fn.__name__)
+        kind = kind_of(args)
+        hit = self._kinds.get(kind)
+        if hit is None:
+            sig = Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)
+            hit = (sig, resolve_wrt(self.wrt, self.params, sig.types, self.fn.__name__))
+            if len(self._kinds) < 64:
+                self._kinds[kind] = hit
+        sig, wrt = hit
         ins = [np.shape(args[self.params.index(w)]) for w in wrt]
         n_in = sum(int(np.prod(s)) for s in ins)
         mode = self.mode

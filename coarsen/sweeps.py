@@ -22,6 +22,8 @@ Guarantees:
   the raveled gradient of the Hessian-vector product along the unit direction).
 * Each column or row is what one call of the entry with that unit direction gives, bit for
   bit: the drivers only call the entry and copy its results.
+* ``kind_of(args)``: a hashable key of the arguments' Python types (arrays: dtype and rank
+  too) that determines their ``Signature`` (the callers' fast path to a compiled program).
 * ``driver_module(source, driver, name, target)`` builds the generated module with the driver
   appended (``coarsen.lowering.build``; ``import numpy as np`` added where missing) and
   returns ``DriverModule`` (its source, the module, the entry and the driver).  Deterministic:
@@ -33,9 +35,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import lowering
 
-__all__ = ["DriverModule", "driver_module", "forward_driver", "hessian_driver",
+__all__ = ["DriverModule", "driver_module", "forward_driver", "hessian_driver", "kind_of",
            "rows_driver"]
 
 DECORATOR = '@numba.njit(cache=True, error_model="numpy")'
@@ -190,3 +194,9 @@ def driver_module(source, entry_name, driver, driver_name, name, target):
     text = module_text(source, driver)
     mod = lowering.build(text, name=name, target=target)
     return DriverModule(text, mod, getattr(mod, entry_name), getattr(mod, driver_name))
+
+
+def kind_of(args):
+    """The arguments' kind (see the module docstring): equal kinds have equal signatures."""
+    return tuple((np.ndarray, a.dtype.str, a.ndim) if isinstance(a, np.ndarray) else type(a)
+                 for a in args)
