@@ -307,6 +307,59 @@ def to_be_recorded(fn, reads_at, fused=frozenset()):
     return out
 
 
+def full_overwrites(fn):
+    """``{id(loop): arrays}``: the ``range`` loops that overwrite every element of a 1-D array,
+    ``for j in range(n): a[j] = e`` at the top of the loop body, where ``a`` is assigned once,
+    by ``np.zeros(n)``/``np.empty(n)``/``np.ones(n)`` with the same ``n`` (through copies; a
+    constant or a variable that keeps one value), and neither is a view nor viewed."""
+    facts_defs = {}
+    for st in walk(fn.body):
+        if isinstance(st, Assign):
+            facts_defs.setdefault(st.target, []).append(st)
+
+    def root(operand):
+        while isinstance(operand, Var):
+            ds = facts_defs.get(operand.name, [])
+            if len(ds) != 1 or ds[0].op != "copy" or len(ds[0].args) != 1:
+                break
+            operand = ds[0].args[0]
+        return operand
+
+    _, loops_of = statement_positions(fn.body)
+
+    def fixed(operand):
+        """A constant, a parameter never assigned, or a variable assigned once outside loops."""
+        if isinstance(operand, Const):
+            return type(operand.value) is int
+        if not isinstance(operand, Var):
+            return False
+        ds = facts_defs.get(operand.name, [])
+        if not ds:
+            return operand.name in fn.params
+        return len(ds) == 1 and not loops_of.get(id(ds[0])) and operand.name not in fn.params
+
+    viewed = set(fn.views) | set(fn.views.values())
+    out = {}
+    for st in walk(fn.body):
+        if not isinstance(st, For) or st.start != Const(0) or st.step != Const(1):
+            continue
+        n = root(st.stop)
+        if not fixed(n):
+            continue
+        for b in st.body:
+            if not (isinstance(b, Store) and b.aug is None and b.index == (Var(st.var),)):
+                continue
+            ds = facts_defs.get(b.array, [])
+            t = fn.types.get(b.array)
+            if b.array in viewed or b.array in fn.params or len(ds) != 1 \
+                    or loops_of.get(id(ds[0])) or not isinstance(t, Array) or t.ndim != 1 \
+                    or ds[0].op not in ("zeros", "empty", "ones") or len(ds[0].args) != 1 \
+                    or root(ds[0].args[0]) != n:
+                continue
+            out.setdefault(id(st), set()).add(b.array)
+    return out
+
+
 def tape_sites(fn, reads_at, fused=frozenset()):
     """The scalar assignments that must save the value they overwrite.
 
@@ -326,6 +379,7 @@ def tape_sites(fn, reads_at, fused=frozenset()):
             else:
                 start.setdefault(id(r), set()).add(v)
     marked = set()
+    full = full_overwrites(fn)
 
     def flow(block, pending):
         pending = set(pending)
@@ -343,7 +397,14 @@ def tape_sites(fn, reads_at, fused=frozenset()):
             elif isinstance(st, For) and id(st) in fused:
                 flow(st.body, pending)
             elif isinstance(st, For):
-                pending = loop(st.body, pending)
+                after = loop(st.body, pending)
+                for a in full.get(id(st), ()):
+                    # the loop overwrites every element of ``a`` (saving each where ``a`` is
+                    # pending): reads of ``a`` before it are served by those saves, so only
+                    # the reads in its own trips keep ``a`` pending after it
+                    if a in after and a not in loop(st.body, pending - {a}):
+                        after = after - {a}
+                pending = after
             elif isinstance(st, While):
                 pending = flow(st.test_body, pending)
                 pending = loop(st.test_body + st.body, pending)
