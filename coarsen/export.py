@@ -45,7 +45,9 @@ from . import __version__, lowering
 from .errors import CoarsenError
 from .frontend.source import display_path
 
-__all__ = ["MAX_EMBEDDED", "example_args", "export_gradient", "parse_signature"]
+__all__ = ["CONVERT", "MAX_EMBEDDED", "array_literal", "example_args", "export_gradient",
+           "kind_of_dtype", "parse_signature", "rename_identifier", "sig_text",
+           "strip_leading_comments", "with_imports"]
 
 #: the largest module-level array (in elements) that an export embeds as a literal
 MAX_EMBEDDED = 100_000
@@ -78,7 +80,7 @@ def _split_top(text):
     return parts
 
 
-def _with_imports(body, needed):
+def with_imports(body, needed):
     """``body`` with each plain ``import`` line of ``needed`` present, the leading import block
     in isort's order (the standard library, then third-party modules by name)."""
     lines = body.split("\n")
@@ -154,15 +156,15 @@ def example_args(parsed):
     return tuple(args)
 
 
-def _sig_text(parsed):
+def sig_text(parsed):
     return ", ".join(d + ("[" + ", ".join(":" * r) + "]" if r else "") for d, r in parsed)
 
 
-def _kind(dtype):
+def kind_of_dtype(dtype):
     return "f" if dtype.startswith("float") else ("b" if dtype == "bool" else "i")
 
 
-def _array_literal(a):
+def array_literal(a):
     a = np.asarray(a)
     if a.size > MAX_EMBEDDED:
         raise CoarsenError(f"the function reads a module-level array of {a.size} elements; an export "
@@ -192,20 +194,7 @@ def _array_literal(a):
     return f"np.array([\n{body}\n], dtype=np.{a.dtype.name}).reshape({tuple(a.shape)!r})"
 
 
-_WRAPPERS = '''
-
-# ---------------------------------------------------------------------------------------------
-# The calling convention of coarsen's Gradient, in plain Python (no coarsen needed).
-# ---------------------------------------------------------------------------------------------
-
-_PARAMS = {params!r}
-# per parameter: kind of the exported type ('f' float, 'i' int, 'b' bool) and its rank
-_KINDS = {kinds!r}
-# positions of the differentiated parameters, in the order of the gradients
-_WRT = {wrt_pos!r}
-_SINGLE = {single!r}
-{globals_block}
-
+CONVERT = '''
 def _coarsen_convert(name, kind, rank, a):
     """Check an argument against the exported signature and convert it as coarsen does."""
     if isinstance(a, np.ndarray):
@@ -232,6 +221,22 @@ def _coarsen_convert(name, kind, rank, a):
         raise TypeError("{fname}: argument %r must be a bool, got %s" % (name, type(a).__name__))
     return a
 
+'''
+
+_WRAPPERS = '''
+
+# ---------------------------------------------------------------------------------------------
+# The calling convention of coarsen's Gradient, in plain Python (no coarsen needed).
+# ---------------------------------------------------------------------------------------------
+
+_PARAMS = {params!r}
+# per parameter: kind of the exported type ('f' float, 'i' int, 'b' bool) and its rank
+_KINDS = {kinds!r}
+# positions of the differentiated parameters, in the order of the gradients
+_WRT = {wrt_pos!r}
+_SINGLE = {single!r}
+{globals_block}
+{convert}
 
 def value_and_grad_{fname}({arglist}):
     """Value of {qualname} and its gradient with respect to {wrt_text}.
@@ -264,7 +269,7 @@ __all__ = ["value_and_grad_{fname}", "grad_{fname}"]
 '''
 
 
-def _rename_identifier(source, old, new):
+def rename_identifier(source, old, new):
     """``source`` with every identifier token ``old`` renamed ``new`` (tokens, not text:
     comments and strings stay as they are).  ``new`` must not occur as an identifier."""
     toks = list(tokenize.generate_tokens(io.StringIO(source).readline))
@@ -279,7 +284,7 @@ def _rename_identifier(source, old, new):
     return "".join(lines)
 
 
-def _strip_leading_comments(source):
+def strip_leading_comments(source):
     lines = source.splitlines(keepends=True)
     i = 0
     while i < len(lines) and (lines[i].startswith("#") or not lines[i].strip()):
@@ -303,12 +308,12 @@ def export_gradient(g, path, signature=None):
     art = g.specialize(example_args(parsed))      # the Artifact (coarsen.artifact)
     entry = art.entry_name
     new_entry = f"_value_and_grad_{fname}_entry"
-    body = _rename_identifier(_strip_leading_comments(art.source), entry, new_entry)
+    body = rename_identifier(strip_leading_comments(art.source), entry, new_entry)
 
-    globals_lines = [f"_SIGNATURE = {tuple(_sig_text([t]) for t in parsed)!r}"]
+    globals_lines = [f"_SIGNATURE = {tuple(sig_text([t]) for t in parsed)!r}"]
     if art.module_arrays:
         globals_lines.append("# module-level arrays read by the function: a snapshot taken at export time")
-        lits = [_array_literal(a) for a in art.module_arrays]
+        lits = [array_literal(a) for a in art.module_arrays]
         globals_lines.append("_MODULE_ARRAYS = (\n" + "".join(
             "    " + lit.replace("\n", "\n    ") + ",\n" for lit in lits) + ")")
     else:
@@ -317,7 +322,7 @@ def export_gradient(g, path, signature=None):
     single = g.returns_single
     wrappers = _WRAPPERS.format(
         params=tuple(g.params),
-        kinds=tuple((_kind(d), r) for d, r in parsed),
+        kinds=tuple((kind_of_dtype(d), r) for d, r in parsed),
         wrt_pos=wrt_pos,
         single=single,
         globals_block="\n".join(globals_lines),
@@ -330,24 +335,25 @@ def export_gradient(g, path, signature=None):
         wrt_text=", ".join(art.wrt),
         ret_note=" (a single value)" if single else " (a tuple in wrt order)",
         entry=new_entry,
+        convert="\n" + CONVERT.format(fname=fname).strip("\n") + "\n",
     )
     # the wrappers convert with NumPy, and module-level arrays need math: imports kept in
     # isort order
     needed = ["import numpy as np"] + (["import math"] if art.module_arrays else [])
-    body = _with_imports(body, needed)
+    body = with_imports(body, needed)
     source = body.rstrip("\n") + "\n" + wrappers
     wrt_arg = ",".join(art.wrt) + ("," if not single and len(art.wrt) == 1 else "")
     coarse, target = art.options.coarsen, art.options.target
     header = "\n".join([
         f"Gradient of {g.fn.__qualname__}, exported by coarsen {__version__}.",
         f"source: {display_path(g.fn)}:{g.src.node.lineno} ({g.fn.__module__}.{g.fn.__qualname__})",
-        f"signature: ({_sig_text(parsed)})",
+        f"signature: ({sig_text(parsed)})",
         (f"wrt: {', '.join(art.wrt)} ({'a single value' if single else 'a tuple'} out); "
         f"{'coarse' if coarse else 'fine-grained'} AD; target {target}"),
         f"Defines value_and_grad_{fname}(...) and grad_{fname}(...); needs only math, numpy"
         + (" and numba." if target == "cpu" else "."),
         ("Regenerate instead of editing: python -m coarsen export "
-        f"{g.fn.__module__}:{g.fn.__qualname__} --signature \"{_sig_text(parsed)}\" "
+        f"{g.fn.__module__}:{g.fn.__qualname__} --signature \"{sig_text(parsed)}\" "
         f"--wrt {wrt_arg}{' --fine' if not coarse else ''} --target {target} -o <file>"),
     ])
     try:

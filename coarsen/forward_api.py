@@ -28,7 +28,8 @@ Guarantees:
   reverse.  Like ``Gradient``, a ``Jvp`` keeps one artifact per signature of argument types
   (never re-validated).
 * ``j.source`` (the last call's generated code), ``j.source_for(*args)``, ``j.ir(*args)``
-  and ``j.report()`` (prints and returns a ``JvpReport``).  ``export()`` is not built.
+  and ``j.report()`` (prints and returns a ``JvpReport``); ``j.export(path, signature=None)``
+  writes the standalone module (``coarsen.export_transforms``).
 """
 from __future__ import annotations
 
@@ -214,6 +215,7 @@ class Jvp:
         check_wrt(self.options.wrt, self.params, self.fn.__name__)
         fn_ir, _ = lower(self.fn)          # the fence runs now
         self._global_arrays = tuple(fn_ir.global_arrays)
+        self.ir_params = list(fn_ir.params[:len(self.params)])  # the generated code's names
         self._artifacts = {}
         self._last = None
         self.__name__ = f"jvp_{self.fn.__name__}"
@@ -285,6 +287,26 @@ class Jvp:
         conv = [convert_argument(a) for a in tuple(args) + art.module_arrays]
         value, tangent = art.entry(*conv, *tans)
         return value, tangent
+
+    def specialize(self, args):
+        """The ``JvpArtifact`` for example ``args`` (a tuple of values)."""
+        return self._artifact(self._signature(tuple(args)))
+
+    @property
+    def returns_single(self):
+        """Whether ``wrt`` names a single parameter (tangents are then a bare value)."""
+        return self._single
+
+    @property
+    def last_signature(self):
+        """The last call's parameter types in Numba notation (a tuple of texts), or None."""
+        return self._last.signature if self._last is not None else None
+
+    def export(self, path, signature=None):
+        """Write the JVP as a standalone module defining ``jvp_<f>``; see
+        ``coarsen.export_transforms``."""
+        from .export_transforms import export_jvp
+        return export_jvp(self, path, signature=signature)
 
     # ------------------------------------------------------------------ inspection
     @property

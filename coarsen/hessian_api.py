@@ -107,6 +107,7 @@ class _SecondOrder:
         self._pysig = inspect.signature(self.fn)
         fn_ir, _ = lower(self.fn)               # the fence runs now
         self._global_arrays = tuple(fn_ir.global_arrays)
+        self.ir_params = list(fn_ir.params[:len(self.params)])  # the generated code's names
         self._programs = {}
         self._fast = {}                         # kind_of(args) -> HvpProgram
         self._last = None                       # (HvpProgram, sweeps)
@@ -227,6 +228,27 @@ class _SecondOrder:
             out.append(np.asarray(g).astype(a.dtype, copy=False) if isinstance(a, np.ndarray)
                        else float(g))
         return tuple(out)
+
+    def program(self, args):
+        """The ``HvpProgram`` (the JVP, the wrapper's gradient and the Hessian driver) for
+        example ``args`` (what ``export`` writes)."""
+        return self._program(tuple(args))
+
+    @property
+    def returns_single(self):
+        """Whether ``wrt`` names a single parameter (a bare result, not a tuple)."""
+        return self._single
+
+    @property
+    def last_signature(self):
+        """The last call's parameter types in Numba notation (a tuple of texts), or None."""
+        return self._last[0].jvp.signature if self._last is not None else None
+
+    def export(self, path, signature=None):
+        """Write the Hessian as a standalone module defining ``hessian_<f>`` and ``hvp_<f>``;
+        see ``coarsen.export_transforms``."""
+        from .export_transforms import export_hessian
+        return export_hessian(self, path, signature=signature)
 
     # ------------------------------------------------------------------ inspection
     @property

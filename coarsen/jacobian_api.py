@@ -120,6 +120,10 @@ class SweepProgram:
     source: str             # the generated JVP or gradient (without the driver)
     inner: object           # the ``Jvp`` or row ``Gradient`` that reports on it
     example: tuple          # small arguments of its signature (for its report)
+    entry_name: str         # the generated entry's name
+    wrt_pos: tuple          # the positions of the differentiated parameters
+    ranks: tuple            # their ranks
+    result_rank: int        # the result's rank (0: a float)
 
 
 class Jacobian:
@@ -144,6 +148,8 @@ class Jacobian:
         self._drivers = {}                      # (mode, wrt, types) -> SweepProgram
         self._kinds = {}                        # sweeps.kind_of(args) -> (Signature, wrt)
         self._last = None                       # (mode, inner transform, sweeps, out, ins)
+        self._last_signature = None             # the last call's parameters' type texts
+        self.ir_params = list(fn_ir.params[:len(self.params)])  # the generated code's names
         self.__name__ = f"jacobian_{self.fn.__name__}"
 
     # ------------------------------------------------------------------ pieces
@@ -221,6 +227,7 @@ class Jacobian:
             if len(self._kinds) < 64:
                 self._kinds[kind] = hit
         sig, wrt = hit
+        self._last_signature = sig.texts
         ins = [np.shape(args[self.params.index(w)]) for w in wrt]
         n_in = sum(int(np.prod(s)) for s in ins)
         mode = self.mode
@@ -250,14 +257,14 @@ class Jacobian:
         ranks = [np.ndim(args[self.params.index(w)]) for w in wrt]
         wrt_pos = [self.params.index(w) for w in wrt]
         name = f"jacobian_{self.fn.__name__}"
+        rt = self._result_type(sig)
+        result_rank = rt.ndim if isinstance(rt, Array) else 0
         if mode == "forward":
             art = compile_jvp(self.array_fn, sig, JvpOptions(wrt=wrt, target=self.target,
                                                             boundscheck=self.boundscheck),
                               module_arrays=self._global_arrays)
-            rank = self._result_type(sig)
-            rank = rank.ndim if isinstance(rank, Array) else 0
             text = forward_driver(art.entry_name, len(self.params), len(art.module_arrays),
-                                  wrt_pos, ranks, rank, self.target)
+                                  wrt_pos, ranks, result_rank, self.target)
             compiled = driver_module(art.source, art.entry_name, text, "_jacobian_fwd", name,
                                      self.target)
             written = frozenset(art.written)
@@ -277,7 +284,9 @@ class Jacobian:
             written = frozenset(k for k in art.written if k < len(self.params))
             inner = g
         prog = self._drivers[key] = SweepProgram(mode, compiled, tuple(art.module_arrays),
-                                                 written, art.source, inner, example)
+                                                 written, art.source, inner, example,
+                                                 art.entry_name, tuple(wrt_pos), tuple(ranks),
+                                                 result_rank)
         return prog
 
     def _converted(self, prog, args):
@@ -315,6 +324,30 @@ class Jacobian:
         if self.k is not None:
             return tuple(layout(i, ()) for i in range(self.k))
         return layout(slice(None), out)
+
+    def forward_program(self, args):
+        """The forward-mode ``SweepProgram`` (the JVP and its driver) for example ``args``
+        and the resolved ``wrt`` (what ``export`` writes)."""
+        sig = Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)
+        wrt = resolve_wrt(self.wrt, self.params, sig.types, self.fn.__name__)
+        return self._driver("forward", wrt, sig, args), wrt
+
+    @property
+    def returns_single(self):
+        """Whether ``wrt`` names a single parameter (a bare result, not a tuple)."""
+        return self._single
+
+    @property
+    def last_signature(self):
+        """The last call's parameter types in Numba notation (a tuple of texts), or None."""
+        return self._last_signature
+
+    def export(self, path, signature=None):
+        """Write the Jacobian as a standalone module defining ``jacobian_<f>`` (forward mode:
+        one JVP sweep per input element, in one compiled function); see
+        ``coarsen.export_transforms``."""
+        from .export_transforms import export_jacobian
+        return export_jacobian(self, path, signature=signature)
 
     # ------------------------------------------------------------------ inspection
     @property
