@@ -265,6 +265,17 @@ def test_matvec_shapes_as_numpy():
     assert v == 0.0 and gA.shape == (0, 2) and gy.shape == (0,)
 
 
+def test_reads_along_an_outer_axis_hoisted():
+    """In a 2-D nest a value read along the outer axis only (``u[:, np.newaxis]``) is read once
+    per outer trip, and a scalar factor of a matrix-vector product scales each sum once."""
+    _, text = _loops(matvecs, CASES[matvecs]())
+    lines = text.splitlines()
+    outer = [k for k, line in enumerate(lines) if line.startswith("  for _i1 ")][0]
+    inner = [k for k, line in enumerate(lines) if line.startswith("    for _i2 ")][0]
+    assert any("getitem(_t1[" in line for line in lines[outer + 1:inner]), text
+    assert any("= mul(beta, " in line and "[" not in line for line in lines), text
+
+
 def test_empty_region_and_length_one():
     """Empty slices and length-1 arrays broadcast as NumPy broadcasts them."""
     g = coarsen.differentiate(runtime_broadcast, target="cpu")

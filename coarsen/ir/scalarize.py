@@ -545,9 +545,17 @@ class _Scalarizer:
                 return Var(v)
             return a
 
+        factor = self.matvec_factor(stmts, e) if e.kind == "matvec" else None
         for k in e.absorbed:
             s = stmts[k]
             if s is sink:
+                continue
+            if factor is not None and s is factor[0]:
+                # the matrix side's scalar factor is applied once per element of the product
+                scalar[s.target] = value(factor[2], s.loc).name
+                self.types.pop(s.target, None)
+                self.views.pop(s.target, None)
+                self.temps.discard(s.target)
                 continue
             v = self.new("v", self.types[s.target].dtype)
             if s.op in ("getitem", "transpose"):
@@ -570,7 +578,13 @@ class _Scalarizer:
         elif e.kind in ("dot", "matvec"):
             t = self.types[sink.target]
             v = self.new("v", t.kind if e.kind == "dot" else t.dtype)
-            inner.append(Assign(v, "mul", tuple(value(a, sink.loc) for a in sink.args), sink.loc))
+            sides = [value(a, sink.loc) for a in sink.args]
+            if factor is not None and swap:
+                # p outer: the factor scales the vector's element, once per p
+                f = self.new("v", t.dtype)
+                inner.append(Assign(f, "mul", (factor[1], sides[1]), sink.loc))
+                sides[1] = Var(f)
+            inner.append(Assign(v, "mul", tuple(sides), sink.loc))
             if e.kind == "matvec" and swap:
                 self.in_range.add((sink.target, 0, ivars[0]))
                 inner.append(Store(sink.target, (Var(ivars[0]),), Var(v), "add", sink.loc))
@@ -584,20 +598,46 @@ class _Scalarizer:
             for d, i in enumerate(ivars):
                 self.in_range.add((sink.target, d, i))
             inner.append(Store(sink.target, idx, Var(v), None, sink.loc))
-        nest = inner
-        if e.kind == "matvec" and swap:
-            nest = [For(ivars[1], Const(0), extents[1], Const(1),
-                        [For(ivars[0], Const(0), extents[0], Const(1), nest, sink.loc)], sink.loc)]
-        for d in reversed(range(R) if not (e.kind == "matvec" and swap) else ()):
-            nest = [For(ivars[d], Const(0), extents[d], Const(1), nest, sink.loc)]
-            if e.kind == "matvec" and d == 1:
-                self.in_range.add((sink.target, 0, ivars[0]))
-                nest = [zero] + nest + [Store(sink.target, (Var(ivars[0]),), Var(acc), None,
-                                              sink.loc)]
+        order = [1, 0] if swap else list(range(R))     # the loops, outermost first
+        levels = _levels(inner, [ivars[d] for d in order], acc)
+        if e.kind == "matvec" and not swap:
+            self.in_range.add((sink.target, 0, ivars[0]))
+            total = Var(acc)
+            after = []
+            if factor is not None:
+                total = Var(self.new("v", self.types[sink.target].dtype))
+                after.append(Assign(total.name, "mul", (factor[1], Var(acc)), sink.loc))
+            levels[0] = [zero] + levels[0]
+            after.append(Store(sink.target, (Var(ivars[0]),), total, None, sink.loc))
+        nest = levels[R - 1] if R else inner
+        for d in reversed(range(R)):
+            nest = [For(ivars[order[d]], Const(0), extents[order[d]], Const(1), nest, sink.loc)]
+            if d > 0:
+                nest = levels[d - 1] + nest
+            if d == 1 and e.kind == "matvec" and not swap:
+                nest = nest + after
         out = pre + nest
         if e.kind in ("sum", "dot"):
             out.append(Assign(sink.target, "copy", (Var(acc),), sink.loc))
         return out
+
+    def matvec_factor(self, stmts, e):
+        """``(statement, scalar, matrix operand)`` when the matrix side of a matrix-vector
+        product is a scalar times a tree (``(beta * A.T) @ y``), else None.  The product then
+        sums the tree's products and scales each sum once (``beta * sum_p A[p, i] y[p]``), so
+        that the reverse sweep accumulates the scalar's adjoint once per element of the result
+        rather than once per element of the matrix; only the rounding of the product changes."""
+        by_target = {stmts[k].target: stmts[k] for k in e.absorbed}
+        st = by_target.get(e.sink.args[0].name)
+        if st is None or st.op != "mul" or len(st.args) != 2:
+            return None
+        for q in (0, 1):
+            a, other = st.args[q], st.args[1 - q]
+            scalar = isinstance(a, Const) or (isinstance(a, Var)
+                                              and isinstance(self.types.get(a.name), Scalar))
+            if scalar and self.is_arr(other) and self.types[other.name].ndim == 2:
+                return st, a, other
+        return None
 
     def broadcast(self, pre, cache, leaves, R):
         """The operands holding the broadcast extents of ``leaves`` along the nest's axes."""
@@ -639,6 +679,26 @@ class _Scalarizer:
             i = Var(t)
         self.in_range.add((array, ax.axis, i.name))
         return i
+
+
+def _levels(inner, loops, acc):
+    """``inner``'s statements by the loop whose body they go in: each where the deepest loop
+    index it depends on (through the statements before it) is set, so that a value read along
+    an outer axis only is read once per outer trip (its adjoint, in the reverse sweep, is then
+    accumulated once per outer trip too).  Stores and the accumulator's updates stay in the
+    innermost loop; a statement that depends on no index goes in the outermost one."""
+    depth = {v: d for d, v in enumerate(loops)}
+    levels = [[] for _ in loops]
+    for st in inner:
+        if isinstance(st, Store) or (acc is not None and st.target == acc):
+            d = len(loops) - 1
+        else:
+            names = [a.name for a in st.args if isinstance(a, Var)]
+            names += [it.name for it in st.index if isinstance(it, Var)]
+            d = max([depth.get(n, 0) for n in names] + [0])
+            depth[st.target] = d
+        levels[d].append(st)
+    return levels
 
 
 def _slice_key(sl):
