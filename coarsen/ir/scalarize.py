@@ -29,7 +29,10 @@ The nest runs over the broadcast shape.  Each leaf's extents (and the stored reg
 computed at run time with NumPy's slice rules (``slice_len``, ``slice_start``); NumPy's
 broadcasting is kept: an axis of length 1 is read at its one element (``bcast_stride``, 0 or 1,
 scales the loop index) and extents that do not broadcast raise ``ValueError`` as NumPy does.
-The element-wise values are NumPy's; only a sum's rounding may differ (NumPy sums pairwise).
+The element-wise values are NumPy's; only a sum's rounding may differ (NumPy sums pairwise),
+and a matrix-vector product's: its matrix side's scalar factor scales each sum once
+(``beta * sum_p A[p, i] y[p]``).  In a nest of two or more loops each statement goes in the
+body of the loop whose index it depends on (a read along the outer axis, once per outer trip).
 The indices the nests make are in range by construction: ``fn.in_range`` names them, and
 bounds planning (``coarsen.analysis.bounds``) checks them no further.
 
