@@ -231,6 +231,13 @@ def handwritten_jacobian_row(cam, pt, w, feat):
 
 
 @numba.njit
+def handwritten_jacobian_block(cam, pt, w, feat, J):
+    """The residuals of one observation; writes their 2 x 15 Jacobian into ``J`` (camera
+    0:11, point 11:14, weight 14)."""
+    return _proj_jac(cam, pt, w, feat, J)
+
+
+@numba.njit
 def handwritten_grad(cams, X, w, obs, feats):
     """J^T r for the objective 1/2 ||r||^2, from the hand-written per-observation Jacobian."""
     p = obs.shape[0]

@@ -51,7 +51,7 @@ from .pipeline import code_fingerprint, lower_for, typed_ir
 from .lowering.cache import toolchain_versions
 
 __all__ = ["Jvp", "JvpArtifact", "JvpOptions", "JvpReport", "check_aliasing", "compile_jvp",
-           "convert_argument", "jvp"]
+           "convert_argument", "jvp", "kind_of"]
 
 
 @dataclass(frozen=True)
@@ -174,6 +174,13 @@ class JvpReport:
     __str__ = format
 
 
+def kind_of(args):
+    """A hashable key of the arguments' Python types (arrays: dtype and rank too): equal kinds
+    have equal ``Signature``s (the transforms' fast path to a compiled program)."""
+    return tuple((np.ndarray, a.dtype.str, a.ndim) if isinstance(a, np.ndarray) else type(a)
+                 for a in args)
+
+
 def convert_argument(a):
     """``a`` as generated entries take it: float64 and int64 arrays, Python scalars."""
     if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.dtype != np.float64:
@@ -217,6 +224,7 @@ class Jvp:
         self._global_arrays = tuple(fn_ir.global_arrays)
         self.ir_params = list(fn_ir.params[:len(self.params)])  # the generated code's names
         self._artifacts = {}
+        self._fast = {}                    # sweeps.kind_of(args) -> JvpArtifact
         self._last = None
         self.__name__ = f"jvp_{self.fn.__name__}"
 
@@ -279,7 +287,12 @@ class Jvp:
                               "call j(*args, tangents=...)")
         if kwargs or len(args) != len(self.params):
             args = self._bind(args, kwargs)
-        art = self._artifact(self._signature(args))
+        kind = kind_of(args)
+        art = self._fast.get(kind)
+        if art is None:
+            art = self._artifact(self._signature(args))
+            if len(self._fast) < 64:
+                self._fast[kind] = art
         self._last = art
         if art.written:
             self._check_aliasing(args, art.written)

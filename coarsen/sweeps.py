@@ -22,8 +22,7 @@ Guarantees:
   the raveled gradient of the Hessian-vector product along the unit direction).
 * Each column or row is what one call of the entry with that unit direction gives, bit for
   bit: the drivers only call the entry and copy its results.
-* ``kind_of(args)``: a hashable key of the arguments' Python types (arrays: dtype and rank
-  too) that determines their ``Signature`` (the callers' fast path to a compiled program).
+* ``kind_of`` (from ``coarsen.forward_api``): the arguments' kind, the transforms' fast path.
 * ``driver_module(source, driver, name, target)`` builds the generated module with the driver
   appended (``coarsen.lowering.build``; ``import numpy as np`` added where missing) and
   returns ``DriverModule`` (its source, the module, the entry and the driver).  Deterministic:
@@ -35,9 +34,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from . import lowering
+from .forward_api import kind_of
 
 __all__ = ["DriverModule", "driver_module", "forward_driver", "hessian_driver", "kind_of",
            "rows_driver"]
@@ -195,8 +193,3 @@ def driver_module(source, entry_name, driver, driver_name, name, target):
     mod = lowering.build(text, name=name, target=target)
     return DriverModule(text, mod, getattr(mod, entry_name), getattr(mod, driver_name))
 
-
-def kind_of(args):
-    """The arguments' kind (see the module docstring): equal kinds have equal signatures."""
-    return tuple((np.ndarray, a.dtype.str, a.ndim) if isinstance(a, np.ndarray) else type(a)
-                 for a in args)

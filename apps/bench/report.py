@@ -206,6 +206,8 @@ def render_markdown(result, summary: str = "first") -> str:
         if text:
             lines += [text, ""]
     lines += _size_sections(result, notes)
+    from apps.bench.jacobians import render as render_jacobians
+    lines += render_jacobians(result.get("jacobians", []))
     lines += render_compile_times(result)
     lines += _peer_notes(result)
     if summary == "last":

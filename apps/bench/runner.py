@@ -71,6 +71,11 @@ def run(cfg: Config) -> dict:
                 for case in run_app(name, cfg, tools, prog):
                     result["cases"].append(case)
                     write_results(result, out)
+            if "ba" in cfg.apps and "coarsen" in tools:     # the Jacobian section
+                from apps.bench.jacobians import measure_ba_jacobian
+                prog.show("ba: Jacobians")
+                result["jacobians"] = measure_ba_jacobian(cfg, tools)
+                write_results(result, out)
     finally:
         prog.close()
     result["meta"]["complete"] = True
