@@ -276,6 +276,28 @@ def test_reads_along_an_outer_axis_hoisted():
     assert any("= mul(beta, " in line and "[" not in line for line in lines), text
 
 
+def test_reverse_evaluates_extents_once_per_loop(grads):
+    """The integers a nest's indices are computed from (extents, broadcast strides) are
+    evaluated once before the reverse of the loop they are invariant in, not per element."""
+    g = grads(jacobi)
+    g(*CASES[jacobi]())
+    rev = g.source[g.source.index("# reverse sweep"):]
+    lines = rev.splitlines()
+    for k, line in enumerate(lines):
+        if line.lstrip().startswith("for _i2 "):
+            depth = len(line) - len(line.lstrip())
+            body = []
+            for nxt in lines[k + 1:]:
+                if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= depth:
+                    break
+                body.append(nxt)
+            assert body and not any("_bcast_stride(" in b or "_slice_len(" in b for b in body), \
+                "\n".join(body)
+            break
+    else:
+        raise AssertionError(rev)
+
+
 def test_empty_region_and_length_one():
     """Empty slices and length-1 arrays broadcast as NumPy broadcasts them."""
     g = coarsen.differentiate(runtime_broadcast, target="cpu")

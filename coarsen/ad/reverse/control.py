@@ -11,7 +11,7 @@ from __future__ import annotations
 import gast
 
 from ...ir.nodes import (Assign, Const, For, If, Scalar, Segment, Store,
-                         Var, While)
+                         Var, While, walk)
 from .. import build as B
 from ..build import X
 from ...ir.primitives import err
@@ -73,7 +73,16 @@ class ControlMixin:
             self.depth += 1
             defined = set(self.defined)
             saved = self.enter_region()
-            bf, br = self.block(s.body)
+            # recomputable integers assigned outside the loop are evaluated once before its
+            # reverse (Emitter.hoisted); not where a budget or local tapes may rebuild it
+            hoist = {} if self.max_tape_bytes is None and self.local_tape is None else None
+            frames = self.hoist_frames
+            if hoist is not None:
+                self.hoist_frames = frames + ((frozenset(id(x) for x in walk(s.body)), hoist),)
+            try:
+                bf, br = self.block(s.body)
+            finally:
+                self.hoist_frames = frames
             reserve, per_trip = self.leave_region(saved, self.trip_count(s), s, defined)
             nest = self.left_nest
             self.depth -= 1
@@ -103,6 +112,13 @@ class ControlMixin:
             if not br:
                 return fwd, []
             rev = self.reverse_range(s, br)
+            if hoist:
+                pre = []
+                for name in sorted(hoist, key=self.int_order.__getitem__):
+                    node = B.assign(name, self.int_read(name))
+                    node._coarsen_hoist = True
+                    pre.append(node)
+                rev = pre + rev
             return fwd, rev
         if isinstance(s, While):
             if self.max_tape_bytes is not None and not self.depth and not self.in_fused:
@@ -159,7 +175,7 @@ class ControlMixin:
         if isinstance(s, (Assign, Store)):
             kept = [x for x in rev if not getattr(x, "_coarsen_restore", False)]
             undo = [x for x in kept if getattr(x, "_coarsen_inverse", False)]
-            names = names_read([x for x in kept if not getattr(x, "_coarsen_inverse", False)])
+            names = loads([x for x in kept if not getattr(x, "_coarsen_inverse", False)])
             # an update undone in place (AdjointMixin.inverse_update) reads the value s left
             for n in names_read(undo):
                 if n in self.types:
@@ -169,6 +185,7 @@ class ControlMixin:
         elif isinstance(s, For):
             # a reduction loop's reverse code reads adjoints only
             names = self.names_of([s.start, s.stop, s.step]) if rev and id(s) not in self.fused else set()
+            names |= loads([x for x in rev if getattr(x, "_coarsen_hoist", False)])
         else:
             names = set()
         for n in names:
@@ -182,7 +199,7 @@ class ControlMixin:
         for b in operands:
             if isinstance(b, Var):
                 if b.name in self.int_recompute:
-                    out |= names_read([self.int_expr(b.name)])
+                    out |= loads([self.int_read(b.name)])
                 else:
                     out.add(b.name)
         return out
@@ -205,6 +222,19 @@ class ControlMixin:
         n = B.call(self.helper("_range_len"), self.val(start), self.val(stop), self.val(step))
         body = [B.assign(s.var, self.val(start) + X(B.name(k)) * self.val(step))] + body_rev
         return [B.for_range(k, [X(n) - 1, -1, -1], body)]
+
+
+def loads(nodes):
+    """The names ``nodes`` read, less the recomputable integers read as names because they are
+    assigned before an enclosing loop's reverse (``Emitter.hoisted``): that assignment reads
+    what they are computed from, and is recorded at its loop."""
+    out = set()
+    for n in nodes:
+        for sub in gast.walk(n):
+            if isinstance(sub, gast.Name) and isinstance(sub.ctx, gast.Load) \
+                    and not getattr(sub, "_coarsen_hoisted", False):
+                out.add(sub.id)
+    return out
 
 
 def set_on_every_path(s):

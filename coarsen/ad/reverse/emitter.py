@@ -87,7 +87,7 @@ class Emitter(OperandQueries, TapeMixin, AdjointMixin, SegmentMixin, ControlMixi
     def val(self, operand):
         if isinstance(operand, Var):
             if self.expanding and operand.name in self.int_recompute:
-                return X(self.int_expr(operand.name), False)
+                return X(self.int_read(operand.name), False)
             if self.in_reverse and operand.name in self.recompute:
                 s = self.recompute[operand.name]
                 return X(B.subscript(s.args[0].name, self.index_node(s.index)), False)
@@ -98,6 +98,36 @@ class Emitter(OperandQueries, TapeMixin, AdjointMixin, SegmentMixin, ControlMixi
 
     in_reverse = False
     cheap = {}      # float temporaries the reverse sweep evaluates again (set by the driver)
+
+    # the plain range loops being emitted, outermost first: (ids of the statements in the
+    # loop's body, {recomputable integer: None} to assign before the loop's reverse)
+    hoist_frames = ()
+
+    def hoisted(self, name):
+        """Is the recomputable integer ``name`` evaluated once before the reverse of a loop
+        around this point instead of where it is read?  It is when its assignment is outside
+        that loop (it then holds one value for the loop's whole reverse): registered with the
+        outermost such loop (``ControlMixin.stmt`` assigns it there)."""
+        st = self.int_recompute[name]
+        for body_ids, registry in self.hoist_frames:
+            if id(st) not in body_ids:
+                registry.setdefault(name, None)
+                return True
+        return False
+
+    @property
+    def int_order(self):
+        """The recomputable integers' positions in definition order."""
+        return {n: k for k, n in enumerate(self.int_recompute)}
+
+    def int_read(self, name):
+        """How reverse code reads the recomputable integer ``name``: a marked name (assigned
+        before an enclosing loop's reverse, ``hoisted``) or its expression."""
+        if self.hoisted(name):
+            node = B.name(name)
+            node._coarsen_hoisted = True
+            return node
+        return self.int_expr(name)
 
     def int_expr(self, name):
         """The expression of a recomputable integer scalar (``recording.find_int_recomputable``),
@@ -117,8 +147,9 @@ class Emitter(OperandQueries, TapeMixin, AdjointMixin, SegmentMixin, ControlMixi
 
         class Expand(gast.NodeTransformer):
             def visit_Name(self, n):
-                if isinstance(n.ctx, gast.Load) and n.id in emitter.int_recompute:
-                    return emitter.int_expr(n.id)
+                if isinstance(n.ctx, gast.Load) and n.id in emitter.int_recompute \
+                        and not getattr(n, "_coarsen_hoisted", False):
+                    return emitter.int_read(n.id)
                 return n
         for node in nodes:
             Expand().visit(node)
