@@ -19,6 +19,7 @@ from __future__ import annotations
 from ..ir.nodes import Array, Assign, Const, For, If, Scalar, Segment, Store, Var, While, uses, walk
 from ..ir.primitives import primitive
 from .activity import intact, is_temp, statement_positions
+from .history import history_rows
 
 
 def find_recomputable(fn, facts):
@@ -380,6 +381,8 @@ def tape_sites(fn, reads_at, fused=frozenset()):
                 start.setdefault(id(r), set()).add(v)
     marked = set()
     full = full_overwrites(fn)
+    rows = history_rows(fn)
+    unsaved = set()       # stores filling a history row nothing pending reads (history.py)
 
     def flow(block, pending):
         pending = set(pending)
@@ -390,13 +393,16 @@ def tape_sites(fn, reads_at, fused=frozenset()):
                     marked.add(id(st))
                 pending.discard(st.target)
             elif isinstance(st, Store):
-                if st.array in pending:
+                if st.array in pending and id(st) not in unsaved:
                     marked.add(id(st))
             elif isinstance(st, If):
                 pending = flow(st.body, pending) | flow(st.orelse, pending)
             elif isinstance(st, For) and id(st) in fused:
                 flow(st.body, pending)
             elif isinstance(st, For):
+                for a, stores in rows.get(id(st), {}).items():
+                    if a not in pending:
+                        unsaved.update(stores)
                 after = loop(st.body, pending)
                 for a in full.get(id(st), ()):
                     # the loop overwrites every element of ``a`` (saving each where ``a`` is
