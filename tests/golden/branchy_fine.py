@@ -37,7 +37,7 @@ def value_and_grad_branchy(x, y):
     # return u * math.exp(-y * u)
     u_bar += _ret_bar * _t8
     _t8_bar = _ret_bar * u
-    _t7_bar = _t8_bar * math.exp(_t7)
+    _t7_bar = _t8_bar * _t8
     _t6_bar = _t7_bar * u
     u_bar += _t7_bar * _t6
     y_bar += -_t6_bar
@@ -47,7 +47,7 @@ def value_and_grad_branchy(x, y):
         _t4_bar = u_bar * y
         y_bar += u_bar * _t4
         u_bar = 0.0
-        t_bar += _t4_bar * (0.5 / math.sqrt(t))
+        t_bar += _t4_bar * (0.5 / _t4)
     else:
         # u = t * t - x
         _t5_bar = u_bar

@@ -43,6 +43,6 @@ def value_and_grad_logistic_loss(z, y):
     # p = 1.0 / (1.0 + math.exp(-z))
     _t3_bar = p_bar * (-(1.0 / _t3) / _t3)
     _t2_bar = _t3_bar
-    _t1_bar = _t2_bar * math.exp(_t1)
+    _t1_bar = _t2_bar * _t2
     z_bar += -_t1_bar
     return (_value, (z_bar, y_bar), (_tape_floats, _tape_ints))

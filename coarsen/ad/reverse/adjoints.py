@@ -138,6 +138,19 @@ class AdjointMixin:
                 reset.append(B.assign(self.bar(t), B.call("np.zeros", B.attr(f"{t}.shape"))))
             else:
                 reset.append(B.assign(self.bar(t), 0.0))
+        rule = primitive(s.op).result_partial
+        from_result = rule is not None and active_args == [0] and not self_ref and not capture \
+            and isinstance(self.types.get(t), Scalar) and self.types[t].kind == "f64"
+        if from_result:
+            # the partial from the result (registry.defvjp_result), read before t is restored
+            self.result_reads.add(id(s))
+            arg = s.args[0]
+            self.in_reverse = True
+            try:
+                self.accumulate(arg.name, g * rule(X(B.name(t), False)), pre_fwd, pre_rev, contribs)
+            finally:
+                self.in_reverse = False
+            return pre_fwd + fwd, pre_rev + contribs + reset + rev
         for p in active_args:
             contribs += self.vjp(s, p, g, pre_fwd, pre_rev)
         if capture:

@@ -176,6 +176,9 @@ class ControlMixin:
             kept = [x for x in rev if not getattr(x, "_coarsen_restore", False)]
             undo = [x for x in kept if getattr(x, "_coarsen_inverse", False)]
             names = loads([x for x in kept if not getattr(x, "_coarsen_inverse", False)])
+            if id(s) in self.result_reads:
+                names.discard(s.target)       # a partial from the result: read after s
+                undo = undo + [B.name(s.target)]
             # an update undone in place (AdjointMixin.inverse_update) reads the value s left
             for n in names_read(undo):
                 if n in self.types:

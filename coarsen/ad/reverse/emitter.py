@@ -50,6 +50,7 @@ class Emitter(OperandQueries, TapeMixin, AdjointMixin, SegmentMixin, ControlMixi
         self.int_recompute = find_int_recomputable(fn, facts) if int_recompute is None else int_recompute
         self.reductions = find_reduction_loops(fn, facts) if reductions is None else reductions
         self.fused = set()        # the reduction loops emitted trip by trip (coarsen.ad.reverse.fused)
+        self.result_reads = set()  # assignments whose reverse reads their own result (adjoints)
         self.expanding = False
         self.reads_at = {}
         self.region = self.new_region()

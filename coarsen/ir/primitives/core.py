@@ -56,6 +56,7 @@ class Primitive:
     operators: tuple = ()       # Python operators spelling it (gast class names: "Add", "USub")
     linalg: tuple = ()          # spellings under ``np.linalg``
     partials: tuple | None = None
+    result_partial: Callable | None = None   # a unary op's partial from its result (defvjp_result)
     vjp: Callable | None = None
     structural: tuple = ()      # operand positions a structural VJP differentiates (mod nargs)
     zero: bool = False
@@ -141,6 +142,14 @@ def ops_where(pred) -> frozenset:
 def defvjp(name, *partials):
     """Element-wise local partials of ``name``, one per operand (``None``: zero there)."""
     REGISTRY[name].partials = partials
+
+
+def defvjp_result(name, rule):
+    """The partial of the unary ``name`` written with its result ``y`` (``exp``: ``y``;
+    ``tanh``: ``1 - y*y``), equal to its ``defvjp`` partial's value bit for bit.  The reverse
+    sweep uses it where the result is a scalar variable of its own: it then reads the value
+    the forward sweep computed rather than evaluating the function again."""
+    REGISTRY[name].result_partial = rule
 
 
 def defstructural(name, vjp, positions):

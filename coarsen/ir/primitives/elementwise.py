@@ -20,7 +20,7 @@ import sympy
 
 from ...ad import build as B
 from ...ad.build import X, fn, select
-from .core import Primitive, defvjp, dt, dtype_join, err, make, nd, register
+from .core import Primitive, defvjp, defvjp_result, dt, dtype_join, err, make, nd, register
 
 
 # ------------------------------------------------------------------ type rules
@@ -237,6 +237,9 @@ defvjp("arcsinh", lambda x: 1.0 / fn("sqrt", x * x + 1.0))
 defvjp("arccosh", lambda x: 1.0 / fn("sqrt", x * x - 1.0))
 defvjp("arctanh", lambda x: 1.0 / (1.0 - x * x))
 defvjp("exp", lambda x: fn("exp", x))
+defvjp_result("exp", lambda y: y)
+defvjp_result("tanh", lambda y: 1.0 - y * y)
+defvjp_result("sqrt", lambda y: 0.5 / y)
 defvjp("expm1", lambda x: fn("exp", x))
 defvjp("log", lambda x: 1.0 / x)
 defvjp("log1p", lambda x: 1.0 / (1.0 + x))
