@@ -248,7 +248,7 @@ def export_jacobian(J, path, signature=None):
     entry = f"_jvp_{fname}_entry"
     body = rename_identifier(strip_leading_comments(prog.source), prog.entry_name, entry)
     driver = forward_driver(entry, len(J.params), len(prog.module_arrays), prog.wrt_pos,
-                            prog.ranks, prog.result_rank, J.target)
+                            prog.ranks, prog.result_rank, J.target, prog.parallel)
     body = module_text(body, driver)
     note = ("a tuple of one result per output" if J.k is not None else
             "a bare array for one wrt parameter, else a tuple")
@@ -266,7 +266,7 @@ def export_hessian(h, path, signature=None):
     entry = f"_hvp_{fname}_entry"
     body = rename_identifier(strip_leading_comments(art.source), art.entry_name, entry)
     driver = hessian_driver(entry, len(h.params), len(prog.module_arrays), prog.wrt_pos,
-                            [parsed[k][1] for k in prog.wrt_pos], h.target)
+                            [parsed[k][1] for k in prog.wrt_pos], h.target, prog.parallel)
     body = module_text(body, driver)
     note = ("in.shape + in.shape" if h.returns_single else
             "JAX's nested tuple H[p][q], shaped p.shape + q.shape")

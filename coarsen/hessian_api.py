@@ -26,6 +26,9 @@ Guarantees:
   All the columns of one call run inside one compiled function (``coarsen.sweeps``: the
   wrapper's gradient with a driver appended that loops over the unit vectors), so Python's
   per-call overhead is paid once per Hessian; ``hvp`` calls the same module's entry.
+  ``coarsen.hessian(fn, ..., parallel=True)`` runs the columns in a ``numba.prange`` loop on
+  the cpu target (not where the gradient has parallel loops of its own: Numba does not nest
+  them), with the same numbers, bit for bit.
 * Unsupported input raises ``CoarsenError`` before code is generated: the function's own
   constructs at the ``hessian``/``hvp`` call (the frontend's fence) or at the first call
   (forward mode's rules, types, a result that is not one float); a JVP program that reverse
@@ -71,6 +74,7 @@ class HvpProgram:
     artifact: object        # the gradient's ``Artifact``
     example: tuple          # small arguments of the wrapper's signature (for its report)
     wrt_pos: tuple          # the positions of ``wrt`` among the parameters
+    parallel: bool          # the driver's columns run in a ``numba.prange`` loop
 
 
 @dataclass
@@ -96,12 +100,14 @@ class SecondOrderReport:
 class _SecondOrder:
     transform = "hessian"
 
-    def __init__(self, fn, wrt=None, target="cpu", boundscheck=True, coarsen=True):
+    def __init__(self, fn, wrt=None, target="cpu", boundscheck=True, coarsen=True,
+                 parallel=False):
         JvpOptions(wrt=wrt, target=target, boundscheck=boundscheck)     # checks the target
         self.fn = unwrap(fn)
         self.src = get_source(self.fn)
         self.params = [a.id for a in self.src.node.args.args]
         self.wrt, self.target, self.boundscheck, self.coarsen = wrt, target, boundscheck, coarsen
+        self.parallel = bool(parallel)
         self._single = wrt is not None and not isinstance(wrt, (tuple, list))
         check_wrt(wrt, self.params, self.fn.__name__)
         self._pysig = inspect.signature(self.fn)
@@ -175,13 +181,15 @@ class _SecondOrder:
         gart = grad.specialize(example)
         ranks = [np.ndim(args[self.params.index(w)]) for w in art.wrt]
         wrt_pos = [self.params.index(w) for w in art.wrt]
+        # columns in parallel, unless the gradient has parallel loops itself (no nesting)
+        parallel = self.parallel and self.target == "cpu" and "parallel=True" not in gart.source
         driver = hessian_driver(gart.entry_name, len(self.params), len(gart.module_arrays),
-                                wrt_pos, ranks, self.target)
+                                wrt_pos, ranks, self.target, parallel)
         compiled = driver_module(gart.source, gart.entry_name, driver, "_hessian",
                                  f"hessian_{self.fn.__name__}", self.target)
         return HvpProgram(art, wrapper, grad, tuple(art.wrt),
                           compiled, tuple(gart.module_arrays), frozenset(gart.written), gart,
-                          example, tuple(wrt_pos))
+                          example, tuple(wrt_pos), parallel)
 
     def _converted(self, prog, args):
         """The arguments as the entry takes them, checked for overlaps the code cannot take."""
@@ -328,7 +336,8 @@ def hvp(fn, wrt=None, *, target="cpu", boundscheck=True, coarsen=True):
     return Hvp(fn, wrt, target, boundscheck, coarsen)
 
 
-def hessian(fn, wrt=None, *, target="cpu", boundscheck=True, coarsen=True):
+def hessian(fn, wrt=None, *, target="cpu", boundscheck=True, coarsen=True, parallel=False):
     """The Hessian of ``fn`` (see the module docstring): ``in.shape + in.shape`` for one
-    ``wrt`` parameter, JAX's nested tuple for several."""
-    return Hessian(fn, wrt, target, boundscheck, coarsen)
+    ``wrt`` parameter, JAX's nested tuple for several; ``parallel=True`` runs its columns in
+    parallel on the cpu target."""
+    return Hessian(fn, wrt, target, boundscheck, coarsen, parallel)

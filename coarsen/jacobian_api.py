@@ -24,7 +24,9 @@ Guarantees:
   The sweeps of one call run inside one compiled function (``coarsen.sweeps``: the JVP or the
   row gradient with a driver appended that loops over the unit directions), so Python's
   per-call overhead is paid once per Jacobian; each column or row is what one sweep of the
-  JVP or the row gradient gives, bit for bit.
+  JVP or the row gradient gives, bit for bit.  ``parallel=True``: the sweeps in a
+  ``numba.prange`` loop on the cpu target (not where the generated code has parallel loops of
+  its own), the same numbers, bit for bit.
 * Unsupported input raises ``CoarsenError`` (file, line, column, hint) before code is
   generated, as ``jvp`` and ``differentiate`` do; a result that is not float (an integer
   array, a tuple with an array in it) is refused at the first call.  The caller's arrays are
@@ -124,12 +126,14 @@ class SweepProgram:
     wrt_pos: tuple          # the positions of the differentiated parameters
     ranks: tuple            # their ranks
     result_rank: int        # the result's rank (0: a float)
+    parallel: bool          # the driver's columns or rows run in a ``numba.prange`` loop
 
 
 class Jacobian:
     """The Jacobian of a function; see ``coarsen.jacobian``."""
 
-    def __init__(self, fn, wrt=None, mode="auto", target="cpu", boundscheck=True):
+    def __init__(self, fn, wrt=None, mode="auto", target="cpu", boundscheck=True,
+                 parallel=False):
         if mode not in MODES:
             raise CoarsenError(f"unknown mode {mode!r}", hint=f"use one of {MODES}")
         JvpOptions(wrt=wrt, target=target, boundscheck=boundscheck)     # checks the target
@@ -137,6 +141,7 @@ class Jacobian:
         self.src = get_source(self.fn)
         self.params = [a.id for a in self.src.node.args.args]
         self.wrt, self.mode, self.target, self.boundscheck = wrt, mode, target, boundscheck
+        self.parallel = bool(parallel)
         self._single = wrt is not None and not isinstance(wrt, (tuple, list))
         check_wrt(wrt, self.params, self.fn.__name__)
         self._pysig = inspect.signature(self.fn)
@@ -263,8 +268,9 @@ class Jacobian:
             art = compile_jvp(self.array_fn, sig, JvpOptions(wrt=wrt, target=self.target,
                                                             boundscheck=self.boundscheck),
                               module_arrays=self._global_arrays)
+            parallel = self._parallel_for(art.source)
             text = forward_driver(art.entry_name, len(self.params), len(art.module_arrays),
-                                  wrt_pos, ranks, result_rank, self.target)
+                                  wrt_pos, ranks, result_rank, self.target, parallel)
             compiled = driver_module(art.source, art.entry_name, text, "_jacobian_fwd", name,
                                      self.target)
             written = frozenset(art.written)
@@ -277,8 +283,9 @@ class Jacobian:
             example = tuple(np.zeros((1,) * a.ndim, a.dtype) if isinstance(a, np.ndarray)
                             else a for a in args) + (seed,)
             art = g.specialize(example)
+            parallel = self._parallel_for(art.source)
             text = rows_driver(art.entry_name, len(self.params), len(art.module_arrays),
-                               wrt_pos, ranks, self.target)
+                               wrt_pos, ranks, self.target, parallel)
             compiled = driver_module(art.source, art.entry_name, text, "_jacobian_rev", name,
                                      self.target)
             written = frozenset(k for k in art.written if k < len(self.params))
@@ -286,8 +293,13 @@ class Jacobian:
         prog = self._drivers[key] = SweepProgram(mode, compiled, tuple(art.module_arrays),
                                                  written, art.source, inner, example,
                                                  art.entry_name, tuple(wrt_pos), tuple(ranks),
-                                                 result_rank)
+                                                 result_rank, parallel)
         return prog
+
+    def _parallel_for(self, source):
+        """Sweeps in parallel: asked for, on the cpu target, and not where the generated code
+        has parallel loops of its own (Numba does not nest them)."""
+        return self.parallel and self.target == "cpu" and "parallel=True" not in source
 
     def _converted(self, prog, args):
         if prog.written:
@@ -380,7 +392,8 @@ class Jacobian:
         return rep
 
 
-def jacobian(fn, wrt=None, mode="auto", *, target="cpu", boundscheck=True):
+def jacobian(fn, wrt=None, mode="auto", *, target="cpu", boundscheck=True, parallel=False):
     """The Jacobian of ``fn`` (see the module docstring): ``coarsen.jacobian(fn, wrt)(*args)``
-    has shape ``out.shape + in.shape`` per ``wrt`` parameter."""
-    return Jacobian(fn, wrt, mode, target, boundscheck)
+    has shape ``out.shape + in.shape`` per ``wrt`` parameter; ``parallel=True`` runs its
+    sweeps in parallel on the cpu target."""
+    return Jacobian(fn, wrt, mode, target, boundscheck, parallel)

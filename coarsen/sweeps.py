@@ -19,7 +19,10 @@ Guarantees:
   ``_jacobian_rev(args..., seed) -> J`` with one row per element of ``seed`` (a zero array
   shaped like the result: the unit seed of each row is written into a copy of it), the
   Hessian driver ``_hessian(args...) -> H`` with one column per input element (``H[:, col]``
-  the raveled gradient of the Hessian-vector product along the unit direction).
+  the raveled gradient of the Hessian-vector product along the unit direction).  With
+  ``parallel=True`` the columns (rows) run in a ``numba.prange`` loop, each with its own
+  direction buffers (the forward driver's first column first, to learn the result's size):
+  the same numbers, bit for bit, whatever the thread count.
 * Each column or row is what one call of the entry with that unit direction gives, bit for
   bit: the drivers only call the entry and copy its results.
 * ``kind_of`` (from ``coarsen.forward_api``): the arguments' kind, the transforms' fast path.
@@ -41,6 +44,7 @@ __all__ = ["DriverModule", "driver_module", "forward_driver", "hessian_driver", 
            "rows_driver"]
 
 DECORATOR = '@numba.njit(cache=True, error_model="numpy")'
+PARALLEL_DECORATOR = '@numba.njit(cache=True, error_model="numpy", parallel=True)'
 
 
 @dataclass(frozen=True)
@@ -52,8 +56,8 @@ class DriverModule:
     driver: object          # the driver function
 
 
-def _head(name, params, target, doc):
-    lines = [DECORATOR] if target == "cpu" else []
+def _head(name, params, target, doc, parallel=False):
+    lines = [PARALLEL_DECORATOR if parallel else DECORATOR] if target == "cpu" else []
     lines += [f"def {name}({', '.join(params)}):", f'    """{doc}"""']
     return lines
 
@@ -90,15 +94,63 @@ def _sweep_loop(q, rank, call, use):
     return lines + [f"        {u}" for u in use] + ["        _col += 1"]
 
 
-def forward_driver(entry, n_params, n_arrays, wrt_pos, ranks, result_rank, target):
+def _sizes(ranks, args):
+    lines = [f"    _n{q} = {a}.size" if rank else f"    _n{q} = 1"
+             for q, (rank, a) in enumerate(zip(ranks, args))]
+    return lines + ["    _total = " + " + ".join(f"_n{q}" for q in range(len(ranks)))]
+
+
+def _column_body(ranks, args, call, use):
+    """The lines of column ``_c``: its own unit-direction buffers, the call, ``use``."""
+    body = []
+    for q, (rank, a) in enumerate(zip(ranks, args)):
+        if rank:
+            body += [f"_flat{q} = np.zeros(_n{q})", f"_dir{q} = _flat{q}.reshape({a}.shape)"]
+        else:
+            body.append(f"_dir{q} = 0.0")
+    start = "0"
+    for q, rank in enumerate(ranks):
+        stop = f"{start} + _n{q}" if start != "0" else f"_n{q}"
+        body.append(f"{'if' if q == 0 else 'elif'} _c < {stop}:")
+        at = "_c" if start == "0" else f"_c - ({start})"
+        body.append(f"    _flat{q}[{at}] = 1.0" if rank else f"    _dir{q} = 1.0")
+        start = stop
+    return body + ["_col = _c", f"_r = {call}"] + list(use)
+
+
+def _parallel_loop(ranks, args, call, use, target, first=0):
+    """The loop over every column ``_c`` (from ``first``) with its own unit-direction buffers
+    (``numba.prange`` on the cpu target): the columns are independent, each computed as in
+    the serial loop."""
+    loop = "numba.prange" if target == "cpu" else "range"
+    head = f"    for _c in {loop}({first}, _total):" if first else \
+        f"    for _c in {loop}(_total):"
+    return [head] + [f"        {b}" for b in _column_body(ranks, args, call, use)]
+
+
+def forward_driver(entry, n_params, n_arrays, wrt_pos, ranks, result_rank, target,
+                   parallel=False):
     """``_jacobian_fwd(args..., module arrays...) -> (J, out shape)``: one JVP per input
     element (see the module docstring).  ``wrt_pos``: the differentiated parameters'
-    positions; ``ranks``: their ranks; ``result_rank``: the result's (0: a float)."""
+    positions; ``ranks``: their ranks; ``result_rank``: the result's (0: a float).
+    ``parallel``: the first column, then the others in a ``numba.prange`` loop."""
     args = [f"_p{i}" for i in range(n_params)] + [f"_m{i}" for i in range(n_arrays)]
     dirs = [f"_dir{q}" for q in range(len(ranks))]
     call = f"{entry}({', '.join(args + dirs)})"
     lines = _head("_jacobian_fwd", args, target,
-                  "The dense Jacobian, one JVP sweep per input element, and the result's shape.")
+                  "The dense Jacobian, one JVP sweep per input element, and the result's shape.",
+                  parallel)
+    if parallel:
+        lines += _sizes(ranks, [args[p] for p in wrt_pos])
+        store = "_J[:, _col] = np.ravel(_r[1])" if result_rank else "_J[0, _col] = _r[1]"
+        lines += ["    _c = 0"] + [f"    {b}" for b in
+                                  _column_body(ranks, [args[p] for p in wrt_pos], call, [])]
+        lines += ["    _oshape = _r[1].shape" if result_rank else "    _oshape = ()",
+                          "    _J = np.empty((" + ("_r[1].size" if result_rank else "1")
+                          + ", _total))", "    _col = 0", f"    {store}"]
+        lines += _parallel_loop(ranks, [args[p] for p in wrt_pos], call, [store], target, 1)
+        lines.append("    return _J, _oshape")
+        return "\n".join(lines) + "\n"
     lines += _directions(ranks, [args[p] for p in wrt_pos])
     if result_rank:
         empty = "(" + ", ".join(["0"] * result_rank) + ("," if result_rank == 1 else "") + ")"
@@ -132,14 +184,26 @@ def _store_gradients(ranks, target_row):
     return use
 
 
-def rows_driver(entry, n_params, n_arrays, wrt_pos, ranks, target):
+def rows_driver(entry, n_params, n_arrays, wrt_pos, ranks, target, parallel=False):
     """``_jacobian_rev(args..., seed, module arrays...) -> J``: one gradient sweep of the
     row wrapper ``sum(f(args) * seed)`` per element of ``seed`` (see the module docstring);
     the wrapper's parameters are the function's, then the seed."""
     args = [f"_p{i}" for i in range(n_params)]
     arrays = [f"_m{i}" for i in range(n_arrays)]
     lines = _head("_jacobian_rev", args + ["_seed"] + arrays, target,
-                  "The dense Jacobian, one gradient sweep per output element.")
+                  "The dense Jacobian, one gradient sweep per output element.", parallel)
+    if parallel:
+        loop = "numba.prange" if target == "cpu" else "range"
+        lines += _sizes(ranks, [args[p] for p in wrt_pos])
+        lines += ["    _J = np.empty((_seed.size, _total))",
+                  f"    for _c in {loop}(_seed.size):",
+                  "        _sflat = np.zeros(_seed.size)",
+                  "        _s = _sflat.reshape(_seed.shape)",
+                  "        _sflat[_c] = 1.0",
+                  "        _col = _c",
+                  f"        _r = {entry}({', '.join(args + ['_s'] + arrays)})"]
+        lines += [f"        {u}" for u in _store_gradients(ranks, True)]
+        return "\n".join(lines + ["    return _J"]) + "\n"
     for q, (rank, p) in enumerate(zip(ranks, wrt_pos)):
         lines.append(f"    _n{q} = {args[p]}.size" if rank else f"    _n{q} = 1")
     lines += ["    _total = " + " + ".join(f"_n{q}" for q in range(len(ranks))),
@@ -156,7 +220,7 @@ def rows_driver(entry, n_params, n_arrays, wrt_pos, ranks, target):
     return "\n".join(lines) + "\n"
 
 
-def hessian_driver(entry, n_params, n_arrays, wrt_pos, ranks, target):
+def hessian_driver(entry, n_params, n_arrays, wrt_pos, ranks, target, parallel=False):
     """``_hessian(args..., module arrays...) -> H``: one reverse sweep of the Hessian-vector
     product wrapper ``_hvp_<f>(args..., v...)`` per input element (see the module
     docstring); the gradient's entry takes the function's parameters, the vectors, then the
@@ -166,7 +230,13 @@ def hessian_driver(entry, n_params, n_arrays, wrt_pos, ranks, target):
     dirs = [f"_dir{q}" for q in range(len(ranks))]
     call = f"{entry}({', '.join(args + dirs + arrays)})"
     lines = _head("_hessian", args + arrays, target,
-                  "The dense Hessian, one Hessian-vector product per input element.")
+                  "The dense Hessian, one Hessian-vector product per input element.", parallel)
+    if parallel:
+        lines += _sizes(ranks, [args[p] for p in wrt_pos])
+        lines.append("    _J = np.empty((_total, _total))")
+        lines += _parallel_loop(ranks, [args[p] for p in wrt_pos], call,
+                                _store_gradients(ranks, False), target)
+        return "\n".join(lines + ["    return _J"]) + "\n"
     lines += _directions(ranks, [args[p] for p in wrt_pos])
     lines += ["    _J = np.empty((_total, _total))", "    _col = 0"]
     use = _store_gradients(ranks, False)

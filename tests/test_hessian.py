@@ -302,6 +302,8 @@ def test_cpu_hessian_hvp_and_hand_written(cpu_logreg):
     assert "value_and_grad" in H.source and "jvp_logreg" in H.jvp_source
     rep = H.report(file=open("/dev/null", "w"))
     assert rep.sweeps == 5 and rep.transform == "hessian"
+    # the columns in a prange loop: the same numbers, bit for bit
+    np.testing.assert_array_equal(coarsen.hessian(logreg, wrt="w", parallel=True)(*args), h)
 
 
 def test_python_and_cpu_agree_and_renaming_is_invisible(cpu_logreg):

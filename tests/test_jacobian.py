@@ -203,6 +203,12 @@ def test_cpu_target_and_auto_mode():
     k = K(np.array([0.4, -0.9, 1.3]))
     assert K.mode_used == "forward" and k.shape == (2, 3, 3)
     assert "jvp_" in K.source
+    # the sweeps in a prange loop (forward columns, reverse rows): the same numbers, bit for bit
+    kp = coarsen.jacobian(matrix_out, wrt="x", parallel=True)(np.array([0.4, -0.9, 1.3]))
+    np.testing.assert_array_equal(kp, k)
+    jpp, jup = coarsen.jacobian(lv_state, wrt=("p", "u0"), parallel=True)(*args)
+    np.testing.assert_array_equal(jpp, jp)
+    np.testing.assert_array_equal(jup, ju)
 
 
 def test_scalar_layout():
