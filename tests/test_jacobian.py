@@ -8,6 +8,7 @@ import pytest
 import coarsen
 from apps import ba
 from apps._common import adbench_err
+from apps.bench.jacobians import dense_residuals as ba_residuals
 from tests.oracle import fd_grad
 from tests.zoo import realistic
 
@@ -51,46 +52,6 @@ def matrix_out(x):
         for j in range(3):
             out[i, j] = math.sin(x[i] * (j + 1)) + x[i] * x[j]
     return out
-
-
-def ba_residuals(cams, X, w, obs, feats):
-    """ADBench's BA residuals, as one array: 2 reprojection errors per observation (rows
-    2o, 2o + 1), then the weight errors 1 - w_o^2 (rows 2p + o)."""
-    p = obs.shape[0]
-    r = np.zeros(3 * p)
-    for o in range(p):
-        c = obs[o, 0]
-        pt = obs[o, 1]
-        x0 = X[pt, 0] - cams[c, 3]
-        x1 = X[pt, 1] - cams[c, 4]
-        x2 = X[pt, 2] - cams[c, 5]
-        r0 = cams[c, 0]
-        r1 = cams[c, 1]
-        r2 = cams[c, 2]
-        sqtheta = r0 * r0 + r1 * r1 + r2 * r2
-        if sqtheta != 0.0:
-            theta = math.sqrt(sqtheta)
-            costheta = math.cos(theta)
-            sintheta = math.sin(theta)
-            w0 = r0 / theta
-            w1 = r1 / theta
-            w2 = r2 / theta
-            tmp = (1.0 - costheta) * (w0 * x0 + w1 * x1 + w2 * x2)
-            y0 = x0 * costheta + (w1 * x2 - w2 * x1) * sintheta + w0 * tmp
-            y1 = x1 * costheta + (w2 * x0 - w0 * x2) * sintheta + w1 * tmp
-            y2 = x2 * costheta + (w0 * x1 - w1 * x0) * sintheta + w2 * tmp
-        else:
-            y0 = x0 + (r1 * x2 - r2 * x1)
-            y1 = x1 + (r2 * x0 - r0 * x2)
-            y2 = x2 + (r0 * x1 - r1 * x0)
-        p0 = y0 / y2
-        p1 = y1 / y2
-        rsq = p0 * p0 + p1 * p1
-        distortion = 1.0 + cams[c, 9] * rsq + cams[c, 10] * rsq * rsq
-        r[2 * o] = w[o] * (p0 * distortion * cams[c, 6] + cams[c, 7] - feats[o, 0])
-        r[2 * o + 1] = w[o] * (p1 * distortion * cams[c, 6] + cams[c, 8] - feats[o, 1])
-        r[2 * p + o] = 1.0 - w[o] * w[o]
-    return r
 
 
 def returns_int(x):
