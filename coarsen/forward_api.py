@@ -315,6 +315,11 @@ class Jvp:
         """The last call's parameter types in Numba notation (a tuple of texts), or None."""
         return self._last.signature if self._last is not None else None
 
+    def batch(self, in_axes, *, target=None):
+        """The JVP over many argument sets, like ``jax.vmap``: see ``coarsen.transform_batch``."""
+        from .transform_batch import BatchedJvp
+        return BatchedJvp(self, in_axes, target)
+
     def export(self, path, signature=None):
         """Write the JVP as a standalone module defining ``jvp_<f>``; see
         ``coarsen.export_transforms``."""

@@ -301,6 +301,12 @@ class Hvp(_SecondOrder):
         self._last = (prog, 1)
         return out[0] if self._single else out
 
+    def batch(self, in_axes, *, target=None):
+        """Per-set ``H v`` over many argument sets, like ``jax.vmap``: see
+        ``coarsen.transform_batch``."""
+        from .transform_batch import BatchedHvp
+        return BatchedHvp(self, in_axes, target)
+
 
 class Hessian(_SecondOrder):
     """The Hessian of a function; see ``coarsen.hessian``."""
@@ -328,6 +334,12 @@ class Hessian(_SecondOrder):
         if self._single:
             return block(0, 0)
         return tuple(tuple(block(p, q) for q in range(len(shapes))) for p in range(len(shapes)))
+
+    def batch(self, in_axes, *, target=None):
+        """Per-set Hessians over many argument sets, like ``jax.vmap``: see
+        ``coarsen.transform_batch``."""
+        from .transform_batch import BatchedHessian
+        return BatchedHessian(self, in_axes, target)
 
 
 def hvp(fn, wrt=None, *, target="cpu", boundscheck=True, coarsen=True):
