@@ -204,6 +204,44 @@ def _type_key(n, table):
     return scope["types"], scope["lookup"]
 
 
+def _arity_class(cls, n):
+    """``cls`` with ``__call__`` written out for ``n`` positional arguments (the fast path of
+    ``Gradient.__call__`` without its calls of ``_lookup`` and of ``*args``): one subclass per
+    arity, made once, named as ``cls``."""
+    sub = _ARITY_CLASSES.get((cls, n))
+    if sub is not None:
+        return sub
+    names = [f"a{k}" for k in range(n)]
+    unpack = f"    {', '.join(names)}, = args\n" if n else ""
+    key = f"({''.join(f'type({a}), ' for a in names)})"
+    plain = ", ".join(names)
+    text = (f"def __call__(self, *args, **kwargs):\n"
+            f"    if kwargs or len(args) != {n}:\n"
+            f"        return Gradient.__call__(self, *args, **kwargs)\n"
+            f"{unpack}"
+            f"    hit = self._fast.get({key})\n"
+            f"    if type(hit) is not tuple:\n"
+            f"        return (hit or self._first_run)(args)[1]\n"
+            f"    art, entry, arrays, single, limit = hit\n"
+            f"    r = entry({plain}, *arrays) if arrays else entry({plain})\n"
+            f"    t = r[2]\n"
+            f"    self._last = art\n"
+            f"    self._tape = t\n"
+            f"    if t[0] + t[1] > limit:\n"
+            f"        self._keep_tapes(args, art)\n"
+            f"    return r[1][0] if single else r[1]\n")
+    scope = {"Gradient": Gradient}
+    exec(compile(text, f"<coarsen gradient call, {n} arguments>", "exec"), scope)
+    sub = type(cls.__name__, (cls,), {"__call__": scope["__call__"], "__module__": cls.__module__,
+                                      "__qualname__": cls.__qualname__,
+                                      "__doc__": cls.__doc__})
+    _ARITY_CLASSES[(cls, n)] = sub
+    return sub
+
+
+_ARITY_CLASSES = {}
+
+
 def _array_key(args):
     """What picks an artifact for arguments with arrays: each one's type, and an array's
     dtype (byte order included) and rank."""
@@ -233,6 +271,8 @@ class Gradient:
         # never rebound (_lookup holds its get)
         self._fast = {}
         self._types, self._lookup = _type_key(self._nparams, self._fast)
+        if type(self) is Gradient:
+            self.__class__ = _arity_class(Gradient, self._nparams)
         self._fast_arrays = {}      # _array_key(args) -> direct hit or runner
         self._tapes = _Tapes()      # the tapes kept per thread (release_tapes drops them)
         self._tape = None           # the last call's (tape floats, tape ints)

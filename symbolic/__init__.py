@@ -18,6 +18,7 @@ Modules:
   :func:`local_step_jacobian`, :func:`stored_per_trip` for loops without a closed form;
 * ``loops``: :func:`closed_form_loop` returning :class:`ClosedForm` (mu-phi recurrences);
 * ``rewrite``: :func:`stable_rewrite` (expm1/log1p/logaddexp), :func:`tidy`;
+* ``guarded_cse``: :func:`guarded_cse`, CSE that never hoists a guarded division;
 * ``printing``: :func:`to_python`, :func:`assignments_to_python`.
 """
 from .budget import Budget, BudgetExceeded
@@ -27,11 +28,12 @@ from .derivatives import (LocalJacobian, derivatives, naive_derivative_ops, loca
                           stored_per_trip)
 from .loops import ClosedForm, closed_form_loop, trip_count
 from .rewrite import stable_rewrite, tidy
+from .guarded_cse import guarded_cse
 from .printing import to_python, assignments_to_python, CoarsenPythonPrinter
 
 __all__ = [
     "Budget", "BudgetExceeded", "count_ops", "gamma", "is_branch_phi",
     "LocalJacobian", "derivatives", "naive_derivative_ops", "local_step_jacobian",
     "stored_per_trip", "ClosedForm", "closed_form_loop", "trip_count",
-    "stable_rewrite", "tidy", "to_python", "assignments_to_python", "CoarsenPythonPrinter",
+    "stable_rewrite", "tidy", "guarded_cse", "to_python", "assignments_to_python", "CoarsenPythonPrinter",
 ]

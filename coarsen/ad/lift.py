@@ -433,7 +433,7 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset()):
                 if fs.name in types and fs.name != loop.var:
                     inputs[fs.name] = fs
         wrt = [sym for name, sym in inputs.items() if name in active]
-        # Partials of the closed form by direct differentiation, without CSE: CSE would hoist
+        # Partials of the closed form by direct differentiation; a plain CSE would hoist
         # divisions out of the guarded branches (a == 1) and evaluate them unconditionally.
         partial_exprs = {}
         singular = []
@@ -446,8 +446,12 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset()):
                     if why:
                         return Fallback(f"closed form kept out: its derivative {why}")
                     partial_exprs[(fin, w)] = d
-        jac = S.LocalJacobian(replacements=[], values={}, partials=partial_exprs,
-                              ops_before=0, ops_after=S.count_ops(list(partial_exprs.values())))
+        # shared subexpressions only where evaluating them ahead is safe (guarded_cse)
+        keys = list(partial_exprs)
+        reps, reduced = S.guarded_cse([partial_exprs[k] for k in keys], f"_s{seg.index}_c")
+        partial_exprs = dict(zip(keys, reduced))
+        jac = S.LocalJacobian(replacements=reps, values={}, partials=partial_exprs,
+                              ops_before=0, ops_after=S.count_ops([e for _, e in reps] + reduced))
     except Exception as exc:  # a SymPy failure must never become a wrong gradient
         return Fallback(_fallback_reason(exc))
     if _non_finite(list(cf.finals.values()) + list(partial_exprs.values())):

@@ -112,6 +112,8 @@ class _Scalarizer:
                 if isinstance(u, Var):
                     self.nuses[u.name] = self.nuses.get(u.name, 0) + 1
         self.used = used
+        self.shape_roots = _shape_roots(fn)
+        self.lengths = {}       # an extent operand -> (shape root, axis, constant slice) or absent
         self.counter = max([int(n[2:]) for n in used if n[:2] == "_t" and n[2:].isdigit()] or [0])
         self.loops = 0
         self.changed = False
@@ -397,13 +399,15 @@ class _Scalarizer:
         """The operand holding the length of ``array[... ax.slice ...]`` along ``ax``."""
         if ax.axis is None:
             return Const(1)
-        key = (array, ax.axis, _slice_key(ax.slice))
+        root = self.shape_roots.get(array, array)
+        key = (root, ax.axis, _slice_key(ax.slice))
         if key in cache:
             return cache[key]
         n = self.dim(pre, cache, array, ax.axis)
         sl = ax.slice
         if sl.lower is None and sl.upper is None and sl.step is None:
             cache[key] = n
+            self.lengths[n] = (root, ax.axis, slice(None))
             return n
         step = sl.step.value if sl.step is not None else 1
         lo = sl.lower if sl.lower is not None else Const(0 if step > 0 else BIG)
@@ -411,10 +415,21 @@ class _Scalarizer:
         e = self.new("e", I64)
         pre.append(Assign(e, "slice_len", (n, lo, hi, Const(step)), self.loc))
         cache[key] = Var(e)
+        constant = _constant_slice(sl)
+        if constant is not None:
+            self.lengths[Var(e)] = (root, ax.axis, constant)
         return Var(e)
 
+    def same_length(self, x, n):
+        """Whether the extents ``x`` and ``n`` hold one length whatever the arrays' shapes:
+        the same axis of arrays of one shape (``_shape_roots``) through slices of that
+        length for every axis length (``_same_slice_length``)."""
+        a, b = self.lengths.get(x), self.lengths.get(n)
+        return a is not None and b is not None and a[:2] == b[:2] and \
+            _same_slice_length(a[2], b[2])
+
     def dim(self, pre, cache, array, axis):
-        key = (array, axis)
+        key = (self.shape_roots.get(array, array), axis)
         if key not in cache:
             d = self.new("d", I64)
             pre.append(Assign(d, "dim", (Var(array), Const(axis)), self.loc))
@@ -489,7 +504,7 @@ class _Scalarizer:
                     continue
                 x = self.extent(pre, cache, leaf.array, ax)
                 n = extents[off + p]
-                if x == n or x in equal.get(n, ()):
+                if x == n or x in equal.get(n, ()) or self.same_length(x, n):
                     stride = Const(1)
                 else:
                     b = self.new("b", I64)
@@ -657,6 +672,8 @@ class _Scalarizer:
             cands = [c for c in cands if c != Const(1)] or [Const(1)]
             n = cands[0]
             for c in cands[1:]:
+                if self.same_length(c, n):
+                    continue
                 b = self.new("b", I64)
                 pre.append(Assign(b, "bcast_len", (n, c), self.loc))
                 n = Var(b)
@@ -714,4 +731,69 @@ def _full(axes):
 
 def _ints(items):
     return tuple(it for it in items if not isinstance(it, Slice) and it != NEWAXIS)
+
+
+def _shape_roots(fn):
+    """{array variable: the variable whose shape it has wherever it is defined}: arrays assigned
+    once, by a primitive that makes a new array of its operand's shape (``shape_like``: a
+    copy, an element-wise function of one array) or aliases it, of an array that itself
+    keeps one shape (a parameter never assigned, or such an array).  Stores never change a
+    shape, so their dimensions are their root's (read at any point both are defined)."""
+    defs = {}
+    for st in walk(fn.body):
+        if isinstance(st, Assign):
+            defs.setdefault(st.target, []).append(st)
+    roots = {}
+
+    def root(v, seen=()):
+        if v in roots:
+            return roots[v]
+        ds = defs.get(v, [])
+        r = None
+        if not ds:
+            r = v if v in fn.params and isinstance(fn.types.get(v), Array) else None
+        elif len(ds) == 1 and v not in fn.params and v not in seen:
+            st = ds[0]
+            prim = REGISTRY.get(st.op)
+            t = fn.types.get(v)
+            if prim is not None and (prim.shape_like or st.op == "copy") and st.args and \
+                    isinstance(st.args[0], Var) and isinstance(t, Array) and \
+                    isinstance(fn.types.get(st.args[0].name), Array) and \
+                    fn.types[st.args[0].name].ndim == t.ndim:
+                r = root(st.args[0].name, seen + (v,))
+        roots[v] = r
+        return r
+    out = {}
+    for v, t in fn.types.items():
+        if isinstance(t, Array):
+            r = root(v)
+            if r is not None and r != v:
+                out[v] = r
+    return out
+
+
+def _constant_slice(sl):
+    """A slice with constant (or missing) bounds and step as a Python ``slice``, else None."""
+    parts = []
+    for b in (sl.lower, sl.upper, sl.step):
+        if b is None:
+            parts.append(None)
+        elif isinstance(b, Const) and type(b.value) is int:
+            parts.append(b.value)
+        else:
+            return None
+    return slice(*parts)
+
+
+def _same_slice_length(a, b):
+    """Whether ``len(range(n)[a]) == len(range(n)[b])`` for every ``n >= 0``.  For steps of 1
+    and bounds at most ``K`` in magnitude, a length is ``max(0, c + s*n)`` beyond ``n = K``
+    (``s`` in -1, 0, 1; ``|c| <= 2K``), so linear beyond ``2K``: equal on ``0 .. 2K + 2``
+    means equal everywhere.  Other steps: only identical slices."""
+    if a == b:
+        return True
+    if (a.step or 1) != 1 or (b.step or 1) != 1:
+        return False
+    k = max([abs(x) for x in (a.start, a.stop, b.start, b.stop) if x is not None] or [0])
+    return all(len(range(n)[a]) == len(range(n)[b]) for n in range(2 * k + 3))
 

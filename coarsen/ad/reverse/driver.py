@@ -51,6 +51,7 @@ from ..runtime import helper_source
 from .checkpoint import budget_check
 from .local_stretch import LFT, LIT
 from .cleanup import comment_pass, drop_dead_adjoint_code, drop_marked, init_value
+from .dead_resets import drop_dead_resets
 from .emitter import Emitter
 from .tapes import FP, FT, IP, IT, TL_MARK, TLF, TLI
 
@@ -385,6 +386,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     # adjoint of every variable (the emitter types the variables it makes in fn.types)
     made = em.made | {Emitter.bar(v) for v in set(fn.types) | set(facts.active) | set(wrt)}
     body = drop_dead_adjoint_code(body, made)
+    body = drop_dead_resets(body, made)
     funcs = [B.funcdef(taped_name(entry_name) if tapes else entry_name, params, body)]
     if tapes:
         funcs.append(_fresh_tapes_entry(entry_name, fn.params, tapes, {FT: top_f, IT: top_i}))

@@ -151,8 +151,15 @@ class SegmentMixin:
         nsym = sympy.Symbol(n, integer=True)
         fwd = [B.assign(n, B.call("int", self.sym_expr(info.trip_count)))]
         tmps = []
-        for v in info.carried:
-            e = info.finals_n[v].xreplace({info.n_symbol: nsym})
+        # the carried values' shared subexpressions (r**n), evaluated once (guarded_cse)
+        from ... import symbolic as S
+        reps, finals = S.guarded_cse(
+            [info.finals_n[v].xreplace({info.n_symbol: nsym}) for v in info.carried],
+            f"_s{seg.index}_f")
+        for sym, e in reps:
+            self.made.add(sym.name)
+            fwd.append(B.assign(sym.name, self.sym_expr(e)))
+        for v, e in zip(info.carried, finals):
             t = self.fresh("_closed")
             self.types[t] = self.types[v]
             conv = "float" if self.types[v].kind == "f64" else "int"

@@ -130,15 +130,22 @@ class TapeMixin:
         for tape, pos, key in ((FT, FP, "f"), (IT, IP, "i")):
             k = gast.Constant(value=0, kind=None)
             node = self.reserve_stmt(tape, pos, k)
-            self.region["holders"].append((key, k, node))
+            # (the pushes counted so far are placed before this placeholder: it reserves the
+            # region's pushes after it, close_holders)
+            self.region["holders"].append((key, k, node, self.region[key]))
             out.append(node)
         self.region["nested"] = True
         return out
 
     def close_holders(self, region):
-        for key, k, node in region["holders"]:
-            k.value = region[key]
-            if region[key] == 0:
+        """Each placeholder reserves the pushes of the trip that may come after it: the
+        region's count less those counted before it was made (code is emitted in program
+        order: a push counted before it is placed before it, or on another path)."""
+        for key, k, node, before in region["holders"]:
+            k.value = region[key] - before
+            if k.value < 0:
+                raise AssertionError("internal: a tape placeholder counted more pushes than its region")
+            if k.value == 0:
                 node._coarsen_drop = True
 
     def leave_region(self, saved, trips, loop=None, defined=frozenset()):
@@ -153,12 +160,13 @@ class TapeMixin:
         self.left_nest = None if loop is None or trips is None else \
             self.nest_plan(region, loop, defined)
         out = []
+        per_trip = trips is None or region["nested"]
         for tape, pos, key in ((FT, FP, "f"), (IT, IP, "i")):
+            # (per trip, all of the trip's pushes: a placeholder after a loop in one branch
+            # does not run on the other's path)
             k = region[key]
             if k:
-                per_trip = trips is None or region["nested"]
                 out.append(self.reserve_stmt(tape, pos, k, None if per_trip else trips))
-        per_trip = trips is None or region["nested"]
         return out, per_trip
 
     # ------------------------------------------------------------------ nests
@@ -229,7 +237,7 @@ class TapeMixin:
         drops."""
         region = plan["region"]
         if region["inner"]:
-            for _key, _k, node in region["holders"]:
+            for _key, _k, node, _before in region["holders"]:
                 node._coarsen_drop = True
             for inner in region["inner"]:
                 for node in inner["drops"]:
@@ -283,7 +291,7 @@ class TapeMixin:
         grows the tape for itself only): reserve that room again after it, per trip."""
         k = gast.Constant(value=0, kind=None)
         node = self.reserve_stmt(FT, FP, k)
-        self.region["holders"].append(("f", k, node))
+        self.region["holders"].append(("f", k, node, self.region["f"]))
         self.region["nested"] = True
         self.region["dynamic"] = True
         return [node]
