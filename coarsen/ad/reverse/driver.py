@@ -52,6 +52,7 @@ from .checkpoint import budget_check
 from .local_stretch import LFT, LIT
 from .cleanup import comment_pass, drop_dead_adjoint_code, drop_marked, init_value
 from .dead_resets import drop_dead_resets
+from .zero_adjoints import drop_zero_accumulations
 from .emitter import Emitter
 from .tapes import FP, FT, IP, IT, TL_MARK, TLF, TLI
 
@@ -385,6 +386,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     # the names the compiler made: the emitter's (fresh names, segment symbols) and the
     # adjoint of every variable (the emitter types the variables it makes in fn.types)
     made = em.made | {Emitter.bar(v) for v in set(fn.types) | set(facts.active) | set(wrt)}
+    body = drop_zero_accumulations(body, made)
     body = drop_dead_adjoint_code(body, made)
     body = drop_dead_resets(body, made)
     funcs = [B.funcdef(taped_name(entry_name) if tapes else entry_name, params, body)]
