@@ -1,0 +1,208 @@
+"""First writes of array adjoints: ``X_bar = np.zeros(Y.shape)`` whose first use is a loop nest
+that adds into each element exactly once becomes ``np.empty`` and ``X_bar[i, j] = ...``.
+
+The reverse of a scalarized matrix-vector product (gemver's ``A @ x``) is the first code to
+touch the matrix's adjoint; zeroing the matrix, then reading each element back to add to it, is
+two passes over memory that one assignment replaces.
+
+Requires: the generated function's top-level statements (gast) and the names the compiler made.
+Guarantees: ``first_writes(body, made)`` returns the statements with the rewrite applied where
+it computes the same values, the input unchanged (changed statements are rebuilt).  For a
+compiler-made ``X`` initialized at the top level by ``X = np.zeros(Y.shape)``, with ``Y`` a
+name assigned only by top-level statements (none after the ones below read its shape), the first later
+top-level statement that mentions ``X`` must be a nest of ``for`` loops over ``range(E)`` or
+``range(E - 1, -1, -1)``, without ``break``, ``continue`` or ``return``, in which ``X``
+appears once: ``X[v0, ..., vk] += e`` directly in the innermost loop's body, indexed by the
+loop variables of the nest, outermost first (none assigned in the nest), ``e`` not reading
+``X``; and each ``E`` must hold ``Y.shape[d]`` for its depth ``d``: a name assigned once in
+the function, to ``Y.shape[d]`` or to ``_same_len(a, b)`` with ``a`` or ``b`` such a name (the
+helper returns its first operand or raises), and the nest's depth must be ``Y``'s rank (the
+number of loops equals the length of the index).  Each element is then written exactly once,
+from zero: the assignment gives the same value (but the sign of a zero: ``0.0 + -0.0`` is
+``0.0``, which the assignment keeps negative).
+"""
+from __future__ import annotations
+
+import copy
+
+import gast
+
+__all__ = ["first_writes"]
+
+
+def _assignments(body):
+    out = {}
+    for st in body:
+        for n in gast.walk(st):
+            if isinstance(n, gast.Name) and isinstance(n.ctx, (gast.Store, gast.Del)):
+                out[n.id] = out.get(n.id, 0) + 1
+    return out
+
+
+def _single_defs(body):
+    """{name: value} of names assigned exactly once, by a plain ``name = value``."""
+    counts = _assignments(body)
+    defs = {}
+    for st in body:
+        for n in gast.walk(st):
+            if isinstance(n, gast.Assign) and len(n.targets) == 1 and \
+                    isinstance(n.targets[0], gast.Name) and counts.get(n.targets[0].id) == 1:
+                defs[n.targets[0].id] = n.value
+    return defs, counts
+
+
+def _zeros_of(st, made):
+    """``(X, Y)`` of ``X = np.zeros(Y.shape)`` with ``X`` compiler-made, else None."""
+    if not (isinstance(st, gast.Assign) and len(st.targets) == 1
+            and isinstance(st.targets[0], gast.Name) and st.targets[0].id in made):
+        return None
+    v = st.value
+    if not (isinstance(v, gast.Call) and isinstance(v.func, gast.Attribute)
+            and isinstance(v.func.value, gast.Name) and v.func.value.id == "np"
+            and v.func.attr == "zeros" and len(v.args) == 1 and not v.keywords):
+        return None
+    a = v.args[0]
+    if isinstance(a, gast.Attribute) and a.attr == "shape" and isinstance(a.value, gast.Name):
+        return st.targets[0].id, a.value.id
+    return None
+
+
+def _is_dim(node, array, d, defs, after, top_of, depth=0):
+    """Whether ``node`` holds ``array.shape[d]`` (module docstring), read in a top-level
+    statement after ``after`` (the last one that assigns ``array``)."""
+    if depth > 8:
+        return False
+    if isinstance(node, gast.Subscript) and isinstance(node.value, gast.Attribute) and \
+            node.value.attr == "shape" and isinstance(node.value.value, gast.Name) and \
+            node.value.value.id == array and isinstance(node.slice, gast.Constant) and \
+            node.slice.value == d:
+        return top_of.get(id(node), -1) > after
+    if isinstance(node, gast.Name) and node.id in defs:
+        v = defs[node.id]
+        if isinstance(v, gast.Call) and isinstance(v.func, gast.Name) and \
+                v.func.id == "_same_len" and len(v.args) == 2:
+            return any(_is_dim(a, array, d, defs, after, top_of, depth + 1) for a in v.args)
+        return _is_dim(v, array, d, defs, after, top_of, depth + 1)
+    return False
+
+
+def _last_top_assignment(body, name):
+    """The index of the last top-level ``name = ...``, when every assignment of ``name`` is
+    one (-1: none); None when ``name`` is assigned anywhere else."""
+    last, tops = -1, 0
+    for j, st in enumerate(body):
+        if isinstance(st, gast.Assign) and len(st.targets) == 1 and \
+                isinstance(st.targets[0], gast.Name) and st.targets[0].id == name:
+            last, tops = j, tops + 1
+    total = sum(1 for st in body for n in gast.walk(st) if isinstance(n, gast.Name)
+                and n.id == name and isinstance(n.ctx, (gast.Store, gast.Del)))
+    return last if total == tops else None
+
+
+def _extent(loop):
+    """``E`` of ``for v in range(E)`` / ``range(E - 1, -1, -1)``, else None."""
+    it = loop.iter
+    if not (isinstance(loop.target, gast.Name) and isinstance(it, gast.Call)
+            and isinstance(it.func, gast.Name) and it.func.id == "range" and not it.keywords):
+        return None
+    a = it.args
+    if len(a) == 1:
+        return a[0]
+    if len(a) == 3 and isinstance(a[1], gast.Constant) and a[1].value == -1 and \
+            isinstance(a[2], gast.Constant) and a[2].value == -1 and \
+            isinstance(a[0], gast.BinOp) and isinstance(a[0].op, gast.Sub) and \
+            isinstance(a[0].right, gast.Constant) and a[0].right.value == 1:
+        return a[0].left
+    if len(a) == 3 and isinstance(a[1], gast.UnaryOp) and isinstance(a[1].op, gast.USub) and \
+            isinstance(a[1].operand, gast.Constant) and a[1].operand.value == 1 and \
+            isinstance(a[2], gast.UnaryOp) and isinstance(a[2].op, gast.USub) and \
+            isinstance(a[2].operand, gast.Constant) and a[2].operand.value == 1 and \
+            isinstance(a[0], gast.BinOp) and isinstance(a[0].op, gast.Sub) and \
+            isinstance(a[0].right, gast.Constant) and a[0].right.value == 1:
+        return a[0].left
+    return None
+
+
+def _mentions(node, name):
+    return sum(1 for n in gast.walk(node) if isinstance(n, gast.Name) and n.id == name)
+
+
+def _find(top, name):
+    """``(loops, statement)``: the nest of loops down to the one statement mentioning ``name``
+    (directly in the innermost loop's body), else None."""
+    loops, node = [], top
+    while True:
+        if not isinstance(node, gast.For) or node.orelse:
+            return None
+        loops.append(node)
+        hits = [s for s in node.body if _mentions(s, name)]
+        if len(hits) != 1:
+            return None
+        if isinstance(hits[0], gast.For):
+            node = hits[0]
+            continue
+        return loops, hits[0]
+
+
+def _rewrite(top, loops, st, value):
+    """``top`` with ``st`` replaced by ``value`` along the path of ``loops`` (copies)."""
+    def rebuild(k):
+        lp = copy.copy(loops[k])
+        inner = st if k + 1 == len(loops) else loops[k + 1]
+        lp.body = [(value if s is st else rebuild(k + 1)) if s is inner else s for s in loops[k].body]
+        return lp
+    return rebuild(0)
+
+
+def first_writes(body, made):
+    out = list(body)
+    defs, counts = _single_defs(body)
+    top_of = {id(n): j for j, st in enumerate(body) for n in gast.walk(st)}
+    for k, init in enumerate(body):
+        got = _zeros_of(init, made)
+        if got is None:
+            continue
+        x, y = got
+        after = _last_top_assignment(body, y)
+        if after is None or after > k or counts.get(x, 0) != 1:
+            continue
+        later = [j for j in range(k + 1, len(body)) if _mentions(out[j], x)]
+        if not later:
+            continue
+        top = out[later[0]]
+        found = _find(top, x)
+        if found is None:
+            continue
+        loops, st = found
+        if any(isinstance(n, (gast.Break, gast.Continue, gast.Return)) for n in gast.walk(top)):
+            continue
+        if not (isinstance(st, gast.AugAssign) and isinstance(st.op, gast.Add)
+                and isinstance(st.target, gast.Subscript)
+                and isinstance(st.target.value, gast.Name) and st.target.value.id == x
+                and _mentions(st, x) == 1):
+            continue
+        idx = st.target.slice
+        elts = idx.elts if isinstance(idx, gast.Tuple) else [idx]
+        if len(elts) != len(loops) or not all(
+                isinstance(e, gast.Name) and e.id == lp.target.id for e, lp in zip(elts, loops)):
+            continue
+        # the loop variables are assigned by their loops only (distinct trips, distinct elements)
+        if any(sum(1 for n in gast.walk(top) if isinstance(n, gast.Name) and n.id == lp.target.id
+                   and isinstance(n.ctx, gast.Store)) != 1 for lp in loops):
+            continue
+        if len({lp.target.id for lp in loops}) != len(loops):
+            continue
+        if not all(_extent(lp) is not None and _is_dim(_extent(lp), y, d, defs, after, top_of)
+                   for d, lp in enumerate(loops)):
+            continue
+        assign = gast.Assign(targets=[copy.deepcopy(st.target)], value=st.value, type_comment=None)
+        for attr in ("coarsen_comment", "_coarsen_loc"):
+            if hasattr(st, attr):
+                setattr(assign, attr, getattr(st, attr))
+        assign.targets[0].ctx = gast.Store()
+        out[later[0]] = _rewrite(top, loops, st, assign)
+        empty = copy.copy(init)
+        empty.value = copy.deepcopy(init.value)
+        empty.value.func.attr = "empty"
+        out[k] = empty
+    return out
