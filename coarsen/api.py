@@ -57,6 +57,7 @@ from .analysis.activity import analyze
 from .artifact import (
     TARGETS,
     bind_arguments,
+    grad_only_source,
     Artifact,
     KeyParts,
     Options,
@@ -156,6 +157,13 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
     mod = lowering.build(source, name=fn.__name__, target=options.build_target)
     # the taped entry, where the code tapes: its last parameters are the tapes it takes
     taped = getattr(mod, taped_name(entry_name), None)
+    grad_entry = grad_taped = None
+    if options.build_target == "cpu" and not options.workspace:
+        # the gradient-only variants (g(*args)): Numba compiles them on their first call
+        grad_mod = lowering.build(grad_only_source(source), name=f"{fn.__name__}_grad",
+                                  target=options.build_target)
+        grad_entry = getattr(grad_mod, entry_name)
+        grad_taped = getattr(grad_mod, taped_name(entry_name), None)
     tapes = ""
     if taped is not None:
         code = getattr(taped, "py_func", taped).__code__
@@ -166,7 +174,8 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
                     entry=getattr(mod, entry_name), ir_text=ir_text_, plan=tuple(plan),
                     transform_seconds=transform, cached=cached is not None, written=written,
                     module_arrays=arrays, reads=fn_ir.dependencies, key=key, cache_key=cache_key,
-                    taped_entry=taped, tapes=tapes)
+                    taped_entry=taped, tapes=tapes, grad_entry=grad_entry,
+                    grad_taped_entry=grad_taped)
 
 
 # the former name of an Artifact
@@ -221,8 +230,8 @@ def _arity_class(cls, n):
             f"{unpack}"
             f"    hit = self._fast.get({key})\n"
             f"    if type(hit) is not tuple:\n"
-            f"        return (hit or self._first_run)(args)[1]\n"
-            f"    art, entry, arrays, single, limit = hit\n"
+            f"        return (hit or self._first_run)(args, False)[1]\n"
+            f"    art, _, entry, arrays, single, limit = hit\n"
             f"    r = entry({plain}, *arrays) if arrays else entry({plain})\n"
             f"    t = r[2]\n"
             f"    self._last = art\n"
@@ -345,7 +354,8 @@ class Gradient:
     # The fast path.  A kind of arguments (their types; arrays' dtypes and ranks too) seen
     # before maps, in ``_fast`` (``_fast_arrays`` for kinds with arrays, which ``_fast`` sends
     # to ``_by_arrays``), to what the call needs once its artifact is known: the direct hit
-    # ``(artifact, entry, module arrays, single, limit)`` where the arguments and results
+    # ``(artifact, entry, gradient-only entry, module arrays, single, limit)`` where the
+    # arguments and results
     # need no conversion, the function writes no array and the tapes are fresh per call (a
     # tape of more than ``limit`` entries switches the kind to the kept tapes), else a runner
     # (``_runner``).  ``__call__`` inlines ``_run`` for speed.
@@ -356,20 +366,22 @@ class Gradient:
             return self._direct(hit, args)
         return (hit or self._first_run)(args)
 
-    def _direct(self, hit, args):
-        art, entry, arrays, single, limit = hit
+    def _direct(self, hit, args, value=True):
+        art, entry, grad_entry, arrays, single, limit = hit
+        if not value:
+            entry = grad_entry
         r = entry(*args, *arrays) if arrays else entry(*args)
         self._last, self._tape = art, r[2]
         if r[2][0] + r[2][1] > limit:
             self._keep_tapes(args, art)
         return r[0], (r[1][0] if single else r[1])
 
-    def _by_arrays(self, args):
+    def _by_arrays(self, args, value=True):
         """The fast path of calls with arrays: their dtypes and ranks pick the hit."""
         hit = self._fast_arrays.get(_array_key(args))
         if type(hit) is tuple:
-            return self._direct(hit, args)
-        return (hit or self._first_run)(args)
+            return self._direct(hit, args, value)
+        return (hit or self._first_run)(args, value)
 
     def _remember(self, args, hit):
         """``hit`` (a direct hit or a runner) for later calls with arguments of this kind."""
@@ -385,14 +397,15 @@ class Gradient:
         """A direct hit's tapes grew big: later calls of its kind run on kept tapes."""
         self._remember(args, self._runner(art, True, True, (), True))
 
-    def _first_run(self, args):
+    def _first_run(self, args, value=True):
         """The first call of a kind of arguments: its signature, artifact and conversions,
-        then what later calls of the same kind take (``_remember``)."""
+        then what later calls of the same kind take (``_remember``).  ``value=False``: the
+        gradient-only entry (the value returned is then 0.0)."""
         art, conv = self._prepare(args)
         if art.written:
             self._check_aliasing(args, art.written)
         try:
-            value, grads, tape = art.entry(*conv)
+            value, grads, tape = (art.entry if value else art.grad_entry)(*conv)
         except MemoryError as exc:
             raise _budget_error(exc, art) from None
         self._tape = tape
@@ -417,7 +430,8 @@ class Gradient:
         keep = art.taped_entry is not None and int(tape[0]) + int(tape[1]) > KEEP_TAPES_ABOVE
         if raw and not art.written and not keep and art.options.max_tape_bytes is None:
             limit = KEEP_TAPES_ABOVE if art.taped_entry is not None else math.inf
-            self._remember(args, (art, art.entry, self._global_arrays, self._single, limit))
+            self._remember(args, (art, art.entry, art.grad_entry, self._global_arrays,
+                                  self._single, limit))
         else:
             self._remember(args, self._runner(art, plain, raw, tuple(casts), keep))
         res = out[0] if self._single else tuple(out)
@@ -434,17 +448,19 @@ class Gradient:
         runner to that."""
         gradient = self
         arrays, single, written = self._global_arrays, self._single, art.written
-        entry, taped = art.entry, art.taped_entry
+        entries = {True: (art.entry, art.taped_entry), False: (art.grad_entry, art.grad_taped_entry)}
+        taped = art.taped_entry
         kinds = art.tapes if keep else ""
 
-        def run(args):
+        def run(args, value=True):
             nonlocal kinds
             gradient._last = art
             if written:
                 gradient._check_aliasing(args, written)
             call = args + arrays if plain else gradient._convert(args)
+            entry, taped_entry = entries[value]
             try:
-                r = kept(call) if kinds else entry(*call)
+                r = kept(call, taped_entry) if kinds else entry(*call)
             except MemoryError as exc:
                 raise _budget_error(exc, art) from None
             if not kinds:
@@ -457,7 +473,7 @@ class Gradient:
                         for g, c in zip(r[1], casts))
             return float(r[0]), (res[0] if single else res)
 
-        def kept(call):
+        def kept(call, taped):
             """The taped entry on this thread's kept tapes, which it replaces."""
             tapes = gradient._tapes
             if kinds == "f":
@@ -531,8 +547,8 @@ class Gradient:
         # self._run(args)[1], with _direct inlined (a direct hit is the common case: see _run)
         hit = self._lookup(args)
         if type(hit) is not tuple:
-            return (hit or self._first_run)(args)[1]
-        art, entry, arrays, single, limit = hit
+            return (hit or self._first_run)(args, False)[1]
+        art, _, entry, arrays, single, limit = hit
         r = entry(*args, *arrays) if arrays else entry(*args)
         self._last, self._tape = art, r[2]
         if r[2][0] + r[2][1] > limit:

@@ -38,6 +38,10 @@ Guarantees:
   an int64 buffer, ``"fi"`` both, in that order; any size, contents ignored) and giving them
   back, grown where they had to grow: ``(value, grads, (tape floats, tape ints), *tapes)``;
   the entry calls it with fresh tapes.  Otherwise ``taped_entry`` is None and ``tapes`` "".
+  ``grad_entry`` and ``grad_taped_entry`` are the same with ``0.0`` for the value (built from
+  ``grad_only_source(source)`` on the cpu target, compiled on their first call; elsewhere the
+  entries themselves): the same gradients and tape counts, without the work only the value
+  needed.
 """
 from __future__ import annotations
 
@@ -62,6 +66,7 @@ __all__ = [
     "bind_arguments",
     "check_wrt",
     "function_error",
+    "grad_only_source",
     "resolve_wrt",
     "written_positions",
 ]
@@ -310,10 +315,17 @@ class Artifact:
     cache_key: str
     taped_entry: object = None  # ``module.<entry_name>_taped``, or None (nothing taped)
     tapes: str = ""             # the tapes it takes after the entry's arguments: "f", "i", "fi"
+    # the gradient-only variants (``grad_only_source``: the value's slot 0.0, so that Numba
+    # drops the work only the value needed); default: the entries themselves
+    grad_entry: object = None
+    grad_taped_entry: object = None
     dependencies: str = field(init=False)   # ``reads.fingerprint()``
 
     def __post_init__(self):
         object.__setattr__(self, "dependencies", self.key.dependencies)
+        if self.grad_entry is None:
+            object.__setattr__(self, "grad_entry", self.entry)
+            object.__setattr__(self, "grad_taped_entry", self.taped_entry)
 
     def __call__(self, *args):
         """The entry on converted arguments, the module-level arrays appended."""
@@ -323,6 +335,16 @@ class Artifact:
         return (f"<coarsen Artifact {self.entry_name}({', '.join(self.signature)}), "
                 f"wrt {', '.join(self.wrt)}, target {self.options.build_target}"
                 f"{', from the disk cache' if self.cached else ''}>")
+
+
+def grad_only_source(source):
+    """The generated module's text with every entry returning ``0.0`` in the value's slot
+    (``return (_value, ...)`` becomes ``return (0.0, ...)``): the same gradients and tape
+    counts, bit for bit, while the compiler drops what only the value needed (a loss's
+    ``log1p`` per sample).  ``_value`` is a compiler name, which no user name can be."""
+    return "\n".join("    return (0.0, " + line[len("    return (_value, "):]
+                     if line.startswith("    return (_value, ") else line
+                     for line in source.split("\n"))
 
 
 def bind_arguments(fn, pysig, params, args, kwargs):
