@@ -187,6 +187,9 @@ Specialization = Artifact
 # and ints) than this: from there on, allocating, page-faulting and growing fresh tapes per
 # call costs far more.
 KEEP_TAPES_ABOVE = 2048
+#: ``g(*args)`` switches a kind of arguments to the gradient-only entry (compiling it) at its
+#: this-many-th call; the calls before run the full entry (``Gradient._tiering``)
+GRAD_ONLY_AFTER = 64
 
 
 class _Tapes(threading.local):
@@ -383,15 +386,36 @@ class Gradient:
             return self._direct(hit, args, value)
         return (hit or self._first_run)(args, value)
 
-    def _remember(self, args, hit):
-        """``hit`` (a direct hit or a runner) for later calls with arguments of this kind."""
+    def _keys(self, args):
+        """The keys of ``_fast`` and ``_fast_arrays`` (None without arrays) of ``args``."""
         key = self._types(args)
-        if any(issubclass(t, np.ndarray) for t in key):
+        return key, (_array_key(args) if any(issubclass(t, np.ndarray) for t in key) else None)
+
+    def _remember(self, args, hit, keys=None):
+        """``hit`` (a direct hit or a runner) for later calls with arguments of this kind."""
+        key, akey = keys or self._keys(args)
+        if akey is not None:
             if len(self._fast_arrays) < 64:
                 self._fast[key] = self._by_arrays
-                self._fast_arrays[_array_key(args)] = hit
+                self._fast_arrays[akey] = hit
         elif len(self._fast) < 64:
             self._fast[key] = hit
+
+    def _tiering(self, keys, hit):
+        """The gradient-only slot of a direct hit for its first ``GRAD_ONLY_AFTER`` calls:
+        the full entry (compiled already), counted; then the hit is remembered with the
+        gradient-only entry, which Numba compiles then.  A kind of arguments called a few
+        times (a test) compiles one entry, a hot loop gets the faster one."""
+        entry = hit[1]
+        left = GRAD_ONLY_AFTER
+
+        def call(*args):
+            nonlocal left
+            left -= 1
+            if left == 0:
+                self._remember(None, hit[:2] + (hit[0].grad_entry,) + hit[3:], keys)
+            return entry(*args)
+        return call
 
     def _keep_tapes(self, args, art):
         """A direct hit's tapes grew big: later calls of its kind run on kept tapes."""
@@ -399,13 +423,13 @@ class Gradient:
 
     def _first_run(self, args, value=True):
         """The first call of a kind of arguments: its signature, artifact and conversions,
-        then what later calls of the same kind take (``_remember``).  ``value=False``: the
-        gradient-only entry (the value returned is then 0.0)."""
+        then what later calls of the same kind take (``_remember``).  It runs the full entry
+        (``value`` is for the signature of the fast path's callables)."""
         art, conv = self._prepare(args)
         if art.written:
             self._check_aliasing(args, art.written)
         try:
-            value, grads, tape = (art.entry if value else art.grad_entry)(*conv)
+            value, grads, tape = art.entry(*conv)
         except MemoryError as exc:
             raise _budget_error(exc, art) from None
         self._tape = tape
@@ -430,8 +454,10 @@ class Gradient:
         keep = art.taped_entry is not None and int(tape[0]) + int(tape[1]) > KEEP_TAPES_ABOVE
         if raw and not art.written and not keep and art.options.max_tape_bytes is None:
             limit = KEEP_TAPES_ABOVE if art.taped_entry is not None else math.inf
-            self._remember(args, (art, art.entry, art.grad_entry, self._global_arrays,
-                                  self._single, limit))
+            hit = (art, art.entry, art.grad_entry, self._global_arrays, self._single, limit)
+            if art.grad_entry is not art.entry:
+                hit = hit[:2] + (self._tiering(self._keys(args), hit),) + hit[3:]
+            self._remember(args, hit)
         else:
             self._remember(args, self._runner(art, plain, raw, tuple(casts), keep))
         res = out[0] if self._single else tuple(out)
@@ -451,14 +477,20 @@ class Gradient:
         entries = {True: (art.entry, art.taped_entry), False: (art.grad_entry, art.grad_taped_entry)}
         taped = art.taped_entry
         kinds = art.tapes if keep else ""
+        # the gradient-only entries from the GRAD_ONLY_AFTER-th gradient-only call on (_tiering)
+        tier = GRAD_ONLY_AFTER if art.grad_entry is not art.entry else 0
 
         def run(args, value=True):
-            nonlocal kinds
+            nonlocal kinds, tier
             gradient._last = art
             if written:
                 gradient._check_aliasing(args, written)
             call = args + arrays if plain else gradient._convert(args)
-            entry, taped_entry = entries[value]
+            if not value and tier > 0:
+                tier -= 1
+                entry, taped_entry = entries[True]
+            else:
+                entry, taped_entry = entries[value]
             try:
                 r = kept(call, taped_entry) if kinds else entry(*call)
             except MemoryError as exc:

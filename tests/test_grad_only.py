@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import coarsen
+from coarsen.api import GRAD_ONLY_AFTER
 from coarsen.artifact import grad_only_source
 
 
@@ -41,11 +42,17 @@ def _same(x, y):
         for p, q in zip(xs, ys))
 
 
-def _check(g, args, calls=2):
-    for _ in range(calls):
-        got = g(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
-        value, want = g.value_and_grad(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
-        assert _same(got, want)
+def _copies(args):
+    return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+
+
+def _check(g, args):
+    """The full entry's gradients, then the gradient-only entry's (from the
+    GRAD_ONLY_AFTER-th call of g on), bit for bit the same as value_and_grad's."""
+    value, want = g.value_and_grad(*_copies(args))
+    for k in range(GRAD_ONLY_AFTER + 3):
+        assert _same(g(*_copies(args)), want), k
+    assert _same(g.value_and_grad(*_copies(args))[1], want)
     return g
 
 
@@ -68,6 +75,9 @@ def test_direct_hits_and_conversions(target):
     art = g.specialize((W, X, Y))
     if target == "cpu":
         assert art.grad_entry is not art.entry
+        # the direct hit now holds the gradient-only entry, which has been compiled
+        assert any(type(h) is tuple and h[2] is art.grad_entry for h in g._fast_arrays.values())
+        assert art.grad_entry.signatures
     else:
         assert art.grad_entry is art.entry
 
@@ -82,7 +92,13 @@ def test_written_arrays_and_the_value_still_right():
 
 def test_kept_tapes():
     g = coarsen.differentiate(pendulum, wrt=("theta", "omega", "k"), coarsen=False)
-    _check(g, (0.3, 0.1, 2.0, 5000), calls=3)        # tapes above KEEP_TAPES_ABOVE: kept
+    _check(g, (0.3, 0.1, 2.0, 5000))                 # tapes above KEEP_TAPES_ABOVE: kept
     assert g.kept_tape_bytes > 8 * 2048
-    first = g(0.3, 0.1, 2.0, 5000)
-    assert _same(first, g.value_and_grad(0.3, 0.1, 2.0, 5000)[1])
+    assert g.specialize((0.3, 0.1, 2.0, 5000)).grad_taped_entry.signatures
+
+
+def test_scalar_direct_hits():
+    g = coarsen.differentiate(pendulum, wrt=("theta", "omega", "k"))
+    _check(g, (0.3, 0.1, 2.0, 10))
+    art = g.specialize((0.3, 0.1, 2.0, 10))
+    assert any(type(h) is tuple and h[2] is art.grad_entry for h in g._fast.values())
