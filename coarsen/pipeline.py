@@ -27,6 +27,7 @@ from .frontend.lower import lower
 from .frontend.source import get_source, unwrap
 from .ir.nodes import Array, Scalar
 from .ir.scalarize import scalarize
+from .ir.hoist import hoist_invariant_calls
 from .ir.typeinfer import infer
 
 
@@ -108,13 +109,18 @@ def lower_for(fn, signature, wrt, *, module_arrays=None, transform="coarsen.diff
 def typed_ir(fn_ir, types, src, options, *, transform="coarsen", float_arrays=False):
     """``fn_ir`` typed for ``types`` (in place, as ``infer`` does), its result checked to be
     one float (or, with ``float_arrays``, a float64 array: forward mode), then scalarized on
-    the cpu target when ``options.scalarize`` (a new ``Function``): Numba's scalar math follows NumPy's (``inf`` and ``nan``,
+    the cpu target when ``options.scalarize`` (a new ``Function``), and its loop-invariant
+    transcendental calls hoisted into tables on the cpu target (``coarsen.ir.hoist``):
+    Numba's scalar math follows NumPy's (``inf`` and ``nan``,
     ``error_model='numpy'``) where Python's raises (``ZeroDivisionError``, math domain
-    errors), so the python target keeps array code."""
+    errors), so the python target keeps array code and its calls where they were."""
     infer(fn_ir, list(types))
     check_returns_float(fn_ir, src, transform, float_arrays=float_arrays)
     if getattr(options, "scalarize", False) and options.build_target == "cpu":
         fn_ir = scalarize(fn_ir)
+    if getattr(options, "build_target", None) == "cpu":
+        # loop-invariant transcendental calls in tables before their loops (coarsen.ir.hoist)
+        fn_ir = hoist_invariant_calls(fn_ir)
     return fn_ir
 
 
