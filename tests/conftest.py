@@ -17,21 +17,3 @@ if _ROOT not in sys.path:
 # defaults, so that what they generate does not depend on the machine they run on.
 os.environ.setdefault("COARSEN_COST_WEIGHTS", "default")
 
-
-# Compiled fixtures shared across workers: the zoo's and the realistic programs'
-# ``test_gradient`` and ``test_value_and_grad`` of one case, target and mode use the same
-# cached gradient object (tests/zoo/harness.py); ``--dist loadgroup`` (pyproject.toml) keeps
-# both on one pytest-xdist worker, so each such specialization is compiled once, not once per
-# worker.
-_PAIRED = {("test_zoo.py", "test_gradient"), ("test_zoo.py", "test_value_and_grad"),
-           ("test_realistic.py", "test_gradient"), ("test_realistic.py", "test_value_and_grad")}
-
-
-def pytest_collection_modifyitems(config, items):
-    import pytest
-    for item in items:
-        name = getattr(item, "originalname", None) or item.name.split("[")[0]
-        key = (os.path.basename(str(item.fspath)), name)
-        callspec = getattr(item, "callspec", None)
-        if key in _PAIRED and callspec is not None:
-            item.add_marker(pytest.mark.xdist_group(f"{key[0]}::{callspec.id}"))

@@ -86,17 +86,15 @@ def _is_dim(node, array, d, defs, after, top_of, depth=0):
     return False
 
 
-def _last_top_assignment(body, name):
-    """The index of the last top-level ``name = ...``, when every assignment of ``name`` is
-    one (-1: none); None when ``name`` is assigned anywhere else."""
-    last, tops = -1, 0
+def _top_assignments(body):
+    """{name: (index of its last top-level ``name = ...``, how many there are)}."""
+    out = {}
     for j, st in enumerate(body):
         if isinstance(st, gast.Assign) and len(st.targets) == 1 and \
-                isinstance(st.targets[0], gast.Name) and st.targets[0].id == name:
-            last, tops = j, tops + 1
-    total = sum(1 for st in body for n in gast.walk(st) if isinstance(n, gast.Name)
-                and n.id == name and isinstance(n.ctx, (gast.Store, gast.Del)))
-    return last if total == tops else None
+                isinstance(st.targets[0], gast.Name):
+            _, k = out.get(st.targets[0].id, (-1, 0))
+            out[st.targets[0].id] = (j, k + 1)
+    return out
 
 
 def _extent(loop):
@@ -156,17 +154,21 @@ def _rewrite(top, loops, st, value):
 
 def first_writes(body, made):
     out = list(body)
+    inits = [(k, got) for k, got in ((k, _zeros_of(st, made)) for k, st in enumerate(body))
+             if got is not None]
+    if not inits:
+        return out
     defs, counts = _single_defs(body)
+    tops = _top_assignments(body)
     top_of = {id(n): j for j, st in enumerate(body) for n in gast.walk(st)}
-    for k, init in enumerate(body):
-        got = _zeros_of(init, made)
-        if got is None:
+    names_in = [{n.id for n in gast.walk(st) if isinstance(n, gast.Name)} for st in body]
+    for k, (x, y) in inits:
+        init = body[k]
+        # y assigned by top-level statements only, the last of them before the initialization
+        after, n_top = tops.get(y, (-1, 0))
+        if counts.get(y, 0) != n_top or after > k or counts.get(x, 0) != 1:
             continue
-        x, y = got
-        after = _last_top_assignment(body, y)
-        if after is None or after > k or counts.get(x, 0) != 1:
-            continue
-        later = [j for j in range(k + 1, len(body)) if _mentions(out[j], x)]
+        later = [j for j in range(k + 1, len(body)) if x in names_in[j]]
         if not later:
             continue
         top = out[later[0]]
