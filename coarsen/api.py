@@ -227,6 +227,7 @@ def _arity_class(cls, n):
     unpack = f"    {', '.join(names)}, = args\n" if n else ""
     key = f"({''.join(f'type({a}), ' for a in names)})"
     plain = ", ".join(names)
+    star = f"{plain}, *arrays" if n else "*arrays"
     text = (f"def __call__(self, *args, **kwargs):\n"
             f"    if kwargs or len(args) != {n}:\n"
             f"        return Gradient.__call__(self, *args, **kwargs)\n"
@@ -235,7 +236,7 @@ def _arity_class(cls, n):
             f"    if type(hit) is not tuple:\n"
             f"        return (hit or self._first_run)(args, False)[1]\n"
             f"    art, _, entry, arrays, single, limit = hit\n"
-            f"    r = entry({plain}, *arrays) if arrays else entry({plain})\n"
+            f"    r = entry({star}) if arrays else entry({plain})\n"
             f"    t = r[2]\n"
             f"    self._last = art\n"
             f"    self._tape = t\n"
@@ -283,8 +284,6 @@ class Gradient:
         # never rebound (_lookup holds its get)
         self._fast = {}
         self._types, self._lookup = _type_key(self._nparams, self._fast)
-        if type(self) is Gradient:
-            self.__class__ = _arity_class(Gradient, self._nparams)
         self._fast_arrays = {}      # _array_key(args) -> direct hit or runner
         self._tapes = _Tapes()      # the tapes kept per thread (release_tapes drops them)
         self._tape = None           # the last call's (tape floats, tape ints)
@@ -303,6 +302,9 @@ class Gradient:
         # what the fence read (functions' sources, defaults, module-level and closure values),
         # for inspection; each artifact keys its code by the reads of its own lowering
         self.dependencies = fn_ir.dependencies
+        # (after the fence: a refused function never gets here)
+        if type(self) is Gradient:
+            self.__class__ = _arity_class(Gradient, self._nparams)
 
     @property
     def coarsen(self):

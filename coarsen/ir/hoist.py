@@ -27,7 +27,8 @@ same call on the same element), once per element instead of once per trip of ``L
 table's elements are those the loops index, so its size is at most ``A``'s.  The new names are
 compiler temporaries (``fn.temps``), its loop indices in range by construction
 (``fn.in_range``).  Loops are tried outermost first, so a call is hoisted out of the
-outermost loop it does not depend on.
+outermost loop it does not depend on.  Nothing is hoisted out of a ``prange`` loop (its trips are reversed in
+parallel blocks, whose sums must not change with the target: ``coarsen.ad.reverse.parallel``).
 """
 from __future__ import annotations
 
@@ -88,7 +89,8 @@ class _Hoister:
         out = []
         for st in stmts:
             if isinstance(st, For):
-                out += self.hoist_from(st)
+                if not st.parallel:
+                    out += self.hoist_from(st)
                 st.body = self.block(st.body)
             elif isinstance(st, If):
                 st.body = self.block(st.body)
