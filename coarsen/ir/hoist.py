@@ -35,7 +35,8 @@ from __future__ import annotations
 import copy
 from dataclasses import replace
 
-from .nodes import (Array, Assign, Const, For, I64, If, Scalar, Store, Var, While, walk)
+from .nodes import (Array, Assign, Const, For, I64, If, Scalar, Store, Var, While,
+                    keep_records, walk)
 
 __all__ = ["CALLS", "hoist_invariant_calls"]
 
@@ -78,12 +79,9 @@ class _Hoister:
         body = self.block(copy.deepcopy(self.fn.body))
         if not self.changed:
             return self.fn
-        out = replace(self.fn, body=body, types=self.types, temps=frozenset(self.temps),
-                      in_range=frozenset(self.in_range))
-        for k, v in vars(self.fn).items():        # the frontend's records (global_arrays, ...)
-            if not hasattr(out, k):
-                setattr(out, k, v)
-        return out
+        return keep_records(replace(self.fn, body=body, types=self.types,
+                                    temps=frozenset(self.temps), in_range=frozenset(self.in_range)),
+                            self.fn)
 
     def block(self, stmts):
         out = []

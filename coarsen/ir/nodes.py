@@ -203,6 +203,15 @@ class Segment:
 Stmt = Union[Assign, Store, If, For, While, Segment]
 
 
+def keep_records(new, old):
+    """``new`` (a ``Function`` a pass made with ``dataclasses.replace``) with the frontend's
+    records of ``old`` that are not dataclass fields (``global_arrays``, ``dependencies``...)."""
+    for k, v in vars(old).items():
+        if not hasattr(new, k):
+            setattr(new, k, v)
+    return new
+
+
 # ------------------------------------------------------------------------------- walking
 def index_operands(index):
     for item in index:

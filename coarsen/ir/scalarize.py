@@ -52,7 +52,7 @@ import copy
 from dataclasses import dataclass, replace
 
 from .nodes import (NEWAXIS, Array, Assign, Const, For, I64, If, Scalar, Slice, Store, Var,
-                    While, uses, walk)
+                    While, keep_records, uses, walk)
 from .primitives import REGISTRY, ops_where
 
 ELEMENTWISE = ops_where(lambda p: p.elementwise)
@@ -145,12 +145,9 @@ class _Scalarizer:
         body = self.block(body)
         if not self.changed:
             return self.fn
-        out = replace(self.fn, body=body, types=self.types, views=self.views,
-                      temps=frozenset(self.temps), in_range=frozenset(self.in_range))
-        for k, v in vars(self.fn).items():        # the frontend's records (global_arrays, ...)
-            if not hasattr(out, k):
-                setattr(out, k, v)
-        return out
+        return keep_records(replace(self.fn, body=body, types=self.types, views=self.views,
+                                    temps=frozenset(self.temps), in_range=frozenset(self.in_range)),
+                            self.fn)
 
     def block(self, stmts):
         for st in stmts:
