@@ -71,7 +71,7 @@ def value_and_grad_logistic(w, b, X, y):
         _s2_p_1 = 1.0 / (1 + math.exp(-z))
         z_bar += total_bar * (_s2_p_1 - y[i])
         # for j in range(X.shape[1]):
-        for j in range(X.shape[1] - 1, -1, -1):
+        for j in range(X.shape[1]):
             # segment 1 (line 30), one preaccumulated step: z = z + w[j]*X[i, j]
             _t5_bar = z_bar * X[i, j]
             _acc2[j] += _t5_bar

@@ -16,6 +16,7 @@ from .. import build as B
 from ..build import X
 from ...ir.primitives import err
 from .cleanup import names_read
+from .loop_order import REVERSE_MARK
 
 
 class ControlMixin:
@@ -218,13 +219,17 @@ class ControlMixin:
     def reverse_range(self, s, body_rev):
         start, stop, step = s.start, s.stop, s.step
         if isinstance(step, Const) and step.value == 1:
-            return [B.for_range(s.var, [self.val(stop) - 1, self.val(start) - 1, -1], body_rev)]
+            loop = B.for_range(s.var, [self.val(stop) - 1, self.val(start) - 1, -1], body_rev)
+            setattr(loop, REVERSE_MARK, True)   # loop_order.forward_order may count it up
+            return [loop]
         if isinstance(step, Const) and step.value == -1:
             return [B.for_range(s.var, [self.val(stop) + 1, self.val(start) + 1], body_rev)]
         k = self.fresh("_k")
         n = B.call(self.helper("_range_len"), self.val(start), self.val(stop), self.val(step))
         body = [B.assign(s.var, self.val(start) + X(B.name(k)) * self.val(step))] + body_rev
-        return [B.for_range(k, [X(n) - 1, -1, -1], body)]
+        loop = B.for_range(k, [X(n) - 1, -1, -1], body)
+        setattr(loop, REVERSE_MARK, True)
+        return [loop]
 
 
 def loads(nodes):

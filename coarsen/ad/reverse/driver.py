@@ -53,6 +53,7 @@ from .local_stretch import LFT, LIT
 from .cleanup import comment_pass, drop_dead_adjoint_code, drop_marked, init_value
 from .dead_resets import drop_dead_resets
 from .first_writes import first_writes
+from .loop_order import forward_order
 from .zero_adjoints import drop_zero_accumulations
 from .emitter import Emitter
 from .tapes import FP, FT, IP, IT, TL_MARK, TLF, TLI
@@ -391,6 +392,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     body = drop_dead_adjoint_code(body, made)
     body = drop_dead_resets(body, made)
     body = first_writes(body, made)
+    body = forward_order(body, made)
     funcs = [B.funcdef(taped_name(entry_name) if tapes else entry_name, params, body)]
     if tapes:
         funcs.append(_fresh_tapes_entry(entry_name, fn.params, tapes, {FT: top_f, IT: top_i}))
