@@ -137,7 +137,8 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
                                       workspace=options.workspace, boundscheck=options.boundscheck,
                                       plan=options.plan, weights=weights,
                                       max_tape_bytes=options.max_tape_bytes,
-                                      parallel=options.parallel, local_tape=options.local_tape)
+                                      parallel=options.parallel, local_tape=options.local_tape,
+                                      scaled_adds=options.build_target == "cpu")
         plan = [_plan_entry(seg) for seg in em.segments] + [
             {"kind": "loop run", "lines": [line, line], "how": how} for line, how in em.parallel_notes] + [
             {"kind": "loop checkpoint", "lines": [line, line], "how": how}

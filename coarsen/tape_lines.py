@@ -94,7 +94,8 @@ def instrumented_module(fn, art):
                                   workspace=False, boundscheck=options.boundscheck,
                                   plan=options.plan, weights=weights,
                                   max_tape_bytes=options.max_tape_bytes,
-                                  parallel=getattr(options, "parallel", False), tape_lines=True)
+                                  parallel=getattr(options, "parallel", False), tape_lines=True,
+                                  scaled_adds=options.build_target == "cpu")
     source = lowering.render(module, target=options.build_target,
                              header=f"coarsen tape lines (instrumented) of {fn.__qualname__}")
     return lowering.build(source, name=fn.__name__, target=options.build_target), em.tape_lines

@@ -13,6 +13,9 @@ memory layout (slices, transposes) and need no BLAS.  ``_cumsum2``/``_rcumsum*``
 ``_solve*`` solve by Gaussian elimination with partial pivoting (as LAPACK's ``gesv``; Numba's
 ``np.linalg`` would need SciPy), raising ``np.linalg.LinAlgError`` at an exactly zero pivot; ``_ein_<a>_<b>__<out>``
 (``einsum_helper_name``) is a loop nest generated per ``np.einsum`` spec (Numba has none).
+``_add_scaledN`` (``X += a * Y``, one shape) and ``_red_adj_<op>_N_A`` (the adjoint of
+``max``/``min`` along an axis) are loops where the array expressions they replace, with the
+same operations and bits, cost Numba seconds of compilation each.
 """
 from __future__ import annotations
 
@@ -426,6 +429,20 @@ def _sum_to_source(gnd, tnd):
     return "\n".join(lines) + "\n"
 
 
+def _add_scaled_source(nd):
+    """_add_scaledN(out, a, x): ``out += a * x`` for two N-D arrays of one shape, as a loop."""
+    idx = ", ".join(f"i{d}" for d in range(nd))
+    lines = [f"def _add_scaled{nd}(out, a, x):",
+             "    if out.shape != x.shape:",
+             "        raise ValueError('coarsen: an adjoint accumulator of another shape')"]
+    pad = "    "
+    for d in range(nd):
+        lines.append(f"{pad}for i{d} in range(out.shape[{d}]):")
+        pad += "    "
+    lines.append(f"{pad}out[{idx}] += a * x[{idx}]")
+    return "\n".join(lines) + "\n"
+
+
 def _pop_array_source(nd):
     dims = ", ".join(f"itape[ipos + {d}]" for d in range(nd))
     return f'''
@@ -479,6 +496,26 @@ def _reduce_source(op, nd, ax):
                 f"    v = {_at(nd, ax, 'k')}", f"    if v {cmp} acc or v != v:", "        acc = v",
                 f"out[{oidx}] = acc"]
     lines = [f"def _red_{op}_{nd}_{ax}(a):", f"    out = np.empty(({out_shape},))"]
+    lines += _fiber_loops(nd, ax, body)
+    lines.append("    return out")
+    return "\n".join(lines) + "\n"
+
+
+def _reduce_adjoint_source(op, nd, ax, keep):
+    """_red_adj_<op>_<nd>_<ax>[_k](a, g): the adjoint of max/min along axis ax, ``g`` shared
+    evenly by the ties of each fiber (as JAX), with ``g`` shaped like the reduction (``keep``:
+    with the axis kept, of length 1).  The operations of ``mask * (g / count)``: the same bits."""
+    cmp = ">" if op == "amax" else "<"
+    gidx = ", ".join(("0" if keep else None) if d == ax else f"i{d}" for d in range(nd)
+                     if d != ax or keep)
+    oat = _at(nd, ax, "k").replace("a[", "out[", 1)
+    body = [f"acc = {_at(nd, ax, '0')}", f"for k in range(1, a.shape[{ax}]):",
+            f"    v = {_at(nd, ax, 'k')}", f"    if v {cmp} acc or v != v:", "        acc = v",
+            "cnt = 0.0", f"for k in range(a.shape[{ax}]):", f"    if {_at(nd, ax, 'k')} == acc:",
+            "        cnt += 1.0", f"q = g[{gidx}] / cnt", f"for k in range(a.shape[{ax}]):",
+            f"    {oat} = (1.0 if {_at(nd, ax, 'k')} == acc else 0.0) * q"]
+    name = f"_red_adj_{op}_{nd}_{ax}" + ("_k" if keep else "")
+    lines = [f"def {name}(a, g):", "    out = np.empty(a.shape)"]
     lines += _fiber_loops(nd, ax, body)
     lines.append("    return out")
     return "\n".join(lines) + "\n"
@@ -572,6 +609,11 @@ def sum_to(gnd, tnd):
     return _generated(f"_sum_to_{gnd}_{tnd}", _sum_to_source, (gnd, tnd))
 
 
+def add_scaled(nd):
+    """``_add_scaledN``: ``out += a * x`` for N-D arrays of one shape, one loop nest."""
+    return _generated(f"_add_scaled{nd}", _add_scaled_source, (nd,))
+
+
 def pop_array(nd):
     """``_pop_arrayN``: pop an N-D array (with its shape) off the tapes."""
     return _generated(f"_pop_array{nd}", _pop_array_source, (nd,))
@@ -585,6 +627,12 @@ def pop_into(nd):
 def reduce_axis(op, nd, ax):
     """``_red_<op>_N_A``: ``prod``/``amax``/``amin`` of an N-D array along axis A."""
     return _generated(f"_red_{op}_{nd}_{ax}", _reduce_source, (op, nd, ax))
+
+
+def reduce_adjoint(op, nd, ax, keep):
+    """``_red_adj_<op>_N_A[_k]``: the adjoint of ``amax``/``amin`` along axis A of an N-D array."""
+    return _generated(f"_red_adj_{op}_{nd}_{ax}" + ("_k" if keep else ""), _reduce_adjoint_source,
+                      (op, nd, ax, keep))
 
 
 def prod_grad_axis(nd, ax):

@@ -54,6 +54,7 @@ from .cleanup import comment_pass, drop_dead_adjoint_code, drop_marked, init_val
 from .dead_resets import drop_dead_resets
 from .first_writes import first_writes
 from .loop_order import forward_order
+from .scaled_adds import scaled_add_calls
 from .zero_adjoints import drop_zero_accumulations
 from .emitter import Emitter
 from .tapes import FP, FT, IP, IT, TL_MARK, TLF, TLI
@@ -144,7 +145,8 @@ def _fresh_tapes_entry(entry_name, params, tapes, tops):
 
 def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_seconds=2.0,
                      workspace=False, boundscheck=True, plan="auto", weights=None, parallel=False,
-                     max_tape_bytes=None, tape_lines=False, local_tape=None):
+                     max_tape_bytes=None, tape_lines=False, local_tape=None,
+                     scaled_adds=False):
     """Build the derivative module for a typed IR function (see the module docstring).
 
     ``workspace=True`` (for CUDA) requires scalar code only: the tapes are not allocated but
@@ -170,7 +172,8 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     ``Gradient.report(..., tape_lines=True)``: the same code plus counters, the tape counts
     the entry returns followed by two int64 arrays, the float and int entries pushed per
     source line ``em.tape_lines[site]`` (``coarsen.ad.reverse.tapes``); False emits no
-    counter code at all."""
+    counter code at all.  ``scaled_adds=True`` (the cpu target) writes a reduction loop's
+    scaled adjoint updates as loop helpers (``coarsen.ad.reverse.scaled_adds``)."""
     # work on copies: planning puts Segment nodes into the body, closed forms replace loops,
     # and the emitter types the variables it makes
     fn = replace(fn, body=copy.deepcopy(fn.body), types=dict(fn.types))
@@ -393,6 +396,9 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     body = drop_dead_resets(body, made)
     body = first_writes(body, made)
     body = forward_order(body, made)
+    if scaled_adds:
+        body, used = scaled_add_calls(body)
+        em.helpers |= used
     funcs = [B.funcdef(taped_name(entry_name) if tapes else entry_name, params, body)]
     if tapes:
         funcs.append(_fresh_tapes_entry(entry_name, fn.params, tapes, {FT: top_f, IT: top_i}))

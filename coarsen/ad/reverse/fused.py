@@ -25,6 +25,7 @@ from .. import build as B
 from ..build import X
 from .cleanup import names_read
 from .parallel import ParallelMixin
+from .scaled_adds import SCALED_MARK
 
 
 class FusedMixin(ParallelMixin):
@@ -82,8 +83,12 @@ class FusedMixin(ParallelMixin):
             rename[self.bar(x)] = acc
             accs.append((x, acc))
             before.append(B.assign(acc, self.zeros_like(x)))
-            after.append(B.augassign(self.bar(x), "+", X(B.name(self.bar(red.accumulator)))
-                                     * X(B.name(acc), self.is_arr(Var(x)))))
+            update = B.augassign(self.bar(x), "+", X(B.name(self.bar(red.accumulator)))
+                                 * X(B.name(acc), self.is_arr(Var(x))))
+            t = self.types.get(x)
+            if isinstance(t, Array) and t.ndim >= 1:
+                setattr(update, SCALED_MARK, t.ndim)    # scaled_adds: a loop on the cpu target
+            after.append(update)
         scratch_bars = [a for a in red.scratch if self.bar(a) in read]
         for a in scratch_bars:
             before.append(B.assign(self.bar(a), self.zeros_like(a)))

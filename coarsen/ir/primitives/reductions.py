@@ -157,13 +157,10 @@ def _vjp_extremum(em, s, p, g, pre_fwd, pre_rev, out):
         mask = X(B.compare(a, "==", m), True)
         gs = g if not s.attr("keepdims") else X(B.subscript(B.ex(g), 0))
         contrib = X(B.call("np.where", mask, gs / X(B.call("np.sum", mask)), 0.0), True)
-    else:  # ties along the axis share the adjoint evenly, as in JAX
+    else:  # ties along the axis share the adjoint evenly, as in JAX: one loop helper
         ax = axis % rank
-        m = X(B.call("np.expand_dims", B.call(em.helper(R.reduce_axis(s.op, rank, ax)), a), ax), True)
-        mask = X(B.compare(a, "==", m), True)
-        count = X(B.call("np.expand_dims", B.call("np.sum", mask, axis=ax), ax), True)
-        gs = g if s.attr("keepdims") else X(B.call("np.expand_dims", g, ax), True)
-        contrib = mask * (gs / count)
+        helper = em.helper(R.reduce_adjoint(s.op, rank, ax, bool(s.attr("keepdims"))))
+        contrib = X(B.call(helper, a, g), True)
     em.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
 
 
