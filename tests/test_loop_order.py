@@ -80,6 +80,28 @@ def test_commuting_trips_count_up_with_the_same_results():
     _same(_run(OUTER), _run(out))
 
 
+# the reverse of one step of a stencil: reads row t + 1 (and clears it), adds into row t
+STENCIL = """
+t = 2
+k_bar = 0.0
+u_bar = np.zeros((4, m))
+u_bar[3] = w
+for i in range(n - 1, 0, -1):
+    g = u_bar[t + 1, i]
+    u_bar[t + 1, i] = 0.0
+    k_bar += g * x[t, i]
+    u_bar[t, i + 1] += g
+    u_bar[t, i] += -2.0 * g
+    u_bar[t, i - 1] += g
+"""
+
+
+def test_a_stencil_step_counts_up_with_the_same_results():
+    out = _rewrite(STENCIL)
+    assert "for i in range(1, n):" in out
+    _same(_run(STENCIL), _run(out), dead=("i", "g"))
+
+
 @pytest.mark.parametrize("header, expected", [
     ("for i in range(n - 1, -1, -1):", "for i in range(n):"),
     ("for i in range(n - 1, k - 1, -1):", "for i in range(k, n):"),
@@ -118,6 +140,14 @@ REFUSED = [
                    "    pos -= 1\n    v = w[pos] * i\n    g_bar[i] += v\nv = 0.0\n"),
     ("a view of the stored array", "o_bar = np.zeros(n + 1)\nv = o_bar[1:]\n"
                                    "for i in range(n - 1, -1, -1):\n    o_bar[i] += v[i] + w[i]\n"),
+    ("rows carried by the loop variable", "u_bar = np.zeros((n + 1, 2))\nu_bar[n] = 1.0\n"
+     "for t in range(n - 1, -1, -1):\n    g = u_bar[t + 1, 0]\n    u_bar[t, 0] += 0.5 * g + w[t]\n"
+     "    u_bar[t, 1] += g * g\n"),
+    ("rows of a name the loop assigns", "u_bar = np.zeros((n + 2, 2))\nr = 0\n"
+     "for t in range(n - 1, -1, -1):\n    r = t % 2\n    g = u_bar[r + 1, 0]\n"
+     "    u_bar[r, 0] += g + w[t]\nr = 0\n"),
+    ("a read of the other trips' plain stores", "o_bar = np.zeros(n + 1)\n"
+     "for i in range(n - 1, -1, -1):\n    o_bar[i] = o_bar[i + 1] + w[i]\n"),
     ("a product accumulator", "p = 1.0\nfor i in range(n - 1, -1, -1):\n    p *= w[i] + 0.5\n"
                               "    p += 1.0\n"),
 ]

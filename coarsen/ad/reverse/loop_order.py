@@ -29,9 +29,13 @@ statements included):
     ``v = 0.0``, ``L`` a top-level statement): every trip starts from 0.0;
 * every array ``L`` stores into is compiler-made, appears in the function only allocated
   fresh, indexed element by element (no slice: no view of it exists) or updated as a whole
-  (``X += ...``), is not read in ``L``, and, if some store into it in ``L`` is a plain
-  assignment ``X[...] = e``, every store into it in ``L`` has ``L``'s variable itself as the
-  index at one common axis (different trips, different elements).
+  (``X += ...``), and in ``L`` only indexed (or its ``.shape``); and every two of its accesses
+  in ``L`` of which one is a plain store ``X[...] = e``, or one a read and the other an
+  augmented store ``X[...] += e``, either meet only within a trip (at some axis both index
+  with ``L``'s variable plus the same constant: different trips, different elements) or
+  never (at some axis both index with one name ``L`` does not assign, or with none, plus
+  different constants: the heat stencil's adjoint reads row ``t + 1`` and adds into row
+  ``t``).  Augmented stores commute with each other.
 
 Then each trip computes the same values in either order, the accumulators add the same terms
 (in the other order: the sums may differ by rounding), and nothing after the loop sees a
@@ -155,6 +159,7 @@ class _Facts:
         self.reads = {}        # name -> count of loads outside its own augmented update
         self.stores = {}       # array -> [(index node, is plain)]
         self.read_arrays = set()
+        self.read_idx = {}     # array -> [index node of each element read]
         self.targets = set()   # inner loops' variables
         self.ok = True
 
@@ -217,6 +222,7 @@ def _loads(expr, f):
             f.ok = False
         elif isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name):
             f.read_arrays.add(n.value.id)
+            f.read_idx.setdefault(n.value.id, []).append(n.slice)
         if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load):
             f.reads[n.id] = f.reads.get(n.id, 0) + 1
 
@@ -330,18 +336,76 @@ def _commutes(loop, path, top_body, made):
         return False
     if (local | {var}) & _live_out(path, loop):
         return False
+    assigned = scalars | {var}
     for a, stores in f.stores.items():
-        if a not in made or a in f.read_arrays or not _elementwise_only(top_body, a):
+        if a not in made or not _elementwise_only(top_body, a) or not _only_indexed(loop.body, a):
             return False
-        if any(plain for _, plain in stores):
-            axes = None
-            for idx, _ in stores:
-                elts = idx.elts if isinstance(idx, gast.Tuple) else [idx]
-                mine = {k for k, e in enumerate(elts) if isinstance(e, gast.Name) and e.id == var}
-                axes = mine if axes is None else axes & mine
-            if not axes:
-                return False
+        accesses = [(_elts(idx), "p" if plain else "u") for idx, plain in stores] + \
+            [(_elts(idx), "r") for idx in f.read_idx.get(a, ())]
+        for n, (x, kx) in enumerate(accesses):
+            for y, ky in accesses[n:]:
+                if "p" not in (kx, ky) and not ("r" in (kx, ky) and kx != ky):
+                    continue        # two reads, or two augmented stores: they commute
+                if not (_own_element(x, y, var) or _disjoint(x, y, var, assigned)):
+                    return False
     return True
+
+
+def _elts(idx):
+    return idx.elts if isinstance(idx, gast.Tuple) else [idx]
+
+
+def _affine(e):
+    """``(name or None, offset)`` of an index ``name``, ``name + c``, ``name - c``, ``c + name``
+    or ``c`` (ints), else None."""
+    c = _int_value(e)
+    if c is not None:
+        return None, c
+    if isinstance(e, gast.Name):
+        return e.id, 0
+    if isinstance(e, gast.BinOp) and isinstance(e.op, (gast.Add, gast.Sub)):
+        k = _int_value(e.right)
+        if isinstance(e.left, gast.Name) and k is not None:
+            return e.left.id, k if isinstance(e.op, gast.Add) else -k
+        k = _int_value(e.left)
+        if isinstance(e.op, gast.Add) and isinstance(e.right, gast.Name) and k is not None:
+            return e.right.id, k
+    return None
+
+
+def _own_element(x, y, var):
+    """At some axis both index with the loop variable plus the same offset: the two accesses
+    meet only within one trip."""
+    for a, b in zip(x, y):
+        fa, fb = _affine(a), _affine(b)
+        if fa is not None and fa == fb and fa[0] == var:
+            return True
+    return False
+
+
+def _disjoint(x, y, var, assigned):
+    """At some axis both index with one name the loop leaves unchanged (or none) plus
+    different offsets: the two accesses never meet."""
+    for a, b in zip(x, y):
+        fa, fb = _affine(a), _affine(b)
+        if fa is not None and fb is not None and fa[0] == fb[0] and fa[1] != fb[1] and \
+                fa[0] not in assigned:
+            return True
+    return False
+
+
+def _only_indexed(stmts, name):
+    """In ``stmts``, ``name`` appears only subscripted or for its ``.shape``."""
+    inside = set()
+    for st in stmts:
+        for n in gast.walk(st):
+            if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name) and n.value.id == name:
+                inside.add(id(n.value))
+            elif isinstance(n, gast.Attribute) and n.attr == "shape" and \
+                    isinstance(n.value, gast.Name) and n.value.id == name:
+                inside.add(id(n.value))
+    return all(id(n) in inside for st in stmts for n in gast.walk(st)
+               if isinstance(n, gast.Name) and n.id == name)
 
 
 def _forward_range(it):
