@@ -3,6 +3,9 @@ that reserve nothing, initial values, and source lines as comments.
 
 Requires: gast statements from the emitter.
 Guarantees: the user's own statements are never removed; passes return new statement lists.
+``only_elementwise(stmts, name)`` tells whether an array is never aliased there (allocated
+fresh, indexed element by element, updated as a whole): the adjoint rewrites that reason about
+its elements (``dead_resets``, ``loop_order``) rely on it.
 """
 from __future__ import annotations
 
@@ -105,3 +108,26 @@ def comment_pass(stmts, last=None):
     return last
 
 
+def only_elementwise(body, name):
+    """``name`` appears only allocated fresh, indexed without slices, or as the whole target
+    of ``name += ...`` / ``name -= ...``."""
+    allowed = set()
+    for st in body:
+        for n in gast.walk(st):
+            if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name) and n.value.id == name:
+                idx = n.slice.elts if isinstance(n.slice, gast.Tuple) else [n.slice]
+                if not any(isinstance(i, gast.Slice) for i in idx):
+                    allowed.add(id(n.value))
+            elif isinstance(n, gast.AugAssign) and isinstance(n.target, gast.Name) and \
+                    n.target.id == name and isinstance(n.op, (gast.Add, gast.Sub)):
+                allowed.add(id(n.target))
+            elif isinstance(n, gast.Assign) and len(n.targets) == 1 and \
+                    isinstance(n.targets[0], gast.Name) and n.targets[0].id == name:
+                v = n.value
+                if isinstance(v, gast.Call) and isinstance(v.func, gast.Attribute) and \
+                        isinstance(v.func.value, gast.Name) and v.func.value.id == "np" and \
+                        v.func.attr in ("zeros", "empty") and \
+                        not any(isinstance(x, gast.Name) and x.id == name for x in gast.walk(v)):
+                    allowed.add(id(n.targets[0]))
+    return all(id(n) in allowed for st in body for n in gast.walk(st)
+               if isinstance(n, gast.Name) and n.id == name)

@@ -9,8 +9,8 @@ Requires: the generated function's top-level statements (gast) and the names the
 Guarantees: ``drop_dead_resets(body, made)`` returns the statements with such resets removed,
 the others unchanged (the input is not modified: changed loops are rebuilt).  A reset
 ``X[idx] = 0.0`` (``X`` a compiler-made array, never aliased: before and in its top-level
-statement, ``X`` only appears allocated fresh, subscripted, or updated as a whole with
-``X += ...``) is removed only when
+statement, ``X`` only appears allocated fresh, indexed element by element, or updated as a
+whole with ``X += ...``: ``cleanup.only_elementwise``) is removed only when
 
 * no later top-level statement reads ``X``;
 * within its top-level statement, every occurrence of ``X`` is ``X[idx]`` with the same index,
@@ -26,6 +26,8 @@ from __future__ import annotations
 import copy
 
 import gast
+
+from .cleanup import only_elementwise
 
 __all__ = ["drop_dead_resets"]
 
@@ -44,27 +46,6 @@ def _reset_target(st, made):
         return None
     name = st.targets[0].value.id
     return (name, st.targets[0].slice) if name in made else None
-
-
-def _never_aliased(stmts, name):
-    """``name`` appears only allocated fresh (``= np.zeros/np.empty(...)``), as the value of
-    a subscript, or as the whole target of ``name += ...``."""
-    allowed = set()
-    for st in stmts:
-        for n in gast.walk(st):
-            if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name) and n.value.id == name:
-                allowed.add(id(n.value))
-            elif isinstance(n, gast.AugAssign) and isinstance(n.target, gast.Name) and n.target.id == name:
-                allowed.add(id(n.target))
-            elif isinstance(n, gast.Assign) and len(n.targets) == 1 and \
-                    isinstance(n.targets[0], gast.Name) and n.targets[0].id == name:
-                v = n.value
-                if isinstance(v, gast.Call) and isinstance(v.func, gast.Attribute) and \
-                        isinstance(v.func.value, gast.Name) and v.func.value.id == "np" and \
-                        v.func.attr in ("zeros", "empty") and not _mentions(v, name):
-                    allowed.add(id(n.targets[0]))
-    return all(id(n) in allowed for st in stmts for n in gast.walk(st)
-               if isinstance(n, gast.Name) and n.id == name)
 
 
 def _index_names(idx):
@@ -168,7 +149,7 @@ def drop_dead_resets(body, made):
         for path, st, name, idx in _resets(top, made):
             if any(_mentions(s, name) for s in later):
                 continue
-            if not _never_aliased(body[:k + 1], name):
+            if not only_elementwise(body[:k + 1], name):
                 continue
             if not path:
                 continue        # a top-level reset: rare, kept

@@ -47,6 +47,8 @@ import copy
 
 import gast
 
+from .cleanup import only_elementwise
+
 __all__ = ["REVERSE_MARK", "PURE_CALLS", "forward_order"]
 
 #: the attribute ``reverse_range`` sets on the loops it emits
@@ -171,30 +173,16 @@ def _collect(stmts, f, var):
         if isinstance(st, gast.Assign) and len(st.targets) == 1:
             t = st.targets[0]
             _loads(st.value, f)
-            if isinstance(t, gast.Name):
-                if t.id == var:
-                    f.ok = False
+            if _target(t, f, var, True):
                 f.plain[t.id] = f.plain.get(t.id, 0) + 1
-            elif isinstance(t, gast.Subscript) and isinstance(t.value, gast.Name):
-                _loads(t.slice, f)
-                f.stores.setdefault(t.value.id, []).append((t.slice, True))
-            else:
-                f.ok = False
         elif isinstance(st, gast.AugAssign):
             t = st.target
             _loads(st.value, f)
-            if isinstance(t, gast.Name):
-                if t.id == var:
-                    f.ok = False
+            if _target(t, f, var, False):
                 if isinstance(st.op, (gast.Add, gast.Sub)):
                     f.aug[t.id] = f.aug.get(t.id, 0) + 1
                 else:
                     f.other_aug.add(t.id)
-            elif isinstance(t, gast.Subscript) and isinstance(t.value, gast.Name):
-                _loads(t.slice, f)
-                f.stores.setdefault(t.value.id, []).append((t.slice, False))
-            else:
-                f.ok = False
         elif isinstance(st, gast.If):
             _loads(st.test, f)
             _collect(st.body, f, var)
@@ -212,6 +200,21 @@ def _collect(stmts, f, var):
             continue
         else:
             f.ok = False
+
+
+def _target(t, f, var, plain):
+    """Record a statement's target: True for a name (not the loop variable), an element store
+    otherwise (False)."""
+    if isinstance(t, gast.Name):
+        if t.id == var:
+            f.ok = False
+        return True
+    if isinstance(t, gast.Subscript) and isinstance(t.value, gast.Name):
+        _loads(t.slice, f)
+        f.stores.setdefault(t.value.id, []).append((t.slice, plain))
+    else:
+        f.ok = False
+    return False
 
 
 def _loads(expr, f):
@@ -257,30 +260,6 @@ def _defined_first(stmts, names, d):
                 return None
             d = d2
     return d
-
-
-def _elementwise_only(body, name):
-    """``name`` appears only allocated fresh, indexed without slices, or as the whole target
-    of ``name += ...`` / ``name -= ...``."""
-    allowed = set()
-    for st in body:
-        for n in gast.walk(st):
-            if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name) and n.value.id == name:
-                idx = n.slice.elts if isinstance(n.slice, gast.Tuple) else [n.slice]
-                if not any(isinstance(i, gast.Slice) for i in idx):
-                    allowed.add(id(n.value))
-            elif isinstance(n, gast.AugAssign) and isinstance(n.target, gast.Name) and \
-                    n.target.id == name and isinstance(n.op, (gast.Add, gast.Sub)):
-                allowed.add(id(n.target))
-            elif isinstance(n, gast.Assign) and len(n.targets) == 1 and \
-                    isinstance(n.targets[0], gast.Name) and n.targets[0].id == name:
-                v = n.value
-                if isinstance(v, gast.Call) and isinstance(v.func, gast.Attribute) and \
-                        isinstance(v.func.value, gast.Name) and v.func.value.id == "np" and \
-                        v.func.attr in ("zeros", "empty") and name not in _reads(v):
-                    allowed.add(id(n.targets[0]))
-    return all(id(n) in allowed for st in body for n in gast.walk(st)
-               if isinstance(n, gast.Name) and n.id == name)
 
 
 def _zero_on_entry(path, loop, name):
@@ -338,7 +317,7 @@ def _commutes(loop, path, top_body, made):
         return False
     assigned = scalars | {var}
     for a, stores in f.stores.items():
-        if a not in made or not _elementwise_only(top_body, a) or not _only_indexed(loop.body, a):
+        if a not in made or not only_elementwise(top_body, a) or not _only_indexed(loop.body, a):
             return False
         accesses = [(_elts(idx), "p" if plain else "u") for idx, plain in stores] + \
             [(_elts(idx), "r") for idx in f.read_idx.get(a, ())]
