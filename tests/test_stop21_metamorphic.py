@@ -9,21 +9,15 @@ import pytest
 
 import coarsen
 from coarsen.api import GRAD_ONLY_AFTER
+from apps.series import objective as series
 from tests.oracle import assert_grad_close, fd_grad, tolerances_for
+from tests.test_hoist import mixture
+from tests.test_scalarize_shapes import stencil
 
 RNG = np.random.default_rng(21)
 
 
 # --- closed form (guarded_cse) -------------------------------------------------------------
-def series(a, r, x, n):
-    s = 0.0
-    p = 1.0
-    for i in range(n):
-        s += a * i * i + x * p
-        p *= r
-    return s
-
-
 def series_renamed(_s1_c0, _s1_f0, x_bar, _n1):
     _closed2 = 0.0
     _t1 = 1.0
@@ -63,15 +57,6 @@ def _loss(B, x):
 
 
 # --- stencil over copies (shape roots) ---------------------------------------------------------
-def stencil(A0, c, steps):
-    A = A0.copy()
-    B = A0.copy()
-    for t in range(steps):
-        B[1:-1, 1:-1] = c * (A[1:-1, :-2] + A[1:-1, 2:] + A[2:, 1:-1] + A[:-2, 1:-1])
-        A[1:-1, 1:-1] = c * (B[1:-1, :-2] + B[1:-1, 2:] + B[2:, 1:-1] + B[:-2, 1:-1])
-    return np.sum(A * A)
-
-
 def stencil_renamed(_t24, _b3, _i1):
     _e5 = _t24.copy()
     A_bar = _t24.copy()
@@ -82,17 +67,6 @@ def stencil_renamed(_t24, _b3, _i1):
 
 
 # --- invariant calls (hoisted tables) ----------------------------------------------------------
-def mixture(icf, x, mu):
-    s = 0.0
-    for i in range(x.shape[0]):
-        for k in range(icf.shape[0]):
-            q = 0.0
-            for j in range(icf.shape[1]):
-                q += math.exp(icf[k, j]) * (x[i, j] - mu[k, j])
-            s += math.sin(q)
-    return s
-
-
 def mixture_renamed(_tab1, _h2, _t5_bar):
     _acc5 = 0.0
     for _h3 in range(_h2.shape[0]):
