@@ -151,8 +151,11 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
         from .ir.printer import format_function
         ir_text_ = format_function(em.fn)
         try:
-            lowering.store_source(cache_key, source, {"ir": ir_text_, "wrt": list(wrt), "plan": plan},
-                                  parts=parts)
+            # a plan the symbolic stage's wall-clock safety net decided depends on the
+            # machine's load: it is used, never stored (the next process tries again)
+            if not em.timed_out:
+                lowering.store_source(cache_key, source, {"ir": ir_text_, "wrt": list(wrt),
+                                                          "plan": plan}, parts=parts)
         except lowering.LoweringError:
             pass
     transform = time.perf_counter() - t0

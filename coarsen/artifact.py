@@ -80,7 +80,7 @@ class Options:
     target: str = "cpu"
     boundscheck: bool = True
     workspace: bool = False
-    budget_seconds: float = 2.0
+    budget_seconds: float = 10.0
     plan: str = "auto"
     scalarize: bool = True      # element-wise array expressions as loop nests (coarsen.ir.scalarize)
     max_tape_bytes: object = None   # tape budget in bytes: checkpointed loops (coarsen.ad.reverse.checkpoint)

@@ -40,7 +40,7 @@ class Budget:
     """Limits for one symbolic job: ``max_ops`` operations per expression, ``seconds`` wall time."""
 
     max_ops: int = 4000
-    seconds: float = 2.0
+    seconds: float = 10.0
     _t0: float | None = field(default=None, repr=False, compare=False)
 
     def start(self) -> "Budget":

@@ -136,7 +136,7 @@ def _back(result, names):
         return tuple((_rename_operand(c, names), flag) for c, flag in ds)
 
     if isinstance(result, Fallback):
-        return Fallback(real_text(result.reason, names))
+        return replace(result, reason=real_text(result.reason, names))
     if isinstance(result, ClosedFormLoop):
         return replace(result, partials=partials(result.partials),
                        carried=[r(n) for n in result.carried],

@@ -45,6 +45,12 @@ class _Unliftable(Exception):
     pass
 
 
+def _fallback(exc):
+    """The ``Fallback`` for a failure of the symbolic stage (``timed`` when it ran out of time)."""
+    return Fallback(_fallback_reason(exc),
+                    timed=isinstance(exc, S.BudgetExceeded) and exc.reason.startswith("time"))
+
+
 def _fallback_reason(exc):
     """Why the symbolic stage gave up on a segment (it then falls back to fine-grained AD)."""
     if isinstance(exc, S.BudgetExceeded):
@@ -311,7 +317,7 @@ def _differentiate_path(seg, lifted, types, active, budget, temps):
         jac = S.derivatives(lifter.assignments + bind, inputs, out_syms, budget, wrt=wrt,
                             prefix=f"_s{seg.index}_t")
     except Exception as exc:  # a SymPy failure must never become a wrong gradient
-        return Fallback(_fallback_reason(exc))
+        return _fallback(exc)
     if _non_finite(list(jac.partials.values()) + [e for _, e in jac.replacements]):
         return Fallback("the symbolic derivative has a non-finite constant")
     out_names = dict(zip(out_syms, outs.keys()))
@@ -335,7 +341,7 @@ def _differentiate_path(seg, lifted, types, active, budget, temps):
             vjac = S.derivatives(lifter.assignments + bind + [(prod, sympy.Add(*[s * o for o, s in seeds.items()]))],
                                  inputs, [prod], budget, wrt=wrt, prefix=f"_s{seg.index}_v")
         except Exception as exc:  # a SymPy failure must never become a wrong gradient
-            return Fallback(_fallback_reason(exc))
+            return _fallback(exc)
         if _non_finite(list(vjac.partials.values()) + [e for _, e in vjac.replacements]):
             return Fallback("the symbolic derivative has a non-finite constant")
         vjp = VJPPath((), {in_names[i]: e for (_, i), e in vjac.partials.items()},
@@ -367,7 +373,9 @@ def _formula(outs, assignments):
     parts = []
     for o, e in outs.items():
         try:
-            full = _inline(assignments, e, S.Budget(max_ops=60, seconds=0.2))
+            # a size limit only: the text (shown in the report and cached with the code) must
+            # not depend on the machine's load
+            full = _inline(assignments, e, S.Budget(max_ops=60, seconds=math.inf))
             text = S.to_python(full)
         except Exception:  # BudgetExceeded or a printing failure: no formula
             text = "..."
@@ -453,7 +461,7 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset()):
         jac = S.LocalJacobian(replacements=reps, values={}, partials=partial_exprs,
                               ops_before=0, ops_after=S.count_ops([e for _, e in reps] + reduced))
     except Exception as exc:  # a SymPy failure must never become a wrong gradient
-        return Fallback(_fallback_reason(exc))
+        return _fallback(exc)
     if _non_finite(list(cf.finals.values()) + list(partial_exprs.values())):
         return Fallback("the closed form has a non-finite constant")
     why = _validate_closed_form(carried, cf, loop, types)
@@ -503,6 +511,10 @@ def _non_finite(exprs):
     return any(e.has(*bad) for e in exprs)
 
 
+#: the working precision of ``_validate_closed_form`` (decimal digits)
+_DIGITS = 30
+
+
 def _validate_closed_form(carried, cf, loop, types):
     """Check the closed form against running the recurrence, at a few random points and trip
     counts (0 to 4, several starts and steps): a guard against any slip in the symbolic stage."""
@@ -521,8 +533,10 @@ def _validate_closed_form(carried, cf, loop, types):
         for sym in free:
             if sym == k or sym in bound_syms.values():
                 continue
-            vals[sym] = sympy.Rational(rnd.randint(-9, 9), rnd.randint(1, 5)) if sym.is_integer is not True \
-                else sympy.Integer(rnd.randint(-3, 6))
+            # floats at 30 digits: the recurrence's state stays one number per variable (exact
+            # rationals grow into nested expressions whose evaluation took seconds)
+            vals[sym] = sympy.Float(sympy.Rational(rnd.randint(-9, 9), rnd.randint(1, 5)), _DIGITS) \
+                if sym.is_integer is not True else sympy.Integer(rnd.randint(-3, 6))
         start = loop.start.value if isinstance(loop.start, Const) else rnd.randint(-3, 3)
         step = loop.step.value if isinstance(loop.step, Const) else rnd.choice([1, 2, 3, -1, -2])
         trips = trial % 5
@@ -545,8 +559,8 @@ def _validate_closed_form(carried, cf, loop, types):
         for x, fin in cf.finals.items():
             got = fin.xreplace(vals)
             try:
-                diff = abs(complex(sympy.N(got - state[x], 30)))
-                scale = max(1.0, abs(complex(sympy.N(state[x], 30))))
+                diff = abs(complex(sympy.N(got - state[x], _DIGITS)))
+                scale = max(1.0, abs(complex(sympy.N(state[x], _DIGITS))))
             except (TypeError, ValueError):
                 return f"{x} does not evaluate"
             if not diff <= 1e-12 * scale:

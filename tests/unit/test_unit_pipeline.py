@@ -87,6 +87,26 @@ def test_same_key_parts_are_served_from_the_disk_cache(artifact, cache, monkeypa
     assert again(*ARGS)[:2] == artifact(*ARGS)[:2]
 
 
+def test_a_plan_decided_by_the_clock_is_not_cached(tmp_path, monkeypatch):
+    """``budget_seconds`` is the symbolic stage's wall-clock safety net: a segment that runs
+    past it falls back to fine-grained AD (still right), and that plan, which depends on the
+    machine's load, is not stored, so the next compilation lifts again; a plan within the
+    budget is stored."""
+    monkeypatch.setenv("COARSEN_CACHE_DIR", str(tmp_path))
+    sig = Signature.of(("x", "y"), ARGS)
+    hurried = Options(target="python", budget_seconds=0.0)
+    first = compile_gradient(wavy, sig, hurried)
+    fallbacks = [e["fallback"] for e in first.plan if e["kind"] in ("loop", "block")]
+    assert fallbacks and all("time" in (f or "") for f in fallbacks), first.plan
+    value, grads, _ = first(*ARGS)
+    assert value == wavy(*ARGS)
+    assert_grad_close(list(grads), fd_grad(wavy, ARGS, [0, 1]), err_msg="wavy, timed out")
+    assert not compile_gradient(wavy, sig, hurried).cached
+    normal = Options(target="python")
+    assert not compile_gradient(wavy, sig, normal).cached
+    assert compile_gradient(wavy, sig, normal).cached
+
+
 def test_options_are_hashable_and_every_option_is_a_key_part(artifact):
     a = Options(wrt=["x"], target="python")
     assert a.wrt == ("x",) and hash(a) == hash(Options(wrt=("x",), target="python"))

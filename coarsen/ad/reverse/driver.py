@@ -143,7 +143,12 @@ def _fresh_tapes_entry(entry_name, params, tapes, tops):
     return func
 
 
-def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_seconds=2.0,
+def _timed(result):
+    """Whether a lift's result is a fallback forced by the wall-clock safety net."""
+    return isinstance(result, Fallback) and result.timed
+
+
+def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_seconds=10.0,
                      workspace=False, boundscheck=True, plan="auto", weights=None, parallel=False,
                      max_tape_bytes=None, tape_lines=False, local_tape=None,
                      scaled_adds=False):
@@ -168,6 +173,10 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     budget.  ``local_tape=(floats, ints)`` (workspace mode only): the entry takes two more
     arrays of those sizes, ``_lftape``/``_litape``, and the loops outside every loop whose
     stretches' tape fits them are taped there (``coarsen.ad.reverse.local_stretch``).
+    ``budget_seconds``: the symbolic stage's wall-clock safety net per segment
+    (``symbolic.Budget``); a segment that runs past it falls back to fine-grained AD, and
+    ``em.timed_out`` lists such segments' locations, whose code then depends on the
+    machine's load (``compile_gradient`` does not cache it).
     ``tape_lines=True`` (not in workspace mode) is the instrumented build of
     ``Gradient.report(..., tape_lines=True)``: the same code plus counters, the tape counts
     the entry returns followed by two int64 arrays, the float and int entries pushed per
@@ -188,6 +197,9 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
                                    filename=fn.filename,
                                    hint="use target='cpu' (batched with prange) for functions with arrays")
     segments = []
+    # segments whose plan the symbolic stage's wall-clock safety net decided (their code
+    # depends on the machine's load: the caller must not cache it)
+    timed_out = []
     reductions = None       # coarsen.analysis.reductions, once the IR holds its segments
     if coarsen:
         segments = plan_segments(fn, facts)
@@ -197,16 +209,19 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
                 loop_bodies[id(st.body[0])] = st
         for seg in list(segments):
             budget = S.Budget(max_ops=4000, seconds=budget_seconds)
+            seg_timed = False
             loop = loop_bodies.get(id(seg))
             if loop is not None:
                 closed = lift_canonically(closed_form_segment, seg, types, facts.active, budget,
                                           loop=loop, temps=fn.temps)
+                seg_timed |= _timed(closed)
                 if isinstance(closed, ClosedFormLoop) and closed.singular:
                     # the loop stays as the path for the singular points (exactness there)
                     body = Segment(list(seg.stmts), seg.loc, seg.index, passengers=list(seg.passengers),
                                    inputs=list(seg.inputs), outputs=list(seg.outputs), plan=seg.plan)
                     lifted = lift_canonically(differentiate_segment, body, types, facts.active,
                                               budget, temps=fn.temps)
+                    seg_timed |= _timed(lifted)
                     body.plan = replace(body.plan, result=_shown(lifted, fn))
                     if body.plan.lifted is None:
                         closed = Fallback("closed form needs the loop at singular points, and the "
@@ -222,7 +237,10 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
                 seg.plan = replace(seg.plan, closed_form_fallback=closed.reason)
             lifted = lift_canonically(differentiate_segment, seg, types, facts.active, budget,
                                       temps=fn.temps)
+            seg_timed |= _timed(lifted)
             seg.plan = replace(seg.plan, result=_shown(lifted, fn))
+            if seg_timed:
+                timed_out.append(seg.loc)
         reductions = find_reduction_loops(fn, facts)
         loops = _in_loops(fn.body, reductions)
         # element reads the reverse steps re-read instead of taping (steps.sym_expr)
@@ -412,5 +430,6 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     helper_mod = gast.parse(helpers) if helpers else gast.Module(body=[], type_ignores=[])
     module = gast.Module(body=header.body + helper_mod.body + funcs, type_ignores=[])
     em.segments = segments
+    em.timed_out = tuple(timed_out)
     return module, em
 
