@@ -19,6 +19,10 @@ Guarantees:
       processes that build the same source). The source is also registered in ``linecache``
       (with no mtime, so ``linecache.checkcache`` keeps it even if the file is deleted).
     * The module has ``__coarsen_sha256__`` (full content hash) and ``__coarsen_target__``.
+    * Target "cpu": the helper functions that other modules carry too are built as modules of
+      their own and imported (``shared_helpers.split``: same line numbers, hash-named), so
+      Numba compiles each once per process; the file and the hash are those of the text with
+      the imports, which ``module_path(source, name=, target="cpu")`` names.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from pathlib import Path
 
 from .cache import atomic_write_text, cache_dir, sha256_hex
 from .errors import LoweringError
+from .shared_helpers import split as split_helpers
 from .targets import check_target
 
 __all__ = ["build", "module_path"]
@@ -41,9 +46,11 @@ _PREFIX_LEN = 20
 _lock = threading.Lock()
 
 
-def module_path(source: str, *, name: str) -> Path:
-    """The cache file that ``build(source, name=name, ...)`` uses."""
+def module_path(source: str, *, name: str, target: str = "python") -> Path:
+    """The cache file that ``build(source, name=name, target=target)`` uses."""
     _check_name(name)
+    if target == "cpu":
+        source, _ = split_helpers(source)
     return cache_dir() / f"{name}_{sha256_hex(source)[:_PREFIX_LEN]}.py"
 
 
@@ -76,6 +83,15 @@ def build(source: str, *, name: str, target: str) -> types.ModuleType:
     _check_name(name)
     if not isinstance(source, str):
         raise TypeError("build: source must be a str")
+    if target == "cpu":
+        # the helpers other modules carry too: built once, imported (lowering.shared_helpers)
+        source, helpers = split_helpers(source)
+        for h in helpers:
+            _build(h.source, h.build_name, target)
+    return _build(source, name, target)
+
+
+def _build(source: str, name: str, target: str) -> types.ModuleType:
     digest = sha256_hex(source)
     path = cache_dir() / f"{name}_{digest[:_PREFIX_LEN]}.py"
     modname = f"_coarsen_gen_{name}_{digest[:_PREFIX_LEN]}"
