@@ -188,17 +188,33 @@ def test_oracle_fine(fn):
     check_against_oracle(fn, CASES[fn](), "cpu", coarse=False)
 
 
+def _same_values(got, want):
+    (v1, g1), (v0, g0) = got, want
+    assert math.isclose(v1, v0, rel_tol=1e-13, abs_tol=1e-13)
+    for a, b in zip(g1, g0):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+
+
 @pytest.mark.parametrize("fn", [jacobi, broadcasts, updates, strides, overlap, dots, matvecs],
                          ids=lambda f: f.__name__)
 def test_same_as_array_code(fn, grads):
     """The loop nests compute what NumPy's array operations compute (sums may round
-    differently: NumPy sums pairwise)."""
+    differently: NumPy sums pairwise).  The reference is the python target, which keeps the
+    array operations and runs them in NumPy itself."""
     args = CASES[fn]()
-    v1, g1 = grads(fn, True, True).value_and_grad(*_copies(args))
-    v0, g0 = grads(fn, True, False).value_and_grad(*_copies(args))
-    assert math.isclose(v1, v0, rel_tol=1e-13, abs_tol=1e-13)
-    for a, b in zip(g1, g0):
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+    numpy_ref = coarsen.differentiate(fn, target="python")
+    _same_values(grads(fn, True, True).value_and_grad(*_copies(args)),
+                 numpy_ref.value_and_grad(*_copies(args)))
+
+
+@pytest.mark.parametrize("fn", [strides, dots], ids=lambda f: f.__name__)
+def test_cpu_array_code_as_numpy(fn, grads):
+    """``scalarize=False`` on the cpu target (Numba's array operations) against NumPy's.  Two
+    small cases: Numba compiles array expressions slowly (jacobi's took 20 s)."""
+    args = CASES[fn]()
+    numpy_ref = coarsen.differentiate(fn, target="python")
+    _same_values(grads(fn, True, False).value_and_grad(*_copies(args)),
+                 numpy_ref.value_and_grad(*_copies(args)))
 
 
 @pytest.mark.parametrize("fn", list(CASES), ids=lambda f: f.__name__)
