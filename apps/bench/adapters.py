@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from apps.bench.probe import Crashed, GradientProbe, probe_crash
-from apps.bench.tools import CRASH_GUARDED, STRATEGY_TOOLS, Missing, Unsupported, first_line
+from apps.bench.tools import (CRASH_GUARDED, STRATEGY_TOOLS, Missing, TooSlow, Unsupported,
+                              first_line)
 
 
 def wrt_positions(fn, wrt):
@@ -246,8 +247,45 @@ def make_fn(tool, mod, args):
     return peers[tool](mod, args), {}, None
 
 
-def prepare(tool, mod, args) -> Prepared:
-    """Build ``tool``'s callable for ``mod`` at ``args`` and make its first call (untimed)."""
+#: a first call (which may include a peer's tracing or transformation) may take this many
+#: times ``limit_s`` before it is stopped
+FIRST_CALL_FACTOR = 10.0
+
+
+@contextlib.contextmanager
+def _deadline(seconds, what):
+    """Raise ``TooSlow`` in the calling code once ``seconds`` have passed (``SIGALRM``; the main
+    thread of a POSIX process only, elsewhere no limit).  Python-level peers run Python code
+    between NumPy calls, where the signal is taken."""
+    import signal
+    import threading
+
+    usable = (seconds is not None and hasattr(signal, "setitimer")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield
+        return
+
+    def stop(signum, frame):
+        raise TooSlow(f"{what} took more than {seconds:g} s")
+
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def prepare(tool, mod, args, limit_s=None) -> Prepared:
+    """Build ``tool``'s callable for ``mod`` at ``args`` and make its first call (untimed).
+
+    ``limit_s`` (a Python-level peer at a size with a smaller one to fall back to): the
+    second call must take at most ``limit_s`` and the first at most ``FIRST_CALL_FACTOR``
+    times that, else ``TooSlow`` is raised at once (a call past the limit is stopped), so a
+    peer that needs minutes per call at this size costs seconds before it is measured at the
+    smaller size."""
     child = None
     if tool in CRASH_GUARDED:
         # generated code could crash the process (a wrong tape size is a segfault), which would
@@ -265,11 +303,15 @@ def prepare(tool, mod, args) -> Prepared:
             child = _read_timings(path)
     fn, info, obj = make_fn(tool, mod, args)
     t0 = time.perf_counter()
-    out = fn()
+    with _deadline(None if limit_s is None else FIRST_CALL_FACTOR * limit_s, "the first call"):
+        out = fn()
     info["first_call_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    out = fn()
+    with _deadline(None if limit_s is None else 2.0 * limit_s, "the second call"):
+        out = fn()
     info["second_call_s"] = time.perf_counter() - t0
+    if limit_s is not None and info["second_call_s"] > limit_s:
+        raise TooSlow(f"a call took {info['second_call_s']:.3g} s (limit {limit_s:g} s)")
     if tool in CRASH_GUARDED:
         info.update(_compile_times(info, child))
     tb = getattr(obj, "tape_bytes", None) if obj is not None else None

@@ -9,7 +9,8 @@ a ``status``:
   and ``peak_bytes`` unless memory is off; ``tape_bytes`` for coarsen);
 * ``mismatch`` (``err``, ``ref``): the gradient disagrees with the reference beyond
   :data:`~apps.bench.tools.TOL` and is not timed;
-* ``missing``, ``unsupported``, ``crashed``, ``failed`` (``message``): never an exception.
+* ``missing``, ``unsupported``, ``crashed``, ``failed``, ``too_slow`` (``message``): never an
+  exception.
 
 The reference is the hand-written gradient (checked against central differences in
 ``tests/apps``), else coarsen's when the hand-written one was not run or failed, so a wrong
@@ -23,11 +24,13 @@ from apps._common import adbench_err
 from apps.bench.adapters import prepare
 from apps.bench.probe import Crashed
 from apps.bench.timing import calibrate, interleaved, peak_memory
-from apps.bench.tools import TOL, UNTRACKED_MEMORY, Missing, Unsupported, failure_message
+from apps.bench.tools import TOL, UNTRACKED_MEMORY, Missing, TooSlow, Unsupported, failure_message
 
 
-def measure_group(mod, size, tools, cfg, prog, label):
-    """Prepare, check and time ``tools`` on ``mod`` at ``size``; returns {tool: result}."""
+def measure_group(mod, size, tools, cfg, prog, label, limited=()):
+    """Prepare, check and time ``tools`` on ``mod`` at ``size``; returns {tool: result}.
+    The tools in ``limited`` get ``cfg.slow_limit_s`` as their limit per call
+    (``adapters.prepare``): past it, their status is ``too_slow`` and nothing is timed."""
     args = mod.make_inputs(size, seed=cfg.seed)
     res: dict = {}
     prepared: dict = {}
@@ -35,7 +38,7 @@ def measure_group(mod, size, tools, cfg, prog, label):
         prog.show(f"{label}: prepare {tool}")
         r = {"status": "ok"}
         try:
-            p = prepare(tool, mod, args)
+            p = prepare(tool, mod, args, limit_s=cfg.slow_limit_s if tool in limited else None)
             prepared[tool] = p
             r["prep"] = p.info
             if "tape_bytes" in p.info:
@@ -46,6 +49,8 @@ def measure_group(mod, size, tools, cfg, prog, label):
             r = {"status": "unsupported", "message": str(e)}
         except Crashed as e:
             r = {"status": "crashed", "message": str(e)}
+        except TooSlow as e:
+            r = {"status": "too_slow", "message": str(e)}
         except Exception as e:
             r = {"status": "failed", "message": failure_message(e)}
         res[tool] = r

@@ -72,7 +72,7 @@ def status_cell(r, tool, notes: Footnotes):
         return f"MISMATCH {r.get('err', float('nan')):.1e} vs {r.get('ref')}"
     if st == "missing":
         return "missing"
-    if st in ("failed", "unsupported", "crashed"):
+    if st in ("failed", "unsupported", "crashed", "too_slow"):
         msg = r.get("message", "")
         return st.upper() + (" " + notes.ref(f"{tool}: {msg}") if msg else "")
     return None

@@ -14,7 +14,10 @@ Requires the apps of :mod:`apps` and a :class:`Config`.  Guarantees:
 * A Python-level peer whose predicted time per call at a size exceeds ``cfg.slow_limit_s`` is
   measured at the next smaller size, with the primal and the hand-written gradient at that size,
   and marked with ``reduced_size``.  The prediction scales the peer's time at the previous size by
-  the growth of the hand-written gradient's time, measured before the peers run.
+  the growth of the hand-written gradient's time, measured before the peers run.  It is only a
+  first guess (the hand-written gradient at a small size is overhead-bound, so it can guess
+  low): a Python-level peer is also stopped as soon as one call passes the limit
+  (``adapters.prepare``'s ``limit_s``, status ``too_slow``) and then measured at the smaller size.
 """
 from __future__ import annotations
 
@@ -113,18 +116,23 @@ def _measure_case(mod, name, size, cfg, tools, prog, history):
             reduced.append(tool)
         else:
             main_tools.append(tool)
-    res = measure_group(mod, size, main_tools, cfg, prog, label)
+    # a Python-level peer is stopped once a call passes the limit, where it can still be
+    # measured at a smaller size (a wrong prediction then costs seconds, not minutes)
+    limited = [t for t in main_tools if t in PY_LEVEL] if _smaller(size) is not None else []
+    res = measure_group(mod, size, main_tools, cfg, prog, label, limited=limited)
     _record(history, res, size)
     # a peer that turned out slow here is re-measured at a smaller size
     for tool in main_tools:
         r = res[tool]
-        if (tool in PY_LEVEL and r["status"] == "ok" and _smaller(size) is not None
-                and r.get("prep", {}).get("second_call_s", 0.0) > cfg.slow_limit_s):
+        if (tool in PY_LEVEL and _smaller(size) is not None
+                and (r["status"] == "too_slow" or (r["status"] == "ok" and r.get("prep", {}).get(
+                    "second_call_s", 0.0) > cfg.slow_limit_s))):
             reduced.append(tool)
     red_size = _smaller(size)
     while reduced and red_size is not None:
+        limited = reduced if _smaller(red_size) is not None else []
         sub = measure_group(mod, red_size, ["primal", "handwritten"] + reduced, cfg, prog,
-                            f"{label} (peers @{red_size})")
+                            f"{label} (peers @{red_size})", limited=limited)
         still = []
         for tool in reduced:
             r = dict(sub[tool])
@@ -133,9 +141,8 @@ def _measure_case(mod, name, size, cfg, tools, prog, history):
                 if sub[base].get("median_s") is not None:
                     r[f"{base}_median_s_at_reduced"] = sub[base]["median_s"]
             res[tool] = r
-            if (r["status"] == "ok"
-                    and r.get("prep", {}).get("second_call_s", 0) > cfg.slow_limit_s
-                    and _smaller(red_size) is not None):
+            if ((r["status"] == "too_slow" or (r["status"] == "ok" and r.get("prep", {}).get(
+                    "second_call_s", 0) > cfg.slow_limit_s)) and _smaller(red_size) is not None):
                 still.append(tool)
         reduced, red_size = still, _smaller(red_size)
     return {t: res[t] for t in tools if t in res}

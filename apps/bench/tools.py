@@ -48,6 +48,11 @@ class Unsupported(Exception):
     """A peer that cannot express an app (e.g. tangent-ad on a construct it lacks)."""
 
 
+class TooSlow(Exception):
+    """A Python-level peer whose call at this size took longer than the harness's limit: it is
+    not timed here but measured at a smaller size (``adapters.prepare``'s ``limit_s``)."""
+
+
 @dataclass(frozen=True)
 class Peer:
     """An optional peer: its tool name, the module it imports and how to install it."""

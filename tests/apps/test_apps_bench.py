@@ -92,6 +92,40 @@ def test_mismatch_and_failure_are_reported_not_timed(tmp_path, monkeypatch):
     assert res["autograd"]["status"] == "ok" and res["autograd"]["median_s"] > 0
 
 
+def test_a_peer_too_slow_at_a_size_is_stopped_and_measured_at_a_smaller_one(tmp_path, monkeypatch):
+    """The prediction from the smaller size says fast (a call at "s" is quick), but a call at
+    "m" would run for minutes: it is stopped at the limit and the peer is measured at "s"."""
+    cfg = _cfg(tmp_path, sizes=["s", "m"], tools=["primal", "handwritten", "autograd"],
+               slow_limit_s=0.02)
+    app = _fake_app()
+    calls = {"stopped": 0}
+
+    def peer(mod, args):
+        x, n = args
+        if n == app.SIZES["m"]:
+            k = 0
+            try:
+                while k < 10 ** 9:          # about a minute of Python, unless stopped
+                    k += 1
+            finally:
+                calls["stopped"] += k < 10 ** 9
+        return (x * n * (n - 1),)
+
+    _stub_peer(monkeypatch, peer)
+    monkeypatch.setattr(apps, "load", lambda name: app)
+    prog = bench.Progress(2, enabled=False)
+    cases = list(runner.run_app("fake", cfg, cfg.tools, prog))
+    assert [c["size"] for c in cases] == ["s", "m"]
+    at_m = cases[1]["tools"]["autograd"]
+    assert calls["stopped"] == 1
+    assert at_m["status"] == "ok" and at_m["reduced_size"] == "s", at_m
+    assert cases[1]["tools"]["handwritten"]["status"] == "ok"
+    assert "reduced_size" not in cases[1]["tools"]["handwritten"]
+    # at the smallest size there is nothing to fall back to: no limit
+    res = bench.measure_group(app, "m", cfg.tools[:2], cfg, prog, "fake", limited=())
+    assert res["handwritten"]["status"] == "ok"
+
+
 def test_peers_not_installed_get_no_column_and_an_install_hint(tmp_path, monkeypatch):
     def find_spec(name):
         return None if name in ("torch", "tangent") else object()
