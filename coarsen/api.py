@@ -195,6 +195,28 @@ KEEP_TAPES_ABOVE = 2048
 #: ``g(*args)`` switches a kind of arguments to the gradient-only entry (compiling it) at its
 #: this-many-th call; the calls before run the full entry (``Gradient._tiering``)
 GRAD_ONLY_AFTER = 64
+#: where the code tapes, the first this-many calls of a kind of arguments run the taped entry
+#: on fresh small tapes (``_fresh_taped``), and only then the plain entry, which Numba compiles
+#: then: it calls the taped entry, and LLVM optimizes that again inlined into it, which made
+#: the first call take about 1.3 to 1.5 times as long.  A kind called a few times (a test, an
+#: optimizer's first steps) never compiles it; a hot loop gets it.
+PLAIN_AFTER = 64
+
+
+def _fresh_taped(art):
+    """The taped entry of ``art`` on fresh small tapes (as the plain entry calls it; the same
+    numbers, bit for bit), or None where ``art`` has no taped entry (or is not the cpu target's).
+    Returns what the taped entry returns: ``(value, grads, tape counts, *tapes)``."""
+    taped = art.taped_entry
+    if taped is None or art.options.build_target != "cpu":
+        return None
+    kinds = art.tapes
+    empty = np.empty
+    if kinds == "f":
+        return lambda *a: taped(*a, empty(64))
+    if kinds == "i":
+        return lambda *a: taped(*a, empty(64, np.int64))
+    return lambda *a: taped(*a, empty(64), empty(64, np.int64))
 
 
 class _Tapes(threading.local):
@@ -205,6 +227,52 @@ class _Tapes(threading.local):
     def __init__(self):
         self.f = np.empty(64)
         self.i = np.empty(64, np.int64)
+
+
+class _Tiers:
+    """The entries of a direct hit ``(artifact, entry, gradient-only entry, ...)`` of one kind
+    of arguments while they are tiered: the value-and-gradient slot runs ``_fresh_taped`` for
+    ``PLAIN_AFTER`` calls, then the plain entry; the gradient-only slot runs what the first
+    slot runs for ``GRAD_ONLY_AFTER`` calls, then the gradient-only entry.  Each switch
+    remembers the hit anew (``Gradient._remember``), so once both are done the calls go to
+    Numba's entries directly, with nothing in between."""
+
+    def __init__(self, gradient, keys, hit):
+        self.gradient, self.keys, self.base = gradient, keys, hit
+        art = hit[0]
+        self.fresh = _fresh_taped(art)
+        self.full_left = PLAIN_AFTER if self.fresh is not None else 0
+        self.grad_left = GRAD_ONLY_AFTER if art.grad_entry is not art.entry else 0
+
+    def hit(self):
+        """The hit as it stands: its two slots for the calls still left in their tiers."""
+        art, entry, grad_entry = self.base[:3]
+        full = self._full() if self.full_left > 0 else entry
+        grad = self._grad() if self.grad_left > 0 else grad_entry
+        return (art, full, grad) + self.base[3:]
+
+    def _publish(self):
+        self.gradient._remember(None, self.hit(), self.keys)
+
+    def _full(self):
+        fresh = self.fresh
+
+        def call(*args):
+            self.full_left -= 1
+            if self.full_left == 0:
+                self._publish()
+            return fresh(*args)
+        return call
+
+    def _grad(self):
+        entry = self.base[1]
+
+        def call(*args):
+            self.grad_left -= 1
+            if self.grad_left == 0:
+                self._publish()
+            return self.fresh(*args) if self.full_left > 0 else entry(*args)
+        return call
 
 
 def _type_key(n, table):
@@ -409,20 +477,8 @@ class Gradient:
             self._fast[key] = hit
 
     def _tiering(self, keys, hit):
-        """The gradient-only slot of a direct hit for its first ``GRAD_ONLY_AFTER`` calls:
-        the full entry (compiled already), counted; then the hit is remembered with the
-        gradient-only entry, which Numba compiles then.  A kind of arguments called a few
-        times (a test) compiles one entry, a hot loop gets the faster one."""
-        entry = hit[1]
-        left = GRAD_ONLY_AFTER
-
-        def call(*args):
-            nonlocal left
-            left -= 1
-            if left == 0:
-                self._remember(None, hit[:2] + (hit[0].grad_entry,) + hit[3:], keys)
-            return entry(*args)
-        return call
+        """A direct hit whose entries Numba compiles when they are needed (``_Tiers``)."""
+        return _Tiers(self, keys, hit).hit()
 
     def _keep_tapes(self, args, art):
         """A direct hit's tapes grew big: later calls of its kind run on kept tapes."""
@@ -435,8 +491,9 @@ class Gradient:
         art, conv = self._prepare(args)
         if art.written:
             self._check_aliasing(args, art.written)
+        first = _fresh_taped(art) or art.entry
         try:
-            value, grads, tape = art.entry(*conv)
+            value, grads, tape = first(*conv)[:3]
         except MemoryError as exc:
             raise _budget_error(exc, art) from None
         self._tape = tape
@@ -462,8 +519,8 @@ class Gradient:
         if raw and not art.written and not keep and art.options.max_tape_bytes is None:
             limit = KEEP_TAPES_ABOVE if art.taped_entry is not None else math.inf
             hit = (art, art.entry, art.grad_entry, self._global_arrays, self._single, limit)
-            if art.grad_entry is not art.entry:
-                hit = hit[:2] + (self._tiering(self._keys(args), hit),) + hit[3:]
+            if art.grad_entry is not art.entry or art.taped_entry is not None:
+                hit = self._tiering(self._keys(args), hit)
             self._remember(args, hit)
         else:
             self._remember(args, self._runner(art, plain, raw, tuple(casts), keep))
@@ -486,9 +543,12 @@ class Gradient:
         kinds = art.tapes if keep else ""
         # the gradient-only entries from the GRAD_ONLY_AFTER-th gradient-only call on (_tiering)
         tier = GRAD_ONLY_AFTER if art.grad_entry is not art.entry else 0
+        # the plain entries from the PLAIN_AFTER-th call on (``_fresh_taped``)
+        fresh = _fresh_taped(art)
+        plain = PLAIN_AFTER if fresh is not None else 0
 
         def run(args, value=True):
-            nonlocal kinds, tier
+            nonlocal kinds, tier, plain
             gradient._last = art
             if written:
                 gradient._check_aliasing(args, written)
@@ -498,6 +558,9 @@ class Gradient:
                 entry, taped_entry = entries[True]
             else:
                 entry, taped_entry = entries[value]
+            if not kinds and plain > 0:
+                plain -= 1
+                entry = fresh
             try:
                 r = kept(call, taped_entry) if kinds else entry(*call)
             except MemoryError as exc:

@@ -102,3 +102,55 @@ def test_scalar_direct_hits():
     _check(g, (0.3, 0.1, 2.0, 10))
     art = g.specialize((0.3, 0.1, 2.0, 10))
     assert any(type(h) is tuple and h[2] is art.grad_entry for h in g._fast.values())
+
+
+
+def _hot_pendulum(theta, omega, k, n):
+    for t in range(n):
+        omega = omega - 0.02 * k * math.sin(theta)
+        theta = theta + 0.02 * omega
+    return theta * omega
+
+
+def _hot_loss(w, X, y):
+    s = 0.0
+    for i in range(X.shape[0]):
+        z = 0.0
+        for j in range(X.shape[1]):
+            z = math.tanh(z + X[i, j] * w[j])        # overwritten in the loop: taped
+        s += math.log1p(math.exp(-y[i] * z)) * z
+    return s
+
+
+def test_plain_entry_compiled_only_for_a_hot_kind():
+    """Where the code tapes, the first ``PLAIN_AFTER`` calls of a kind run the taped entry on
+    fresh tapes and only then the plain entry, which Numba compiles then: a kind called a few
+    times compiles the taped entry alone.  The numbers are the same, bit for bit, before and
+    after the switch, and after it the direct hit holds Numba's entries themselves.  (Functions
+    of this test only: no other test compiles their entries.)"""
+    from coarsen.api import PLAIN_AFTER
+
+    g = coarsen.differentiate(_hot_pendulum, wrt=("theta", "omega", "k"), coarsen=False)
+    small = (0.3, 0.1, 2.0, 20)                     # tapes below KEEP_TAPES_ABOVE
+    art = g.specialize(small)
+    assert art.taped_entry is not None
+    first = g.value_and_grad(*small)
+    assert _same(g(*small), first[1])
+    assert art.taped_entry.signatures and not art.entry.signatures
+    for k in range(PLAIN_AFTER + GRAD_ONLY_AFTER + 2):
+        assert g.value_and_grad(*small) == first, k
+        assert _same(g(*small), first[1]), k
+    assert art.entry.signatures and art.grad_entry.signatures
+    hit = next(h for h in g._fast.values() if type(h) is tuple)
+    assert hit[1] is art.entry and hit[2] is art.grad_entry
+    # the same through a runner (arguments that need conversion)
+    g2 = coarsen.differentiate(_hot_loss, wrt="w", coarsen=False)
+    args = (W.astype(np.float32), X, Y)
+    art2 = g2.specialize(args)
+    assert art2.taped_entry is not None
+    value, want = g2.value_and_grad(*_copies(args))
+    assert _same(g2(*_copies(args)), want)
+    assert art2.taped_entry.signatures and not art2.entry.signatures
+    for k in range(PLAIN_AFTER + 2):
+        assert _same(g2.value_and_grad(*_copies(args))[1], want), k
+    assert art2.entry.signatures
