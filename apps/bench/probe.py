@@ -110,7 +110,9 @@ def first_result_timings(art, differentiate_s, specialize_s, first_call_s, secon
         "first_result_s": differentiate_s + specialize_s + first_call_s,
         "compile_s": max(0.0, first_call_s - second_call_s),
         "transform_cached": getattr(art, "cached", None),
-        "compile_cached": numba_cache_hit(getattr(art, "entry", None)),
+        # the entry the first calls ran: the taped one where the code tapes (api.PLAIN_AFTER)
+        "compile_cached": numba_cache_hit(getattr(art, "taped_entry", None)
+                                          or getattr(art, "entry", None)),
     }
 
 
