@@ -270,7 +270,9 @@ def _deadline(seconds, what):
         raise TooSlow(f"{what} took more than {seconds:g} s")
 
     old = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    # and again every 50 ms: an exception raised where Python ignores it (a garbage
+    # collector's callback, such as JAX's) would otherwise leave the call running
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.05)
     try:
         yield
     finally:
