@@ -4,7 +4,6 @@ import gast
 import numpy as np
 import pytest
 
-import coarsen
 from coarsen.ad.reverse.dead_resets import drop_dead_resets
 
 from tests.oracle import check_against_oracle

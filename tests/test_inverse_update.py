@@ -19,7 +19,7 @@ def packed_triangle(L, x):
     for r in range(L.shape[0]):
         idx = 0
         for j in range(n):
-            for l in range(j + 1, n):
+            for l in range(j + 1, n):  # noqa: E741 (user-style code, as ADBench GMM writes it)
                 s += L[r, idx] * x[j] * x[l]
                 idx += 1
     return s

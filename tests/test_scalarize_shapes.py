@@ -5,7 +5,6 @@ import itertools
 import numpy as np
 import pytest
 
-import coarsen
 from coarsen.ir import scalarize as S
 from tests.oracle import check_against_oracle
 

@@ -23,7 +23,7 @@ def scratch(W, x):
         for j in range(d):
             q[j] = math.exp(W[k, j]) * x[j]
         for j in range(d):
-            for l in range(j + 1, d):
+            for l in range(j + 1, d):  # noqa: E741 (user-style code)
                 q[l] += W[k, l] * x[j]
         sq = 0.0
         for j in range(d):
@@ -45,7 +45,7 @@ def scratch_partial(W, x):
         for j in range(d - 1):
             q[j] = math.exp(W[k, j]) * x[j]
         for j in range(d):
-            for l in range(j + 1, d):
+            for l in range(j + 1, d):  # noqa: E741 (user-style code)
                 q[l] += W[k, l] * x[j]
         sq = 0.0
         for j in range(d):
