@@ -297,35 +297,46 @@ def _arity_class(cls, n):
     if sub is not None:
         return sub
     names = [f"a{k}" for k in range(n)]
-    unpack = f"    {', '.join(names)}, = args\n" if n else ""
     key = f"({''.join(f'type({a}), ' for a in names)})"
     plain = ", ".join(names)
     star = f"{plain}, *arrays" if n else "*arrays"
-    text = (f"def __call__(self, *args, **kwargs):\n"
-            f"    if kwargs or len(args) != {n}:\n"
-            f"        return Gradient.__call__(self, *args, **kwargs)\n"
-            f"{unpack}"
+    args = f"({plain},)" if n else "()"
+    if n:
+        # positional-only parameters, each defaulting to a marker: positions fill from the
+        # left, so the last one is the marker exactly when fewer were given (the general path
+        # binds keywords and defaults, and raises the function's own TypeError)
+        head = (f"def __call__(self, {', '.join(a + '=_UNSET' for a in names)}, /, *rest, **kwargs):\n"
+                f"    if rest or kwargs or {names[-1]} is _UNSET:\n"
+                f"        return Gradient.__call__(self, *[a for a in {args} if a is not _UNSET], "
+                f"*rest, **kwargs)\n")
+    else:
+        head = ("def __call__(self, *args, **kwargs):\n"
+                "    if kwargs or args:\n"
+                "        return Gradient.__call__(self, *args, **kwargs)\n")
+    text = (head +
             f"    hit = self._fast.get({key})\n"
             f"    if type(hit) is not tuple:\n"
-            f"        return (hit or self._first_run)(args, False)[1]\n"
+            f"        return (hit or self._first_run)({args}, False)[1]\n"
             f"    art, _, entry, arrays, single, limit = hit\n"
             f"    r = entry({star}) if arrays else entry({plain})\n"
             f"    t = r[2]\n"
             f"    self._last = art\n"
             f"    self._tape = t\n"
             f"    if t[0] + t[1] > limit:\n"
-            f"        self._keep_tapes(args, art)\n"
+            f"        self._keep_tapes({args}, art)\n"
             f"    return r[1][0] if single else r[1]\n")
-    scope = {"Gradient": Gradient}
+    scope = {"Gradient": Gradient, "_UNSET": _UNSET}
     exec(compile(text, f"<coarsen gradient call, {n} arguments>", "exec"), scope)
     sub = type(cls.__name__, (cls,), {"__call__": scope["__call__"], "__module__": cls.__module__,
                                       "__qualname__": cls.__qualname__,
-                                      "__doc__": cls.__doc__})
+                                      "__doc__": cls.__doc__, "_arity": n})
     _ARITY_CLASSES[(cls, n)] = sub
     return sub
 
 
 _ARITY_CLASSES = {}
+#: the default of the fast path's parameters: an argument not given
+_UNSET = object()
 
 
 def _array_key(args):
@@ -339,6 +350,21 @@ class Gradient:
     """The gradient of a function; see ``coarsen.differentiate``.  A facade over
     ``compile_gradient``: it binds arguments, computes their ``Signature``, keeps one
     ``Artifact`` per signature and options, checks aliasing and calls the artifact."""
+
+    def __new__(cls, fn=None, *args, **kwargs):
+        # the subclass with the fast path for this arity (``_arity_class``), chosen before
+        # ``__init__`` sets the attributes: assigning ``__class__`` afterwards (which
+        # ``__init__`` still does where this guess was wrong) leaves the attributes in a
+        # dictionary that each call reads and writes about 0.15 us slower
+        if cls is Gradient and fn is not None:
+            try:
+                n = sum(1 for p in inspect.signature(unwrap(fn)).parameters.values()
+                        if p.kind is p.POSITIONAL_OR_KEYWORD)
+            except (TypeError, ValueError):
+                n = None
+            if n is not None:
+                cls = _arity_class(Gradient, n)
+        return super().__new__(cls)
 
     def __init__(self, fn, wrt, coarsen, target, boundscheck=True, plan="auto", scalarize=True,
                  max_tape_bytes=None, parallel=False):
@@ -376,7 +402,7 @@ class Gradient:
         # for inspection; each artifact keys its code by the reads of its own lowering
         self.dependencies = fn_ir.dependencies
         # (after the fence: a refused function never gets here)
-        if type(self) is Gradient:
+        if getattr(type(self), "_arity", None) != self._nparams:
             self.__class__ = _arity_class(Gradient, self._nparams)
 
     @property
