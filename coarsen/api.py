@@ -70,6 +70,7 @@ from .frontend.lower import lower
 from .frontend.source import display_path, get_source, unwrap
 from .pipeline import code_fingerprint, lower_for, typed_ir
 from .lowering.cache import toolchain_versions
+from .tiers import GRAD_ONLY_AFTER, PLAIN_AFTER, Tiers, fresh_taped
 
 __all__ = [
     "TARGETS",
@@ -192,31 +193,6 @@ Specialization = Artifact
 # and ints) than this: from there on, allocating, page-faulting and growing fresh tapes per
 # call costs far more.
 KEEP_TAPES_ABOVE = 2048
-#: ``g(*args)`` switches a kind of arguments to the gradient-only entry (compiling it) at its
-#: this-many-th call; the calls before run the full entry (``Gradient._tiering``)
-GRAD_ONLY_AFTER = 64
-#: where the code tapes, the first this-many calls of a kind of arguments run the taped entry
-#: on fresh small tapes (``_fresh_taped``), and only then the plain entry, which Numba compiles
-#: then: it calls the taped entry, and LLVM optimizes that again inlined into it, which made
-#: the first call take about 1.3 to 1.5 times as long.  A kind called a few times (a test, an
-#: optimizer's first steps) never compiles it; a hot loop gets it.
-PLAIN_AFTER = 64
-
-
-def _fresh_taped(art):
-    """The taped entry of ``art`` on fresh small tapes (as the plain entry calls it; the same
-    numbers, bit for bit), or None where ``art`` has no taped entry (or is not the cpu target's).
-    Returns what the taped entry returns: ``(value, grads, tape counts, *tapes)``."""
-    taped = art.taped_entry
-    if taped is None or art.options.build_target != "cpu":
-        return None
-    kinds = art.tapes
-    empty = np.empty
-    if kinds == "f":
-        return lambda *a: taped(*a, empty(64))
-    if kinds == "i":
-        return lambda *a: taped(*a, empty(64, np.int64))
-    return lambda *a: taped(*a, empty(64), empty(64, np.int64))
 
 
 class _Tapes(threading.local):
@@ -227,52 +203,6 @@ class _Tapes(threading.local):
     def __init__(self):
         self.f = np.empty(64)
         self.i = np.empty(64, np.int64)
-
-
-class _Tiers:
-    """The entries of a direct hit ``(artifact, entry, gradient-only entry, ...)`` of one kind
-    of arguments while they are tiered: the value-and-gradient slot runs ``_fresh_taped`` for
-    ``PLAIN_AFTER`` calls, then the plain entry; the gradient-only slot runs what the first
-    slot runs for ``GRAD_ONLY_AFTER`` calls, then the gradient-only entry.  Each switch
-    remembers the hit anew (``Gradient._remember``), so once both are done the calls go to
-    Numba's entries directly, with nothing in between."""
-
-    def __init__(self, gradient, keys, hit):
-        self.gradient, self.keys, self.base = gradient, keys, hit
-        art = hit[0]
-        self.fresh = _fresh_taped(art)
-        self.full_left = PLAIN_AFTER if self.fresh is not None else 0
-        self.grad_left = GRAD_ONLY_AFTER if art.grad_entry is not art.entry else 0
-
-    def hit(self):
-        """The hit as it stands: its two slots for the calls still left in their tiers."""
-        art, entry, grad_entry = self.base[:3]
-        full = self._full() if self.full_left > 0 else entry
-        grad = self._grad() if self.grad_left > 0 else grad_entry
-        return (art, full, grad) + self.base[3:]
-
-    def _publish(self):
-        self.gradient._remember(None, self.hit(), self.keys)
-
-    def _full(self):
-        fresh = self.fresh
-
-        def call(*args):
-            self.full_left -= 1
-            if self.full_left == 0:
-                self._publish()
-            return fresh(*args)
-        return call
-
-    def _grad(self):
-        entry = self.base[1]
-
-        def call(*args):
-            self.grad_left -= 1
-            if self.grad_left == 0:
-                self._publish()
-            return self.fresh(*args) if self.full_left > 0 else entry(*args)
-        return call
 
 
 def _type_key(n, table):
@@ -503,8 +433,9 @@ class Gradient:
             self._fast[key] = hit
 
     def _tiering(self, keys, hit):
-        """A direct hit whose entries Numba compiles when they are needed (``_Tiers``)."""
-        return _Tiers(self, keys, hit).hit()
+        """A direct hit whose entries Numba compiles when they are needed (``tiers.Tiers``);
+        each switch of a tier remembers the hit anew for these keys."""
+        return Tiers(hit, lambda h: self._remember(None, h, keys)).hit()
 
     def _keep_tapes(self, args, art):
         """A direct hit's tapes grew big: later calls of its kind run on kept tapes."""
@@ -517,7 +448,7 @@ class Gradient:
         art, conv = self._prepare(args)
         if art.written:
             self._check_aliasing(args, art.written)
-        first = _fresh_taped(art) or art.entry
+        first = fresh_taped(art) or art.entry
         try:
             value, grads, tape = first(*conv)[:3]
         except MemoryError as exc:
@@ -569,8 +500,8 @@ class Gradient:
         kinds = art.tapes if keep else ""
         # the gradient-only entries from the GRAD_ONLY_AFTER-th gradient-only call on (_tiering)
         tier = GRAD_ONLY_AFTER if art.grad_entry is not art.entry else 0
-        # the plain entries from the PLAIN_AFTER-th call on (``_fresh_taped``)
-        fresh = _fresh_taped(art)
+        # the plain entries from the PLAIN_AFTER-th call on (``tiers.fresh_taped``)
+        fresh = fresh_taped(art)
         plain = PLAIN_AFTER if fresh is not None else 0
 
         def run(args, value=True):
