@@ -37,7 +37,7 @@ from pathlib import Path
 
 from .cache import atomic_write_text, cache_dir, sha256_hex
 from .errors import LoweringError
-from .shared_helpers import split as split_helpers
+from .shared_helpers import module_name, split as split_helpers
 from .targets import check_target
 
 __all__ = ["build", "module_path"]
@@ -94,7 +94,7 @@ def build(source: str, *, name: str, target: str) -> types.ModuleType:
 def _build(source: str, name: str, target: str) -> types.ModuleType:
     digest = sha256_hex(source)
     path = cache_dir() / f"{name}_{digest[:_PREFIX_LEN]}.py"
-    modname = f"_coarsen_gen_{name}_{digest[:_PREFIX_LEN]}"
+    modname = module_name(source, name)
     with _lock:
         _ensure_file(path, source, digest)
         _register_linecache(path, source)

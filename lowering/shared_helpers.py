@@ -135,6 +135,7 @@ def split(source: str):
     if not shared:
         return source, ()
     lines = source.splitlines(keepends=True)
+    # name -> SharedHelper, inserted after the helpers it calls (so in an order to build them)
     helpers = {}
 
     def helper(name, visiting=()):
@@ -149,8 +150,7 @@ def split(source: str):
             if h is None:
                 return None
             deps.append(h)
-        first = min([d.lineno for d in st.decorator_list] + [st.lineno])
-        text = "".join(lines[first - 1:st.end_lineno])
+        text = "".join(lines[_first_line(st) - 1:st.end_lineno])
         imports = "".join(f"from {d.module} import {d.function}\n" for d in deps)
         src = _HEADER + (("\n" + imports) if imports else "") + "\n\n" + text.rstrip("\n") + "\n"
         build_name = "rt" + name
@@ -158,33 +158,20 @@ def split(source: str):
         helpers[name] = h
         return h
 
-    done = []
     for name in sorted(shared):
-        h = helper(name)
-        if h is None:
-            continue
-        done.append(h)
-    if not done:
+        helper(name)
+    if not helpers:
         return source, ()
-    keep = {h.function for h in done}
-    # the helpers' modules, each after the helpers it imports
-    order, seen = [], set()
-
-    def visit(h):
-        if h.function in seen:
-            return
-        seen.add(h.function)
-        for g in sorted(candidates[h.function][1] & keep):
-            visit(helpers[g])
-        order.append(h)
-
-    for h in done:
-        visit(h)
     out = list(lines)
-    for h in done:
+    for h in helpers.values():
         st, _ = candidates[h.function]
-        first = min([d.lineno for d in st.decorator_list] + [st.lineno])
+        first = _first_line(st)
         out[first - 1] = f"from {h.module} import {h.function}\n"
         for k in range(first, st.end_lineno):
             out[k] = "\n"
-    return "".join(out), tuple(order)
+    return "".join(out), tuple(helpers.values())
+
+
+def _first_line(st):
+    """The first line of a function definition, its decorators included."""
+    return min([d.lineno for d in st.decorator_list] + [st.lineno])

@@ -42,6 +42,9 @@ class Budget:
     max_ops: int = 4000
     seconds: float = 10.0
     _t0: float | None = field(default=None, repr=False, compare=False)
+    #: whether the clock ever ran out (``check_time`` raised): what was decided then depends
+    #: on the machine's load, even where a caller caught the exception and went on
+    timed_out: bool = field(default=False, repr=False, compare=False)
 
     def start(self) -> "Budget":
         """(Re)start the clock; returns self."""
@@ -61,6 +64,7 @@ class Budget:
     def check_time(self) -> None:
         """Raise BudgetExceeded("time ...") when the clock ran past ``seconds``."""
         if self._t0 is not None and self.elapsed() > self.seconds:
+            self.timed_out = True
             raise BudgetExceeded(f"time: {self.elapsed():.2f} s > {self.seconds} s")
 
     def check(self, expr_or_count=None) -> int:

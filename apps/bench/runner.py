@@ -124,9 +124,7 @@ def _measure_case(mod, name, size, cfg, tools, prog, history):
     # a peer that turned out slow here is re-measured at a smaller size
     for tool in main_tools:
         r = res[tool]
-        if (tool in PY_LEVEL and _smaller(size) is not None
-                and (r["status"] == "too_slow" or (r["status"] == "ok" and r.get("prep", {}).get(
-                    "second_call_s", 0.0) > cfg.slow_limit_s))):
+        if tool in PY_LEVEL and _smaller(size) is not None and _slow(r, cfg):
             reduced.append(tool)
     red_size = _smaller(size)
     while reduced and red_size is not None:
@@ -141,8 +139,7 @@ def _measure_case(mod, name, size, cfg, tools, prog, history):
                 if sub[base].get("median_s") is not None:
                     r[f"{base}_median_s_at_reduced"] = sub[base]["median_s"]
             res[tool] = r
-            if ((r["status"] == "too_slow" or (r["status"] == "ok" and r.get("prep", {}).get(
-                    "second_call_s", 0) > cfg.slow_limit_s)) and _smaller(red_size) is not None):
+            if _slow(r, cfg) and _smaller(red_size) is not None:
                 still.append(tool)
         reduced, red_size = still, _smaller(red_size)
     return {t: res[t] for t in tools if t in res}
@@ -203,6 +200,13 @@ def write_results(result, out: Path) -> None:
     """``results.json`` (everything measured so far) and ``results.md``, both atomically."""
     write_atomic(out / "results.json", json.dumps(result, indent=1, default=_json_default))
     write_atomic(out / "results.md", render_markdown(result))
+
+
+def _slow(r, cfg):
+    """Whether a peer's result says it is too slow for its size: stopped at the limit, or a
+    call (measured without a limit) past it."""
+    return r["status"] == "too_slow" or (
+        r["status"] == "ok" and r.get("prep", {}).get("second_call_s", 0.0) > cfg.slow_limit_s)
 
 
 def _smaller(size):

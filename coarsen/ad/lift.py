@@ -45,12 +45,6 @@ class _Unliftable(Exception):
     pass
 
 
-def _fallback(exc):
-    """The ``Fallback`` for a failure of the symbolic stage (``timed`` when it ran out of time)."""
-    return Fallback(_fallback_reason(exc),
-                    timed=isinstance(exc, S.BudgetExceeded) and exc.reason.startswith("time"))
-
-
 def _fallback_reason(exc):
     """Why the symbolic stage gave up on a segment (it then falls back to fine-grained AD)."""
     if isinstance(exc, S.BudgetExceeded):
@@ -317,7 +311,7 @@ def _differentiate_path(seg, lifted, types, active, budget, temps):
         jac = S.derivatives(lifter.assignments + bind, inputs, out_syms, budget, wrt=wrt,
                             prefix=f"_s{seg.index}_t")
     except Exception as exc:  # a SymPy failure must never become a wrong gradient
-        return _fallback(exc)
+        return Fallback(_fallback_reason(exc))
     if _non_finite(list(jac.partials.values()) + [e for _, e in jac.replacements]):
         return Fallback("the symbolic derivative has a non-finite constant")
     out_names = dict(zip(out_syms, outs.keys()))
@@ -341,7 +335,7 @@ def _differentiate_path(seg, lifted, types, active, budget, temps):
             vjac = S.derivatives(lifter.assignments + bind + [(prod, sympy.Add(*[s * o for o, s in seeds.items()]))],
                                  inputs, [prod], budget, wrt=wrt, prefix=f"_s{seg.index}_v")
         except Exception as exc:  # a SymPy failure must never become a wrong gradient
-            return _fallback(exc)
+            return Fallback(_fallback_reason(exc))
         if _non_finite(list(vjac.partials.values()) + [e for _, e in vjac.replacements]):
             return Fallback("the symbolic derivative has a non-finite constant")
         vjp = VJPPath((), {in_names[i]: e for (_, i), e in vjac.partials.items()},
@@ -461,7 +455,7 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset()):
         jac = S.LocalJacobian(replacements=reps, values={}, partials=partial_exprs,
                               ops_before=0, ops_after=S.count_ops([e for _, e in reps] + reduced))
     except Exception as exc:  # a SymPy failure must never become a wrong gradient
-        return _fallback(exc)
+        return Fallback(_fallback_reason(exc))
     if _non_finite(list(cf.finals.values()) + list(partial_exprs.values())):
         return Fallback("the closed form has a non-finite constant")
     why = _validate_closed_form(carried, cf, loop, types)

@@ -24,11 +24,8 @@ PLANS = ("auto", "recompute", "cut", "preaccumulate", "fine")
 
 @dataclass(frozen=True)
 class Fallback:
-    """The segment is not lifted: ``reason`` says why (shown in the report).  ``timed``: the
-    reason is the symbolic stage's wall-clock safety net (``symbolic.Budget.seconds``), so
-    the outcome depends on the machine's load; such a plan is never stored in the disk cache."""
+    """The segment is not lifted: ``reason`` says why (shown in the report)."""
     reason: str
-    timed: bool = False
 
 
 @dataclass(frozen=True)

@@ -143,11 +143,6 @@ def _fresh_tapes_entry(entry_name, params, tapes, tops):
     return func
 
 
-def _timed(result):
-    """Whether a lift's result is a fallback forced by the wall-clock safety net."""
-    return isinstance(result, Fallback) and result.timed
-
-
 def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_seconds=10.0,
                      workspace=False, boundscheck=True, plan="auto", weights=None, parallel=False,
                      max_tape_bytes=None, tape_lines=False, local_tape=None,
@@ -197,9 +192,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
                                    filename=fn.filename,
                                    hint="use target='cpu' (batched with prange) for functions with arrays")
     segments = []
-    # segments whose plan the symbolic stage's wall-clock safety net decided (their code
-    # depends on the machine's load: the caller must not cache it)
-    timed_out = []
+    budgets = []            # (segment location, its symbolic budget)
     reductions = None       # coarsen.analysis.reductions, once the IR holds its segments
     if coarsen:
         segments = plan_segments(fn, facts)
@@ -209,19 +202,17 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
                 loop_bodies[id(st.body[0])] = st
         for seg in list(segments):
             budget = S.Budget(max_ops=4000, seconds=budget_seconds)
-            seg_timed = False
+            budgets.append((seg.loc, budget))
             loop = loop_bodies.get(id(seg))
             if loop is not None:
                 closed = lift_canonically(closed_form_segment, seg, types, facts.active, budget,
                                           loop=loop, temps=fn.temps)
-                seg_timed |= _timed(closed)
                 if isinstance(closed, ClosedFormLoop) and closed.singular:
                     # the loop stays as the path for the singular points (exactness there)
                     body = Segment(list(seg.stmts), seg.loc, seg.index, passengers=list(seg.passengers),
                                    inputs=list(seg.inputs), outputs=list(seg.outputs), plan=seg.plan)
                     lifted = lift_canonically(differentiate_segment, body, types, facts.active,
                                               budget, temps=fn.temps)
-                    seg_timed |= _timed(lifted)
                     body.plan = replace(body.plan, result=_shown(lifted, fn))
                     if body.plan.lifted is None:
                         closed = Fallback("closed form needs the loop at singular points, and the "
@@ -237,10 +228,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
                 seg.plan = replace(seg.plan, closed_form_fallback=closed.reason)
             lifted = lift_canonically(differentiate_segment, seg, types, facts.active, budget,
                                       temps=fn.temps)
-            seg_timed |= _timed(lifted)
             seg.plan = replace(seg.plan, result=_shown(lifted, fn))
-            if seg_timed:
-                timed_out.append(seg.loc)
         reductions = find_reduction_loops(fn, facts)
         loops = _in_loops(fn.body, reductions)
         # element reads the reverse steps re-read instead of taping (steps.sym_expr)
@@ -430,6 +418,8 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     helper_mod = gast.parse(helpers) if helpers else gast.Module(body=[], type_ignores=[])
     module = gast.Module(body=header.body + helper_mod.body + funcs, type_ignores=[])
     em.segments = segments
-    em.timed_out = tuple(timed_out)
+    # the segments whose plan the symbolic stage's wall-clock safety net decided: their code
+    # depends on the machine's load, so the caller must not cache it
+    em.timed_out = tuple(loc for loc, budget in budgets if budget.timed_out)
     return module, em
 
