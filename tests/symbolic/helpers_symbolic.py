@@ -39,3 +39,25 @@ def ref_value(expr, subs):
     """High-precision numeric value of a SymPy expression at a point (a float)."""
     v = phi_to_piecewise(expr).xreplace({k: sympy.Float(v, 30) for k, v in subs.items()})
     return float(sympy.N(v, 20))
+
+
+class CountingClock:
+    """A deterministic clock for ``Budget(clock=...)``: each reading advances it by ``tick``
+    seconds, and reading it more than ``max_reads`` times fails the test.
+
+    With it a budget test checks *how much work* ran before the budget stopped it (the budget
+    reads its clock once per step and once per 4096 nodes a size count visits), never how
+    long it took: the answer is the same on any machine, under any load.
+    """
+
+    def __init__(self, tick: float = 0.0, max_reads: int = 10 ** 5):
+        self.tick, self.max_reads = tick, max_reads
+        self.reads, self.now = 0, 0.0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        if self.reads > self.max_reads:
+            raise AssertionError(f"the budget's clock was read {self.reads} times: "
+                                 "the work it guards is not bounded")
+        self.now += self.tick
+        return self.now

@@ -8,7 +8,7 @@ import sympy
 
 from coarsen.symbolic import (Budget, BudgetExceeded, count_ops, gamma, to_python,
                               assignments_to_python, stable_rewrite)
-from helpers_symbolic import eval_py, ref_value
+from helpers_symbolic import CountingClock, eval_py, ref_value
 
 x, y, z = sympy.symbols("x y z", real=True)
 
@@ -33,10 +33,14 @@ def test_count_ops_limit_is_fast_on_exponential_dag():
     for _ in range(60):               # tree of size ~3**60 held as a small DAG
         e = sympy.Add(sympy.Mul(sympy.sin(e, evaluate=False), e, evaluate=False),
                       sympy.cos(e, evaluate=False), evaluate=False)
-    t = time.perf_counter()
-    n = count_ops(e, limit=1000)
+    # the count stops after O(limit) node visits: with a budget, its clock is read once per
+    # 4096 visits, and a clock that fails past 10 readings bounds the visits to ~40000
+    clock = CountingClock(max_reads=10)
+    b = Budget(seconds=1.0, clock=clock).start()
+    n = count_ops(e, limit=1000, budget=b)
     assert n > 1000
-    assert time.perf_counter() - t < 1.0
+    n = count_ops(e, limit=4000, budget=b)
+    assert n > 4000 and clock.reads >= 2           # 8 * 4000 visits: the clock was consulted
 
 
 # -------------------------------------------------------------------------- budget

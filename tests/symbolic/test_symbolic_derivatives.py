@@ -12,7 +12,7 @@ import sympy
 from coarsen.symbolic import (Budget, BudgetExceeded, LocalJacobian, count_ops, derivatives,
                               gamma, local_step_jacobian, naive_derivative_ops, stored_per_trip,
                               to_python, assignments_to_python)
-from helpers_symbolic import inline, ref_value, run_jacobian
+from helpers_symbolic import CountingClock, inline, ref_value, run_jacobian
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -142,35 +142,42 @@ def test_pathological_input_raises_within_budget():
     for _ in range(40):
         e = sympy.Add(sympy.Mul(sympy.sin(e, evaluate=False), e, evaluate=False),
                       sympy.cos(e, evaluate=False), evaluate=False)
-    b = Budget(max_ops=4000, seconds=1.0)
-    t = time.perf_counter()
+    # a frozen clock that fails the test past 50 readings (one per step, one per 4096 nodes
+    # a size count visits): the size guard must reject the tree after bounded work
+    clock = CountingClock(max_reads=50)
     with pytest.raises(BudgetExceeded) as ei:
-        derivatives([(y, e)], [x], [y], b)
+        derivatives([(y, e)], [x], [y], Budget(max_ops=4000, seconds=1.0, clock=clock))
     assert ei.value.reason.startswith("size")
-    assert time.perf_counter() - t < b.seconds + 1.0
+    assert clock.reads >= 1
     # repeated squaring plus a reuse, inlined 12 times: ~3*2**12 ops in the tree
     e = x
     for _ in range(12):
         e = sympy.Add(sympy.Mul(e, e, evaluate=False), c, sympy.sin(e, evaluate=False),
                       evaluate=False)
-    b = Budget(max_ops=4000, seconds=1.0)
-    t = time.perf_counter()
+    clock = CountingClock(max_reads=200)
     with pytest.raises(BudgetExceeded) as ei:
-        naive_derivative_ops([(y, e)], [x, c], [y], b)
+        naive_derivative_ops([(y, e)], [x, c], [y], Budget(max_ops=4000, seconds=1.0, clock=clock))
     assert ei.value.reason.startswith("size")
+    clock = CountingClock(max_reads=200)
     with pytest.raises(BudgetExceeded):
-        derivatives([(y, e)], [x, c], [y], Budget(max_ops=4000, seconds=1.0))
-    assert time.perf_counter() - t < 2 * b.seconds + 1.0
+        derivatives([(y, e)], [x, c], [y], Budget(max_ops=4000, seconds=1.0, clock=clock))
 
 
 def test_time_budget_stops_between_steps():
+    # every reading of the clock is one "second": a 5-second budget stops the job at the
+    # first check after its fifth reading, long before the 400-step chain is done
     xs, A = chain(400)
-    b = Budget(max_ops=10**6, seconds=0.05)
-    t = time.perf_counter()
+    clock = CountingClock(tick=1.0)
+    b = Budget(max_ops=10**6, seconds=5.0, clock=clock)
     with pytest.raises(BudgetExceeded) as ei:
         derivatives(A, [xs[0]], [xs[400]], b)
-    assert ei.value.reason.startswith("time")
-    assert time.perf_counter() - t < b.seconds + 1.0
+    assert ei.value.reason.startswith("time") and b.timed_out
+    assert 6 <= clock.reads <= 7          # started once, checked until elapsed > 5, then stopped
+    # the same job on a clock that never advances runs to the end
+    clock = CountingClock()
+    free = Budget(max_ops=10**6, seconds=5.0, clock=clock)
+    derivatives(A, [xs[0]], [xs[400]], free)
+    assert not free.timed_out and clock.reads > 7
 
 
 def test_repeated_squaring_inlined_is_cheap_and_exact():
@@ -179,10 +186,9 @@ def test_repeated_squaring_inlined_is_cheap_and_exact():
     e = x
     for _ in range(12):
         e = e * e + c
-    b = Budget(max_ops=4000, seconds=2.0)
-    t = time.perf_counter()
-    jac = derivatives([(y, e)], [x, c], [y], b)
-    assert time.perf_counter() - t < b.seconds + 1.0
+    # cheap: a bounded number of steps and node visits (a frozen clock read at most 100 times)
+    jac = derivatives([(y, e)], [x, c], [y], Budget(max_ops=4000, seconds=2.0,
+                                                     clock=CountingClock(max_reads=100)))
     xv, cv = 0.3, 0.1
     f, dfx, dfc = xv, 1.0, 0.0
     for _ in range(12):
