@@ -14,7 +14,6 @@ compile costs about a second).
 """
 import math
 import resource
-import time
 import types
 
 import numpy as np

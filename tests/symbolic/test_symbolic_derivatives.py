@@ -4,7 +4,6 @@ import os
 import random
 import subprocess
 import sys
-import time
 
 import pytest
 import sympy
