@@ -88,6 +88,27 @@ def grid(u0, kappa, nt):
     return loss
 
 
+def scratch_reduction(w, x):
+    # GMM's shape: a reduction over data points whose trips overwrite a scratch array in a
+    # loop over components, with a triangular nest (its trip counts vary) that pushes nothing
+    K = w.shape[0]
+    d = w.shape[1]
+    q = np.zeros(d)
+    total = 0.0
+    for i in range(x.shape[0]):
+        acc = 0.0
+        for k in range(K):
+            for j in range(d):
+                q[j] = math.sin(w[k, j] * x[i, j])
+            for j in range(d):
+                for l in range(j + 1, d):
+                    q[l] += w[k, l] * x[i, j]
+            for j in range(d):
+                acc += q[j] * q[j]
+        total += math.log(1.0 + acc)
+    return total
+
+
 def _line(fn, text):
     """The file line of the statement ``text`` in ``fn``'s source."""
     import inspect
@@ -228,3 +249,20 @@ def test_nest_inside_a_while_loop():
         g, _, _ = check_against_oracle(nest_in_while, (1.0, 3, 4), wrt="x", coarse=coarse)
         # one reservation per trip of the while loop, before the nest; none inside the nest
         assert _reserve_depths(g.source) == [0, 1], (coarse, g.source)
+
+
+def test_reduction_loop_reserves_once_before_it():
+    # each trip pops what it pushed: the room of one trip, reserved before the loop, is all
+    # it needs (tapes.trip_plan), and nothing is reserved in the trips
+    r = np.random.default_rng(3)
+    w, x = r.standard_normal((3, 4)), r.standard_normal((5, 4))
+    for coarse in (True, False):
+        g, _, _ = check_against_oracle(scratch_reduction, (w, x), wrt="w", coarse=coarse)
+        assert "a reduction loop into total" in g.source, coarse
+        assert _reserve_depths(g.source) and all(d == 0 for d in _reserve_depths(g.source)), coarse
+        assert all(d == 0 for d in _reserve_depths(g.source, "_itape")), coarse
+        gc = coarsen.differentiate(scratch_reduction, wrt="w", coarsen=coarse)
+        gp = coarsen.differentiate(scratch_reduction, wrt="w", coarsen=coarse, target="python")
+        for shape in ((3, 4), (1, 1), (2, 0)):
+            w2, x2 = r.standard_normal(shape), r.standard_normal((7, shape[1]))
+            assert np.array_equal(gc(w2, x2), gp(w2, x2)), (coarse, shape)

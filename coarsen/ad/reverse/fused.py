@@ -51,6 +51,7 @@ class FusedMixin(ParallelMixin):
         # the body is emitted at the loop's depth: what a trip computes once and its own
         # reverse reads needs no tape (preaccumulated partials, cut values, while-loop trips)
         saved = self.enter_region()
+        defined = set(self.defined)
         scratch = self.fused_scratch
         self.fused_scratch = scratch | set(red.scratch)
         self.in_fused += 1
@@ -60,16 +61,26 @@ class FusedMixin(ParallelMixin):
             self.fused_scratch = scratch
             self.in_fused -= 1
         reserve, _ = self.leave_region(saved, None)     # per trip: one trip is on the tape
+        region = self.left_region
         if red.accumulator in names_read(br, gast.Store):
             if s.parallel:
                 self.note_loop(s, "serially: the reverse sweep reads its accumulator before the loop")
             return None
+        hoisted = []
+        if not (s.parallel or self.parallel_all) and not self.workspace:
+            # serially, every trip starts at the same tape positions: the room one trip needs
+            # is reserved once before the loop, and nothing is reserved inside it (a parallel
+            # block has tapes of its own, reserved in its trips)
+            plan = self.trip_plan(region, s, defined)
+            if plan is not None:
+                hoisted, _ = self.apply_nest(plan, reserve, True, None)
+                reserve = []
         self.fused.add(id(s))
         args = self.range_args(s)
         if not br:
             if s.parallel:
                 self.note_loop(s, "serially: nothing in it is differentiated")
-            return self.hoisted_checks(s) + [B.for_range(s.var, args, reserve + bf)] \
+            return self.hoisted_checks(s) + hoisted + [B.for_range(s.var, args, reserve + bf)] \
                 + self.rest_holders(), []
         seed = self.bar(red.accumulator)     # 1 in each trip; the reverse sweep sets it anew
         rename = {}
@@ -106,7 +117,7 @@ class FusedMixin(ParallelMixin):
         loop = before + [B.for_range(s.var, args, body)]
         loop[0].coarsen_comment = (f"a reduction loop into {red.accumulator}: each trip is "
                                    f"reversed right after it runs, with {seed} = 1")
-        fwd = self.hoisted_checks(s) + loop + self.rest_holders()
+        fwd = self.hoisted_checks(s) + hoisted + loop + self.rest_holders()
         return fwd, after
 
     def zeros_like(self, name):

@@ -157,6 +157,7 @@ class TapeMixin:
         self.region = saved
         self.close_holders(region)
         self.left_counts = (region["f"], region["i"])     # for coarsen.ad.reverse.checkpoint
+        self.left_region = region                         # for trip_plan
         self.left_nest = None if loop is None or trips is None else \
             self.nest_plan(region, loop, defined)
         out = []
@@ -178,10 +179,32 @@ class TapeMixin:
         of the nest (0: no pushes), and the variables they read."""
         if region["dynamic"]:
             return None
+        if all(isinstance(per, int) and per == 0
+               for per in (self.nest_per_trip(region, key) for key in ("f", "i"))):
+            # nothing pushed in any trip: no reservation, whatever the trip count reads
+            return {"f": 0, "i": 0, "reads": set(), "region": region, "drops": []}
         own = self.nest_trips(loop)
         if own is None:
             return None
         trips, reads = own
+        plan = self.trip_plan(region, loop, defined, reads)
+        if plan is None:
+            return None
+        for key in ("f", "i"):
+            per = plan[key]
+            plan[key] = 0 if isinstance(per, int) and per == 0 else \
+                trips if isinstance(per, int) and per == 1 else trips * per
+        return plan
+
+    def trip_plan(self, region, loop, defined, reads=()):
+        """The entries one trip of ``loop`` pushes at most per tape, as ints or expressions
+        valid before ``loop`` (its inner loops' totals read only variables set on every path
+        to it, ``defined``, and assigned nowhere in it), in the shape of a nest plan; None where
+        they are not known there.  ``reads``: variables the caller's expression reads too.
+        A reduction loop reversed trip by trip (``coarsen.ad.reverse.fused``) pops in each
+        trip what the trip pushed, so this is all the room it needs, reserved once before it."""
+        if region["dynamic"]:
+            return None
         assigned = {loop.var} | {st.target for st in walk(loop.body) if isinstance(st, Assign)} \
             | {st.var for st in walk(loop.body) if isinstance(st, For)}
         plan = {"reads": set(reads), "region": region, "drops": []}
@@ -192,9 +215,7 @@ class TapeMixin:
         if not plan["reads"] <= defined:
             return None
         for key in ("f", "i"):
-            per = self.nest_per_trip(region, key)
-            plan[key] = 0 if isinstance(per, int) and per == 0 else \
-                trips if isinstance(per, int) and per == 1 else trips * per
+            plan[key] = self.nest_per_trip(region, key)
         return plan
 
     @staticmethod
