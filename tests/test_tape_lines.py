@@ -101,7 +101,7 @@ def scratch_reduction(w, x):
             for j in range(d):
                 q[j] = math.sin(w[k, j] * x[i, j])
             for j in range(d):
-                for l in range(j + 1, d):
+                for l in range(j + 1, d):  # noqa: E741 (a user-style name)
                     q[l] += w[k, l] * x[i, j]
             for j in range(d):
                 acc += q[j] * q[j]
