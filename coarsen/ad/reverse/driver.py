@@ -53,6 +53,7 @@ from .local_stretch import LFT, LIT
 from .cleanup import comment_pass, drop_dead_adjoint_code, drop_marked, init_value
 from .dead_resets import drop_dead_resets
 from .first_writes import first_writes
+from .invariant_sums import invariant_sums
 from .loop_order import forward_order
 from .scaled_adds import scaled_add_calls
 from .zero_adjoints import drop_zero_accumulations
@@ -402,6 +403,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     body = drop_dead_resets(body, made)
     body = first_writes(body, made)
     body = forward_order(body, made)
+    body = invariant_sums(body, made)
     if scaled_adds:
         body, used = scaled_add_calls(body)
         em.helpers |= used

@@ -1,0 +1,168 @@
+"""coarsen.ad.reverse.invariant_sums: an element a loop only adds into, held in a local."""
+import textwrap
+
+import gast
+import numpy as np
+import pytest
+
+import coarsen
+from coarsen.ad.reverse.invariant_sums import invariant_sums
+from tests.oracle import check_against_oracle
+
+
+def _rewrite(src, made):
+    """The function in ``src`` before and after the pass, compiled; and the new source."""
+    fn = gast.parse(textwrap.dedent(src)).body[0]
+    new = gast.FunctionDef(name=fn.name, args=fn.args, body=invariant_sums(fn.body, made),
+                           decorator_list=[], returns=None, type_comment=None)
+    out = []
+    for f in (fn, new):
+        mod = gast.Module(body=[f], type_ignores=[])
+        code = compile(gast.gast_to_ast(gast.fix_missing_locations(mod)), "<test>", "exec")
+        scope = {"np": np}
+        exec(code, scope)
+        out.append(scope[fn.name])
+    import ast
+    return out[0], out[1], ast.unparse(gast.gast_to_ast(new))
+
+
+SUMS = """
+def f(Y, n, m):
+    A = np.zeros(n)
+    B = np.zeros(n)
+    C = np.zeros(n)
+    for i in range(n):
+        for j in range(m - 1, -1, -1):
+            t = Y[i, j] * 0.1
+            A[i] += t
+            B[i] -= t * t
+            C[i] += C[i] * 0.5 + t
+        for j in range(m):
+            C[i] += Y[i, j]
+    return A, B, C
+"""
+
+
+def test_sums_are_held_in_locals_with_the_same_bits():
+    before, after, text = _rewrite(SUMS, {"A", "B", "C", "t"})
+    # the first loop's A[i] and B[i] (C[i] is read there too), the second loop's C[i]
+    assert text.count("_sum") == 9 and "A[i] += t" not in text, text
+    assert "C[i] += C[i] * 0.5 + t" in text and "_sum3 += Y[i, j]" in text, text
+    r = np.random.default_rng(0)
+    for n, m in ((4, 5), (3, 1), (2, 0), (0, 3)):
+        Y = r.standard_normal((n, max(m, 1))) * 1e3
+        for a, b in zip(before(Y, n, m), after(Y, n, m)):
+            assert a.tobytes() == b.tobytes(), (n, m)
+
+
+def test_a_loop_without_trips_touches_no_element():
+    # the index is out of range exactly when the loop has no trips
+    src = """
+    def f(Y, n):
+        A = np.zeros(n)
+        for j in range(n):
+            A[n - 1] += Y[j]
+        return A
+    """
+    before, after, text = _rewrite(src, {"A"})
+    assert "_sum1" in text
+    assert after(np.zeros(0), 0).shape == (0,)
+    Y = np.arange(4.0)
+    assert before(Y, 4).tobytes() == after(Y, 4).tobytes()
+
+
+@pytest.mark.parametrize("src", [
+    # the index reads a name the loop assigns
+    """
+    def f(Y, n):
+        A = np.zeros(n)
+        k = 0
+        for j in range(n):
+            A[k] += Y[j]
+            k = j
+        return A
+    """,
+    # another name reaches the array
+    """
+    def f(Y, n):
+        A = np.zeros(n)
+        B = A
+        for j in range(n):
+            A[0] += Y[j]
+            B[0] += 1.0
+        return A
+    """,
+    # a parameter: it may share memory with another
+    """
+    def f(A, Y, n):
+        for j in range(n):
+            A[0] += Y[j]
+        return A
+    """,
+    # a step other than 1 or -1
+    """
+    def f(Y, n):
+        A = np.zeros(n)
+        for j in range(0, n, 2):
+            A[0] += Y[j]
+        return A
+    """,
+    # the loop returns
+    """
+    def f(Y, n):
+        A = np.zeros(n)
+        for j in range(n):
+            A[0] += Y[j]
+            if Y[j] > 1.0:
+                return A
+        return A
+    """,
+    # a slice: a view
+    """
+    def f(Y, n):
+        A = np.zeros(n)
+        for j in range(n):
+            A[0:1] += Y[j]
+        return A
+    """,
+])
+def test_left_alone(src):
+    _, _, text = _rewrite(src, {"A", "B", "k"})
+    assert "_sum" not in text, text
+
+
+def triangle(w, x):
+    # GMM's triangular reverse: an adjoint element added into for every trip of the inner loop
+    d = w.shape[0]
+    s = 0.0
+    for i in range(x.shape[0]):
+        q = 0.0
+        for j in range(d):
+            for l in range(j + 1, d):  # noqa: E741 (a user-style name)
+                q += w[l] * w[j] * x[i, j]
+        s += q * q
+    return s
+
+
+def last(x, n):
+    s = 0.0
+    for j in range(n):
+        s += x[n - 1] * j
+    return s
+
+
+@pytest.mark.parametrize("coarse", [True, False])
+def test_gradients_on_both_targets(coarse):
+    r = np.random.default_rng(1)
+    w, x = r.standard_normal(5), r.standard_normal((4, 5))
+    g, _, _ = check_against_oracle(triangle, (w, x), wrt="w", coarse=coarse)
+    assert "_sum1 = " in g.source
+    gc = coarsen.differentiate(triangle, wrt="w", coarsen=coarse)
+    for d in (5, 1, 0):
+        w2, x2 = r.standard_normal(d), r.standard_normal((3, d))
+        assert gc(w2, x2).tobytes() == g(w2, x2).tobytes(), d
+    g, _, _ = check_against_oracle(last, (np.arange(1.0, 4.0), 3), wrt="x", coarse=coarse)
+    assert "_sum1 = " in g.source
+    gc = coarsen.differentiate(last, wrt="x", coarsen=coarse)
+    assert gc(np.zeros(0), 0).shape == (0,) and g(np.zeros(0), 0).shape == (0,)
+    assert gc(np.arange(1.0, 4.0), 3).tobytes() == g(np.arange(1.0, 4.0), 3).tobytes()
