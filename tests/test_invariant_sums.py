@@ -131,15 +131,15 @@ def test_left_alone(src):
     assert "_sum" not in text, text
 
 
-def triangle(w, x):
-    # GMM's triangular reverse: an adjoint element added into for every trip of the inner loop
+def triangle(w, v, x):
+    # GMM's triangular reverse: v's adjoint element j added into for every trip of the inner loop
     d = w.shape[0]
     s = 0.0
     for i in range(x.shape[0]):
         q = 0.0
         for j in range(d):
             for l in range(j + 1, d):  # noqa: E741 (a user-style name)
-                q += w[l] * w[j] * x[i, j]
+                q += w[l] * v[j] * x[i, j]
         s += q * q
     return s
 
@@ -154,13 +154,14 @@ def last(x, n):
 @pytest.mark.parametrize("coarse", [True, False])
 def test_gradients_on_both_targets(coarse):
     r = np.random.default_rng(1)
-    w, x = r.standard_normal(5), r.standard_normal((4, 5))
-    g, _, _ = check_against_oracle(triangle, (w, x), wrt="w", coarse=coarse)
+    w, v, x = r.standard_normal(5), r.standard_normal(5), r.standard_normal((4, 5))
+    g, _, _ = check_against_oracle(triangle, (w, v, x), wrt=("w", "v"), coarse=coarse)
     assert "_sum1 = " in g.source
-    gc = coarsen.differentiate(triangle, wrt="w", coarsen=coarse)
+    gc = coarsen.differentiate(triangle, wrt=("w", "v"), coarsen=coarse)
     for d in (5, 1, 0):
-        w2, x2 = r.standard_normal(d), r.standard_normal((3, d))
-        assert gc(w2, x2).tobytes() == g(w2, x2).tobytes(), d
+        args = r.standard_normal(d), r.standard_normal(d), r.standard_normal((3, d))
+        for a, b in zip(gc(*args), g(*args)):
+            assert a.tobytes() == b.tobytes(), d
     g, _, _ = check_against_oracle(last, (np.arange(1.0, 4.0), 3), wrt="x", coarse=coarse)
     assert "_sum1 = " in g.source
     gc = coarsen.differentiate(last, wrt="x", coarsen=coarse)
