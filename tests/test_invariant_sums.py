@@ -71,6 +71,40 @@ def test_a_loop_without_trips_touches_no_element():
     assert before(Y, 4).tobytes() == after(Y, 4).tobytes()
 
 
+PAIRS = """
+def f(Y, n):
+    A = np.zeros((n, 2))
+    for i in range(n):
+        for j in range(n - 1, i + 1 - 1, -1):
+            t = Y[i, j]
+            A[i, 0] += t
+            A[j, 0] -= t
+            A[i, 1] += t * t
+            A[j, 1] -= t * t
+            A[i, 0] += 0.5 * t
+    return A
+"""
+
+
+def test_pair_loop_holds_the_outer_element():
+    # Lennard-Jones' shape: j > i in every trip, so A[i, c] is never A[j, c]
+    before, after, text = _rewrite(PAIRS, {"A", "t"})
+    assert "_sum1 += t" in text and "_sum1 += 0.5 * t" in text and "_sum2 += t * t" in text, text
+    assert "A[j, 0] -= t" in text and "_sum3" not in text, text
+    r = np.random.default_rng(2)
+    for n in (6, 1, 0):
+        Y = r.standard_normal((n, n)) * 1e3
+        assert before(Y, n).tobytes() == after(Y, n).tobytes(), n
+
+
+@pytest.mark.parametrize("bounds", ["range(n)", "range(i, n)", "range(n - 1, i - 1, -1)",
+                                    "range(0, i + 1)"])
+def test_pair_loop_that_may_meet_the_outer_element_is_left_alone(bounds):
+    src = PAIRS.replace("range(n - 1, i + 1 - 1, -1)", bounds)
+    before, after, text = _rewrite(src, {"A", "t"})
+    assert "_sum" not in text, text
+
+
 @pytest.mark.parametrize("src", [
     # the index reads a name the loop assigns
     """

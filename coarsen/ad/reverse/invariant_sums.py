@@ -17,11 +17,15 @@ statement ``X[i] += e`` (or ``-=``) at the top level of its body such that
   (``np.zeros``/``np.empty``), indexed without slices, updated as a whole (``X += ...``), as
   an operand of arithmetic, for its ``.shape`` or in a ``return`` (``no_alias``: no other
   name reaches its elements), and the loop holds no ``return``,
-* ``X`` appears nowhere else in the loop, and
 * the index ``i`` is pure (names, constants, arithmetic) and reads no name the loop assigns,
+* ``X`` appears in the loop only as the target of such top-level ``+=``/``-=`` statements,
+  and every other index there provably names another element during the loop (``_apart``:
+  at some axis the same name plus different constants, as ``X[i, 0]`` and ``X[i, 1]``; or the
+  loop's variable kept away by the loop's bounds, as ``X[j, 0]`` for ``j`` in
+  ``range(i + 1, n)`` against ``X[i, 0]``: Lennard-Jones' pair loop),
 
 as ``if <the loop runs at least once>: s = X[i]; for ...: ... s += e ...; X[i] = s`` with a
-fresh local ``s``.  The loop adds the same terms to the same starting value in the same order,
+fresh local ``s`` per element (statements with the same index share it).  The loop adds the same terms to the same starting value in the same order,
 so the result is the same, bit for bit, and the element is touched only where the loop has
 trips (where it had none, the index may be out of range).  Inner loops are rewritten first.
 """
@@ -114,26 +118,38 @@ class _Rewriter:
         return out
 
     def candidates(self, loop):
+        """The loop's invariant elements: ``[(element, [statement positions])]``."""
         names = {}
         for n in gast.walk(loop):
             if isinstance(n, gast.Name):
                 names[n.id] = names.get(n.id, 0) + 1
         assigned = {n.id for n in gast.walk(loop)
                     if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
-        out = []
+        adds = {}
         for k, st in enumerate(loop.body):
-            if not (isinstance(st, gast.AugAssign) and isinstance(st.op, (gast.Add, gast.Sub))
-                    and isinstance(st.target, gast.Subscript)
-                    and isinstance(st.target.value, gast.Name)):
+            if isinstance(st, gast.AugAssign) and isinstance(st.op, (gast.Add, gast.Sub)) \
+                    and isinstance(st.target, gast.Subscript) \
+                    and isinstance(st.target.value, gast.Name):
+                adds.setdefault(st.target.value.id, []).append(k)
+        out = []
+        for x, ks in adds.items():
+            # every mention of x in the loop is one of these statements' targets
+            if x not in self.made or names.get(x) != len(ks) or not no_alias(self.top, x):
                 continue
-            x, idx = st.target.value.id, st.target.slice
-            if x not in self.made or names.get(x) != 1 or not _pure_index(idx):
-                continue
-            if {n.id for n in gast.walk(idx) if isinstance(n, gast.Name)} & assigned:
-                continue
-            if not no_alias(self.top, x):
-                continue
-            out.append(k)
+            inv, var = {}, []
+            for k in ks:
+                idx = loop.body[k].target.slice
+                if _pure_index(idx) and not _names(idx) & assigned:
+                    inv.setdefault(gast.dump(idx), (loop.body[k].target, []))[1].append(k)
+                else:
+                    var.append(loop.body[k].target.slice)
+            elements = list(inv.values())
+            # an element held in a local meets no other access of x in the loop
+            ok = all(_apart(a.slice, b.slice, None, assigned)
+                     for n, (a, _) in enumerate(elements) for b, _ in elements[n + 1:])
+            ok = ok and all(_apart(a.slice, v, loop, assigned) for a, _ in elements for v in var)
+            if ok:
+                out.extend(elements)
         return out
 
     def loop(self, loop):
@@ -144,17 +160,80 @@ class _Rewriter:
         if not picked:
             return [loop]
         before, after = [], []
-        for k in picked:
-            st = loop.body[k]
+        for element, ks in picked:
             s = self.fresh()
-            element = st.target
             before.append(gast.Assign(targets=[_name(s, True)], value=_load(element), type_comment=None))
             after.append(gast.Assign(targets=[_store(element)], value=_name(s), type_comment=None))
-            loop.body[k] = gast.AugAssign(target=_name(s, True), op=st.op, value=st.value)
-            for attr in ("coarsen_comment", "_coarsen_loc"):
-                if hasattr(st, attr):
-                    setattr(loop.body[k], attr, getattr(st, attr))
+            for k in ks:
+                st = loop.body[k]
+                loop.body[k] = gast.AugAssign(target=_name(s, True), op=st.op, value=st.value)
+                for attr in ("coarsen_comment", "_coarsen_loc"):
+                    if hasattr(st, attr):
+                        setattr(loop.body[k], attr, getattr(st, attr))
         return [gast.If(test=runs, body=before + [loop] + after, orelse=[])]
+
+
+def _names(node):
+    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)}
+
+
+def _affine(e):
+    """``(name or None, offset)`` of an int expression built from one name and constants with
+    ``+`` and ``-`` (``i + 1 - 1`` is ``("i", 0)``), else None."""
+    c = _int_value(e)
+    if c is not None:
+        return None, c
+    if isinstance(e, gast.Name):
+        return e.id, 0
+    if isinstance(e, gast.BinOp) and isinstance(e.op, (gast.Add, gast.Sub)):
+        a, b = _affine(e.left), _affine(e.right)
+        if a is None or b is None:
+            return None
+        sign = 1 if isinstance(e.op, gast.Add) else -1
+        if b[0] is None:
+            return a[0], a[1] + sign * b[1]
+        if a[0] is None and sign == 1:
+            return b[0], a[1] + b[1]
+    return None
+
+
+def _elts(idx):
+    return idx.elts if isinstance(idx, gast.Tuple) else [idx]
+
+
+def _apart(inv, other, loop, assigned):
+    """Do the index ``inv`` (the loop does not change it) and ``other`` never name the same
+    element during ``loop``?  At some axis both are one name the loop does not assign (or
+    none) plus different constants; or (``loop`` given) ``other`` is the loop's variable plus
+    ``q`` and the loop's bounds keep it away from ``inv``'s ``a + p`` (``range(a + c, ...)``
+    with ``c + q > p``; ``range(..., a + c, -1)``, whose trips are above ``a + c``)."""
+    a_elts, b_elts = _elts(inv), _elts(other)
+    if len(a_elts) != len(b_elts):
+        return False
+    for a, b in zip(a_elts, b_elts):
+        fa, fb = _affine(a), _affine(b)
+        if fa is None or fb is None:
+            continue
+        if fa[0] == fb[0] and fa[1] != fb[1] and fa[0] not in assigned:
+            return True
+        if loop is not None and fb[0] == loop.target.id and fa[0] is not None \
+                and fa[0] not in assigned:
+            low = _lowest(loop)
+            if low is not None and low[0] == fa[0] and low[1] + fb[1] > fa[1]:
+                return True
+    return False
+
+
+def _lowest(loop):
+    """``(name, c)``: the loop's variable is at least ``name + c`` in every trip, or None."""
+    args = loop.iter.args
+    if len(args) == 1:
+        return None
+    step = 1 if len(args) == 2 else _int_value(args[2])
+    if step == 1:
+        return _affine(args[0])
+    low = _affine(args[1])              # range(a, b, -1): every trip is above b
+    return None if low is None else (low[0], low[1] + 1)
 
 
 def no_alias(body, name):
