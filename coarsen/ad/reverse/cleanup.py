@@ -5,7 +5,9 @@ Requires: gast statements from the emitter.
 Guarantees: the user's own statements are never removed; passes return new statement lists.
 ``only_elementwise(stmts, name)`` tells whether an array is never aliased there (allocated
 fresh, indexed element by element, updated as a whole): the adjoint rewrites that reason about
-its elements (``dead_resets``, ``loop_order``) rely on it.
+its elements (``dead_resets``, ``loop_order``) rely on it; ``elementwise_uses`` gives those
+uses for a pass that allows more (``invariant_sums.no_alias``); ``int_value`` reads an int
+constant and ``affine`` an index ``name + c``.
 """
 from __future__ import annotations
 
@@ -108,10 +110,12 @@ def comment_pass(stmts, last=None):
     return last
 
 
-def only_elementwise(body, name):
-    """``name`` appears only allocated fresh, indexed without slices, or as the whole target
-    of ``name += ...`` / ``name -= ...``."""
-    allowed = set()
+def elementwise_uses(body, name):
+    """``(ids, allocated)``: the ids of the ``Name`` nodes of ``name`` in ``body`` that are
+    allocations (``name = np.zeros(...)`` / ``np.empty(...)``), indexings without slices or
+    whole targets of ``name += ...`` / ``name -= ...``, and whether an allocation is among
+    them."""
+    allowed, allocated = set(), False
     for st in body:
         for n in gast.walk(st):
             if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name) and n.value.id == name:
@@ -129,5 +133,43 @@ def only_elementwise(body, name):
                         v.func.attr in ("zeros", "empty") and \
                         not any(isinstance(x, gast.Name) and x.id == name for x in gast.walk(v)):
                     allowed.add(id(n.targets[0]))
+                    allocated = True
+    return allowed, allocated
+
+
+def only_elementwise(body, name):
+    """``name`` appears only allocated fresh, indexed without slices, or as the whole target
+    of ``name += ...`` / ``name -= ...``."""
+    allowed, _ = elementwise_uses(body, name)
     return all(id(n) in allowed for st in body for n in gast.walk(st)
                if isinstance(n, gast.Name) and n.id == name)
+
+
+def int_value(node):
+    """The int a constant node holds (``-1`` may be a negated constant), else None."""
+    if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
+        v = int_value(node.operand)
+        return None if v is None else -v
+    if isinstance(node, gast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def affine(e):
+    """``(name or None, offset)`` of an int expression built from one name and constants with
+    ``+`` and ``-`` (``i + 1 - 1`` is ``("i", 0)``), else None."""
+    c = int_value(e)
+    if c is not None:
+        return None, c
+    if isinstance(e, gast.Name):
+        return e.id, 0
+    if isinstance(e, gast.BinOp) and isinstance(e.op, (gast.Add, gast.Sub)):
+        a, b = affine(e.left), affine(e.right)
+        if a is None or b is None:
+            return None
+        sign = 1 if isinstance(e.op, gast.Add) else -1
+        if b[0] is None:
+            return a[0], a[1] + sign * b[1]
+        if a[0] is None and sign == 1:
+            return b[0], a[1] + b[1]
+    return None

@@ -35,6 +35,8 @@ import copy
 
 import gast
 
+from .cleanup import affine, elementwise_uses, int_value
+
 __all__ = ["invariant_sums", "no_alias"]
 
 _PURE_CALLS = frozenset({"max", "min"})
@@ -61,15 +63,6 @@ def _pure_bound(node):
     return True
 
 
-def _int_value(node):
-    if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
-        v = _int_value(node.operand)
-        return None if v is None else -v
-    if isinstance(node, gast.Constant) and type(node.value) is int:
-        return node.value
-    return None
-
-
 def _runs(loop):
     """The test ``len(range(...)) > 0`` of a plain range loop with step 1 or -1, or None."""
     it = loop.iter
@@ -80,7 +73,7 @@ def _runs(loop):
     args = it.args
     if not all(_pure_bound(a) for a in args):
         return None
-    step = 1 if len(args) < 3 else _int_value(args[2])
+    step = 1 if len(args) < 3 else int_value(args[2])
     if step not in (1, -1):
         return None
     lo, hi = (gast.Constant(value=0, kind=None), args[0]) if len(args) == 1 else args[:2]
@@ -177,26 +170,6 @@ def _names(node):
     return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)}
 
 
-def _affine(e):
-    """``(name or None, offset)`` of an int expression built from one name and constants with
-    ``+`` and ``-`` (``i + 1 - 1`` is ``("i", 0)``), else None."""
-    c = _int_value(e)
-    if c is not None:
-        return None, c
-    if isinstance(e, gast.Name):
-        return e.id, 0
-    if isinstance(e, gast.BinOp) and isinstance(e.op, (gast.Add, gast.Sub)):
-        a, b = _affine(e.left), _affine(e.right)
-        if a is None or b is None:
-            return None
-        sign = 1 if isinstance(e.op, gast.Add) else -1
-        if b[0] is None:
-            return a[0], a[1] + sign * b[1]
-        if a[0] is None and sign == 1:
-            return b[0], a[1] + b[1]
-    return None
-
-
 def _elts(idx):
     return idx.elts if isinstance(idx, gast.Tuple) else [idx]
 
@@ -211,7 +184,7 @@ def _apart(inv, other, loop, assigned):
     if len(a_elts) != len(b_elts):
         return False
     for a, b in zip(a_elts, b_elts):
-        fa, fb = _affine(a), _affine(b)
+        fa, fb = affine(a), affine(b)
         if fa is None or fb is None:
             continue
         if fa[0] == fb[0] and fa[1] != fb[1] and fa[0] not in assigned:
@@ -229,36 +202,20 @@ def _lowest(loop):
     args = loop.iter.args
     if len(args) == 1:
         return None
-    step = 1 if len(args) == 2 else _int_value(args[2])
+    step = 1 if len(args) == 2 else int_value(args[2])
     if step == 1:
-        return _affine(args[0])
-    low = _affine(args[1])              # range(a, b, -1): every trip is above b
+        return affine(args[0])
+    low = affine(args[1])              # range(a, b, -1): every trip is above b
     return None if low is None else (low[0], low[1] + 1)
 
 
 def no_alias(body, name):
     """Does no other name reach the elements of ``name`` (the module docstring's uses only;
     allocated in ``body``, so not a parameter that may share memory with another)?"""
-    allowed, allocated = set(), False
+    allowed, allocated = elementwise_uses(body, name)
     for st in body:
         for n in gast.walk(st):
-            if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name) and n.value.id == name:
-                idx = n.slice.elts if isinstance(n.slice, gast.Tuple) else [n.slice]
-                if not any(isinstance(i, gast.Slice) for i in idx):
-                    allowed.add(id(n.value))
-            elif isinstance(n, gast.AugAssign) and isinstance(n.target, gast.Name) and \
-                    n.target.id == name and isinstance(n.op, (gast.Add, gast.Sub)):
-                allowed.add(id(n.target))
-            elif isinstance(n, gast.Assign) and len(n.targets) == 1 and \
-                    isinstance(n.targets[0], gast.Name) and n.targets[0].id == name:
-                v = n.value
-                if isinstance(v, gast.Call) and isinstance(v.func, gast.Attribute) and \
-                        isinstance(v.func.value, gast.Name) and v.func.value.id == "np" and \
-                        v.func.attr in ("zeros", "empty") and \
-                        not any(isinstance(x, gast.Name) and x.id == name for x in gast.walk(v)):
-                    allowed.add(id(n.targets[0]))
-                    allocated = True
-            elif isinstance(n, gast.BinOp):
+            if isinstance(n, gast.BinOp):
                 for side in (n.left, n.right):
                     if isinstance(side, gast.Name) and side.id == name:
                         allowed.add(id(side))

@@ -47,7 +47,7 @@ import copy
 
 import gast
 
-from .cleanup import only_elementwise
+from .cleanup import affine, int_value, only_elementwise
 
 __all__ = ["REVERSE_MARK", "PURE_CALLS", "forward_order"]
 
@@ -57,16 +57,6 @@ REVERSE_MARK = "_coarsen_reverse"
 #: the calls a loop whose trips commute may make (no side effects, no exceptions but NumPy's)
 PURE_CALLS = frozenset({"float", "int", "abs", "min", "max", "bool", "range", "_bcast_len",
                         "_bcast_stride", "_same_len", "_range_len", "_slice_start", "_slice_len"})
-
-
-def _int_value(node):
-    """The int a constant node holds (``-1`` may be a negated constant), else None."""
-    if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
-        v = _int_value(node.operand)
-        return None if v is None else -v
-    if isinstance(node, gast.Constant) and type(node.value) is int:
-        return node.value
-    return None
 
 
 def _is_zero(node):
@@ -334,29 +324,11 @@ def _elts(idx):
     return idx.elts if isinstance(idx, gast.Tuple) else [idx]
 
 
-def _affine(e):
-    """``(name or None, offset)`` of an index ``name``, ``name + c``, ``name - c``, ``c + name``
-    or ``c`` (ints), else None."""
-    c = _int_value(e)
-    if c is not None:
-        return None, c
-    if isinstance(e, gast.Name):
-        return e.id, 0
-    if isinstance(e, gast.BinOp) and isinstance(e.op, (gast.Add, gast.Sub)):
-        k = _int_value(e.right)
-        if isinstance(e.left, gast.Name) and k is not None:
-            return e.left.id, k if isinstance(e.op, gast.Add) else -k
-        k = _int_value(e.left)
-        if isinstance(e.op, gast.Add) and isinstance(e.right, gast.Name) and k is not None:
-            return e.right.id, k
-    return None
-
-
 def _own_element(x, y, var):
     """At some axis both index with the loop variable plus the same offset: the two accesses
     meet only within one trip."""
     for a, b in zip(x, y):
-        fa, fb = _affine(a), _affine(b)
+        fa, fb = affine(a), affine(b)
         if fa is not None and fa == fb and fa[0] == var:
             return True
     return False
@@ -366,7 +338,7 @@ def _disjoint(x, y, var, assigned):
     """At some axis both index with one name the loop leaves unchanged (or none) plus
     different offsets: the two accesses never meet."""
     for a, b in zip(x, y):
-        fa, fb = _affine(a), _affine(b)
+        fa, fb = affine(a), affine(b)
         if fa is not None and fb is not None and fa[0] == fb[0] and fa[1] != fb[1] and \
                 fa[0] not in assigned:
             return True
@@ -392,10 +364,10 @@ def _forward_range(it):
     a, b = it.args[0], it.args[1]
 
     def plus_one(e):
-        if isinstance(e, gast.BinOp) and isinstance(e.op, gast.Sub) and _int_value(e.right) == 1:
+        if isinstance(e, gast.BinOp) and isinstance(e.op, gast.Sub) and int_value(e.right) == 1:
             return e.left
-        if _int_value(e) is not None:
-            return gast.Constant(value=_int_value(e) + 1, kind=None)
+        if int_value(e) is not None:
+            return gast.Constant(value=int_value(e) + 1, kind=None)
         return gast.BinOp(left=e, op=gast.Add(), right=gast.Constant(value=1, kind=None))
 
     lo, hi = plus_one(b), plus_one(a)
@@ -407,7 +379,7 @@ def _forward_range(it):
 def _marked(st):
     it = st.iter
     return getattr(st, REVERSE_MARK, False) and _plain_range(st) and len(it.args) == 3 and \
-        _int_value(it.args[2]) == -1 and not st.orelse
+        int_value(it.args[2]) == -1 and not st.orelse
 
 
 def _top_index(body, loop, path):
