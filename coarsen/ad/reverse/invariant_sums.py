@@ -25,9 +25,10 @@ statement ``X[i] += e`` (or ``-=``) at the top level of its body such that
   ``range(i + 1, n)`` against ``X[i, 0]``: Lennard-Jones' pair loop),
 
 as ``if <the loop runs at least once>: s = X[i]; for ...: ... s += e ...; X[i] = s`` with a
-fresh local ``s`` per element (statements with the same index share it).  The loop adds the same terms to the same starting value in the same order,
-so the result is the same, bit for bit, and the element is touched only where the loop has
-trips (where it had none, the index may be out of range).  Inner loops are rewritten first.
+fresh local ``s`` per element (statements with the same index share it).  The loop adds the
+same terms to the same starting value in the same order, so the result is the same, bit for
+bit, and the element is touched only where the loop has trips (where it had none, the index
+may be out of range).  Inner loops are rewritten first.
 """
 from __future__ import annotations
 
