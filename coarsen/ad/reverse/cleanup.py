@@ -7,7 +7,8 @@ Guarantees: the user's own statements are never removed; passes return new state
 fresh, indexed element by element, updated as a whole): the adjoint rewrites that reason about
 its elements (``dead_resets``, ``loop_order``) rely on it; ``elementwise_uses`` gives those
 uses for a pass that allows more (``invariant_sums.no_alias``); ``int_value`` reads an int
-constant and ``affine`` an index ``name + c``.
+constant, ``affine`` an index ``name + c``, ``index_elts`` a subscript's axes and
+``plain_range`` a ``for ... in range(...)`` loop.
 """
 from __future__ import annotations
 
@@ -173,3 +174,15 @@ def affine(e):
         if a[0] is None and sign == 1:
             return b[0], a[1] + b[1]
     return None
+
+
+def index_elts(idx):
+    """The per-axis indices of a subscript's ``slice``."""
+    return idx.elts if isinstance(idx, gast.Tuple) else [idx]
+
+
+def plain_range(loop):
+    """Is ``loop`` ``for name in range(...)`` with one to three positional arguments?"""
+    return isinstance(loop.target, gast.Name) and isinstance(loop.iter, gast.Call) and \
+        isinstance(loop.iter.func, gast.Name) and loop.iter.func.id == "range" and \
+        not loop.iter.keywords and 1 <= len(loop.iter.args) <= 3

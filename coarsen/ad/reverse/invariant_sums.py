@@ -36,7 +36,7 @@ import copy
 
 import gast
 
-from .cleanup import affine, elementwise_uses, int_value
+from .cleanup import affine, elementwise_uses, index_elts, int_value, plain_range
 
 __all__ = ["invariant_sums", "no_alias"]
 
@@ -66,12 +66,9 @@ def _pure_bound(node):
 
 def _runs(loop):
     """The test ``len(range(...)) > 0`` of a plain range loop with step 1 or -1, or None."""
-    it = loop.iter
-    if not (isinstance(loop.target, gast.Name) and isinstance(it, gast.Call)
-            and isinstance(it.func, gast.Name) and it.func.id == "range" and not it.keywords
-            and 1 <= len(it.args) <= 3 and not loop.orelse):
+    if not plain_range(loop) or loop.orelse:
         return None
-    args = it.args
+    args = loop.iter.args
     if not all(_pure_bound(a) for a in args):
         return None
     step = 1 if len(args) < 3 else int_value(args[2])
@@ -93,6 +90,13 @@ class _Rewriter:
         self.top, self.made = body, made
         self.used = {n.id for st in body for n in gast.walk(st) if isinstance(n, gast.Name)}
         self.counter = 0
+        # no_alias per array, walked once: a rewrite only adds element loads and stores
+        self.unaliased = {}
+
+    def no_alias(self, x):
+        if x not in self.unaliased:
+            self.unaliased[x] = no_alias(self.top, x)
+        return self.unaliased[x]
 
     def fresh(self):
         while True:
@@ -128,7 +132,7 @@ class _Rewriter:
         out = []
         for x, ks in adds.items():
             # every mention of x in the loop is one of these statements' targets
-            if x not in self.made or names.get(x) != len(ks) or not no_alias(self.top, x):
+            if x not in self.made or names.get(x) != len(ks) or not self.no_alias(x):
                 continue
             inv, var = {}, []
             for k in ks:
@@ -171,17 +175,13 @@ def _names(node):
     return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)}
 
 
-def _elts(idx):
-    return idx.elts if isinstance(idx, gast.Tuple) else [idx]
-
-
 def _apart(inv, other, loop, assigned):
     """Do the index ``inv`` (the loop does not change it) and ``other`` never name the same
     element during ``loop``?  At some axis both are one name the loop does not assign (or
     none) plus different constants; or (``loop`` given) ``other`` is the loop's variable plus
     ``q`` and the loop's bounds keep it away from ``inv``'s ``a + p`` (``range(a + c, ...)``
     with ``c + q > p``; ``range(..., a + c, -1)``, whose trips are above ``a + c``)."""
-    a_elts, b_elts = _elts(inv), _elts(other)
+    a_elts, b_elts = index_elts(inv), index_elts(other)
     if len(a_elts) != len(b_elts):
         return False
     for a, b in zip(a_elts, b_elts):
@@ -236,14 +236,16 @@ def no_alias(body, name):
 
 
 def _load(subscript):
-    out = copy.deepcopy(subscript)
-    out.ctx = gast.Load()
-    return out
+    return _with_ctx(subscript, gast.Load())
 
 
 def _store(subscript):
+    return _with_ctx(subscript, gast.Store())
+
+
+def _with_ctx(subscript, ctx):
     out = copy.deepcopy(subscript)
-    out.ctx = gast.Store()
+    out.ctx = ctx
     return out
 
 

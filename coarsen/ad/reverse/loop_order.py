@@ -47,7 +47,7 @@ import copy
 
 import gast
 
-from .cleanup import affine, int_value, only_elementwise
+from .cleanup import affine, index_elts, int_value, only_elementwise, plain_range
 
 __all__ = ["REVERSE_MARK", "PURE_CALLS", "forward_order"]
 
@@ -178,7 +178,7 @@ def _collect(stmts, f, var):
             _collect(st.body, f, var)
             _collect(st.orelse, f, var)
         elif isinstance(st, gast.For):
-            if st.orelse or not _plain_range(st):
+            if st.orelse or not plain_range(st):
                 f.ok = False
                 return
             _loads(st.iter, f)
@@ -218,12 +218,6 @@ def _loads(expr, f):
             f.read_idx.setdefault(n.value.id, []).append(n.slice)
         if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load):
             f.reads[n.id] = f.reads.get(n.id, 0) + 1
-
-
-def _plain_range(loop):
-    return isinstance(loop.target, gast.Name) and isinstance(loop.iter, gast.Call) and \
-        isinstance(loop.iter.func, gast.Name) and loop.iter.func.id == "range" and \
-        not loop.iter.keywords and 1 <= len(loop.iter.args) <= 3
 
 
 def _defined_first(stmts, names, d):
@@ -309,8 +303,8 @@ def _commutes(loop, path, top_body, made):
     for a, stores in f.stores.items():
         if a not in made or not only_elementwise(top_body, a) or not _only_indexed(loop.body, a):
             return False
-        accesses = [(_elts(idx), "p" if plain else "u") for idx, plain in stores] + \
-            [(_elts(idx), "r") for idx in f.read_idx.get(a, ())]
+        accesses = [(index_elts(idx), "p" if plain else "u") for idx, plain in stores] + \
+            [(index_elts(idx), "r") for idx in f.read_idx.get(a, ())]
         for n, (x, kx) in enumerate(accesses):
             for y, ky in accesses[n:]:
                 if "p" not in (kx, ky) and not ("r" in (kx, ky) and kx != ky):
@@ -318,10 +312,6 @@ def _commutes(loop, path, top_body, made):
                 if not (_own_element(x, y, var) or _disjoint(x, y, var, assigned)):
                     return False
     return True
-
-
-def _elts(idx):
-    return idx.elts if isinstance(idx, gast.Tuple) else [idx]
 
 
 def _own_element(x, y, var):
@@ -378,7 +368,7 @@ def _forward_range(it):
 
 def _marked(st):
     it = st.iter
-    return getattr(st, REVERSE_MARK, False) and _plain_range(st) and len(it.args) == 3 and \
+    return getattr(st, REVERSE_MARK, False) and plain_range(st) and len(it.args) == 3 and \
         int_value(it.args[2]) == -1 and not st.orelse
 
 
