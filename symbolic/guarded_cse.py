@@ -12,15 +12,16 @@ the names already taken (never reused).
 Guarantees: ``guarded_cse(exprs, prefix, taken)`` returns ``(replacements, reduced)``:
 ``replacements`` is ``[(Symbol, Expr)]`` in evaluation order (each reads only the symbols
 before it and the inputs' symbols), ``reduced`` the expressions over them, one per input, so
-that substituting the replacements back gives the input expressions exactly (``xreplace``,
-no simplification).  A replacement is kept only when evaluating it unconditionally, ahead of
+that substituting the replacements back gives the input expressions (``xreplace``, no
+simplification; SymPy's own evaluation may regroup a sign there, ``-(a - 1)`` as ``1 - a``).  A replacement is kept only when evaluating it unconditionally, ahead of
 every expression, evaluates nothing the expressions did not already evaluate unconditionally,
 or only additions, multiplications, ``Max`` and ``Min`` of symbols and finite numbers (which
 raise nothing, in Python or in Numba).  Integer-valued replacements are never products or
 powers (their type would make the product an integer one, which can overflow, where the
 original expression computed in floating point).  Names are ``{prefix}0``, ``{prefix}1``, ...
 skipping ``taken``; a replacement symbol is an integer symbol when its value is an integer,
-else real.  Deterministic: the same expressions give the same result.
+else real.  Deterministic: the same expressions give the same result in every process (the
+replacements are ordered by their values, not by the hash seed that orders `cse`'s output).
 """
 from __future__ import annotations
 
@@ -65,6 +66,25 @@ def _integer_safe(e):
     return not any(isinstance(s, (sympy.Mul, sympy.Pow)) for s in sympy.preorder_traversal(e))
 
 
+def _canonical_order(kept):
+    """``kept`` in an order that depends only on the expressions: dependencies first, and
+    among the definitions ready at each step, the least by ``default_sort_key`` of its value
+    over the inputs.  SymPy's ``cse`` lists independent subexpressions in an order that
+    varies with the process's hash seed, and the names follow that order."""
+    whole = {}
+    for s, e in kept:
+        whole[s] = e.xreplace(whole)
+    defs = dict(kept)
+    deps = {s: e.free_symbols & defs.keys() for s, e in kept}
+    done, out = set(), []
+    while len(out) < len(kept):
+        ready = [s for s in defs if s not in done and deps[s] <= done]
+        s = min(ready, key=lambda r: sympy.default_sort_key(whole[r]))
+        done.add(s)
+        out.append((s, defs[s]))
+    return out
+
+
 def guarded_cse(exprs, prefix, taken=frozenset()):
     exprs = [sympy.sympify(e) for e in exprs]
     if not exprs:
@@ -106,6 +126,7 @@ def guarded_cse(exprs, prefix, taken=frozenset()):
             if new_kept == kept and new_red == reduced:
                 break
             kept, reduced = new_kept, new_red
+    kept = _canonical_order(kept)
     rename, k = {}, 0
     for s, e in kept:
         while f"{prefix}{k}" in taken:

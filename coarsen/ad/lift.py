@@ -431,7 +431,7 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset()):
             finals[sym.name] = e
         inputs = {}
         for e in cf.finals.values():
-            for fs in e.free_symbols:
+            for fs in sorted(e.free_symbols, key=lambda s: s.name):     # not the hash seed's order
                 if fs.name in types and fs.name != loop.var:
                     inputs[fs.name] = fs
         wrt = [sym for name, sym in inputs.items() if name in active]

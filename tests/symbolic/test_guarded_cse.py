@@ -72,3 +72,22 @@ def test_names_skip_taken_ones_and_are_deterministic():
 def test_nothing_shared_nothing_changed():
     exprs = [x * r, p + 1]
     assert guarded_cse(exprs, "_c") == ([], exprs)
+
+
+
+def test_names_do_not_depend_on_the_order_of_the_expressions():
+    # the geometric loop's closed form (tests.zoo.scalar.geometric): its partials came in the
+    # order of a set of symbols, which varies with the hash seed, and SymPy's cse numbers the
+    # shared values in the order it meets them, so r**n and r - 1 swapped names
+    xs, rs, cs = sympy.symbols("_cl1_2 _cl1_3 _cl1_5", real=True)
+    M = sympy.Max(0, sympy.Symbol("_t1", integer=True))
+    geo = sympy.Piecewise((M, sympy.Eq(rs, 1)), ((rs**M - 1) / (rs - 1), True))
+    dgeo = sympy.Piecewise((0, sympy.Eq(rs, 1)),
+                           (-(rs**M - 1) / (rs - 1)**2 + rs**M * M / (rs * (rs - 1)), True))
+    exprs = [rs**M, xs * rs**M * M / rs + cs * dgeo, geo]
+    first = guarded_cse(exprs, "_s1_c")
+    assert len(first[0]) >= 2
+    for perm in ([2, 1, 0], [1, 0, 2], [0, 2, 1]):
+        reps, reduced = guarded_cse([exprs[k] for k in perm], "_s1_c")
+        assert reps == first[0]
+        assert reduced == [first[1][k] for k in perm]

@@ -8,8 +8,8 @@ to reach memory and be loaded again.  GMM's gradient spent about a tenth of its 
 
 Requires: the generated function's top-level statements (gast) and the names the compiler
 made (``made``).
-Guarantees: ``invariant_sums(body, made)`` returns the statements (a copy; the input is not
-modified) with each loop ``for v in range(...)`` (start, stop and step pure: names,
+Guarantees: ``invariant_sums(body, made)`` returns the statements (a new list; the input is
+not modified: a rewritten loop and the statements holding it are new nodes) with each loop ``for v in range(...)`` (start, stop and step pure: names,
 constants, arithmetic, ``.shape``, ``max``/``min``; step 1 or -1) rewritten, for every
 statement ``X[i] += e`` (or ``-=``) at the top level of its body such that
 
@@ -107,11 +107,16 @@ class _Rewriter:
                 return name
 
     def block(self, stmts):
+        """The statements rewritten; a statement that changes is a new node (copy on write:
+        the input is shared where nothing changes, never modified)."""
         out = []
         for st in stmts:
             if isinstance(st, (gast.For, gast.While, gast.If)):
-                st.body = self.block(st.body)
-                st.orelse = self.block(st.orelse)
+                body, orelse = self.block(st.body), self.block(st.orelse)
+                if any(a is not b for a, b in zip(body + orelse, st.body + st.orelse)) or \
+                        len(body) != len(st.body) or len(orelse) != len(st.orelse):
+                    st = copy.copy(st)
+                    st.body, st.orelse = body, orelse
             out.extend(self.loop(st) if isinstance(st, gast.For) else [st])
         return out
 
@@ -157,6 +162,8 @@ class _Rewriter:
         picked = self.candidates(loop)
         if not picked:
             return [loop]
+        loop = copy.copy(loop)
+        loop.body = list(loop.body)
         before, after = [], []
         for element, ks in picked:
             s = self.fresh()
@@ -164,7 +171,8 @@ class _Rewriter:
             after.append(gast.Assign(targets=[_store(element)], value=_name(s), type_comment=None))
             for k in ks:
                 st = loop.body[k]
-                loop.body[k] = gast.AugAssign(target=_name(s, True), op=st.op, value=st.value)
+                loop.body[k] = gast.AugAssign(target=_name(s, True), op=st.op,
+                                              value=copy.deepcopy(st.value))
                 for attr in ("coarsen_comment", "_coarsen_loc"):
                     if hasattr(st, attr):
                         setattr(loop.body[k], attr, getattr(st, attr))
@@ -250,5 +258,5 @@ def _with_ctx(subscript, ctx):
 
 
 def invariant_sums(body, made):
-    out = copy.deepcopy(list(body))
+    out = list(body)
     return _Rewriter(out, made).block(out)

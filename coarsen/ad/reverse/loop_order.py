@@ -8,8 +8,8 @@ scalar: gemver's reverse sweep took 1.5x the time of the same loops counting up.
 
 Requires: the generated function's top-level statements (gast), the names the compiler made,
 and the reverse loops marked by the emitter (``REVERSE_MARK``, set by ``reverse_range``).
-Guarantees: ``forward_order(body, made)`` returns the statements (a copy; the input is not
-modified) with each marked loop ``for v in range(a, b, -1)`` whose trips commute rewritten as
+Guarantees: ``forward_order(body, made)`` returns the statements (a new list, the input not
+modified: where a loop is rewritten, the statements are copies) with each marked loop ``for v in range(a, b, -1)`` whose trips commute rewritten as
 ``for v in range(b + 1, a + 1)``.  The trips of a loop ``L`` commute when, in its body (nested
 statements included):
 
@@ -379,7 +379,7 @@ def _top_index(body, loop, path):
 
 
 def forward_order(body, made):
-    out = copy.deepcopy(list(body))
+    out = list(body)
     todo = []
 
     def visit(block, path):
@@ -396,6 +396,11 @@ def forward_order(body, made):
     # only its range changes, and the liveness walk reads the range's names alike)
     chosen = [st for st, path in todo
               if _commutes(st, path, out[:_top_index(out, st, path) + 1], made)]
+    if not chosen:
+        return out
+    # the input is not modified: rewrite a copy (the memo maps each loop to its copy)
+    memo = {}
+    out = copy.deepcopy(out, memo)
     for st in chosen:
-        st.iter = _forward_range(st.iter)
+        memo[id(st)].iter = _forward_range(st.iter)
     return out

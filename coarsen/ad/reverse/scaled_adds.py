@@ -9,11 +9,11 @@ nest, compiled once per module and rank, and allocates no temporary for ``s_bar 
 
 Requires: the generated function's statements (gast), in which ``fused`` marked each such
 update with ``SCALED_MARK`` (the rank of the arrays; both have the input's shape).
-Guarantees: ``scaled_add_calls(body)`` returns ``(statements, helpers)``: a copy of the
-statements (the input is not modified) in which every marked ``X += s * A`` (``X``, ``s``,
-``A`` names) is the statement ``_add_scaled<N>(X, s, A)``, and the runtime helper names it
-used.  The helper (``coarsen.ad.runtime.add_scaled``) checks that the shapes agree and
-computes ``X[i...] += s * A[i...]`` per element: the operations of the array expression, so
+Guarantees: ``scaled_add_calls(body)`` returns ``(statements, helpers)``: the statements (a
+new list, the input not modified; a statement that changes is a new node) in which every
+marked ``X += s * A`` (``X``, ``s``, ``A`` names) is the statement
+``_add_scaled<N>(X, s, A)``, and the runtime helper names it used.  The helper
+(``coarsen.ad.runtime.add_scaled``) checks that the shapes agree and computes ``X[i...] += s * A[i...]`` per element: the operations of the array expression, so
 the same bits.  Unmarked statements are unchanged.  Meant for the cpu target (on the python
 target a loop of Python statements would be slower than NumPy's expression).
 """
@@ -59,11 +59,12 @@ def scaled_add_calls(body):
                     call.coarsen_comment = st.coarsen_comment
                 out.append(call)
                 continue
-            for field in ("body", "orelse"):
-                sub = getattr(st, field, None)
-                if isinstance(sub, list) and isinstance(st, (gast.For, gast.While, gast.If)):
-                    setattr(st, field, block(sub))
+            if isinstance(st, (gast.For, gast.While, gast.If)):
+                body, orelse = block(st.body), block(st.orelse)
+                if any(a is not b for a, b in zip(body + orelse, st.body + st.orelse)):
+                    st = copy.copy(st)      # copy on write: the input is not modified
+                    st.body, st.orelse = body, orelse
             out.append(st)
         return out
 
-    return block(copy.deepcopy(list(body))), helpers
+    return block(list(body)), helpers

@@ -30,12 +30,27 @@ def _zero_assign(st, made):
     return None
 
 
-def _stored(node):
-    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)
-            and isinstance(n.ctx, (gast.Store, gast.Del))}
+def _stored(node, memo):
+    """The names ``node`` stores or deletes, memoized per compound statement (a statement
+    nested ``d`` deep is asked about at every level above it)."""
+    got = memo.get(id(node))
+    if got is None:
+        got = set()
+        for field, value in gast.iter_fields(node):
+            items = value if isinstance(value, list) else [value]
+            for item in items:
+                if not isinstance(item, gast.AST):
+                    continue
+                if isinstance(item, gast.stmt):
+                    got |= _stored(item, memo)
+                else:
+                    got |= {n.id for n in gast.walk(item) if isinstance(n, gast.Name)
+                            and isinstance(n.ctx, (gast.Store, gast.Del))}
+        memo[id(node)] = got
+    return got
 
 
-def _block(stmts, zeros, made):
+def _block(stmts, zeros, made, memo):
     out, changed = [], False
     zeros = set(zeros)
     for st in stmts:
@@ -49,25 +64,25 @@ def _block(stmts, zeros, made):
             zeros.add(z)
             continue
         if isinstance(st, (gast.For, gast.While, gast.If)):
-            inner = zeros - _stored(st)
+            inner = zeros - _stored(st, memo)
             new = copy.copy(st)
             sub_changed = False
             for field in ("body", "orelse"):
                 block = getattr(st, field, None)
                 if isinstance(block, list) and block:
-                    nb, c = _block(block, inner, made)
+                    nb, c = _block(block, inner, made, memo)
                     if c:
                         setattr(new, field, nb or [gast.Pass()])
                         sub_changed = True
             out.append(new if sub_changed else st)
             changed |= sub_changed
-            zeros -= _stored(st)
+            zeros -= _stored(st, memo)
             continue
         out.append(st)
-        zeros -= _stored(st)
+        zeros -= _stored(st, memo)
     return out, changed
 
 
 def drop_zero_accumulations(body, made):
-    out, _ = _block(list(body), set(), made)
+    out, _ = _block(list(body), set(), made, {})
     return out
