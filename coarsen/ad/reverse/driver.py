@@ -53,6 +53,7 @@ from .local_stretch import LFT, LIT
 from .cleanup import comment_pass, drop_dead_adjoint_code, drop_marked, init_value
 from .dead_resets import drop_dead_resets
 from .first_writes import first_writes
+from .fuse_loops import fuse_loops
 from .invariant_sums import invariant_sums
 from .loop_order import forward_order
 from .scaled_adds import scaled_add_calls
@@ -404,6 +405,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     body = first_writes(body, made)
     body = forward_order(body, made)
     body = invariant_sums(body, made)
+    body = fuse_loops(body, made)
     if scaled_adds:
         body, used = scaled_add_calls(body)
         em.helpers |= used
