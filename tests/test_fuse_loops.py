@@ -2,28 +2,18 @@
 import ast
 import textwrap
 
-import gast
 import numpy as np
 import pytest
 
 import coarsen
 from coarsen.ad.reverse.fuse_loops import fuse_loops
+from tests.helpers_passes import rewrite
 from tests.oracle import check_against_oracle
 
 
 def _rewrite(src, made=frozenset()):
     """The function in ``src`` before and after the pass, compiled; and the new source."""
-    fn = gast.parse(textwrap.dedent(src)).body[0]
-    new = gast.FunctionDef(name=fn.name, args=fn.args, body=fuse_loops(fn.body, set(made)),
-                           decorator_list=[], returns=None, type_comment=None)
-    out = []
-    for f in (fn, new):
-        mod = gast.Module(body=[f], type_ignores=[])
-        code = compile(gast.gast_to_ast(gast.fix_missing_locations(mod)), "<test>", "exec")
-        scope = {"np": np}
-        exec(code, scope)
-        out.append(scope[fn.name])
-    return out[0], out[1], ast.unparse(gast.gast_to_ast(new))
+    return rewrite(src, fuse_loops, made, {"_same_len": _same_len})
 
 
 def _loops(text):
@@ -69,8 +59,6 @@ def test_matching_nests_become_one_with_the_same_bits():
     for n, m in ((4, 5), (1, 3), (3, 1), (0, 2), (2, 0)):
         A = rng.standard_normal((n, m)) * 1e3
         u, v, y = rng.standard_normal(n), rng.standard_normal(m), rng.standard_normal(n)
-        for f in (before, after):
-            f.__globals__["_same_len"] = _same_len
         if n == 0 or m == 0:
             # the loop variables are read after the loops: unbound where a loop had no trips
             with pytest.raises(UnboundLocalError):
@@ -88,7 +76,6 @@ def test_matching_nests_become_one_with_the_same_bits():
 def test_a_length_check_between_the_loops_still_raises():
     before, after, _ = _rewrite(MATVEC)
     for f in (before, after):
-        f.__globals__["_same_len"] = _same_len
         with pytest.raises(ValueError, match="lengths differ"):
             f(np.ones((3, 2)), np.ones(3), np.ones(2), np.ones(4))
 

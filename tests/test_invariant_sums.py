@@ -1,29 +1,17 @@
 """coarsen.ad.reverse.invariant_sums: an element a loop only adds into, held in a local."""
-import textwrap
 
-import gast
 import numpy as np
 import pytest
 
 import coarsen
 from coarsen.ad.reverse.invariant_sums import invariant_sums
+from tests.helpers_passes import rewrite
 from tests.oracle import check_against_oracle
 
 
 def _rewrite(src, made):
     """The function in ``src`` before and after the pass, compiled; and the new source."""
-    fn = gast.parse(textwrap.dedent(src)).body[0]
-    new = gast.FunctionDef(name=fn.name, args=fn.args, body=invariant_sums(fn.body, made),
-                           decorator_list=[], returns=None, type_comment=None)
-    out = []
-    for f in (fn, new):
-        mod = gast.Module(body=[f], type_ignores=[])
-        code = compile(gast.gast_to_ast(gast.fix_missing_locations(mod)), "<test>", "exec")
-        scope = {"np": np}
-        exec(code, scope)
-        out.append(scope[fn.name])
-    import ast
-    return out[0], out[1], ast.unparse(gast.gast_to_ast(new))
+    return rewrite(src, invariant_sums, made)
 
 
 SUMS = """

@@ -1,0 +1,22 @@
+"""Run one reverse-sweep pass on a hand-written function: the shared helper of the pass tests."""
+import ast
+import textwrap
+
+import gast
+import numpy as np
+
+
+def rewrite(src, reverse_pass, made, scope=None):
+    """The function in ``src`` before and after ``reverse_pass(body, made)``, both compiled
+    (in a namespace with ``np`` and ``scope``), and the new function's source."""
+    fn = gast.parse(textwrap.dedent(src)).body[0]
+    new = gast.FunctionDef(name=fn.name, args=fn.args, body=reverse_pass(fn.body, set(made)),
+                           decorator_list=[], returns=None, type_comment=None)
+    out = []
+    for f in (fn, new):
+        mod = gast.Module(body=[f], type_ignores=[])
+        code = compile(gast.gast_to_ast(gast.fix_missing_locations(mod)), "<test>", "exec")
+        names = {"np": np, **(scope or {})}
+        exec(code, names)      # noqa: S102 - the test's own text
+        out.append(names[fn.name])
+    return out[0], out[1], ast.unparse(gast.gast_to_ast(new))
