@@ -219,3 +219,25 @@ def test_gemver_nests_fused_and_right(coarse):
     for n in (5, 2, 1):
         check_against_oracle(gemver_like, _gemver_args(n, seed=n), target="cpu", wrt=wrt,
                              coarse=coarse)
+
+
+def test_a_variable_read_after_the_loop_inside_an_outer_loop_that_binds_it_is_kept():
+    # the outer loop binds j too, but reads j after the inner loops: the value they left
+    src = """
+def f(n):
+    B = np.zeros((n,))
+    C = np.zeros((n,))
+    out = np.zeros((n,))
+    for j in range(n):
+        for i in range(n):
+            B[i] = i * 1.0
+        for j in range(n):
+            C[j] = B[j] * 2.0
+        out[0] += j
+    return out, C
+"""
+    before, after, text = _rewrite(src)
+    assert "j = i" in text, text
+    for n in (3, 1, 0):
+        for a, b in zip(before(n), after(n)):
+            assert a.tobytes() == b.tobytes(), n

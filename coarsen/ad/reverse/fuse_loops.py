@@ -304,13 +304,14 @@ def _rename(stmts, old, new):
 
 
 def _dead_outside(top, loop, name):
-    """Is every mention of ``name`` outside ``loop`` inside a loop that binds it?"""
+    """Is every mention of ``name`` outside ``loop`` inside another loop that binds it (and
+    does not hold ``loop``: there, a read after ``loop`` would see what ``loop`` left)?"""
     inside = set()
 
     def mark(stmts):
         for st in stmts:
             if isinstance(st, gast.For) and isinstance(st.target, gast.Name) and \
-                    st.target.id == name:
+                    st.target.id == name and not any(n is loop for n in gast.walk(st)):
                 inside.update(id(n) for n in gast.walk(st))
                 continue
             for fld in ("body", "orelse"):
