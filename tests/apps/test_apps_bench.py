@@ -507,3 +507,20 @@ def test_run_records_compile_times_in_results_json(tmp_path):
     assert res["cases"][0]["tools"]["coarsen"]["status"] == "ok"
     md = (tmp_path / "results.md").read_text()
     assert "| series | coarsen | s |" in md
+
+
+def test_calibration_is_not_fooled_by_one_slow_call(monkeypatch):
+    # coarsen compiles a kind's faster entries at its 64th call: a batch holding that call
+    # reached the time limit at 64 repeats, and the samples were then batches of 64 cold calls
+    from apps.bench import timing
+
+    clock = {"t": 0.0, "calls": 0}
+
+    def fn():
+        clock["calls"] += 1
+        clock["t"] += 1.0 if clock["calls"] == 64 else 1e-6
+
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: clock["t"]))
+    reps, per_call = timing.calibrate(fn, 0.5)
+    assert reps >= 1 << 19, reps
+    assert per_call == pytest.approx(1e-6)
