@@ -25,8 +25,9 @@ it elsewhere), the statements between them moved before ``L1`` or after it, when
   assigned by their loops only, ``L1``'s variable appears nowhere in ``L2`` and ``L2``'s
   nowhere in ``L1``;
 * no name that one loop assigns appears in the other (scalars are the loops' own);
-* every array either loop stores into is compiler-made and appears in the function only
-  allocated fresh, indexed without slices or updated as a whole (no view of it exists); and
+* every array either loop stores into is first mentioned in a top-level ``np.zeros`` or
+  ``np.empty`` assignment, and up to the loops' top-level statement has only the uses
+  ``invariant_sums.no_alias`` allows (no view of it exists while the loops run); and
   for every array both loops access, of which one stores into it, every access in ``L1`` and
   every access in ``L2`` index some axis with their loop variable plus the same constant (the
   trip that touches an element in ``L2`` is the trip that touched it in ``L1``);
@@ -49,6 +50,7 @@ from dataclasses import dataclass, field
 import gast
 
 from .cleanup import affine, elementwise_uses, index_elts, int_value, plain_range
+from .invariant_sums import no_alias
 from .loop_order import PURE_CALLS
 
 __all__ = ["fuse_loops"]
@@ -170,24 +172,18 @@ class _Ctx:
     def unaliased(self, x, pos):
         """Is ``x`` an array that no other name reaches while the top-level statement ``pos``
         runs: its first mention is a top-level ``x = np.zeros(...)`` / ``np.empty(...)`` (not
-        a parameter), and up to ``pos`` and in it, ``x`` is only allocated fresh, indexed
-        without slices, updated as a whole or asked for its ``.shape``?"""
+        a parameter), and up to ``pos`` and in it, ``x`` has only the uses
+        ``invariant_sums.no_alias`` allows (fresh allocations, indexing without slices, whole
+        updates, arithmetic operands, ``.shape``, ``return``)?"""
         key = (x, pos)
         if key not in self.memo:
-            first = next((st for st in self.top[:pos + 1] if any(
+            stmts = self.top[:pos + 1]
+            first = next((st for st in stmts if any(
                 isinstance(n, gast.Name) and n.id == x for n in gast.walk(st))), None)
-            ok = first is not None and isinstance(first, gast.Assign) and \
+            self.memo[key] = first is not None and isinstance(first, gast.Assign) and \
                 len(first.targets) == 1 and isinstance(first.targets[0], gast.Name) and \
-                first.targets[0].id == x and elementwise_uses([first], x)[1]
-            if ok:
-                stmts = self.top[:pos + 1]
-                allowed, _ = elementwise_uses(stmts, x)
-                allowed |= {id(n.value) for st in stmts for n in gast.walk(st)
-                            if isinstance(n, gast.Attribute) and n.attr == "shape"
-                            and isinstance(n.value, gast.Name) and n.value.id == x}
-                ok = all(id(n) in allowed for st in stmts for n in gast.walk(st)
-                         if isinstance(n, gast.Name) and n.id == x)
-            self.memo[key] = ok
+                first.targets[0].id == x and elementwise_uses([first], x)[1] and \
+                no_alias(stmts, x)
         return self.memo[key]
 
     def keys(self, e, pos, depth=0):
