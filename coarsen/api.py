@@ -52,6 +52,7 @@ from . import __version__, lowering
 from .ad.reverse import differentiate_ir
 from .ad.reverse.checkpoint import budget_error
 from .ad.reverse.driver import taped_name
+from .ad.reverse.scratch import SCRATCH_HELPERS
 from .analysis.costmodel import machine_weights
 from .analysis.activity import analyze
 from .artifact import (
@@ -170,18 +171,19 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
                                   target=options.build_target)
         grad_entry = getattr(grad_mod, entry_name)
         grad_taped = getattr(grad_mod, taped_name(entry_name), None)
-    tapes = ""
+    tapes, scratch = "", False
     if taped is not None:
         code = getattr(taped, "py_func", taped).__code__
         names = code.co_varnames[:code.co_argcount]
         tapes = "".join(k for k, tape in (("f", "_ftape"), ("i", "_itape")) if tape in names)
+        scratch = any(f"def {h}(" in source for h in SCRATCH_HELPERS)
     return Artifact(function=fn.__qualname__, signature=tuple(signature.texts), types=types,
                     options=options, wrt=wrt, entry_name=entry_name, source=source, module=mod,
                     entry=getattr(mod, entry_name), ir_text=ir_text_, plan=tuple(plan),
                     transform_seconds=transform, cached=cached is not None, written=written,
                     module_arrays=arrays, reads=fn_ir.dependencies, key=key, cache_key=cache_key,
                     taped_entry=taped, tapes=tapes, grad_entry=grad_entry,
-                    grad_taped_entry=grad_taped)
+                    grad_taped_entry=grad_taped, scratch=scratch)
 
 
 # the former name of an Artifact
@@ -472,7 +474,10 @@ class Gradient:
         # conversion needed on later calls); plain Python may give NumPy scalars
         raw = plain and art.options.build_target == "cpu" and type(value) is float and \
             all(c is not None or type(g) is float for g, c in zip(grads, casts))
-        keep = art.taped_entry is not None and int(tape[0]) + int(tape[1]) > KEEP_TAPES_ABOVE
+        # the reverse sweep's arrays live on the float tape (``ad.reverse.scratch``): keep it
+        # from the start, so that later calls reuse that memory whatever their sizes
+        keep = art.taped_entry is not None and (
+            art.scratch or int(tape[0]) + int(tape[1]) > KEEP_TAPES_ABOVE)
         if raw and not art.written and not keep and art.options.max_tape_bytes is None:
             limit = KEEP_TAPES_ABOVE if art.taped_entry is not None else math.inf
             hit = (art, art.entry, art.grad_entry, self._global_arrays, self._single, limit)

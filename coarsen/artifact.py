@@ -315,6 +315,7 @@ class Artifact:
     cache_key: str
     taped_entry: object = None  # ``module.<entry_name>_taped``, or None (nothing taped)
     tapes: str = ""             # the tapes it takes after the entry's arguments: "f", "i", "fi"
+    scratch: bool = False       # the reverse sweep's arrays lie on the float tape (ad.reverse.scratch)
     # the gradient-only variants (``grad_only_source``: the value's slot 0.0, so that Numba
     # drops the work only the value needed); default: the entries themselves
     grad_entry: object = None

@@ -40,6 +40,27 @@ def _reserve(tape, need):
         return _grow(tape, need)
     return tape
 ''',
+    # a scratch array of the reverse sweep carved from the float tape above ``top``
+    # (``coarsen.ad.reverse.scratch``): where the tape must grow, to the size needed (no
+    # doubling, no tape cap: it is an array the code allocated before), its entries kept
+    "_scratch_zeros": '''
+def _scratch_zeros(tape, top, shape, size):
+    if top + size > tape.shape[0]:
+        grown = np.empty(top + size)
+        grown[:top] = tape[:top]
+        tape = grown
+    flat = tape[top:top + size]
+    flat[:] = 0.0
+    return tape, flat.reshape(shape), top + size
+''',
+    "_scratch_empty": '''
+def _scratch_empty(tape, top, shape, size):
+    if top + size > tape.shape[0]:
+        grown = np.empty(top + size)
+        grown[:top] = tape[:top]
+        tape = grown
+    return tape, tape[top:top + size].reshape(shape), top + size
+''',
     "_push": '''
 def _push(tape, pos, value):
     if pos >= tape.shape[0]:

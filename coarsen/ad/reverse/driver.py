@@ -57,6 +57,7 @@ from .fuse_loops import fuse_loops
 from .invariant_sums import invariant_sums
 from .loop_order import forward_order
 from .scaled_adds import scaled_add_calls
+from .scratch import scratch_arrays
 from .zero_adjoints import drop_zero_accumulations
 from .emitter import Emitter
 from .tapes import FP, FT, IP, IT, TL_MARK, TLF, TLI
@@ -406,6 +407,16 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     body = forward_order(body, made)
     body = invariant_sums(body, made)
     body = fuse_loops(body, made)
+    if not workspace:
+        # the reverse sweep's own arrays on the kept float tape (no page faults per call);
+        # a function that tapes no float gets a float tape for them
+        body, used = scratch_arrays(body, made, taped=FT in tapes)
+        em.helpers |= used
+        if used and FT not in tapes:
+            tapes = [FT] + tapes
+            params = list(fn.params) + tapes
+            ret = body[-1]
+            body[-1] = B.return_(B.tuple_(*ret.value.elts[:3], *(B.name(t) for t in tapes)))
     if scaled_adds:
         body, used = scaled_add_calls(body)
         em.helpers |= used

@@ -1,0 +1,146 @@
+"""coarsen.ad.reverse.scratch: the reverse sweep's own arrays carved from the kept float tape.
+
+The pass tests run it on hand-written reverse sweeps (values compared with the original, and
+the cases it must leave alone); the end-to-end tests check gradients against the oracle, the
+same bits as without the pass, and calls that reuse a tape holding an earlier call's arrays.
+"""
+import numpy as np
+import pytest
+
+import coarsen
+from coarsen.ad import runtime
+from coarsen.ad.reverse import driver
+from coarsen.ad.reverse.scratch import scratch_arrays
+from tests.helpers_passes import rewrite
+from tests.oracle import check_against_oracle
+
+HELPERS = {"np": np}
+exec(runtime.helper_source(["_scratch_zeros", "_scratch_empty", "_reserve"]), HELPERS)  # noqa: S102
+
+
+def _rewrite(src, made):
+    used = set()
+
+    def run(body, made_):
+        out, u = scratch_arrays(body, made_)
+        used.update(u)
+        return out
+    before, after, text = rewrite(src, run, made, HELPERS)
+    return before, after, text, used
+
+
+# a reverse sweep's shape: the forward pushes, the adjoints are allocated, the reverse pops
+SWEEP = """
+def f(u, w, _ftape):
+    _fpos = 0
+    n = u.shape[0]
+    _ftape = _reserve(_ftape, n)
+    for i in range(n):
+        _ftape[_fpos] = u[i]
+        _fpos += 1
+    u_bar = np.zeros(u.shape)
+    w_bar = np.empty((n, 2))
+    out_bar = np.zeros(u.shape)
+    for i in range(n - 1, -1, -1):
+        _fpos -= 1
+        x = _ftape[_fpos]
+        u_bar[i] += x * w[i]
+        w_bar[i, 0] = x
+        w_bar[i, 1] = 2.0 * x
+        out_bar[i] = u_bar[i] + w_bar[i, 1]
+    return out_bar, _ftape
+"""
+
+
+def test_adjoints_come_from_the_tape_with_the_same_values():
+    before, after, text, used = _rewrite(SWEEP, {"u_bar", "w_bar", "out_bar"})
+    assert used == {"_scratch_zeros", "_scratch_empty"}
+    assert "_ftape, u_bar, _wtop = _scratch_zeros(_ftape, _wtop, u.shape, u.size)" in text, text
+    assert "_ftape, w_bar, _wtop = _scratch_empty(_ftape, _wtop, (n, 2), n * 2)" in text, text
+    assert "out_bar = np.zeros(u.shape)" in text, text        # returned: its own array
+    assert text.index("_wtop = _fpos") < text.index("_scratch_zeros"), text
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 5, 300):
+        u, w = rng.standard_normal(n), rng.standard_normal(n)
+        ref = before(u, w, np.empty(4))
+        # a tape that already holds garbage (an earlier call's arrays) must not leak into zeros
+        tape = np.full(4 * n + 8, 1e300)
+        got = after(u, w, tape)
+        assert np.array_equal(ref[0], got[0])
+        # the tape's own entries (the forward's pushes) were kept where it grew
+        got2 = after(u, w, np.empty(1))
+        assert np.array_equal(ref[0], got2[0])
+
+
+@pytest.mark.parametrize("later, why", [
+    ("    _ftape = _reserve(_ftape, 2 * n)\n", "the tape grows after the allocations"),
+    ("    _ftape[_fpos] = 1.0\n", "the tape is written above its entries"),
+    ("    _fpos += 1\n", "a push after the allocations"),
+])
+def test_left_alone_where_the_tape_is_written_afterwards(later, why):
+    src = SWEEP.replace("    for i in range(n - 1, -1, -1):\n", later + "    for i in range(n - 1, -1, -1):\n", 1)
+    _, _, text, used = _rewrite(src, {"u_bar", "w_bar", "out_bar"})
+    assert not used and "_scratch" not in text, why
+
+
+@pytest.mark.parametrize("use, why", [
+    ("    v = u_bar[1:]\n", "a slice is a view that could outlive the tape's use"),
+    ("    v = u_bar\n", "an alias"),
+    ("    u_bar = np.zeros(u.shape)\n", "assigned twice"),
+])
+def test_left_alone_where_the_array_escapes(use, why):
+    src = SWEEP.replace("    return out_bar", use + "    return out_bar", 1)
+    _, _, text, _ = _rewrite(src, {"u_bar", "w_bar", "out_bar"})
+    assert "u_bar = np.zeros(u.shape)" in text and "_scratch_zeros" not in text, why
+
+
+def test_user_arrays_are_left_alone():
+    _, _, text, used = _rewrite(SWEEP, {"w_bar"})
+    assert "u_bar = np.zeros(u.shape)" in text and used == {"_scratch_empty"}, text
+
+
+def heat(u0, kappa, nt):
+    nx = u0.shape[0]
+    u = np.zeros((nt + 1, nx))
+    for i in range(nx):
+        u[0, i] = u0[i]
+    for t in range(nt):
+        for i in range(1, nx - 1):
+            u[t + 1, i] = u[t, i] + kappa * (u[t, i - 1] - 2.0 * u[t, i] + u[t, i + 1])
+    s = 0.0
+    for i in range(nx):
+        s += (u[nt, i] - 0.5) * (u[nt, i] - 0.5)
+    return s
+
+
+def _without_pass(monkeypatch):
+    monkeypatch.setattr(driver, "scratch_arrays", lambda body, made, taped=True: (list(body), set()))
+
+
+@pytest.mark.parametrize("target", ["cpu", "python"])
+def test_heat_gradient_uses_the_tape_and_matches_the_oracle(target):
+    rng = np.random.default_rng(0)
+    u0 = rng.standard_normal(9)
+    g = coarsen.differentiate(heat, wrt=("u0", "kappa"), target=target)
+    g(u0, 0.2, 6)
+    assert "_scratch_zeros(_ftape, _wtop, u.shape, u.size)" in g.source
+    check_against_oracle(heat, (u0, 0.2, 6), wrt=("u0", "kappa"), target=target)
+
+
+def test_the_same_bits_as_without_the_pass_over_calls_that_reuse_the_tape(monkeypatch, tmp_path):
+    rng = np.random.default_rng(1)
+    cases = [(rng.standard_normal(nx), 0.1 + 0.3 * rng.random(), nt)
+             for nx, nt in ((40, 30), (7, 3), (60, 50), (40, 30), (3, 0))]
+    g = coarsen.differentiate(heat, wrt=("u0", "kappa"))
+    # big enough that the tape is kept: later calls find the earlier calls' adjoints on it
+    got = [g.value_and_grad(*c) for c in cases for _ in range(2)]
+    assert g.kept_tape_bytes >= 8 * 51 * 60         # u_bar of (nx, nt) = (60, 50)
+    monkeypatch.setenv("COARSEN_CACHE_DIR", str(tmp_path))
+    _without_pass(monkeypatch)
+    ref_g = coarsen.differentiate(heat, wrt=("u0", "kappa"))
+    ref_g(*cases[0])
+    assert "_scratch_zeros" not in ref_g.source
+    for k, c in enumerate(cases):
+        v, (gu, gk) = ref_g.value_and_grad(*c)
+        for v2, (gu2, gk2) in got[2 * k:2 * k + 2]:
+            assert v == v2 and gk == gk2 and np.array_equal(gu, gu2), c[2]
