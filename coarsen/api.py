@@ -27,7 +27,9 @@ gradients returned as float32.
 Tapes: a call whose tapes hold more than ``KEEP_TAPES_ABOVE`` entries makes later calls of
 the same kind of arguments run the artifact's taped entry on tapes kept per thread
 (``threading.local``; a call's results never depend on them), so big tapes are not
-allocated, page-faulted and grown again on every call.  ``g.tape_bytes`` is the bytes the
+allocated, page-faulted and grown again on every call; so does a first call whose float tape,
+which also holds the reverse sweep's own arrays (``coarsen.ad.reverse.scratch``), grew past
+``KEEP_SCRATCH_ABOVE`` entries.  ``g.tape_bytes`` is the bytes the
 last call's tapes held (not the capacity kept), ``g.kept_tape_bytes`` this thread's kept
 capacity, and ``g.release_tapes()`` drops every thread's kept tapes.  Calls repeating a kind
 of arguments take a fast path that skips binding (when positional), signatures and
@@ -195,6 +197,11 @@ Specialization = Artifact
 # and ints) than this: from there on, allocating, page-faulting and growing fresh tapes per
 # call costs far more.
 KEEP_TAPES_ABOVE = 2048
+#: a first call whose tape capacity (its float tape holds the reverse sweep's own arrays,
+#: ``coarsen.ad.reverse.scratch``) exceeds this many entries (1 MiB) keeps its tapes too: for
+#: arrays that large a fresh allocation per call may cost a page fault per 4 KiB, where the
+#: kept path costs about a microsecond a call more than the direct one
+KEEP_SCRATCH_ABOVE = 2 ** 17
 
 
 class _Tapes(threading.local):
@@ -452,9 +459,10 @@ class Gradient:
             self._check_aliasing(args, art.written)
         first = fresh_taped(art) or art.entry
         try:
-            value, grads, tape = first(*conv)[:3]
+            r = first(*conv)
         except MemoryError as exc:
             raise _budget_error(exc, art) from None
+        value, grads, tape = r[:3]
         self._tape = tape
         out = []
         plain = all(c is a for c, a in zip(conv, args + self._global_arrays))
@@ -474,10 +482,15 @@ class Gradient:
         # conversion needed on later calls); plain Python may give NumPy scalars
         raw = plain and art.options.build_target == "cpu" and type(value) is float and \
             all(c is not None or type(g) is float for g, c in zip(grads, casts))
-        # the reverse sweep's arrays live on the float tape (``ad.reverse.scratch``): keep it
-        # from the start, so that later calls reuse that memory whatever their sizes
+        # the reverse sweep's arrays live on the float tape (``ad.reverse.scratch``): where
+        # they made it large, keep it, so that later calls reuse that memory
         keep = art.taped_entry is not None and (
-            art.scratch or int(tape[0]) + int(tape[1]) > KEEP_TAPES_ABOVE)
+            int(tape[0]) + int(tape[1]) > KEEP_TAPES_ABOVE
+            or (art.scratch and any(t.shape[0] > KEEP_SCRATCH_ABOVE for t in r[3:])))
+        if keep and len(r) == 3 + len(art.tapes):
+            # the first call's tapes, grown to this kind's size, are the ones kept
+            for kind, t in zip(art.tapes, r[3:]):
+                setattr(self._tapes, kind, t)
         if raw and not art.written and not keep and art.options.max_tape_bytes is None:
             limit = KEEP_TAPES_ABOVE if art.taped_entry is not None else math.inf
             hit = (art, art.entry, art.grad_entry, self._global_arrays, self._single, limit)

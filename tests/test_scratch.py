@@ -131,8 +131,9 @@ def test_the_same_bits_as_without_the_pass_over_calls_that_reuse_the_tape(monkey
     rng = np.random.default_rng(1)
     cases = [(rng.standard_normal(nx), 0.1 + 0.3 * rng.random(), nt)
              for nx, nt in ((40, 30), (7, 3), (60, 50), (40, 30), (3, 0))]
+    # kept from the first call on: later calls find the earlier calls' adjoints on the tape
+    monkeypatch.setattr(coarsen.api, "KEEP_SCRATCH_ABOVE", 1000)
     g = coarsen.differentiate(heat, wrt=("u0", "kappa"))
-    # big enough that the tape is kept: later calls find the earlier calls' adjoints on it
     got = [g.value_and_grad(*c) for c in cases for _ in range(2)]
     assert g.kept_tape_bytes >= 8 * 51 * 60         # u_bar of (nx, nt) = (60, 50)
     monkeypatch.setenv("COARSEN_CACHE_DIR", str(tmp_path))
@@ -144,3 +145,17 @@ def test_the_same_bits_as_without_the_pass_over_calls_that_reuse_the_tape(monkey
         v, (gu, gk) = ref_g.value_and_grad(*c)
         for v2, (gu2, gk2) in got[2 * k:2 * k + 2]:
             assert v == v2 and gk == gk2 and np.array_equal(gu, gu2), c[2]
+
+
+def test_a_first_call_with_large_scratch_arrays_keeps_its_tapes():
+    rng = np.random.default_rng(2)
+    small = (rng.standard_normal(8), 0.2, 4)
+    large = (rng.standard_normal(300), 0.2, 500)       # u_bar: 501 x 300 > 2**17 floats
+    g = coarsen.differentiate(heat, wrt=("u0", "kappa"))
+    g(*small)
+    assert g.kept_tape_bytes < 8 * coarsen.api.KEEP_SCRATCH_ABOVE
+    g2 = coarsen.differentiate(heat, wrt=("u0", "kappa"))
+    first = g2(*large)
+    assert g2.kept_tape_bytes >= 8 * 501 * 300
+    again = g2(*large)
+    assert np.array_equal(first[0], again[0]) and first[1] == again[1]

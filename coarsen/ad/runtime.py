@@ -40,26 +40,30 @@ def _reserve(tape, need):
         return _grow(tape, need)
     return tape
 ''',
-    # a scratch array of the reverse sweep carved from the float tape above ``top``
-    # (``coarsen.ad.reverse.scratch``): where the tape must grow, to the size needed (no
-    # doubling, no tape cap: it is an array the code allocated before), its entries kept
+    # a scratch array of the reverse sweep carved from the float tape above ``top``, at the
+    # next 64-byte boundary (``coarsen.ad.reverse.scratch``): where the tape must grow, to the
+    # size needed (no doubling, no tape cap: it is an array the code allocated before), its
+    # entries below ``top`` kept
     "_scratch_zeros": '''
 def _scratch_zeros(tape, top, shape, size):
-    if top + size > tape.shape[0]:
-        grown = np.empty(top + size)
-        grown[:top] = tape[:top]
-        tape = grown
-    flat = tape[top:top + size]
+    tape, start = _scratch_at(tape, top, size)
+    flat = tape[start:start + size]
     flat[:] = 0.0
-    return tape, flat.reshape(shape), top + size
+    return tape, flat.reshape(shape), start + size
 ''',
     "_scratch_empty": '''
 def _scratch_empty(tape, top, shape, size):
-    if top + size > tape.shape[0]:
-        grown = np.empty(top + size)
+    tape, start = _scratch_at(tape, top, size)
+    return tape, tape[start:start + size].reshape(shape), start + size
+''',
+    "_scratch_at": '''
+def _scratch_at(tape, top, size):
+    if top + size + 8 > tape.shape[0]:
+        grown = np.empty(top + size + 8)
         grown[:top] = tape[:top]
         tape = grown
-    return tape, tape[top:top + size].reshape(shape), top + size
+    misaligned = (np.int64(tape.ctypes.data) + 8 * top) & 63
+    return tape, top + ((64 - misaligned) & 63) // 8
 ''',
     "_push": '''
 def _push(tape, pos, value):
@@ -416,6 +420,7 @@ def _solve_adj_a2(a, b, g):
 }
 
 _DEPS = {"_push": ("_grow",), "_push_array": ("_grow",), "_reserve": ("_grow",),
+         "_scratch_zeros": ("_scratch_at",), "_scratch_empty": ("_scratch_at",),
          "_solve1": ("_solve2",), "_solve_adj_b1": ("_solve1",), "_solve_adj_b2": ("_solve2",),
          "_solve_adj_a1": ("_solve1", "_outer"), "_solve_adj_a2": ("_solve2", "_mm22"),
          "_slice_len": ("_slice_start",), "_revolve_advances": ("_revolve_reps",),
