@@ -13,6 +13,7 @@ from coarsen.ad.reverse import driver
 from coarsen.ad.reverse.scratch import scratch_arrays
 from tests.helpers_passes import rewrite
 from tests.oracle import check_against_oracle
+from tests.test_history_rows import heat_rows
 
 HELPERS = {"np": np}
 exec(runtime.helper_source(["_scratch_zeros", "_scratch_empty", "_reserve"]), HELPERS)  # noqa: S102
@@ -99,18 +100,8 @@ def test_user_arrays_are_left_alone():
     assert "u_bar = np.zeros(u.shape)" in text and used == {"_scratch_empty"}, text
 
 
-def heat(u0, kappa, nt):
-    nx = u0.shape[0]
-    u = np.zeros((nt + 1, nx))
-    for i in range(nx):
-        u[0, i] = u0[i]
-    for t in range(nt):
-        for i in range(1, nx - 1):
-            u[t + 1, i] = u[t, i] + kappa * (u[t, i - 1] - 2.0 * u[t, i] + u[t, i + 1])
-    s = 0.0
-    for i in range(nx):
-        s += (u[nt, i] - 0.5) * (u[nt, i] - 0.5)
-    return s
+# the heat stencil with its whole history (the adjoint of the history is the scratch array)
+heat = heat_rows
 
 
 def _without_pass(monkeypatch):
