@@ -23,7 +23,7 @@ def _rewrite(src, made):
     used = set()
 
     def run(body, made_):
-        out, u = scratch_arrays(body, made_)
+        out, u = scratch_arrays(body, made_, ranks={"u": 1, "w": 1})
         used.update(u)
         return out
     before, after, text = rewrite(src, run, made, HELPERS)
@@ -105,7 +105,7 @@ heat = heat_rows
 
 
 def _without_pass(monkeypatch):
-    monkeypatch.setattr(driver, "scratch_arrays", lambda body, made, taped=True: (list(body), set()))
+    monkeypatch.setattr(driver, "scratch_arrays", lambda body, made, taped=True, ranks=None: (list(body), set()))
 
 
 @pytest.mark.parametrize("target", ["cpu", "python"])
@@ -150,3 +150,16 @@ def test_a_first_call_with_large_scratch_arrays_keeps_its_tapes():
     assert g2.kept_tape_bytes >= 8 * 501 * 300
     again = g2(*large)
     assert np.array_equal(first[0], again[0]) and first[1] == again[1]
+
+
+def test_a_read_of_fewer_axes_than_the_rank_is_a_view_and_is_left_alone():
+    src = SWEEP.replace("    return out_bar", "    row = w_bar[0]\n    return out_bar", 1)
+    _, _, text, used = _rewrite(src, {"u_bar", "w_bar", "out_bar"})
+    assert "w_bar = np.empty((n, 2))" in text and used == {"_scratch_zeros"}, text
+
+
+def test_an_array_of_unknown_rank_is_left_alone():
+    def run(body, made):
+        return scratch_arrays(body, made, ranks={})[0]
+    _, _, text = rewrite(SWEEP, run, {"u_bar", "w_bar", "out_bar"}, HELPERS)
+    assert "u_bar = np.zeros(u.shape)" in text and "_scratch_empty(_ftape, _wtop, (n, 2)" in text, text

@@ -410,7 +410,8 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     if not workspace:
         # the reverse sweep's own arrays on the kept float tape (no page faults per call);
         # a function that tapes no float gets a float tape for them
-        body, used = scratch_arrays(body, made, taped=FT in tapes)
+        ranks = {v: t.ndim for v, t in types.items() if isinstance(t, Array)}
+        body, used = scratch_arrays(body, made, taped=FT in tapes, ranks=ranks)
         em.helpers |= used
         if used and FT not in tapes:
             tapes = [FT] + tapes

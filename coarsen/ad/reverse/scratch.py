@@ -18,8 +18,9 @@ input is not modified) and the runtime helpers it uses.  A top-level ``X = np.ze
 
 * ``X`` is compiler-made, assigned only there, and appears otherwise only indexed element by
   element or as the whole target of ``X += ...`` / ``X -= ...``
-  (``cleanup.elementwise_uses``): no view of it outlives the statements, and it is not
-  returned;
+  (``cleanup.elementwise_uses``), every read indexing all of its axes (its rank is the
+  tuple's length, or ``Y``'s in ``ranks``): no view of it is made, so none outlives the
+  statements, and it is not returned;
 * from that statement on, ``_fpos`` only decreases (the reverse sweep's pops) and ``_ftape``
   is neither stored into nor assigned (but by these statements): the entries the pops read lie
   below ``_fpos``, the arrays above it.
@@ -35,7 +36,7 @@ from __future__ import annotations
 import gast
 
 from .. import build as B
-from .cleanup import elementwise_uses
+from .cleanup import elementwise_uses, index_elts
 
 __all__ = ["SCRATCH_HELPERS", "scratch_arrays"]
 
@@ -46,9 +47,10 @@ SCRATCH_HELPERS = ("_scratch_empty", "_scratch_zeros")
 FT, FP, TOP = "_ftape", "_fpos", "_wtop"
 
 
-def _allocation(st, made):
-    """``(X, kind, shape, size)`` of a top-level ``X = np.zeros/empty(S)`` (``S`` ``Y.shape``
-    or a tuple, no other argument) with ``X`` compiler-made, else None."""
+def _allocation(st, made, ranks):
+    """``(X, kind, shape, size, rank)`` of a top-level ``X = np.zeros/empty(S)`` (``S``
+    ``Y.shape`` with ``Y``'s rank in ``ranks``, or a tuple; no other argument) with ``X``
+    compiler-made, else None."""
     if not (isinstance(st, gast.Assign) and len(st.targets) == 1
             and isinstance(st.targets[0], gast.Name) and st.targets[0].id in made):
         return None
@@ -61,13 +63,17 @@ def _allocation(st, made):
     if isinstance(shape, gast.Attribute) and shape.attr == "shape" and \
             isinstance(shape.value, gast.Name):
         size = B.attr(f"{shape.value.id}.size")
+        rank = ranks.get(shape.value.id)
+        if rank is None:
+            return None
     elif isinstance(shape, gast.Tuple) and shape.elts:
         size = shape.elts[0]
         for e in shape.elts[1:]:
             size = B.binop(size, "*", e)
+        rank = len(shape.elts)
     else:
         return None
-    return st.targets[0].id, v.func.attr, shape, size
+    return st.targets[0].id, v.func.attr, shape, size, rank
 
 
 def _names(node, name):
@@ -94,24 +100,33 @@ def _tape_untouched(rest):
     return True
 
 
-def _qualifies(body, name):
-    """``name`` is assigned once and otherwise used element by element (or ``+=``/``-=``)."""
+def _qualifies(body, name, rank):
+    """``name`` is assigned once and otherwise used element by element (or ``+=``/``-=``),
+    every read of it indexing all its ``rank`` axes: a read with fewer indices is a view."""
     allowed, _ = elementwise_uses(body, name)
     if any(id(n) not in allowed for st in body for n in _names(st, name)):
         return False
+    for st in body:
+        for n in gast.walk(st):
+            if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name) and \
+                    n.value.id == name and isinstance(n.ctx, gast.Load) and \
+                    len(index_elts(n.slice)) != rank:
+                return False
     return sum(1 for st in body for n in gast.walk(st)
                if isinstance(n, gast.Assign)
                and any(isinstance(t, gast.Name) and t.id == name for t in n.targets)) == 1
 
 
-def scratch_arrays(body, made, taped=True):
+def scratch_arrays(body, made, taped=True, ranks=None):
     """See the module docstring.  ``taped=False``: the function has no float tape yet (its
-    caller adds the parameter and returns it); the arrays then start at 0."""
+    caller adds the parameter and returns it); the arrays then start at 0.  ``ranks``: the
+    rank of each array name (an array shaped ``Y.shape`` with ``Y`` not in it is left alone)."""
+    ranks = ranks or {}
     found = []
     for pos, st in enumerate(body):
-        a = _allocation(st, made)
-        if a is not None and _qualifies(body, a[0]):
-            found.append((pos, a))
+        a = _allocation(st, made, ranks)
+        if a is not None and _qualifies(body, a[0], a[4]):
+            found.append((pos, a[:4]))
     # only where the tape is left alone from the first of them on (the pops are allowed)
     while found and not _tape_untouched(body[found[0][0]:]):
         found.pop(0)
