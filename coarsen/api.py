@@ -68,6 +68,7 @@ from .artifact import (
     check_wrt,
 )
 from .errors import CoarsenError
+from .fast_path import arity_class, array_key, type_key
 from .report import Report  # noqa: F401  (coarsen.api.Report, as before)
 from .frontend.lower import lower
 from .frontend.source import display_path, get_source, unwrap
@@ -214,84 +215,13 @@ class _Tapes(threading.local):
         self.i = np.empty(64, np.int64)
 
 
-def _type_key(n, table):
-    """Two functions of a tuple of ``n`` values: ``types`` gives the tuple of their types (the
-    key of the fast path), ``lookup`` what ``table`` holds for that key (or None).  Written out
-    for ``n``: twice as fast as ``tuple(map(type, args))``."""
-    names = [f"a{k}" for k in range(n)]
-    unpack = f"    {', '.join(names)}, = args\n" if n else ""
-    key = f"({''.join(f'type({a}), ' for a in names)})"
-    text = (f"def types(args):\n{unpack}    return {key}\n\n\n"
-            f"def lookup(args, get=table.get):\n{unpack}    return get({key})\n")
-    scope = {"table": table}
-    exec(compile(text, "<coarsen argument types>", "exec"), scope)
-    return scope["types"], scope["lookup"]
-
-
-def _arity_class(cls, n):
-    """``cls`` with ``__call__`` written out for ``n`` positional arguments (the fast path of
-    ``Gradient.__call__`` without its calls of ``_lookup`` and of ``*args``): one subclass per
-    arity, made once, named as ``cls``."""
-    sub = _ARITY_CLASSES.get((cls, n))
-    if sub is not None:
-        return sub
-    names = [f"a{k}" for k in range(n)]
-    key = f"({''.join(f'type({a}), ' for a in names)})"
-    plain = ", ".join(names)
-    star = f"{plain}, *arrays" if n else "*arrays"
-    args = f"({plain},)" if n else "()"
-    if n:
-        # positional-only parameters, each defaulting to a marker: positions fill from the
-        # left, so the last one is the marker exactly when fewer were given (the general path
-        # binds keywords and defaults, and raises the function's own TypeError)
-        head = (f"def __call__(self, {', '.join(a + '=_UNSET' for a in names)}, /, *rest, **kwargs):\n"
-                f"    if rest or kwargs or {names[-1]} is _UNSET:\n"
-                f"        return Gradient.__call__(self, *[a for a in {args} if a is not _UNSET], "
-                f"*rest, **kwargs)\n")
-    else:
-        head = ("def __call__(self, *args, **kwargs):\n"
-                "    if kwargs or args:\n"
-                "        return Gradient.__call__(self, *args, **kwargs)\n")
-    text = (head +
-            f"    hit = self._fast.get({key})\n"
-            f"    if type(hit) is not tuple:\n"
-            f"        return (hit or self._first_run)({args}, False)[1]\n"
-            f"    art, _, entry, arrays, single, limit = hit\n"
-            f"    r = entry({star}) if arrays else entry({plain})\n"
-            f"    t = r[2]\n"
-            f"    self._last = art\n"
-            f"    self._tape = t\n"
-            f"    if t[0] + t[1] > limit:\n"
-            f"        self._keep_tapes({args}, art)\n"
-            f"    return r[1][0] if single else r[1]\n")
-    scope = {"Gradient": Gradient, "_UNSET": _UNSET}
-    exec(compile(text, f"<coarsen gradient call, {n} arguments>", "exec"), scope)
-    sub = type(cls.__name__, (cls,), {"__call__": scope["__call__"], "__module__": cls.__module__,
-                                      "__qualname__": cls.__qualname__,
-                                      "__doc__": cls.__doc__, "_arity": n})
-    _ARITY_CLASSES[(cls, n)] = sub
-    return sub
-
-
-_ARITY_CLASSES = {}
-#: the default of the fast path's parameters: an argument not given
-_UNSET = object()
-
-
-def _array_key(args):
-    """What picks an artifact for arguments with arrays: each one's type, and an array's
-    dtype (byte order included) and rank."""
-    return tuple((type(a), a.dtype.str, a.ndim) if isinstance(a, np.ndarray) else type(a)
-                 for a in args)
-
-
 class Gradient:
     """The gradient of a function; see ``coarsen.differentiate``.  A facade over
     ``compile_gradient``: it binds arguments, computes their ``Signature``, keeps one
     ``Artifact`` per signature and options, checks aliasing and calls the artifact."""
 
     def __new__(cls, fn=None, *args, **kwargs):
-        # the subclass with the fast path for this arity (``_arity_class``), chosen before
+        # the subclass with the fast path for this arity (``fast_path.arity_class``), chosen before
         # ``__init__`` sets the attributes: assigning ``__class__`` afterwards (which
         # ``__init__`` still does where this guess was wrong) leaves the attributes in a
         # dictionary that each call reads and writes about 0.15 us slower
@@ -302,7 +232,7 @@ class Gradient:
             except (TypeError, ValueError):
                 n = None
             if n is not None:
-                cls = _arity_class(Gradient, n)
+                cls = arity_class(Gradient, n)
         return super().__new__(cls)
 
     def __init__(self, fn, wrt, coarsen, target, boundscheck=True, plan="auto", scalarize=True,
@@ -321,8 +251,8 @@ class Gradient:
         # the fast path (see _run): argument types -> direct hit, runner or _by_arrays;
         # never rebound (_lookup holds its get)
         self._fast = {}
-        self._types, self._lookup = _type_key(self._nparams, self._fast)
-        self._fast_arrays = {}      # _array_key(args) -> direct hit or runner
+        self._types, self._lookup = type_key(self._nparams, self._fast)
+        self._fast_arrays = {}      # array_key(args) -> direct hit or runner
         self._tapes = _Tapes()      # the tapes kept per thread (release_tapes drops them)
         self._tape = None           # the last call's (tape floats, tape ints)
         self._last = None
@@ -342,7 +272,7 @@ class Gradient:
         self.dependencies = fn_ir.dependencies
         # (after the fence: a refused function never gets here)
         if getattr(type(self), "_arity", None) != self._nparams:
-            self.__class__ = _arity_class(Gradient, self._nparams)
+            self.__class__ = arity_class(Gradient, self._nparams)
 
     @property
     def coarsen(self):
@@ -421,7 +351,7 @@ class Gradient:
 
     def _by_arrays(self, args, value=True):
         """The fast path of calls with arrays: their dtypes and ranks pick the hit."""
-        hit = self._fast_arrays.get(_array_key(args))
+        hit = self._fast_arrays.get(array_key(args))
         if type(hit) is tuple:
             return self._direct(hit, args, value)
         return (hit or self._first_run)(args, value)
@@ -429,7 +359,7 @@ class Gradient:
     def _keys(self, args):
         """The keys of ``_fast`` and ``_fast_arrays`` (None without arrays) of ``args``."""
         key = self._types(args)
-        return key, (_array_key(args) if any(issubclass(t, np.ndarray) for t in key) else None)
+        return key, (array_key(args) if any(issubclass(t, np.ndarray) for t in key) else None)
 
     def _remember(self, args, hit, keys=None):
         """``hit`` (a direct hit or a runner) for later calls with arguments of this kind."""

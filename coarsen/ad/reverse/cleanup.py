@@ -111,6 +111,20 @@ def comment_pass(stmts, last=None):
     return last
 
 
+def np_allocation(st, made, kinds=("zeros", "empty")):
+    """``(X, kind, S)`` of a statement ``X = np.<kind>(S)`` (one argument, no keyword; ``kind``
+    in ``kinds``) with ``X`` a compiler-made name, else None."""
+    if not (isinstance(st, gast.Assign) and len(st.targets) == 1
+            and isinstance(st.targets[0], gast.Name) and st.targets[0].id in made):
+        return None
+    v = st.value
+    if not (isinstance(v, gast.Call) and isinstance(v.func, gast.Attribute)
+            and isinstance(v.func.value, gast.Name) and v.func.value.id == "np"
+            and v.func.attr in kinds and len(v.args) == 1 and not v.keywords):
+        return None
+    return st.targets[0].id, v.func.attr, v.args[0]
+
+
 def elementwise_uses(body, name):
     """``(ids, allocated)``: the ids of the ``Name`` nodes of ``name`` in ``body`` that are
     allocations (``name = np.zeros(...)`` / ``np.empty(...)``), indexings without slices or

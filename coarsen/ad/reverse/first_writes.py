@@ -27,6 +27,8 @@ import copy
 
 import gast
 
+from .cleanup import np_allocation
+
 __all__ = ["first_writes"]
 
 
@@ -53,17 +55,12 @@ def _single_defs(body):
 
 def _zeros_of(st, made):
     """``(X, Y)`` of ``X = np.zeros(Y.shape)`` with ``X`` compiler-made, else None."""
-    if not (isinstance(st, gast.Assign) and len(st.targets) == 1
-            and isinstance(st.targets[0], gast.Name) and st.targets[0].id in made):
+    alloc = np_allocation(st, made, ("zeros",))
+    if alloc is None:
         return None
-    v = st.value
-    if not (isinstance(v, gast.Call) and isinstance(v.func, gast.Attribute)
-            and isinstance(v.func.value, gast.Name) and v.func.value.id == "np"
-            and v.func.attr == "zeros" and len(v.args) == 1 and not v.keywords):
-        return None
-    a = v.args[0]
+    a = alloc[2]
     if isinstance(a, gast.Attribute) and a.attr == "shape" and isinstance(a.value, gast.Name):
-        return st.targets[0].id, a.value.id
+        return alloc[0], a.value.id
     return None
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import gast
 
 from .. import build as B
-from .cleanup import elementwise_uses, index_elts
+from .cleanup import elementwise_uses, index_elts, np_allocation
 
 __all__ = ["SCRATCH_HELPERS", "scratch_arrays"]
 
@@ -51,15 +51,10 @@ def _allocation(st, made, ranks):
     """``(X, kind, shape, size, rank)`` of a top-level ``X = np.zeros/empty(S)`` (``S``
     ``Y.shape`` with ``Y``'s rank in ``ranks``, or a tuple; no other argument) with ``X``
     compiler-made, else None."""
-    if not (isinstance(st, gast.Assign) and len(st.targets) == 1
-            and isinstance(st.targets[0], gast.Name) and st.targets[0].id in made):
+    alloc = np_allocation(st, made)
+    if alloc is None:
         return None
-    v = st.value
-    if not (isinstance(v, gast.Call) and isinstance(v.func, gast.Attribute)
-            and isinstance(v.func.value, gast.Name) and v.func.value.id == "np"
-            and v.func.attr in ("zeros", "empty") and len(v.args) == 1 and not v.keywords):
-        return None
-    shape = v.args[0]
+    name, kind, shape = alloc
     if isinstance(shape, gast.Attribute) and shape.attr == "shape" and \
             isinstance(shape.value, gast.Name):
         size = B.attr(f"{shape.value.id}.size")
@@ -73,7 +68,7 @@ def _allocation(st, made, ranks):
         rank = len(shape.elts)
     else:
         return None
-    return st.targets[0].id, v.func.attr, shape, size, rank
+    return name, kind, shape, size, rank
 
 
 def _names(node, name):
