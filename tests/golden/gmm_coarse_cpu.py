@@ -175,18 +175,20 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
                     raise IndexError('index out of range (axis 0 of icf) at gmm.py:51: qx[l] += icf[k, idx] * (x[i, j] - means[k, j])')
                 if _t13 < _t14 and j_2 >= x.shape[1]:
                     raise IndexError('index out of range (axis 1 of x) at gmm.py:51: qx[l] += icf[k, idx] * (x[i, j] - means[k, j])')
-                for l in range(_t13, _t14):
-                    # qx[l] += icf[k, idx] * (x[i, j] - means[k, j])
-                    if idx >= icf.shape[1] or idx < -icf.shape[1]:
-                        raise IndexError('index out of range (axis 1 of icf) at gmm.py:51: qx[l] += icf[k, idx] * (x[i, j] - means[k, j])')
-                    _t15 = icf[k, idx]
+                if _t14 > _t13:
+                    # read once: no trip of the loop below changes it
                     _t16 = x[i, j_2]
                     _t17 = means[k, j_2]
                     _t18 = _t16 - _t17
-                    _t19 = _t15 * _t18
-                    qx[l] += _t19
-                    # idx += 1
-                    idx = idx + 1
+                    for l in range(_t13, _t14):
+                        # qx[l] += icf[k, idx] * (x[i, j] - means[k, j])
+                        if idx >= icf.shape[1] or idx < -icf.shape[1]:
+                            raise IndexError('index out of range (axis 1 of icf) at gmm.py:51: qx[l] += icf[k, idx] * (x[i, j] - means[k, j])')
+                        _t15 = icf[k, idx]
+                        _t19 = _t15 * _t18
+                        qx[l] += _t19
+                        # idx += 1
+                        idx = idx + 1
             # sq = 0.0
             sq = 0.0
             # for j in range(d):
@@ -291,6 +293,8 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             for j_2 in range(d - 1, -1, -1):
                 if d - 1 > j_2 + 1 - 1:
                     _sum1 = _acc8[k, j_2]
+                    # read once: no trip of the loop below changes it
+                    _s2_t0 = x[i, j_2] - means[k, j_2]
                     # for l in range(j + 1, d):
                     for l in range(d - 1, j_2 + 1 - 1, -1):
                         # idx += 1
@@ -298,7 +302,6 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
                         # qx[l] += icf[k, idx] * (x[i, j] - means[k, j])
                         _t19_bar = qx_bar[l]
                         # segment 2 (line 51), one preaccumulated step: _t19 = icf[k, idx]*(x[i, j_2] - means[k, j_2])
-                        _s2_t0 = x[i, j_2] - means[k, j_2]
                         _t15_bar = _t19_bar * _s2_t0
                         _t17_bar = _t19_bar * -icf[k, idx]
                         _sum1 += _t17_bar

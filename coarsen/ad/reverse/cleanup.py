@@ -8,9 +8,12 @@ fresh, indexed element by element, updated as a whole): the adjoint rewrites tha
 its elements (``dead_resets``, ``loop_order``) rely on it; ``elementwise_uses`` gives those
 uses for a pass that allows more (``invariant_sums.no_alias``); ``int_value`` reads an int
 constant, ``affine`` an index ``name + c``, ``index_elts`` a subscript's axes and
-``plain_range`` a ``for ... in range(...)`` loop.
+``plain_range`` a ``for ... in range(...)`` loop, ``runs_test`` the test that one runs at
+least once and ``pure_index`` an index of names, constants and arithmetic.
 """
 from __future__ import annotations
+
+import copy
 
 import gast
 
@@ -200,3 +203,44 @@ def plain_range(loop):
     return isinstance(loop.target, gast.Name) and isinstance(loop.iter, gast.Call) and \
         isinstance(loop.iter.func, gast.Name) and loop.iter.func.id == "range" and \
         not loop.iter.keywords and 1 <= len(loop.iter.args) <= 3
+
+
+_BOUND_CALLS = frozenset({"max", "min"})
+_INDEX_NODES = (gast.Name, gast.Constant, gast.BinOp, gast.UnaryOp, gast.Tuple, gast.Load,
+                gast.operator, gast.unaryop, gast.expr_context)
+
+
+def pure_index(node):
+    """Names, constants and arithmetic only."""
+    return all(isinstance(n, _INDEX_NODES) for n in gast.walk(node))
+
+
+def _pure_bound(node):
+    """A range argument: a pure index, ``.shape`` and its subscripts, ``max``/``min``."""
+    for n in gast.walk(node):
+        if isinstance(n, gast.Call):
+            if not (isinstance(n.func, gast.Name) and n.func.id in _BOUND_CALLS) or n.keywords:
+                return False
+        elif isinstance(n, gast.Attribute):
+            if n.attr != "shape" or not isinstance(n.value, gast.Name):
+                return False
+        elif not isinstance(n, _INDEX_NODES + (gast.Subscript, gast.keyword)):
+            return False
+    return True
+
+
+def runs_test(loop):
+    """The test ``len(range(...)) > 0`` (the loop runs at least once) of a plain range loop
+    with pure bounds and step 1 or -1, or None."""
+    if not plain_range(loop) or loop.orelse:
+        return None
+    args = loop.iter.args
+    if not all(_pure_bound(a) for a in args):
+        return None
+    step = 1 if len(args) < 3 else int_value(args[2])
+    if step not in (1, -1):
+        return None
+    lo, hi = (gast.Constant(value=0, kind=None), args[0]) if len(args) == 1 else args[:2]
+    if step == -1:
+        lo, hi = hi, lo
+    return gast.Compare(left=copy.deepcopy(hi), ops=[gast.Gt()], comparators=[copy.deepcopy(lo)])

@@ -54,6 +54,7 @@ from .cleanup import comment_pass, drop_dead_adjoint_code, drop_marked, init_val
 from .dead_resets import drop_dead_resets
 from .first_writes import first_writes
 from .fuse_loops import fuse_loops
+from .invariant_reads import invariant_reads
 from .invariant_sums import invariant_sums
 from .loop_order import forward_order
 from .scaled_adds import scaled_add_calls
@@ -418,6 +419,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
             params = list(fn.params) + tapes
             ret = body[-1]
             body[-1] = B.return_(B.tuple_(*ret.value.elts[:3], *(B.name(t) for t in tapes)))
+    body = invariant_reads(body, made, (FT, IT))
     if scaled_adds:
         body, used = scaled_add_calls(body)
         em.helpers |= used

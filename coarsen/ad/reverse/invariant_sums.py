@@ -36,49 +36,9 @@ import copy
 
 import gast
 
-from .cleanup import affine, elementwise_uses, index_elts, int_value, plain_range
+from .cleanup import affine, elementwise_uses, index_elts, int_value, pure_index, runs_test
 
 __all__ = ["invariant_sums", "no_alias"]
-
-_PURE_CALLS = frozenset({"max", "min"})
-_PURE_NODES = (gast.Name, gast.Constant, gast.BinOp, gast.UnaryOp, gast.Tuple, gast.Load,
-               gast.operator, gast.unaryop, gast.expr_context)
-
-
-def _pure_index(node):
-    """Names, constants and arithmetic only."""
-    return all(isinstance(n, _PURE_NODES) for n in gast.walk(node))
-
-
-def _pure_bound(node):
-    """A range argument: a pure index, ``.shape`` and its subscripts, ``max``/``min``."""
-    for n in gast.walk(node):
-        if isinstance(n, gast.Call):
-            if not (isinstance(n.func, gast.Name) and n.func.id in _PURE_CALLS) or n.keywords:
-                return False
-        elif isinstance(n, gast.Attribute):
-            if n.attr != "shape" or not isinstance(n.value, gast.Name):
-                return False
-        elif not isinstance(n, _PURE_NODES + (gast.Subscript, gast.keyword)):
-            return False
-    return True
-
-
-def _runs(loop):
-    """The test ``len(range(...)) > 0`` of a plain range loop with step 1 or -1, or None."""
-    if not plain_range(loop) or loop.orelse:
-        return None
-    args = loop.iter.args
-    if not all(_pure_bound(a) for a in args):
-        return None
-    step = 1 if len(args) < 3 else int_value(args[2])
-    if step not in (1, -1):
-        return None
-    lo, hi = (gast.Constant(value=0, kind=None), args[0]) if len(args) == 1 else args[:2]
-    if step == -1:
-        lo, hi = hi, lo
-    return gast.Compare(left=copy.deepcopy(hi), ops=[gast.Gt()], comparators=[copy.deepcopy(lo)])
-
 
 def _name(id_, store=False):
     return gast.Name(id=id_, ctx=gast.Store() if store else gast.Load(), annotation=None,
@@ -142,7 +102,7 @@ class _Rewriter:
             inv, var = {}, []
             for k in ks:
                 idx = loop.body[k].target.slice
-                if _pure_index(idx) and not _names(idx) & assigned:
+                if pure_index(idx) and not _names(idx) & assigned:
                     inv.setdefault(gast.dump(idx), (loop.body[k].target, []))[1].append(k)
                 else:
                     var.append(loop.body[k].target.slice)
@@ -156,7 +116,7 @@ class _Rewriter:
         return out
 
     def loop(self, loop):
-        runs = _runs(loop)
+        runs = runs_test(loop)
         if runs is None or any(isinstance(n, gast.Return) for n in gast.walk(loop)):
             return [loop]
         picked = self.candidates(loop)
