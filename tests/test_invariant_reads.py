@@ -172,8 +172,8 @@ def tri(mu, L, x):
             q[j] = mu[j] * x[i, j]
         idx = 0
         for j in range(d):
-            for l in range(j + 1, d):
-                q[l] += L[idx] * (x[i, j] - mu[j])
+            for c in range(j + 1, d):
+                q[c] += L[idx] * (x[i, j] - mu[j])
                 idx += 1
         for j in range(d):
             s += q[j] * q[j]
@@ -197,8 +197,8 @@ def tri_renamed(_s2_t0, x_bar, _t16):
 def _lower(q, L, x, mu, i, d):
     idx = 0
     for j in range(d):
-        for l in range(j + 1, d):
-            q[l] += L[idx] * (x[i, j] - mu[j])
+        for c in range(j + 1, d):
+            q[c] += L[idx] * (x[i, j] - mu[j])
             idx += 1
 
 
