@@ -23,7 +23,7 @@ def _marked(src):
 
 
 def _text(body):
-    return ast.unparse(gast.gast_to_ast(gast.Module(body=body, type_ignores=[])))
+    return ast.unparse(ast.fix_missing_locations(gast.gast_to_ast(gast.Module(body=body, type_ignores=[]))))
 
 
 def _rewrite(src, made=None):
@@ -136,8 +136,10 @@ REFUSED = [
     ("reset accumulator, not reset at the end",
      "s_bar = 0.0\ng_bar = np.zeros(n)\nfor i in range(n - 1, -1, -1):\n    s_bar += w[i]\n"
      "    g_bar[i] += s_bar\n"),
-    ("a tape pop", "pos = 5\nv = 0.0\ng_bar = np.zeros(n)\nfor i in range(n - 1, -1, -1):\n"
-                   "    pos -= 1\n    v = w[pos] * i\n    g_bar[i] += v\nv = 0.0\n"),
+    ("a counter read before its update", "pos = 5\nv = 0.0\ng_bar = np.zeros(n)\n"
+     "for i in range(n - 1, -1, -1):\n    v = w[pos] * i\n    pos -= 1\n    g_bar[i] += v\nv = 0.0\n"),
+    ("a counter updated twice", "pos = 5\nv = 0.0\ng_bar = np.zeros(n)\nfor i in range(n - 1, -1, -1):\n"
+     "    pos -= 1\n    v = w[pos] * i\n    g_bar[i] += v\n    if v > 0:\n        pos = pos - 1\nv = 0.0\n"),
     ("a view of the stored array", "o_bar = np.zeros(n + 1)\nv = o_bar[1:]\n"
                                    "for i in range(n - 1, -1, -1):\n    o_bar[i] += v[i] + w[i]\n"),
     ("rows carried by the loop variable", "u_bar = np.zeros((n + 1, 2))\nu_bar[n] = 1.0\n"
@@ -194,3 +196,72 @@ def test_gradients_through_counted_up_loops_match_the_oracle():
     assert "range(_" in src and src.count("-1, -1)") < src.count("for ")
     for target in ("cpu", "python"):
         check_against_oracle(gemver_like, args, target)
+
+
+# a reverse loop that counts down a counter first in each trip (the reverse of GMM's ``idx += 1``
+# at the end of each trip of its triangular loop), reading an element with it
+COUNTED = """
+pos = {start}
+v = 0.0
+g_bar = np.zeros(n)
+for i in range(n - 1, -1, -1):
+    pos = pos - 1
+    v = w[pos] * i
+    g_bar[i] += v
+    q_bar[pos] += v
+v = 0.0
+"""
+
+
+@pytest.mark.parametrize("start", [5, 3, 6], ids=["ends_at_0", "ends_below_0", "ends_above_0"])
+def test_a_counter_counts_up_from_where_the_reverse_loop_leaves_it(start):
+    src = COUNTED.format(start=start)
+    out = _rewrite("q_bar = np.zeros(n + 1)\n" + src)
+    assert "pos = pos - 1 * max(n - 1 - -1, 0)\nif pos >= 0:\n    _iv1 = pos\n    for i in range(n):" in out, out
+    assert "g_bar[i] += v\n        q_bar[_iv1] += v\n        _iv1 += 1\nelse:\n" in out, out
+    # where pos starts below 0 (Python's negative indices) the loop runs as before
+    a = _run("q_bar = np.zeros(n + 1)\n" + src)
+    b = _run(out)
+    assert set(b) - set(a) == {"_iv1"} or start < 5
+    _same(a, {k: v for k, v in b.items() if k != "_iv1"})
+    assert a["pos"] == b["pos"] == start - 5
+
+
+def test_a_counter_is_not_a_reason_to_count_up_a_loop_whose_trips_do_not_commute():
+    src = COUNTED.format(start=5).replace("    g_bar[i] += v\n", "    g_bar[i] += v\n    v_s = v\n")
+    src = src.replace("v = 0.0\n", "", 1).replace("\nv = 0.0\n", "\nlast = v_s\n")
+    assert "-1)" in _rewrite("q_bar = np.zeros(n + 1)\n" + src)
+
+
+def tri_counter(mu, L, x, start):
+    """GMM's triangular product with its counter from ``start``: 0, or ``-len(L)`` (Python's
+    negative indices name the same elements)."""
+    n, d = x.shape
+    q = np.zeros(d)
+    s = 0.0
+    for i in range(n):
+        for j in range(d):
+            q[j] = mu[j] * x[i, j]
+        idx = start
+        for j in range(d):
+            for c in range(j + 1, d):
+                q[c] += L[idx] * (x[i, j] - mu[j])
+                idx += 1
+        for j in range(d):
+            s += q[j] * q[j]
+    return s
+
+
+def test_the_counted_reverse_loop_end_to_end_with_negative_indices_too():
+    r = np.random.default_rng(4)
+    d = 5
+    mu, L, x = r.standard_normal(d), r.standard_normal(d * (d - 1) // 2), r.standard_normal((3, d))
+    g = coarsen.differentiate(tri_counter, wrt=(0, 1))
+    up = g.value_and_grad(mu, L, x, 0)
+    assert "if idx >= 0:" in g.source and "_iv1 += 1" in g.source, g.source
+    down = g.value_and_grad(mu, L, x, -L.shape[0])
+    assert up[0] == pytest.approx(down[0], rel=1e-14)
+    for a, b in zip(up[1], down[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
+    for start in (0, -L.shape[0]):
+        check_against_oracle(tri_counter, (mu, L, x, start), wrt=(0, 1))

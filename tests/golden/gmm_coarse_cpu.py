@@ -247,14 +247,28 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
         mx_bar += slse_bar
         se_bar += slse_bar * _pa4
         # for k in range(K):
-        for k_3 in range(K - 1, -1, -1):
-            # se += math.exp(main_term[k] - mx)
-            _fpos -= 1
-            _pa2 = _ftape[_fpos]
-            # segment 5 (line 63), one preaccumulated step: se = se + math.exp(-mx + main_term[k_3])
-            _t32_bar = se_bar * _pa2
-            mx_bar += se_bar * -_pa2
-            main_term_bar[k_3] += _t32_bar
+        _fpos = _fpos - 1 * max(K - 1 - -1, 0)
+        # the trips in forward order, _fpos counting up from where they leave it: Numba drops its checks of negative indices where _fpos starts at 0 or above
+        if _fpos >= 0:
+            _iv1 = _fpos
+            for k_3 in range(K):
+                _pa2 = _ftape[_iv1]
+                # segment 5 (line 63), one preaccumulated step: se = se + math.exp(-mx + main_term[k_3])
+                _t32_bar = se_bar * _pa2
+                mx_bar += se_bar * -_pa2
+                main_term_bar[k_3] += _t32_bar
+                _iv1 += 1
+        else:
+            _fpos = _fpos + 1 * max(K - 1 - -1, 0)
+            # for k in range(K):
+            for k_3 in range(K - 1, -1, -1):
+                # se += math.exp(main_term[k] - mx)
+                _fpos -= 1
+                _pa2 = _ftape[_fpos]
+                # segment 5 (line 63), one preaccumulated step: se = se + math.exp(-mx + main_term[k_3])
+                _t32_bar = se_bar * _pa2
+                mx_bar += se_bar * -_pa2
+                main_term_bar[k_3] += _t32_bar
         # se = 0.0
         se_bar = 0.0
         # for k in range(1, K):
@@ -291,22 +305,43 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             sq_bar = 0.0
             # for j in range(d):
             for j_2 in range(d - 1, -1, -1):
-                if d - 1 > j_2 + 1 - 1:
-                    _sum1 = _acc8[k, j_2]
-                    # read once: no trip of the loop below changes it
-                    _s2_t0 = x[i, j_2] - means[k, j_2]
-                    # for l in range(j + 1, d):
-                    for l in range(d - 1, j_2 + 1 - 1, -1):
-                        # idx += 1
-                        idx = idx - 1
-                        # qx[l] += icf[k, idx] * (x[i, j] - means[k, j])
-                        _t19_bar = qx_bar[l]
-                        # segment 2 (line 51), one preaccumulated step: _t19 = icf[k, idx]*(x[i, j_2] - means[k, j_2])
-                        _t15_bar = _t19_bar * _s2_t0
-                        _t17_bar = _t19_bar * -icf[k, idx]
-                        _sum1 += _t17_bar
-                        _acc7[k, idx] += _t15_bar
-                    _acc8[k, j_2] = _sum1
+                # for l in range(j + 1, d):
+                idx = idx - 1 * max(d - 1 - (j_2 + 1 - 1), 0)
+                # the trips in forward order, idx counting up from where they leave it: Numba drops its checks of negative indices where idx starts at 0 or above
+                if idx >= 0:
+                    _iv2 = idx
+                    if d > j_2 + 1:
+                        _sum1 = _acc8[k, j_2]
+                        # read once: no trip of the loop below changes it
+                        _s2_t0 = x[i, j_2] - means[k, j_2]
+                        for l in range(j_2 + 1, d):
+                            # qx[l] += icf[k, idx] * (x[i, j] - means[k, j])
+                            _t19_bar = qx_bar[l]
+                            # segment 2 (line 51), one preaccumulated step: _t19 = icf[k, idx]*(x[i, j_2] - means[k, j_2])
+                            _t15_bar = _t19_bar * _s2_t0
+                            _t17_bar = _t19_bar * -icf[k, _iv2]
+                            _sum1 += _t17_bar
+                            _acc7[k, _iv2] += _t15_bar
+                            _iv2 += 1
+                        _acc8[k, j_2] = _sum1
+                else:
+                    idx = idx + 1 * max(d - 1 - (j_2 + 1 - 1), 0)
+                    if d - 1 > j_2 + 1 - 1:
+                        _sum2 = _acc8[k, j_2]
+                        # read once: no trip of the loop below changes it
+                        _s2_t0 = x[i, j_2] - means[k, j_2]
+                        # for l in range(j + 1, d):
+                        for l in range(d - 1, j_2 + 1 - 1, -1):
+                            # idx += 1
+                            idx = idx - 1
+                            # qx[l] += icf[k, idx] * (x[i, j] - means[k, j])
+                            _t19_bar = qx_bar[l]
+                            # segment 2 (line 51), one preaccumulated step: _t19 = icf[k, idx]*(x[i, j_2] - means[k, j_2])
+                            _t15_bar = _t19_bar * _s2_t0
+                            _t17_bar = _t19_bar * -icf[k, idx]
+                            _sum2 += _t17_bar
+                            _acc7[k, idx] += _t15_bar
+                        _acc8[k, j_2] = _sum2
             # idx = d
             _ipos -= 1
             idx = int(_itape[_ipos])
