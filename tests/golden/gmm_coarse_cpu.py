@@ -247,28 +247,16 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
         mx_bar += slse_bar
         se_bar += slse_bar * _pa4
         # for k in range(K):
-        _fpos = _fpos - 1 * max(K - 1 - -1, 0)
-        # the trips in forward order, _fpos counting up from where they leave it: Numba drops its checks of negative indices where _fpos starts at 0 or above
-        if _fpos >= 0:
-            _iv1 = _fpos
-            for k_3 in range(K):
-                _pa2 = _ftape[_iv1]
-                # segment 5 (line 63), one preaccumulated step: se = se + math.exp(-mx + main_term[k_3])
-                _t32_bar = se_bar * _pa2
-                mx_bar += se_bar * -_pa2
-                main_term_bar[k_3] += _t32_bar
-                _iv1 += 1
-        else:
-            _fpos = _fpos + 1 * max(K - 1 - -1, 0)
-            # for k in range(K):
-            for k_3 in range(K - 1, -1, -1):
-                # se += math.exp(main_term[k] - mx)
-                _fpos -= 1
-                _pa2 = _ftape[_fpos]
-                # segment 5 (line 63), one preaccumulated step: se = se + math.exp(-mx + main_term[k_3])
-                _t32_bar = se_bar * _pa2
-                mx_bar += se_bar * -_pa2
-                main_term_bar[k_3] += _t32_bar
+        _fpos = _fpos - max(K, 0)
+        # the trips in forward order, reading the tape from _fpos up
+        _iv1 = max(_fpos, 0)
+        for k_3 in range(K):
+            _pa2 = _ftape[_iv1]
+            # segment 5 (line 63), one preaccumulated step: se = se + math.exp(-mx + main_term[k_3])
+            _t32_bar = se_bar * _pa2
+            mx_bar += se_bar * -_pa2
+            main_term_bar[k_3] += _t32_bar
+            _iv1 += 1
         # se = 0.0
         se_bar = 0.0
         # for k in range(1, K):
@@ -306,7 +294,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             # for j in range(d):
             for j_2 in range(d - 1, -1, -1):
                 # for l in range(j + 1, d):
-                idx = idx - 1 * max(d - 1 - (j_2 + 1 - 1), 0)
+                idx = idx - max(d - (j_2 + 1), 0)
                 # the trips in forward order, idx counting up from where they leave it: Numba drops its checks of negative indices where idx starts at 0 or above
                 if idx >= 0:
                     _iv2 = idx
@@ -325,7 +313,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
                             _iv2 += 1
                         _acc8[k, j_2] = _sum1
                 else:
-                    idx = idx + 1 * max(d - 1 - (j_2 + 1 - 1), 0)
+                    idx = idx + max(d - (j_2 + 1), 0)
                     if d - 1 > j_2 + 1 - 1:
                         _sum2 = _acc8[k, j_2]
                         # read once: no trip of the loop below changes it
@@ -346,10 +334,11 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             _ipos -= 1
             idx = int(_itape[_ipos])
             # for j in range(d):
-            for j in range(d - 1, -1, -1):
-                # qx[j] = math.exp(icf[k, j]) * (x[i, j] - means[k, j])
-                _fpos -= 1
-                qx[j] = _ftape[_fpos]
+            _fpos = _fpos - max(d, 0)
+            # the trips in forward order, reading the tape from _fpos up
+            _iv3 = max(_fpos, 0)
+            for j in range(d):
+                qx[j] = _ftape[_iv3]
                 _t10_bar = qx_bar[j]
                 qx_bar[j] = 0.0
                 # segment 1 (lines 46-47), one preaccumulated step: sum_q = sum_q + icf[k, j]; _t10 = _tab1[k, j]*(x[i, j] - means[k, j])
@@ -360,6 +349,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
                 _acc8[k, j] += _t8_bar
                 _acc5[k, j] += _t6_bar
                 _acc7[k, j] += _t4_bar
+                _iv3 += 1
             # sum_q = 0.0
             sum_q_bar = 0.0
     # amax = alphas[0]

@@ -8,7 +8,8 @@ fresh, indexed element by element, updated as a whole): the adjoint rewrites tha
 its elements (``dead_resets``, ``loop_order``) rely on it; ``elementwise_uses`` gives those
 uses for a pass that allows more (``invariant_sums.no_alias``); ``int_value`` reads an int
 constant, ``affine`` an index ``name + c``, ``index_elts`` a subscript's axes and
-``plain_range`` a ``for ... in range(...)`` loop, ``runs_test`` the test that one runs at
+``plain_range`` a ``for ... in range(...)`` loop, ``fresh_elementwise`` whether a user's
+array is as unaliased, ``runs_test`` the test that one runs at
 least once and ``pure_index`` an index of names, constants and arithmetic.
 """
 from __future__ import annotations
@@ -153,6 +154,40 @@ def elementwise_uses(body, name):
                     allowed.add(id(n.targets[0]))
                     allocated = True
     return allowed, allocated
+
+
+def fresh_elementwise(body, name):
+    """``name`` is a user's array that no other name reaches: every assignment of it is a fresh
+    allocation (``np.zeros``/``empty``/``ones``/``full``, ``np.copy(...)`` or ``....copy()``),
+    at least one, and otherwise it is only indexed without slices or read for its ``.shape``
+    (no call, return or expression takes it whole)."""
+    allowed, allocated = set(), False
+    for st in body:
+        for n in gast.walk(st):
+            if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name) and n.value.id == name:
+                if not any(isinstance(i, gast.Slice) for i in index_elts(n.slice)):
+                    allowed.add(id(n.value))
+            elif isinstance(n, gast.Attribute) and n.attr == "shape" and \
+                    isinstance(n.value, gast.Name) and n.value.id == name:
+                allowed.add(id(n.value))
+            elif isinstance(n, gast.Assign) and len(n.targets) == 1 and \
+                    isinstance(n.targets[0], gast.Name) and n.targets[0].id == name and \
+                    _fresh(n.value):
+                allowed.add(id(n.targets[0]))
+                allocated = True
+    return allocated and all(id(n) in allowed for st in body for n in gast.walk(st)
+                             if isinstance(n, gast.Name) and n.id == name)
+
+
+def _fresh(v):
+    """Is ``v`` a call that returns new memory (of arrays other than its result, it reads
+    elements only)?"""
+    if not isinstance(v, gast.Call) or v.keywords or not isinstance(v.func, gast.Attribute):
+        return False
+    f = v.func
+    if isinstance(f.value, gast.Name) and f.value.id == "np":
+        return f.attr in ("zeros", "empty", "ones", "full", "copy")
+    return f.attr == "copy" and not v.args
 
 
 def only_elementwise(body, name):

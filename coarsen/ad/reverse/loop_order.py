@@ -46,7 +46,7 @@ A loop whose trips commute but for a *counter* (``_induction``: its body starts 
 ``v = v - c`` or ``v -= c``, ``c`` a positive int constant, the reverse of GMM's ``idx += 1``
 at the end of each forward trip, and no other statement of the loop assigns ``v``) becomes::
 
-    v = v - c * max(a - b, 0)       # where the reverse loop leaves v
+    v = v - c * max(a - b, 0)       # where the reverse loop leaves v (c * the trips)
     if v >= 0:
         _iv = v
         for i in range(b + 1, a + 1):
@@ -57,7 +57,8 @@ at the end of each forward trip, and no other statement of the loop assigns ``v`
         <the loop as it was>
 
 Trip ``i`` reads the same value of the counter in either order, and ``v`` leaves with the
-same value.  The first branch is the point: counting up from a value known to be 0 or above,
+same value.  A tape position (``_fpos``, ``_ipos``) is never below 0: it needs no ``else``,
+and ``_iv = max(v, 0)`` says so to Numba.  The first branch is the point: counting up from a value known to be 0 or above,
 Numba drops its checks of negative indices (GMM's reverse triangle: 15 % of the gradient's
 time).  Where the counter starts below 0 (Python's negative indices) the loop runs as before.
 """
@@ -67,7 +68,9 @@ import copy
 
 import gast
 
-from .cleanup import affine, index_elts, int_value, only_elementwise, plain_range, runs_test
+from .cleanup import (affine, fresh_elementwise, index_elts, int_value, only_elementwise, plain_range,
+                      runs_test)
+from .tapes import FP, IP
 
 __all__ = ["REVERSE_MARK", "PURE_CALLS", "forward_order"]
 
@@ -327,7 +330,8 @@ def _commutes(loop, path, top_body, made, induction=None):
         return False
     assigned = scalars | {var} | ({induction[0]} if induction else set())
     for a, stores in f.stores.items():
-        if a not in made or not only_elementwise(top_body, a) or not _only_indexed(loop.body, a):
+        unaliased = only_elementwise(top_body, a) if a in made else fresh_elementwise(top_body, a)
+        if not unaliased or not _only_indexed(loop.body, a):
             return False
         accesses = [(index_elts(idx), "p" if plain else "u") for idx, plain in stores] + \
             [(index_elts(idx), "r") for idx in f.read_idx.get(a, ())]
@@ -471,11 +475,12 @@ def _induction(loop):
 def _counted(loop, v, c, iv):
     """The statements replacing the reverse loop ``loop`` (a copy, reused in the ``else``)
     whose trips commute but for the counter ``v`` (``v -= c`` first in each trip)."""
-    a, b = loop.iter.args[0], loop.iter.args[1]
-    trips = gast.Call(func=_nm("max"), args=[gast.BinOp(left=copy.deepcopy(a), op=gast.Sub(),
-                                                        right=copy.deepcopy(b)),
-                                             gast.Constant(value=0, kind=None)], keywords=[])
-    total = gast.BinOp(left=gast.Constant(value=c, kind=None), op=gast.Mult(), right=trips)
+    fwd = _forward_range(loop.iter).args          # range(lo, hi) or range(hi)
+    length = fwd[0] if len(fwd) == 1 else gast.BinOp(left=fwd[1], op=gast.Sub(), right=fwd[0])
+    trips = gast.Call(func=_nm("max"), args=[copy.deepcopy(length), gast.Constant(value=0, kind=None)],
+                      keywords=[])
+    total = trips if c == 1 else gast.BinOp(left=gast.Constant(value=c, kind=None), op=gast.Mult(),
+                                            right=trips)
 
     def shift(op):
         return gast.Assign(targets=[_nm(v, True)], value=gast.BinOp(
@@ -487,15 +492,23 @@ def _counted(loop, v, c, iv):
     ahead = gast.For(target=copy.deepcopy(loop.target), iter=_forward_range(loop.iter),
                      body=body, orelse=[], type_comment=None)
     start = gast.Assign(targets=[_nm(iv, True)], value=_nm(v), type_comment=None)
+    first = shift(gast.Sub())
+    text = getattr(loop, "coarsen_comment", None)
+    if text:
+        first.coarsen_comment = text
+    if v in (FP, IP):
+        # a tape position is never below 0: max(v, 0) is v, and tells Numba so (it then drops
+        # its checks of negative indices); the tape's entries are read in the order they were
+        # pushed
+        start.value = gast.Call(func=_nm("max"), args=[_nm(v), gast.Constant(value=0, kind=None)],
+                                keywords=[])
+        start.coarsen_comment = f"the trips in forward order, reading the tape from {v} up"
+        return [first, start, ahead]
     test = gast.Compare(left=_nm(v), ops=[gast.GtE()], comparators=[gast.Constant(value=0, kind=None)])
     branch = gast.If(test=test, body=[start, ahead], orelse=[shift(gast.Add()), loop])
     branch.coarsen_comment = (
         f"the trips in forward order, {v} counting up from where they leave it: Numba drops "
         f"its checks of negative indices where {v} starts at 0 or above")
-    first = shift(gast.Sub())
-    text = getattr(loop, "coarsen_comment", None)
-    if text:
-        first.coarsen_comment = text
     return [first, branch]
 
 
