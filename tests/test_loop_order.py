@@ -360,3 +360,41 @@ def test_an_in_place_sweep_that_reads_its_own_writes_keeps_its_order_end_to_end(
     g(u0, 0.3, 4)
     assert "reading the tape from _fpos up" not in g.source and "0, -1):" in g.source
     check_against_oracle(gauss_seidel_1d, (u0, 0.3, 4), wrt=(0, 1))
+
+
+def tri_counter_by_two(mu, L, x, start):
+    """The counter raised by 2 per trip; and a second counter, raised by 1 in the loop after, whose
+    reverse loop keeps its order (the counter's update is not the first statement there)."""
+    n, d = x.shape
+    q = np.zeros(d)
+    s = 0.0
+    for i in range(n):
+        for j in range(d):
+            q[j] = mu[j] * x[i, j]
+        idx = start
+        for j in range(d):
+            for c in range(j + 1, d):
+                q[c] += L[idx] * (x[i, j] - mu[j])
+                idx += 2
+        k = 0
+        for j in range(d):
+            s += q[j] * q[j] * L[k]
+            k += 1
+    return s
+
+
+@pytest.mark.parametrize("negative", [False, True], ids=["from_0", "negative_indices"])
+def test_counters_raised_by_two_and_by_one_end_to_end(negative):
+    r = np.random.default_rng(8)
+    d = 4
+    mu, L, x = r.standard_normal(d), r.standard_normal(d * (d - 1)), r.standard_normal((3, d))
+    start = -L.shape[0] if negative else 0
+    g = coarsen.differentiate(tri_counter_by_two, wrt=(0, 1))
+    got = g.value_and_grad(mu, L, x, start)
+    assert "idx = idx - 2 * max(" in g.source, g.source
+    check_against_oracle(tri_counter_by_two, (mu, L, x, start), wrt=(0, 1))
+    if negative:
+        ref = g.value_and_grad(mu, L, x, 0)
+        assert got[0] == pytest.approx(ref[0], rel=1e-14)
+        for a, b in zip(got[1], ref[1]):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
