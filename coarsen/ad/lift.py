@@ -23,7 +23,7 @@ from dataclasses import replace
 import sympy
 
 from ..analysis.plans import ClosedFormLoop, Fallback, LiftedSegment, VJPPath
-from ..ir.nodes import Assign, Const, If, Scalar, Var
+from ..ir.nodes import Assign, Const, If, Scalar, Var, uses, walk
 from ..ir.primitives import REGISTRY
 from .. import symbolic as S
 
@@ -257,10 +257,18 @@ def same_element_reads(seg, types, active):
     variable (passengers are assignments, never stores, and run before the lifted
     statements, which is when the lifter's input symbols take their values).  Lifting them as
     one symbol lets SymPy cancel ``p*a - p*b``; the forward code is unchanged, and the
-    derivative with respect to ``b`` is then the zero the step writes for an unset input."""
+    derivative with respect to ``b`` is then the zero the step writes for an unset input.
+
+    The earlier read must be one the lifted statements read: a passenger read only after the
+    segment (``a[0]`` in ``s = a[0] * h(a, (a[0] + a[0]) * a[1])``, where ``h`` updates ``a``
+    in place, so the reads ride before the update) may be a set-once temporary, whose adjoint
+    its one use *assigns*; the step's partial with respect to it would then overwrite that
+    use's contribution (a fuzz program got half of ``d/da[0]``)."""
     defs = {}
     for st in seg.passengers:
         defs[st.target] = defs.get(st.target, 0) + 1
+    lifted = [x for x in seg.stmts if not any(x is p for p in seg.passengers)]
+    run_reads = {u.name for st in walk(lifted) for u in uses(st) if isinstance(u, Var)}
     aliases = {}
     seen = []           # (position, statement) of the reads so far that may be shared
     for k, st in enumerate(seg.passengers):
@@ -273,7 +281,7 @@ def same_element_reads(seg, types, active):
                 or not all(isinstance(x, (Var, Const)) for x in st.args)):
             continue
         for j, first in seen:
-            if _read_key(first) != _read_key(st):
+            if _read_key(first) != _read_key(st) or first.target not in run_reads:
                 continue
             if (first.target in active) != (st.target in active):
                 continue
