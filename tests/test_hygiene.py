@@ -101,8 +101,13 @@ def read(target, array="x", index="k"):
                   index=(Var(index) if isinstance(index, str) else Const(index),))
 
 
-def shared(passengers, active=frozenset(), outputs=()):
-    seg = Segment(list(passengers), LOC, 1, passengers=list(passengers), outputs=list(outputs))
+def shared(passengers, active=frozenset(), outputs=(), used=None):
+    """``same_element_reads`` of a segment whose lifted statements read the passengers' targets
+    (those in ``used``: all of them by default)."""
+    names = [p.target for p in passengers if isinstance(p, Assign)] if used is None else list(used)
+    lifted = [Assign("z", "add", (Var(n), Const(0.0)), LOC) for n in names]
+    seg = Segment(list(passengers) + lifted, LOC, 1, passengers=list(passengers),
+                  outputs=list(outputs))
     return same_element_reads(seg, TYPES, set(active))
 
 
@@ -124,3 +129,7 @@ def test_same_element_reads_rule():
     assert shared([read("u"), read("v")], outputs=["v"]) == {}
     assert shared([read("u"), read("v")], active={"v"}) == {}
     assert shared([read("u"), read("v")], active={"u", "v"}) == {"v": "u"}
+    # the first read used only after the segment is no read to share (its adjoint may be
+    # assigned by its one use there): the later ones share the first the segment uses
+    assert shared([read("u"), read("v"), read("w")], used={"v", "w"}) == {"w": "v"}
+    assert shared([read("u"), read("v")], used={"v"}) == {}
