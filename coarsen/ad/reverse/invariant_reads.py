@@ -40,9 +40,9 @@ import copy
 
 import gast
 
-from .cleanup import plain_range, runs_test
+from .cleanup import names_read, plain_range, runs_test
 from .invariant_sums import no_alias
-from .loop_order import PURE_CALLS
+from .loop_order import pure_call
 
 __all__ = ["invariant_reads"]
 
@@ -55,12 +55,7 @@ HOISTED = "read once: no trip of the loop below changes it"
 
 
 def _call_ok(call):
-    f = call.func
-    if call.keywords:
-        return False
-    if isinstance(f, gast.Attribute) and isinstance(f.value, gast.Name) and f.value.id == "math":
-        return True
-    return isinstance(f, gast.Name) and f.id in PURE_CALLS
+    return not call.keywords and pure_call(call)
 
 
 def _pure(e):
@@ -83,7 +78,7 @@ def _arrays(e):
 
 
 def _reads(node):
-    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)}
+    return names_read([node])
 
 
 def _stores(node):

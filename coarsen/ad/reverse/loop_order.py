@@ -72,7 +72,7 @@ from .cleanup import (affine, fresh_elementwise, index_elts, int_value, only_ele
                       runs_test)
 from .tapes import FP, IP
 
-__all__ = ["REVERSE_MARK", "PURE_CALLS", "forward_order"]
+__all__ = ["REVERSE_MARK", "PURE_CALLS", "forward_order", "pure_call"]
 
 #: the attribute ``reverse_range`` sets on the loops it emits
 REVERSE_MARK = "_coarsen_reverse"
@@ -86,7 +86,8 @@ def _is_zero(node):
     return isinstance(node, gast.Constant) and type(node.value) in (int, float) and node.value == 0
 
 
-def _call_ok(call):
+def pure_call(call):
+    """Is ``call`` one of ``math``'s functions or of ``PURE_CALLS``?"""
     f = call.func
     if isinstance(f, gast.Attribute) and isinstance(f.value, gast.Name) and f.value.id == "math":
         return True
@@ -232,7 +233,7 @@ def _target(t, f, var, plain):
 
 def _loads(expr, f):
     for n in gast.walk(expr):
-        if isinstance(n, gast.Call) and not _call_ok(n):
+        if isinstance(n, gast.Call) and not pure_call(n):
             f.ok = False
         elif isinstance(n, (gast.Lambda, gast.NamedExpr, gast.Yield, gast.Await)):
             f.ok = False
