@@ -177,6 +177,12 @@ class ControlMixin:
             kept = [x for x in rev if not getattr(x, "_coarsen_restore", False)]
             undo = [x for x in kept if getattr(x, "_coarsen_inverse", False)]
             names = loads([x for x in kept if not getattr(x, "_coarsen_inverse", False)])
+            if isinstance(s, Store):
+                # a restore writes the saved elements back: not a read of the array's values,
+                # but it reads the index (a[i1 % m] in a while loop: the reverse trip must see
+                # this trip's i1 % m, not the last one's; fuzz 12000096)
+                restores = [x for x in rev if getattr(x, "_coarsen_restore", False)]
+                names |= loads(restores) - {s.array}
             if id(s) in self.result_reads:
                 names.discard(s.target)       # a partial from the result: read after s
                 undo = undo + [B.name(s.target)]
