@@ -42,7 +42,7 @@ from ...analysis.segments import plan_segments
 from ...analysis.recording import (find_cheap_recomputable, find_int_recomputable, find_recomputable,
                                    rereads_for_steps, tape_sites, to_be_recorded)
 from ...errors import CoarsenError
-from ...ir.nodes import Array, Assign, For, Segment, While, walk
+from ...ir.nodes import Array, Assign, For, Scalar, Segment, While, walk
 from .. import build as B
 from ..build import X
 from ..canonical import lift_canonically, show_temps
@@ -57,6 +57,7 @@ from .fuse_loops import fuse_loops
 from .invariant_reads import invariant_reads
 from .invariant_sums import invariant_sums
 from .loop_order import forward_order
+from .rematerialize import rematerialize
 from .scaled_adds import scaled_add_calls
 from .scratch import scratch_arrays
 from .zero_adjoints import drop_zero_accumulations
@@ -408,6 +409,12 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     body = forward_order(body, made)
     body = invariant_sums(body, made)
     body = fuse_loops(body, made)
+    # rank-one matrix adjoints (A_bar[i, j] = w_bar[i] * x[j]) recomputed where they are read
+    f64 = {v for v, t in types.items() if t == Scalar("f64")}
+    arrays = {v: t.ndim for v, t in types.items() if isinstance(t, Array)}
+    arrays.update({Emitter.bar(v): n for v, n in list(arrays.items())})
+    body, new = rematerialize(body, made, arrays, f64 | {Emitter.bar(v) for v in f64})
+    made = made | new
     if not workspace:
         # the reverse sweep's own arrays on the kept float tape (no page faults per call);
         # a function that tapes no float gets a float tape for them
