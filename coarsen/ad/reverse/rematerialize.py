@@ -55,6 +55,7 @@ import copy
 
 import gast
 
+from .. import build as B
 from .cleanup import index_elts, plain_range
 from .invariant_sums import no_alias
 from .loop_order import PURE_CALLS
@@ -159,7 +160,7 @@ class _Value:
             if n in (self.i, self.j) or n in self.assigned_inner or n in self.ranks:
                 return None
             self.scalars.add(n)
-            return gast.Name(id=n, ctx=gast.Load(), annotation=None, type_comment=None)
+            return B.name(n)
         return None
 
 
@@ -378,14 +379,7 @@ class _Rewrite:
         first = copy.deepcopy(shape.elts[0]) if isinstance(shape, gast.Tuple) else \
             gast.Subscript(value=copy.deepcopy(shape), slice=gast.Constant(value=0, kind=None),
                            ctx=gast.Load())
-        allocs = [gast.Assign(targets=[gast.Name(id=n, ctx=gast.Store(), annotation=None,
-                                                 type_comment=None)],
-                              value=gast.Call(func=gast.Attribute(
-                                  value=gast.Name(id="np", ctx=gast.Load(), annotation=None,
-                                                  type_comment=None),
-                                  attr="empty", ctx=gast.Load()), args=[copy.deepcopy(first)],
-                                  keywords=[]), type_comment=None)
-                  for n in row_names.values()]
+        allocs = [B.assign(n, B.call("np.empty", copy.deepcopy(first))) for n in row_names.values()]
         if allocs and getattr(alloc, "coarsen_comment", None):
             allocs[0].coarsen_comment = alloc.coarsen_comment
         # the writer: the row values saved, the store and the temporaries only it read dropped
@@ -407,12 +401,7 @@ class _Rewrite:
                         changed = True
                         break
         inner.body = kept or [gast.Pass()]
-        saves = [gast.Assign(targets=[gast.Subscript(
-            value=gast.Name(id=row_names[s], ctx=gast.Load(), annotation=None, type_comment=None),
-            slice=gast.Name(id=i, ctx=gast.Load(), annotation=None, type_comment=None),
-            ctx=gast.Store())], value=gast.Name(id=s, ctx=gast.Load(), annotation=None,
-                                                type_comment=None), type_comment=None)
-            for s in rows]
+        saves = [B.assign(B.subscript(row_names[s], B.name(i)), B.name(s)) for s in rows]
         writer.body = writer.body[:inner_k] + saves + writer.body[inner_k:]
         # the reader: the element computed at the top of its block, then a local
         sub = {i: p, j: q}
@@ -422,15 +411,12 @@ class _Rewrite:
             for n in gast.walk(node):
                 if isinstance(n, gast.Subscript) and isinstance(n.slice, gast.Name) and \
                         n.slice.id in sub and isinstance(n.value, gast.Name) and n.value.id in val.arrays:
-                    n.slice = gast.Name(id=sub[n.slice.id], ctx=gast.Load(), annotation=None,
-                                        type_comment=None)
+                    n.slice = B.name(sub[n.slice.id])
             return _rows_read(node, row_names, p)
 
         reader = copy.deepcopy(body[r])
         target_block = _find_block(reader, body[r], block)
-        head = gast.Assign(targets=[gast.Name(id=local, ctx=gast.Store(), annotation=None,
-                                              type_comment=None)],
-                           value=at_pq(expr), type_comment=None)
+        head = B.assign(local, at_pq(expr))
         new_block = [head] + [_localize(st, x, local) for st in target_block]
         target_block[:] = new_block
         out = list(body)
@@ -441,33 +427,33 @@ class _Rewrite:
         return out
 
 
-def _rows_read(node, row_names, p):
-    """Row values read as ``_rowN[p]``."""
-    if isinstance(node, gast.Name) and node.id in row_names:
-        return gast.Subscript(value=gast.Name(id=row_names[node.id], ctx=gast.Load(), annotation=None,
-                                              type_comment=None),
-                              slice=gast.Name(id=p, ctx=gast.Load(), annotation=None, type_comment=None),
-                              ctx=gast.Load())
+def _substitute(node, replace):
+    """``node`` (modified in place) with each subtree for which ``replace`` gives a node
+    replaced by it, outermost first."""
+    new = replace(node)
+    if new is not None:
+        return new
     for field, value in gast.iter_fields(node):
         if isinstance(value, gast.AST):
-            setattr(node, field, _rows_read(value, row_names, p))
+            setattr(node, field, _substitute(value, replace))
         elif isinstance(value, list):
-            setattr(node, field, [_rows_read(v, row_names, p) if isinstance(v, gast.AST) else v
+            setattr(node, field, [_substitute(v, replace) if isinstance(v, gast.AST) else v
                                   for v in value])
     return node
+
+
+def _rows_read(node, row_names, p):
+    """Row values read as ``_rowN[p]``."""
+    return _substitute(node, lambda n: B.subscript(row_names[n.id], B.name(p))
+                       if isinstance(n, gast.Name) and n.id in row_names else None)
 
 
 def _localize(node, x, local):
     """``node`` with ``x[p, q]`` as the name ``local`` (its context kept)."""
-    if isinstance(node, gast.Subscript) and isinstance(node.value, gast.Name) and node.value.id == x:
-        return gast.Name(id=local, ctx=type(node.ctx)(), annotation=None, type_comment=None)
-    for field, value in gast.iter_fields(node):
-        if isinstance(value, gast.AST):
-            setattr(node, field, _localize(value, x, local))
-        elif isinstance(value, list):
-            setattr(node, field, [_localize(v, x, local) if isinstance(v, gast.AST) else v
-                                  for v in value])
-    return node
+    return _substitute(node, lambda n: gast.Name(id=local, ctx=type(n.ctx)(), annotation=None,
+                                                 type_comment=None)
+                       if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name)
+                       and n.value.id == x else None)
 
 
 def _find_block(copied, original, block):
