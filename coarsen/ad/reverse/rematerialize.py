@@ -56,7 +56,7 @@ import copy
 import gast
 
 from .. import build as B
-from .cleanup import index_elts, plain_range
+from .cleanup import index_elts, names_read, plain_range
 from .invariant_sums import no_alias
 from .loop_order import PURE_CALLS
 
@@ -79,13 +79,9 @@ def _mentions(node, name):
     return any(n.id == name for n in _names(node))
 
 
-def _assigned(nodes):
+def _assigned_names(nodes):
     """Names assigned (as targets or loop variables) anywhere in ``nodes``."""
-    out = set()
-    for st in nodes:
-        for n in _names(st, (gast.Store, gast.Del)):
-            out.add(n.id)
-    return out
+    return names_read(nodes, (gast.Store, gast.Del))
 
 
 def _element(node, name):
@@ -110,7 +106,7 @@ class _Value:
     def __init__(self, inner_body, store_at, i, j, ranks):
         self.i, self.j, self.ranks = i, j, ranks
         before = inner_body[:store_at]
-        assigned_inner = _assigned(inner_body)
+        assigned_inner = _assigned_names(inner_body)
         counts = {}
         for st in inner_body:
             for n in _names(st, gast.Store):
@@ -122,7 +118,7 @@ class _Value:
                 self.temps[st.targets[0].id] = st.value
                 self.order[st.targets[0].id] = k
         self.assigned_inner = assigned_inner
-        self.rows, self.arrays, self.scalars, self.used_temps = [], set(), set(), set()
+        self.arrays, self.scalars, self.used_temps = set(), set(), set()
         self.ops = 0
 
     def expand(self, node, depth=0):
@@ -355,7 +351,7 @@ class _Rewrite:
                 return None
         if stored & val.arrays:
             return None
-        assigned_span = _assigned(span)
+        assigned_span = _assigned_names(span)
         rows = sorted(s for s in val.scalars if s in assigned_span)
         if len(rows) > MAX_ROWS or any(s not in self.floats for s in val.scalars) or \
                 any(z in assigned_span for z in val.arrays):
