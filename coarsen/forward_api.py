@@ -60,6 +60,8 @@ class JvpOptions:
     wrt: object = None
     target: str = "cpu"
     boundscheck: bool = True
+    #: the JVP in coarsen's input language (``jvp_ir``'s ``input_language``): for ``hessian``
+    input_language: bool = False
 
     def __post_init__(self):
         if self.target not in TARGETS:
@@ -104,6 +106,7 @@ def compile_jvp(fn, signature, options, *, module_arrays=None):
              "signature": list(signature.texts),
              "module_arrays": list(low.array_texts), "wrt": list(wrt),
              "target": options.target, "boundscheck": options.boundscheck,
+             "input_language": options.input_language,
              "version": __version__, "code": code_fingerprint(),
              "toolchain": dict(sorted(toolchain_versions().items()))}
     cache_key = lowering.cache_key(**parts)
@@ -120,7 +123,8 @@ def compile_jvp(fn, signature, options, *, module_arrays=None):
                          float_arrays=True)
         wrt_ir = tuple(fn_ir.params[params.index(w)] for w in wrt)
         facts = analyze(fn_ir, wrt_ir)
-        module, em = jvp_ir(fn_ir, wrt_ir, facts, entry_name, boundscheck=options.boundscheck)
+        module, em = jvp_ir(fn_ir, wrt_ir, facts, entry_name, boundscheck=options.boundscheck,
+                            input_language=options.input_language)
         stats = {"active": len(facts.active), "tangent_statements": em.tangent_statements,
                  "zero_tangents": em.zero_tangents,
                  "tangents": {w: em.dot(w) for w in wrt_ir},

@@ -150,7 +150,7 @@ class _SecondOrder:
                           "is not differentiated again)",
                           "take the Hessian of a version of the function without the rule")
         art = compile_jvp(self.fn, sig, JvpOptions(wrt=self.wrt, target="python",
-                                                   boundscheck=False),
+                                                   boundscheck=False, input_language=True),
                           module_arrays=self._global_arrays)
         taken = set(self.params)
         vs = [fresh_name(f"_v_{w}", taken) for w in art.wrt]

@@ -17,6 +17,11 @@ from . import build as B
 
 
 class OperandQueries:
+    #: primitives emit code in coarsen's input language where they can (matrix products as
+    #: ``@``, ``np.linalg.solve``, ``np.einsum``) instead of the runtime helpers whose checks
+    #: ``raise``: set by forward mode for a JVP that reverse mode reads back (``hessian``)
+    input_language = False
+
     def ty(self, name):
         return self.types.get(name)
 

@@ -12,7 +12,11 @@ the primal and the tangents together in one pass, with no tape: fine-grained for
 (segments are not lifted to SymPy here).  The prologue copies the arrays the function writes
 (and their tangents), so the caller's arrays are never modified, and sets the tangents of
 active parameters outside ``wrt`` to zero.  With ``boundscheck=True`` every index is checked
-before its access, as in the gradient (``coarsen.analysis.bounds``).  The IR is not modified.
+before its access, as in the gradient (``coarsen.analysis.bounds``).  With
+``input_language=True`` matrix products, ``solve`` and ``einsum`` are emitted as NumPy calls
+(``a @ b``, ``np.linalg.solve``, ``np.einsum``), not as the runtime helpers whose shape checks
+``raise``, so that the module is in coarsen's input language (``coarsen.hessian`` reads it back
+for reverse mode).  The IR is not modified.
 """
 from __future__ import annotations
 
@@ -26,11 +30,11 @@ from ..runtime import helper_source
 from .emitter import ForwardEmitter
 
 
-def jvp_ir(fn, wrt, facts, entry_name, *, boundscheck=True):
+def jvp_ir(fn, wrt, facts, entry_name, *, boundscheck=True, input_language=False):
     """The JVP module of ``fn`` (see the module docstring) and its emitter (``names``: the
     tangents' names; ``tangent_statements``, ``zero_tangents``, ``loop_notes`` for reports)."""
     bounds = plan_bounds(fn) if boundscheck else None
-    em = ForwardEmitter(fn, wrt, facts, bounds)
+    em = ForwardEmitter(fn, wrt, facts, bounds, input_language)
     body = em.block(fn.body)
     comment_pass(body)
     types = fn.types

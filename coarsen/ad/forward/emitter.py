@@ -57,8 +57,9 @@ def tangent_names(fn, names):
 
 
 class ForwardEmitter(OperandQueries):
-    def __init__(self, fn, wrt, facts, bounds=None):
+    def __init__(self, fn, wrt, facts, bounds=None, input_language=False):
         self.fn = fn
+        self.input_language = input_language
         self.types = dict(fn.types)
         self.f = facts
         self.active = set(facts.active)

@@ -9,6 +9,8 @@ Guarantees: type rules (ranks above 2 are refused; ``solve`` takes a 2-D ``A`` a
 operand, output letters among the operands', operand ranks matching), the emitted primal
 (loops in the runtime helpers, which check the inner dimensions and, for ``solve``, raise
 ``np.linalg.LinAlgError`` on a singular matrix), and the
+VJPs (where the emitter asks for coarsen's input language, ``em.input_language``, the primal and
+the tangents are ``a @ b``, ``np.linalg.solve`` and ``np.einsum`` instead of the helpers) and the
 VJPs ``A_bar += g @ B.T``, ``B_bar += A.T @ g`` in every rank combination; for ``solve``
 ``gb = solve(A.T, g)``, ``b_bar += gb``, ``A_bar -= gb x^T`` with ``x = solve(A, b)`` recomputed
 from ``A`` and ``b``; for ``einsum`` the adjoint of an operand is again an einsum, of the
@@ -43,6 +45,8 @@ def _emit_product(em, s, v):
     na, nb = em.nd(s.args[0]), em.nd(s.args[1])
     if na == 0 or nb == 0:
         return B.binop(v[0], "*", v[1])
+    if em.input_language:       # ``np.dot`` and ``@`` agree on ranks 1 and 2
+        return B.binop(v[0], "@", v[1])
     return B.call(em.helper(f"_mm{na}{nb}"), *v)
 
 
@@ -87,6 +91,8 @@ def _solve_type(c, s, ts):
 
 
 def _emit_solve(em, s, v):
+    if em.input_language:
+        return B.call("np.linalg.solve", *v)
     return B.call(em.helper(f"_solve{em.nd(s.args[1])}"), *v)
 
 
@@ -109,8 +115,11 @@ def _jvp_solve(em, s, dots, out):
     nb = em.nd(b)
     rhs = None if dots[1] is None else em.val(dots[1])
     if dots[0] is not None:
-        prod = X(B.call(em.helper(f"_mm2{nb}"), em.val(dots[0]), out), True)
+        prod = X(B.binop(em.val(dots[0]), "@", out) if em.input_language
+                 else B.call(em.helper(f"_mm2{nb}"), em.val(dots[0]), out), True)
         rhs = -prod if rhs is None else rhs - prod
+    if em.input_language:
+        return X(B.call("np.linalg.solve", em.val(a), rhs), True)
     return X(B.call(em.helper(f"_solve{nb}"), em.val(a), rhs), True)
 
 
@@ -163,6 +172,8 @@ def _einsum_type(c, s, ts):
 
 def _emit_einsum(em, s, v):
     a, b, out = einsum_specs(s)
+    if em.input_language:
+        return B.call("np.einsum", B.const(f"{a},{b}->{out}"), *v)
     return B.call(em.helper(R.einsum(a, b, out)), *v)
 
 
