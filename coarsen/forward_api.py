@@ -14,6 +14,13 @@ Guarantees:
   takes a real number, an array parameter an array of its shape (any real dtype, computed in
   float64); anything else raises ``CoarsenError`` naming the parameter, before any code runs.
   ``fn`` must return a float scalar or a float64 array (``coarsen.jacobian`` builds on this).
+* ``coarsen.jvp(fn, wrt, directions=K)`` is the vector JVP (JAX's ``vmap`` of ``jvp`` over
+  the tangents): each tangent has a leading axis of K directions (``(K,) + shape``, a 1-D
+  array of K for a scalar parameter), and the result's tangents have it too, ``(K,)`` or
+  ``(K,) + out.shape``.  The primal runs once per call and the tangent code once per
+  direction (``coarsen.ad.forward``), row k what a single-direction JVP gives for direction k,
+  bit for bit.  K is fixed per ``Jvp`` (1 to ``MAX_DIRECTIONS``); ``batch`` and ``export``
+  are refused for it.
 * The generated code is ``jvp_<f>(args..., tangents...)``: the primal and its tangents in one
   pass, with no tape; fine-grained forward mode (no segment is lifted to SymPy: each
   statement's tangent comes from its primitive's forward rule in the registry,
@@ -50,7 +57,11 @@ from .frontend.source import display_path, get_source, unwrap
 from .pipeline import code_fingerprint, lower_for, typed_ir
 from .lowering.cache import toolchain_versions
 
-__all__ = ["Jvp", "JvpArtifact", "JvpOptions", "JvpReport", "check_aliasing", "compile_jvp",
+#: the most directions of one vector JVP: each statement's tangent code is written once per
+#: direction, so the generated code (and Numba's compile time) grows with it
+MAX_DIRECTIONS = 32
+
+__all__ = ["MAX_DIRECTIONS", "Jvp", "JvpArtifact", "JvpOptions", "JvpReport", "check_aliasing", "compile_jvp",
            "convert_argument", "jvp", "kind_of"]
 
 
@@ -62,10 +73,22 @@ class JvpOptions:
     boundscheck: bool = True
     #: the JVP in coarsen's input language (``jvp_ir``'s ``input_language``): for ``hessian``
     input_language: bool = False
+    #: K > 0: a vector JVP along K directions per call (``jvp_ir``'s ``directions``)
+    directions: int = 0
 
     def __post_init__(self):
         if self.target not in TARGETS:
             raise CoarsenError(f"unknown target {self.target!r}", hint=f"use one of {TARGETS}")
+        k = self.directions
+        if k is None:
+            k = 0
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or \
+                not 0 <= k <= MAX_DIRECTIONS:
+            raise CoarsenError(f"directions must be an int from 1 to {MAX_DIRECTIONS} (or None), "
+                               f"got {self.directions!r}",
+                               hint=f"for more directions, call the vector JVP on blocks of at most "
+                               f"{MAX_DIRECTIONS}")
+        object.__setattr__(self, "directions", int(k))
         if isinstance(self.wrt, list):
             object.__setattr__(self, "wrt", tuple(self.wrt))
         object.__setattr__(self, "boundscheck", bool(self.boundscheck))
@@ -106,7 +129,7 @@ def compile_jvp(fn, signature, options, *, module_arrays=None):
              "signature": list(signature.texts),
              "module_arrays": list(low.array_texts), "wrt": list(wrt),
              "target": options.target, "boundscheck": options.boundscheck,
-             "input_language": options.input_language,
+             "input_language": options.input_language, "directions": options.directions,
              "version": __version__, "code": code_fingerprint(),
              "toolchain": dict(sorted(toolchain_versions().items()))}
     cache_key = lowering.cache_key(**parts)
@@ -124,7 +147,8 @@ def compile_jvp(fn, signature, options, *, module_arrays=None):
         wrt_ir = tuple(fn_ir.params[params.index(w)] for w in wrt)
         facts = analyze(fn_ir, wrt_ir)
         module, em = jvp_ir(fn_ir, wrt_ir, facts, entry_name, boundscheck=options.boundscheck,
-                            input_language=options.input_language)
+                            input_language=options.input_language,
+                            directions=options.directions)
         stats = {"active": len(facts.active), "tangent_statements": em.tangent_statements,
                  "zero_tangents": em.zero_tangents,
                  "tangents": {w: em.dot(w) for w in wrt_ir},
@@ -216,8 +240,10 @@ def check_aliasing(src, params, args, module_arrays, written):
 class Jvp:
     """The JVP of a function; see ``coarsen.jvp``.  Keeps one ``JvpArtifact`` per signature."""
 
-    def __init__(self, fn, wrt=None, target="cpu", boundscheck=True):
-        self.options = JvpOptions(wrt=wrt, target=target, boundscheck=boundscheck)
+    def __init__(self, fn, wrt=None, target="cpu", boundscheck=True, directions=None):
+        self.options = JvpOptions(wrt=wrt, target=target, boundscheck=boundscheck,
+                                  directions=directions)
+        self.directions = self.options.directions
         self.fn = unwrap(fn)
         self.src = get_source(self.fn)
         self.params = [a.id for a in self.src.node.args.args]
@@ -263,18 +289,28 @@ class Jvp:
             raise self._error(f"{len(items)} tangent(s) given for {len(wrt)} wrt parameter(s) "
                               f"({names})", "pass one tangent per wrt parameter, in its order")
         out = []
+        K = self.directions
         for name, t in zip(wrt, items):
             a = args[self.params.index(name)]
             tv = np.asarray(t) if not isinstance(t, np.ndarray) else t
             if tv.dtype.kind not in "fiu":
                 raise self._error(f"the tangent of {name!r} has dtype {tv.dtype}, not a real "
                                   "number type", f"pass float values shaped like {name}")
-            if isinstance(a, np.ndarray):
+            if K:
+                # a vector JVP: K directions along a leading axis
+                want = (K,) + np.shape(a)
+                if tv.shape != want:
+                    raise self._error(f"the tangents of {name!r} have shape {tv.shape}, but "
+                                      f"{K} directions of {name} have shape {want}",
+                                      f"pass an array of shape {want} for {name}: row k is "
+                                      "direction k")
+                out.append(np.ascontiguousarray(tv, dtype=np.float64))
+            elif isinstance(a, np.ndarray):
                 if tv.shape != a.shape:
                     raise self._error(f"the tangent of {name!r} has shape {tv.shape}, but "
                                       f"{name} has shape {a.shape}",
                                       f"pass an array of shape {a.shape} for {name}")
-                out.append(np.array(tv, dtype=np.float64))
+                out.append(np.ascontiguousarray(tv, dtype=np.float64))
             else:
                 if tv.ndim != 0:
                     raise self._error(f"the tangent of {name!r} has shape {tv.shape}, but "
@@ -319,14 +355,21 @@ class Jvp:
         """The last call's parameter types in Numba notation (a tuple of texts), or None."""
         return self._last.signature if self._last is not None else None
 
+    def _single_direction(self, what):
+        if self.directions:
+            raise self._error(f"{what} of a vector JVP (directions={self.directions}) is not "
+                              "supported", f"use coarsen.jvp(fn, wrt) without directions for {what}")
+
     def batch(self, in_axes, *, target=None):
         """The JVP over many argument sets, like ``jax.vmap``: see ``coarsen.transform_batch``."""
+        self._single_direction("batch()")
         from .transform_batch import BatchedJvp
         return BatchedJvp(self, in_axes, target)
 
     def export(self, path, signature=None):
         """Write the JVP as a standalone module defining ``jvp_<f>``; see
         ``coarsen.export_transforms``."""
+        self._single_direction("export()")
         from .export_transforms import export_jvp
         return export_jvp(self, path, signature=signature)
 
@@ -358,7 +401,8 @@ class Jvp:
         return rep
 
 
-def jvp(fn, wrt=None, *, target="cpu", boundscheck=True):
+def jvp(fn, wrt=None, *, target="cpu", boundscheck=True, directions=None):
     """The forward-mode derivative of ``fn`` (see the module docstring):
-    ``coarsen.jvp(fn, wrt)(*args, tangents=...) -> (value, tangent_out)``."""
-    return Jvp(fn, wrt, target, boundscheck)
+    ``coarsen.jvp(fn, wrt)(*args, tangents=...) -> (value, tangent_out)``; with
+    ``directions=K`` the tangents of K directions per call, along a leading axis."""
+    return Jvp(fn, wrt, target, boundscheck, directions)

@@ -13,6 +13,11 @@ the primal and the tangents together in one pass, with no tape: fine-grained for
 (and their tangents), so the caller's arrays are never modified, and sets the tangents of
 active parameters outside ``wrt`` to zero.  With ``boundscheck=True`` every index is checked
 before its access, as in the gradient (``coarsen.analysis.bounds``).  With
+``directions=K`` (a vector JVP) the entry takes, per ``wrt`` parameter, the tangents of K
+directions packed along a leading axis (``<name>_dots``, shape ``(K,) + shape``) and returns
+``(value, tangents of the result)`` with the same leading axis: the primal runs once and each
+statement's tangent code is emitted once per direction (lanes ``<name>_dot<k>_``), so lane k
+computes what ``directions=0`` computes for direction k, operation for operation.  With
 ``input_language=True`` matrix products, ``solve`` and ``einsum`` are emitted as NumPy calls
 (``a @ b``, ``np.linalg.solve``, ``np.einsum``), not as the runtime helpers whose shape checks
 ``raise``, so that the module is in coarsen's input language (``coarsen.hessian`` reads it back
@@ -27,45 +32,69 @@ from ...ir.nodes import Array
 from .. import build as B
 from ..reverse.cleanup import comment_pass
 from ..runtime import helper_source
-from .emitter import ForwardEmitter
+from .emitter import ForwardEmitter, tangent_names
 
 
-def jvp_ir(fn, wrt, facts, entry_name, *, boundscheck=True, input_language=False):
+def jvp_ir(fn, wrt, facts, entry_name, *, boundscheck=True, input_language=False,
+           directions=0):
     """The JVP module of ``fn`` (see the module docstring) and its emitter (``names``: the
     tangents' names; ``tangent_statements``, ``zero_tangents``, ``loop_notes`` for reports)."""
     bounds = plan_bounds(fn) if boundscheck else None
-    em = ForwardEmitter(fn, wrt, facts, bounds, input_language)
+    em = ForwardEmitter(fn, wrt, facts, bounds, input_language, directions)
     body = em.block(fn.body)
     comment_pass(body)
     types = fn.types
+    if directions:
+        taken = set(em.types) | set(fn.params)
+        packed = tangent_names(fn, wrt, "_dots", taken)
     prologue = []
     for p in fn.params:
         arr = isinstance(types.get(p), Array)
         if arr and p in facts.stored:
-            prologue.append(B.assign(p, B.call(gast.Attribute(value=B.name(p), attr="copy",
-                                                              ctx=gast.Load()))))
-            if p in em.wrt:
-                d = em.dot(p)
-                prologue.append(B.assign(d, B.call(gast.Attribute(value=B.name(d), attr="copy",
-                                                                  ctx=gast.Load()))))
+            prologue.append(B.assign(p, _copy(B.name(p))))
+        if p in em.wrt:
+            if directions:
+                # lane k's tangent: row k of the packed tangents (a copy where it is written)
+                for k, lane in enumerate(em.lanes):
+                    row = B.subscript(B.name(packed[p]), B.const(k))
+                    prologue.append(B.assign(lane[p], _copy(row) if arr and p in facts.stored
+                                             else row))
+            elif arr and p in facts.stored:
+                prologue.append(B.assign(em.dot(p), _copy(B.name(em.dot(p)))))
         if p in em.active and p not in em.wrt:
-            prologue.append(B.assign(em.dot(p), em.zero_of(p, B.name(p))))
+            prologue += [B.assign(lane[p], em.zero_of(p, B.name(p))) for lane in em.lanes]
     if prologue:
         prologue[0].coarsen_comment = "prologue: copies of written inputs, zero tangents"
     if body:
         first = getattr(body[0], "coarsen_comment", None)
         body[0].coarsen_comment = ("tangent sweep: the primal and its tangents, in one pass"
                                    + (f"\n{first}" if first else ""))
-    if isinstance(types.get(fn.result), Array):
+    result_arr = isinstance(types.get(fn.result), Array)
+    active_result = fn.result in em.active
+    epilogue = []
+    if directions:
+        # the lanes' tangents of the result stacked along a leading axis of length K
+        out = em.fresh("_dots_out")
+        shape = B.binop(B.tuple_(B.const(directions)), "+", B.attr(f"{fn.result}.shape")) \
+            if result_arr else B.tuple_(B.const(directions))
+        epilogue.append(B.assign(out, B.call("np.zeros", shape)))
+        if active_result:
+            for k, lane in enumerate(em.lanes):
+                epilogue.append(B.assign(B.subscript(B.name(out), B.const(k)),
+                                         B.name(lane[fn.result])))
+        value = B.call("np.copy", B.name(fn.result)) if result_arr \
+            else B.call("float", fn.result)
+        ret = B.return_(B.tuple_(value, B.name(out)))
+    elif result_arr:
         # an array result: copies, so that neither aliases an argument or its tangent
-        result_dot = (B.call("np.copy", B.name(em.dot(fn.result))) if fn.result in em.active
+        result_dot = (B.call("np.copy", B.name(em.dot(fn.result))) if active_result
                       else B.call("np.zeros_like", B.name(fn.result)))
         ret = B.return_(B.tuple_(B.call("np.copy", B.name(fn.result)), result_dot))
     else:
-        result_dot = B.name(em.dot(fn.result)) if fn.result in em.active else B.const(0.0)
+        result_dot = B.name(em.dot(fn.result)) if active_result else B.const(0.0)
         ret = B.return_(B.tuple_(B.call("float", fn.result), B.call("float", result_dot)))
-    params = list(fn.params) + [em.dot(w) for w in wrt]
-    func = B.funcdef(entry_name, params, prologue + body + [ret])
+    params = list(fn.params) + [packed[w] if directions else em.dot(w) for w in wrt]
+    func = B.funcdef(entry_name, params, prologue + body + epilogue + [ret])
     helpers = helper_source(sorted(em.helpers)) if em.helpers else ""
     helper_mod = gast.parse(helpers) if helpers else gast.Module(body=[], type_ignores=[])
     used = {n.id for node in [func] + list(helper_mod.body) for n in gast.walk(node)
@@ -75,3 +104,7 @@ def jvp_ir(fn, wrt, facts, entry_name, *, boundscheck=True, input_language=False
                                 if mod in used) or "\n")
     module = gast.Module(body=header.body + helper_mod.body + [func], type_ignores=[])
     return module, em
+
+
+def _copy(node):
+    return B.call(gast.Attribute(value=node, attr="copy", ctx=gast.Load()))

@@ -41,23 +41,26 @@ from ..reverse.cleanup import names_read
 from .rules import tangent
 
 
-def tangent_names(fn, names):
-    """``{variable: its tangent's name}`` for ``names``: ``<name>_dot``, or ``<name>_dot2``,
-    ``<name>_dot3``... where that is a name of ``fn`` or an earlier tangent (deterministic:
-    in sorted order)."""
-    used = set(fn.types) | set(fn.params)
+def tangent_names(fn, names, suffix="_dot", used=None):
+    """``{variable: its tangent's name}`` for ``names``: ``<name><suffix>`` (``<name>_dot``),
+    or ``<name><suffix>2``, ``<name><suffix>3``... where that is a name of ``fn`` or an
+    earlier tangent (deterministic: in sorted order).  ``used``, when given, is the set of
+    names taken so far, and grows (the lanes of a vector JVP share it)."""
+    if used is None:
+        used = set()
+    used |= set(fn.types) | set(fn.params)
     out = {}
     for v in sorted(names):
-        cand, k = f"{v}_dot", 2
+        cand, k = f"{v}{suffix}", 2
         while cand in used:
-            cand, k = f"{v}_dot{k}", k + 1
+            cand, k = f"{v}{suffix}{k}", k + 1
         used.add(cand)
         out[v] = cand
     return out
 
 
 class ForwardEmitter(OperandQueries):
-    def __init__(self, fn, wrt, facts, bounds=None, input_language=False):
+    def __init__(self, fn, wrt, facts, bounds=None, input_language=False, directions=0):
         self.fn = fn
         self.input_language = input_language
         self.types = dict(fn.types)
@@ -68,17 +71,38 @@ class ForwardEmitter(OperandQueries):
         self.helpers = set()
         self.counter = 0
         self.made = set()
-        self.names = tangent_names(fn, self.active | set(self.wrt))
-        for v, d in self.names.items():
-            self.types[d] = self.types[v]
-            self.made.add(d)
+        # one lane of tangents per direction: ``<name>_dot`` for the single direction of
+        # ``directions=0``, ``<name>_dot<k>_`` for lane k of a vector JVP (``directions=K``)
+        self.directions = directions
+        taken = set()
+        diff = self.active | set(self.wrt)
+        self.lanes = ([tangent_names(fn, diff, used=taken)] if not directions else
+                      [tangent_names(fn, diff, f"_dot{k}_", taken) for k in range(directions)])
+        self.names = self.lanes[0]
+        for lane in self.lanes:
+            for v, d in lane.items():
+                self.types[d] = self.types[v]
+                self.made.add(d)
         self.tangent_statements = 0     # tangent assignments and stores emitted
         self.zero_tangents = 0          # assignments to active variables from zero tangents
         self.loop_notes = []            # (line, how) of each prange loop
 
     # ------------------------------------------------------------------ names and operands
     def dot(self, name):
+        """The tangent of ``name`` in the current lane."""
         return self.names[name]
+
+    def per_lane(self, make):
+        """``make()`` once per lane, with ``dot`` naming that lane's tangents: the tangent
+        code of one statement for every direction (a list, lane 0 first)."""
+        out = []
+        try:
+            for lane in self.lanes:
+                self.names = lane
+                out.append(make())
+        finally:
+            self.names = self.lanes[0]
+        return out
 
     def fresh(self, base):
         self.counter += 1
@@ -159,25 +183,23 @@ class ForwardEmitter(OperandQueries):
         self.tangent_statements += 1
         if not any(isinstance(a, Var) and a.name == t for a in s.args):
             code.append(B.assign(t, self.primal(s)))
-            out = X(B.name(t), arr)
-            expr = tangent(self, s, out)
-            if expr is None:
-                self.zero_tangents += 1
-                expr = self.zero_of(t, out)
-            return code + [B.assign(self.dot(t), expr)]
+            return code + self._tangent_assigns(s, t, X(B.name(t), arr))
         # t is also an operand: the tangent reads the operands' old values
         tmp = self.fresh("_new")
-        out = X(B.name(tmp), arr)
-        expr = tangent(self, s, out)
-        if expr is None:
-            self.zero_tangents += 1
-            expr = self.zero_of(t, out)
-        if tmp not in names_read([expr]):
+        tangents = self._tangent_assigns(s, t, X(B.name(tmp), arr))
+        if tmp not in names_read(tangents):
             self.made.discard(tmp)
-            return code + [B.assign(self.dot(t), expr), B.assign(t, self.primal(s))]
+            return code + tangents + [B.assign(t, self.primal(s))]
         self.types[tmp] = self.types[t]
-        return code + [B.assign(tmp, self.primal(s)), B.assign(self.dot(t), expr),
-                       B.assign(t, B.name(tmp))]
+        return code + [B.assign(tmp, self.primal(s))] + tangents + [B.assign(t, B.name(tmp))]
+
+    def _tangent_assigns(self, s, t, out):
+        """``t_dot = <tangent of s>`` in every lane (``out``: the primal result)."""
+        exprs = self.per_lane(lambda: tangent(self, s, out))
+        if exprs[0] is None:
+            self.zero_tangents += 1
+            exprs = [self.zero_of(t, out) for _ in self.lanes]
+        return [B.assign(lane[t], expr) for lane, expr in zip(self.lanes, exprs)]
 
     def _store_code(self, array, s, value):
         region = B.subscript(array, self.index_node(s.index))
@@ -197,8 +219,9 @@ class ForwardEmitter(OperandQueries):
         v = s.value
         if isinstance(v, Var) and v.name in self.active:
             self.tangent_statements += 1
-            code.append(self._store_code(self.dot(a), s, self.val(Var(self.dot(v.name)))))
+            code += self.per_lane(lambda: self._store_code(self.dot(a), s,
+                                                           self.val(Var(self.dot(v.name)))))
         elif s.aug is None:
             self.tangent_statements += 1
-            code.append(self._store_code(self.dot(a), s, X(B.const(0.0))))
+            code += self.per_lane(lambda: self._store_code(self.dot(a), s, X(B.const(0.0))))
         return code
