@@ -248,7 +248,7 @@ def export_jacobian(J, path, signature=None):
     entry = f"_jvp_{fname}_entry"
     body = rename_identifier(strip_leading_comments(prog.source), prog.entry_name, entry)
     driver = forward_driver(entry, len(J.params), len(prog.module_arrays), prog.wrt_pos,
-                            prog.ranks, prog.result_rank, J.target, prog.parallel)
+                            prog.ranks, prog.result_rank, J.target, prog.parallel, prog.lanes)
     body = module_text(body, driver)
     note = ("a tuple of one result per output" if J.k is not None else
             "a bare array for one wrt parameter, else a tuple")

@@ -19,7 +19,9 @@ Guarantees:
   ``_jacobian_rev(args..., seed) -> J`` with one row per element of ``seed`` (a zero array
   shaped like the result: the unit seed of each row is written into a copy of it), the
   Hessian driver ``_hessian(args...) -> H`` with one column per input element (``H[:, col]``
-  the raveled gradient of the Hessian-vector product along the unit direction).  With
+  the raveled gradient of the Hessian-vector product along the unit direction).  The forward
+  driver over a vector JVP (``lanes=K``) sets K unit directions per call, in blocks of K
+  columns; each lane's column is the single-direction JVP's, bit for bit.  With
   ``parallel=True`` the columns (rows) run in a ``numba.prange`` loop, each with its own
   direction buffers (the forward driver's first column first, to learn the result's size):
   the same numbers, bit for bit, whatever the thread count.
@@ -128,13 +130,70 @@ def _parallel_loop(ranks, args, call, use, target, first=0):
     return [head] + [f"        {b}" for b in _column_body(ranks, args, call, use)]
 
 
+def _lane_driver(entry, args, wrt_args, ranks, result_rank, lanes, target):
+    """The forward driver over a vector JVP of ``lanes`` directions: blocks of ``lanes``
+    columns per call, the unit directions of a block in the packed buffers ``_dir<q>`` (lanes
+    past the last column stay zero and their results are dropped)."""
+    dirs = [f"_dir{q}" for q in range(len(ranks))]
+    call = f"{entry}({', '.join(args + dirs)})"
+    lines = _head("_jacobian_fwd", args, target,
+                  f"The dense Jacobian, one vector JVP sweep per {lanes} input elements, and "
+                  "the result's shape.")
+    for q, (rank, a) in enumerate(zip(ranks, wrt_args)):
+        if rank:
+            lines += [f"    _n{q} = {a}.size",
+                      f"    _flat{q} = np.zeros({lanes} * _n{q})",
+                      f"    _dir{q} = _flat{q}.reshape(({lanes},) + {a}.shape)"]
+        else:
+            lines += [f"    _n{q} = 1", f"    _flat{q} = np.zeros({lanes})",
+                      f"    _dir{q} = _flat{q}"]
+    lines.append("    _total = " + " + ".join(f"_n{q}" for q in range(len(ranks))))
+
+    def unit(value):
+        out = [f"        for _l in range({lanes}):",
+               "            _c = _b + _l",
+               "            if _c >= _total:",
+               "                break"]
+        start = "0"
+        for q in range(len(ranks)):
+            stop = f"{start} + _n{q}" if start != "0" else f"_n{q}"
+            at = "_c" if start == "0" else f"_c - ({start})"
+            out += [f"            {'if' if q == 0 else 'elif'} _c < {stop}:",
+                    f"                _flat{q}[_l * _n{q} + {at}] = {value}"]
+            start = stop
+        return out
+    if result_rank:
+        empty = "(" + ", ".join(["0"] * result_rank) + ("," if result_rank == 1 else "") + ")"
+        lines += ["    _J = np.empty((0, 0))", f"    _oshape = {empty}"]
+        store = ["if _b == 0 and _l == 0:",
+                 "    _oshape = _r[1][0].shape",
+                 "    _J = np.empty((_r[1][0].size, _total))",
+                 "_J[:, _c] = np.ravel(_r[1][_l])"]
+    else:
+        lines += ["    _J = np.empty((1, _total))", "    _oshape = ()"]
+        store = ["_J[0, _c] = _r[1][_l]"]
+    lines += [f"    for _b in range(0, _total, {lanes}):"] + unit("1.0") + \
+        [f"        _r = {call}"] + unit("0.0") + \
+        [f"        for _l in range(min({lanes}, _total - _b)):", "            _c = _b + _l"] + \
+        [f"            {u}" for u in store]
+    lines.append("    return _J, _oshape")
+    return "\n".join(lines) + "\n"
+
+
 def forward_driver(entry, n_params, n_arrays, wrt_pos, ranks, result_rank, target,
-                   parallel=False):
+                   parallel=False, lanes=0):
     """``_jacobian_fwd(args..., module arrays...) -> (J, out shape)``: one JVP per input
     element (see the module docstring).  ``wrt_pos``: the differentiated parameters'
     positions; ``ranks``: their ranks; ``result_rank``: the result's (0: a float).
-    ``parallel``: the first column, then the others in a ``numba.prange`` loop."""
+    ``parallel``: the first column, then the others in a ``numba.prange`` loop.  ``lanes``:
+    the entry is a vector JVP of that many directions (``coarsen.jvp(..., directions=K)``),
+    called once per block of ``lanes`` columns (serial only)."""
     args = [f"_p{i}" for i in range(n_params)] + [f"_m{i}" for i in range(n_arrays)]
+    if lanes:
+        if parallel:
+            raise ValueError("internal: a parallel forward driver takes a single-direction JVP")
+        return _lane_driver(entry, args, [args[p] for p in wrt_pos], ranks, result_rank,
+                            lanes, target)
     dirs = [f"_dir{q}" for q in range(len(ranks))]
     call = f"{entry}({', '.join(args + dirs)})"
     lines = _head("_jacobian_fwd", args, target,

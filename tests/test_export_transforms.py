@@ -74,6 +74,7 @@ def test_exported_transforms_are_bit_identical_and_run_without_coarsen(tmp_path)
     hes = coarsen.hessian(table_energy)
     hx = coarsen.hessian(table_energy, wrt="x")
     hvp = coarsen.hvp(table_energy)
+    jac2 = coarsen.jacobian(two_outputs, wrt="x", mode="forward", directions=2)
     # (transform, exported function, arguments as called in process, in the module)
     cases = [
         (jv, "jvp_table_energy", [((x, 0.3), {"tangents": (np.ones(3), 0.5)})]),
@@ -81,6 +82,7 @@ def test_exported_transforms_are_bit_identical_and_run_without_coarsen(tmp_path)
         (tup, "jacobian_polar", [((1.3, 0.7), {})]),
         (hes, "hessian_table_energy", [((x, 0.3), {})]),
         (hx, "hessian_table_energy", [((x, 0.3), {}), ((x32, np.float64(0.2)), {})]),
+        (jac2, "jacobian_two_outputs", [((x, 0.3), {})]),     # 3 columns in blocks of 2
         (hvp, None, []),
     ]
     expected, names = [], []

@@ -105,6 +105,10 @@ def test_user_names_like_the_lanes_names_change_nothing():
 
 def test_refusals():
     x = np.array([0.3, -0.7, 1.1])
+    with pytest.raises(coarsen.CoarsenError, match="not both"):
+        coarsen.jacobian(plain, directions=4, parallel=True)
+    with pytest.raises(coarsen.CoarsenError, match="directions"):
+        coarsen.jacobian(plain, directions=40)
     j = coarsen.jvp(plain, directions=2, target="python")
     with pytest.raises(coarsen.CoarsenError, match=r"shape \(2, 3\)"):
         j(x, 0.8, tangents=(np.ones((3, 3)), np.ones(2)))
@@ -117,3 +121,42 @@ def test_refusals():
         j.batch((0, None))
     with pytest.raises(coarsen.CoarsenError, match="export"):
         j.export("/nonexistent/never_written.py")
+
+
+def spring_chain(x, k, c):
+    """A vector result of several float inputs: 3 + 1 + 1 = 5 inputs, less than the lanes of
+    a block, and 11 + 3 + 1 = 15 in the BA case (a block and a part)."""
+    n = x.shape[0]
+    out = np.zeros(n)
+    for i in range(n):
+        left = x[i - 1] if i > 0 else 0.0
+        right = x[i + 1] if i < n - 1 else 0.0
+        out[i] = k * (left - 2.0 * x[i] + right) - c * x[i] ** 3
+    return out
+
+
+@pytest.mark.parametrize("case", ["spring", "ba"])
+def test_forward_jacobian_in_blocks_is_the_single_direction_columns(case):
+    """``coarsen.jacobian(mode="forward", directions=8)`` runs blocks of 8 directions per
+    call: every column must be one single-direction JVP's, also where the last block is
+    partial."""
+    if case == "spring":
+        fn, args, wrt = spring_chain, (np.array([0.3, -0.2, 0.5]), 1.3, 0.4), ("x", "k", "c")
+    else:
+        fn, args, wrt = stacked_residuals, _ba_args(3), ("C", "P", "w")
+    J = coarsen.jacobian(fn, wrt=wrt, mode="forward", directions=8)(*args)
+    j1 = coarsen.jvp(fn, wrt=wrt)
+    names = fn.__code__.co_varnames[:fn.__code__.co_argcount]
+    pos = [names.index(w) for w in wrt]
+    for q, p in enumerate(pos):
+        size = int(np.size(args[p]))
+        for e in range(size):
+            tans = [np.zeros(np.shape(args[r])) if np.ndim(args[r]) else 0.0 for r in pos]
+            if np.ndim(args[p]):
+                tans[q].reshape(-1)[e] = 1.0
+            else:
+                tans[q] = 1.0
+            col = j1(*args, tangents=tuple(tans))[1]
+            got = J[q][..., e] if np.ndim(args[p]) == 1 else \
+                (J[q] if np.ndim(args[p]) == 0 else J[q].reshape(col.shape + (size,))[..., e])
+            np.testing.assert_array_equal(got, col)

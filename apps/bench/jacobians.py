@@ -9,7 +9,8 @@ the weight alone.  Two measurements:
   coarsen: ``coarsen.jvp`` of :func:`stacked_residuals` (the residuals of every observation
   from its gathered camera and point) along 15 compressed directions (direction ``j`` sets the
   ``j``-th of the 15 inputs of every observation at once: the observations share no input in
-  this form), 15 sweeps over all observations.  JAX: ``jit(vmap(jacfwd(residual)))`` and
+  this form), one call of the vector JVP (``directions=15``: the primal once, 15 lanes of
+  tangents) over all observations.  JAX: ``jit(vmap(jacfwd(residual)))`` and
   ``jit(vmap(jacrev(residual)))`` of ADBench's per-observation residual.  Hand-written:
   ``apps.ba.handwritten_jacobian_block`` (a reverse sweep per residual), in Numba.
 * ``dense`` (size s only: the dense matrix of size m has 22 million entries): the dense
@@ -296,8 +297,8 @@ def render(rows):
     if not rows:
         return []
     lines = ["## ADBench BA Jacobian: median time per call [min, max]", "",
-             "`blocks`: the (p, 3, 15) per-observation blocks (coarsen: `coarsen.jvp` along 15 "
-             "compressed directions; JAX: `jit(vmap(jacfwd/jacrev(residual)))`); `dense`: the "
+             "`blocks`: the (p, 3, 15) per-observation blocks (coarsen: one vector `coarsen.jvp` of "
+             "15 compressed directions; JAX: `jit(vmap(jacfwd/jacrev(residual)))`); `dense`: the "
              "dense (3p, 11n + 3m + p) matrix (coarsen: `coarsen.jacobian`; JAX: "
              "`jit(jacfwd/jacrev)`). Checked against the hand-written blocks (ADBench's error "
              f"<= {TOL:g}).", "",
