@@ -98,3 +98,99 @@ def test_gradients_exact_where_an_element_is_written_twice(coarse):
     # same element (and read by the first loop's reverse): kept
     import re
     assert re.search(r"y_bar\[\w+\] = 0\.0", g.source_for(*args))
+
+
+# ------------------------------------------------------------------ history rows (second rule)
+HISTORY = """
+u_bar = np.zeros((nt + 1, nx))
+for t in range(nt - 1, -1, -1):
+    for i in range(1, nx - 1):
+        g = u_bar[t + 1, i]
+        u_bar[t + 1, i] = 0.0
+        u_bar[t, i - 1] += g
+        u_bar[t, i] += g
+        u_bar[t, i + 1] += g
+for i in range(nx):
+    s = u_bar[0, i]
+    u_bar[0, i] = 0.0
+"""
+
+
+def test_the_reset_of_a_history_row_goes():
+    out = _run(HISTORY, {"u_bar", "g", "s"})
+    assert "u_bar[t + 1, i] = 0.0" not in out
+    assert "u_bar[t, i - 1] += g" in out
+
+
+@pytest.mark.parametrize("src, why", [
+    (HISTORY.replace("u_bar[t, i + 1] += g", "u_bar[t + 2, i + 1] += g"),
+     "a row above the reset's is reached: the next trip's reset row"),
+    (HISTORY.replace("range(nt - 1, -1, -1)", "range(nt)"), "the loop runs up"),
+    (HISTORY.replace("s = u_bar[0, i]", "s = u_bar[1, i]"), "a later read of a reset row"),
+    (HISTORY.replace("s = u_bar[0, i]", "s = u_bar[nt, i]"), "a later read of an unknown row"),
+    (HISTORY + "w = u_bar\n", "the whole array later"),
+    (HISTORY.replace("        u_bar[t, i] += g\n", "        u_bar[t, i] += g\n        h = u_bar[t + 1, i]\n"),
+     "its row read after the reset"),
+    (HISTORY.replace("        u_bar[t, i] += g\n", "        u_bar[t, i] += g\n        h = u_bar[t + 1, 0]\n"),
+     "its row read at another column"),
+    (HISTORY.replace("range(nt - 1, -1, -1)", "range(nt - 1, k, -1)"), "a stop that is not a constant"),
+    (HISTORY.replace("for i in range(1, nx - 1):\n", "for i in range(1, nx - 1):\n        i = 2\n"),
+     "the inner loop variable reassigned"),
+])
+def test_a_history_reset_is_kept_where_its_row_is_read_again(src, why):
+    out = _run(src, {"u_bar", "g", "s", "h", "w"})
+    assert "u_bar[t + 1, i] = 0.0" in out, why
+
+
+def heat_history(u0, kappa, nt):
+    nx = u0.shape[0]
+    u = np.zeros((nt + 1, nx))
+    for i in range(nx):
+        u[0, i] = u0[i]
+    for t in range(nt):
+        for i in range(1, nx - 1):
+            u[t + 1, i] = u[t, i] + kappa * (u[t, i - 1] - 2.0 * u[t, i] + u[t, i + 1])
+    loss = 0.0
+    for i in range(nx):
+        loss += u[nt, i] * u[nt, i] * (1.0 + 0.1 * i) + u[1, i] * u[0, i]
+    return loss
+
+
+def recurrence_history(x0, a, T):
+    h = np.zeros((T + 1, x0.shape[0]))
+    for j in range(x0.shape[0]):
+        h[0, j] = x0[j]
+    for t in range(T):
+        for j in range(x0.shape[0]):
+            h[t + 1, j] = np.tanh(a * h[t, j]) + 0.1 * h[t, j]
+    s = 0.0
+    for j in range(x0.shape[0]):
+        s += h[T, j] + h[T - 1, j] * h[2, j]
+    return s
+
+
+def lookahead(u0, kappa, nt):
+    """Reads a row the loop has not written yet (zero): its adjoint row is reached again."""
+    nx = u0.shape[0]
+    u = np.zeros((nt + 2, nx))
+    for i in range(nx):
+        u[0, i] = u0[i]
+    for t in range(nt):
+        for i in range(nx):
+            u[t + 1, i] = u[t, i] * kappa + 0.5 * u[t + 2, i] + 0.01 * u[t + 1, i]
+        for i in range(nx):
+            u[t + 2, i] = u[t + 1, i] * 0.3
+    return np.sum(u * u)
+
+
+@pytest.mark.parametrize("fn, args, removed", [
+    (heat_history, (np.array([0.1, 0.5, -0.3, 0.8, 0.2]), 0.3, 6), True),
+    (recurrence_history, (np.array([0.3, -0.6, 0.9]), 0.8, 5), True),
+    (lookahead, (np.array([0.1, 0.5, -0.3]), 0.7, 4), False),
+])
+@pytest.mark.parametrize("target", ["cpu", "python"])
+def test_gradients_exact_with_history_arrays(fn, args, removed, target):
+    import re
+    g, _, _ = check_against_oracle(fn, args, target=target)
+    resets = re.findall(r"\w+_bar\[t \+ 1, \w+\] = 0\.0", g.source_for(*args))
+    assert (not resets) == removed, resets

@@ -6,7 +6,8 @@ that does this, and each trip of the nest touches its own element, the reset wri
 no one reads again: a whole pass over the array (gemver's ``n x n`` matrix adjoint).
 
 Requires: the generated function's top-level statements (gast) and the names the compiler made.
-Guarantees: ``drop_dead_resets(body, made)`` returns the statements with such resets removed,
+Guarantees: ``drop_dead_resets(body, made)`` returns the statements with such resets removed
+(either rule below),
 the others unchanged (the input is not modified: changed loops are rebuilt).  A reset
 ``X[idx] = 0.0`` (``X`` a compiler-made array, never aliased: before and in its top-level
 statement, ``X`` only appears allocated fresh, indexed element by element, or updated as a
@@ -19,6 +20,17 @@ whole with ``X += ...``: ``cleanup.only_elementwise``) is removed only when
   reset in that statement, none of them assigned in its loop: different trips, different
   elements (so no later trip reads an element the reset cleared).
 
+A second rule takes the adjoint of a history array, ``X[t + c, i] = 0.0`` in a loop over
+``t`` that runs down (``range(a, b, -1)``, the reverse of a time loop that writes row
+``t + c`` from rows ``t + c'``, ``c' < c``): the reset is removed when the top-level statement
+is that loop, ``t`` and the inner loop variables are not assigned in it, the index's other
+axes are the distinct variables of the ``range`` loops inside it, the reset's own row
+``t + c`` appears only as the reset's index, in its block and before it, every other
+occurrence of ``X`` in the loop is ``X[t + c', ...]`` with ``c' < c`` (a later trip, ``t' < t``,
+reaches rows ``t' + c' < t + c`` only), and every later top-level statement that mentions ``X``
+indexes it with a constant row below ``b + 1 + c``, the lowest row the loop resets (the
+history's first row, read for the initial condition's adjoint).
+
 The values the function computes are unchanged.
 """
 from __future__ import annotations
@@ -27,7 +39,7 @@ import copy
 
 import gast
 
-from .cleanup import only_elementwise
+from .cleanup import affine, index_elts, int_value, only_elementwise, plain_range
 
 __all__ = ["drop_dead_resets"]
 
@@ -104,6 +116,89 @@ def _removable(top, path, st, name, idx):
     return inside == total
 
 
+def _row(sub, t):
+    """The row offset ``c`` of ``X[t + c, ...]`` (``None`` otherwise)."""
+    elts = index_elts(sub.slice)
+    a = affine(elts[0]) if elts else None
+    return a[1] if a is not None and a[0] == t else None
+
+
+def _removable_shifted(top, path, st, name, idx, later):
+    """The second rule of the module docstring: ``st`` resets ``X[t + c, ...]`` in the
+    descending loop ``top``."""
+    if not (isinstance(top, gast.For) and path and path[0][0] is top and plain_range(top)):
+        return False
+    args = top.iter.args
+    if len(args) != 3 or int_value(args[2]) != -1 or int_value(args[1]) is None:
+        return False
+    t = top.target.id
+    loops = [s for s, _ in path]
+    if not all(isinstance(s, gast.For) and plain_range(s) for s in loops):
+        return False
+    inner = [s.target.id for s in loops[1:]]
+    for lp in loops:        # no loop variable is assigned in its loop
+        var = lp.target.id
+        if any(isinstance(n, gast.Name) and n.id == var and isinstance(n.ctx, gast.Store)
+               for b in lp.body for n in gast.walk(b)):
+            return False
+    if len(set([t] + inner)) != 1 + len(inner):
+        return False
+    elts = index_elts(idx)
+    if len(elts) != 1 + len(inner) or \
+            [e.id if isinstance(e, gast.Name) else None for e in elts[1:]] != inner:
+        return False
+    c = affine(elts[0])
+    if c is None or c[0] != t:
+        return False
+    c = c[1]
+    key = gast.dump(idx)
+    block = path[-1][1]
+    before = set()
+    for other in block:
+        if other is st:
+            break
+        before.add(id(other))
+    subs = bare = 0
+    for other_top in top.body:
+        for n in gast.walk(other_top):
+            if isinstance(n, gast.Name) and n.id == name:
+                bare += 1
+            if not (isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name)
+                    and n.value.id == name):
+                continue
+            subs += 1
+            row = _row(n, t)
+            if row is None or row > c:
+                return False
+    if subs != bare:
+        return False
+    # the reset's own row: only the reset's index, in its block, before it
+    for other in block:
+        for n in gast.walk(other):
+            if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name) and \
+                    n.value.id == name and _row(n, t) == c:
+                if other is not st and (id(other) not in before or gast.dump(n.slice) != key
+                                        or isinstance(other, (gast.For, gast.While, gast.If))):
+                    return False
+    same_row = sum(1 for s in top.body for n in gast.walk(s)
+                   if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name)
+                   and n.value.id == name and _row(n, t) == c)
+    in_block = sum(1 for s in block for n in gast.walk(s)
+                   if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name)
+                   and n.value.id == name and _row(n, t) == c)
+    if same_row != in_block:
+        return False
+    lowest = int_value(args[1]) + 1 + c
+    for s in later:
+        uses = [n for n in gast.walk(s) if isinstance(n, gast.Name) and n.id == name]
+        rows = [int_value(index_elts(n.slice)[0]) for n in gast.walk(s)
+                if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name)
+                and n.value.id == name]
+        if len(rows) != len(uses) or any(r is None or r >= lowest for r in rows):
+            return False
+    return True
+
+
 def _resets(top, made):
     """Every ``(path, statement, name, index)`` of a reset in ``top``."""
     out = []
@@ -147,13 +242,14 @@ def drop_dead_resets(body, made):
         later = body[k + 1:]
         dead = set()
         for path, st, name, idx in _resets(top, made):
-            if any(_mentions(s, name) for s in later):
-                continue
-            if not only_elementwise(body[:k + 1], name):
-                continue
             if not path:
                 continue        # a top-level reset: rare, kept
-            if _removable(top, path, st, name, idx):
+            if not only_elementwise(body, name):
+                continue
+            if not any(_mentions(s, name) for s in later) and \
+                    _removable(top, path, st, name, idx):
+                dead.add(id(st))
+            elif _removable_shifted(top, path, st, name, idx, later):
                 dead.add(id(st))
         if dead:
             out[k] = _without(top, dead)
