@@ -64,12 +64,19 @@ def _head(name, params, target, doc, parallel=False):
     return lines
 
 
-def _directions(ranks, args):
+def _directions(ranks, args, lanes=0):
     """Lines that set up the unit-direction buffers: ``_flat<q>`` (the raveled direction of
-    array parameter ``q``, a view of ``_dir<q>``) or the float ``_dir<q>``; and the sizes."""
+    array parameter ``q``, a view of ``_dir<q>``) or the float ``_dir<q>``; and the sizes.
+    With ``lanes``, the packed directions of a vector JVP: ``_dir<q>`` of shape
+    ``(lanes,) + shape`` (``(lanes,)`` for a float), ``_flat<q>`` its raveled view."""
     lines = []
     for q, (rank, a) in enumerate(zip(ranks, args)):
-        if rank:
+        if lanes:
+            shape = f"({lanes},) + {a}.shape" if rank else f"({lanes},)"
+            lines += [f"    _n{q} = {a}.size" if rank else f"    _n{q} = 1",
+                      f"    _flat{q} = np.zeros({lanes} * _n{q})",
+                      f"    _dir{q} = _flat{q}.reshape({shape})"]
+        elif rank:
             lines += [f"    _n{q} = {a}.size",
                       f"    _flat{q} = np.zeros(_n{q})",
                       f"    _dir{q} = _flat{q}.reshape({a}.shape)"]
@@ -130,6 +137,18 @@ def _parallel_loop(ranks, args, call, use, target, first=0):
     return [head] + [f"        {b}" for b in _column_body(ranks, args, call, use)]
 
 
+def _result_store(result_rank, first, result, col):
+    """The lines that set up ``_J`` and ``_oshape`` (an array result's size comes from the
+    first column, where ``first`` holds), and those that store ``result`` as column ``col``."""
+    if result_rank:
+        empty = "(" + ", ".join(["0"] * result_rank) + ("," if result_rank == 1 else "") + ")"
+        return (["    _J = np.empty((0, 0))", f"    _oshape = {empty}"],
+                [f"if {first}:", f"    _oshape = {result}.shape",
+                 f"    _J = np.empty(({result}.size, _total))",
+                 f"_J[:, {col}] = np.ravel({result})"])
+    return ["    _J = np.empty((1, _total))", "    _oshape = ()"], [f"_J[0, {col}] = {result}"]
+
+
 def _lane_driver(entry, args, wrt_args, ranks, result_rank, lanes, target):
     """The forward driver over a vector JVP of ``lanes`` directions: blocks of ``lanes``
     columns per call, the unit directions of a block in the packed buffers ``_dir<q>`` (lanes
@@ -139,15 +158,7 @@ def _lane_driver(entry, args, wrt_args, ranks, result_rank, lanes, target):
     lines = _head("_jacobian_fwd", args, target,
                   f"The dense Jacobian, one vector JVP sweep per {lanes} input elements, and "
                   "the result's shape.")
-    for q, (rank, a) in enumerate(zip(ranks, wrt_args)):
-        if rank:
-            lines += [f"    _n{q} = {a}.size",
-                      f"    _flat{q} = np.zeros({lanes} * _n{q})",
-                      f"    _dir{q} = _flat{q}.reshape(({lanes},) + {a}.shape)"]
-        else:
-            lines += [f"    _n{q} = 1", f"    _flat{q} = np.zeros({lanes})",
-                      f"    _dir{q} = _flat{q}"]
-    lines.append("    _total = " + " + ".join(f"_n{q}" for q in range(len(ranks))))
+    lines += _directions(ranks, wrt_args, lanes)
 
     def unit(value):
         out = [f"        for _l in range({lanes}):",
@@ -162,16 +173,8 @@ def _lane_driver(entry, args, wrt_args, ranks, result_rank, lanes, target):
                     f"                _flat{q}[_l * _n{q} + {at}] = {value}"]
             start = stop
         return out
-    if result_rank:
-        empty = "(" + ", ".join(["0"] * result_rank) + ("," if result_rank == 1 else "") + ")"
-        lines += ["    _J = np.empty((0, 0))", f"    _oshape = {empty}"]
-        store = ["if _b == 0 and _l == 0:",
-                 "    _oshape = _r[1][0].shape",
-                 "    _J = np.empty((_r[1][0].size, _total))",
-                 "_J[:, _c] = np.ravel(_r[1][_l])"]
-    else:
-        lines += ["    _J = np.empty((1, _total))", "    _oshape = ()"]
-        store = ["_J[0, _c] = _r[1][_l]"]
+    head, store = _result_store(result_rank, "_b == 0 and _l == 0", "_r[1][_l]", "_c")
+    lines += head
     lines += [f"    for _b in range(0, _total, {lanes}):"] + unit("1.0") + \
         [f"        _r = {call}"] + unit("0.0") + \
         [f"        for _l in range(min({lanes}, _total - _b)):", "            _c = _b + _l"] + \
@@ -211,16 +214,8 @@ def forward_driver(entry, n_params, n_arrays, wrt_pos, ranks, result_rank, targe
         lines.append("    return _J, _oshape")
         return "\n".join(lines) + "\n"
     lines += _directions(ranks, [args[p] for p in wrt_pos])
-    if result_rank:
-        empty = "(" + ", ".join(["0"] * result_rank) + ("," if result_rank == 1 else "") + ")"
-        lines += ["    _J = np.empty((0, 0))", f"    _oshape = {empty}"]
-        use = ["if _col == 0:",
-               "    _oshape = _r[1].shape",
-               "    _J = np.empty((_r[1].size, _total))",
-               "_J[:, _col] = np.ravel(_r[1])"]
-    else:
-        lines += ["    _J = np.empty((1, _total))", "    _oshape = ()"]
-        use = ["_J[0, _col] = _r[1]"]
+    head, use = _result_store(result_rank, "_col == 0", "_r[1]", "_col")
+    lines += head
     lines.append("    _col = 0")
     for q, rank in enumerate(ranks):
         lines += _sweep_loop(q, rank, call, use)

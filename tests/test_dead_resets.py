@@ -7,6 +7,7 @@ import pytest
 from coarsen.ad.reverse.dead_resets import drop_dead_resets
 
 from tests.oracle import check_against_oracle
+from tests.test_history_rows import heat_rows
 
 
 def _run(src, made):
@@ -142,20 +143,6 @@ def test_a_history_reset_is_kept_where_its_row_is_read_again(src, why):
     assert "u_bar[t + 1, i] = 0.0" in out, why
 
 
-def heat_history(u0, kappa, nt):
-    nx = u0.shape[0]
-    u = np.zeros((nt + 1, nx))
-    for i in range(nx):
-        u[0, i] = u0[i]
-    for t in range(nt):
-        for i in range(1, nx - 1):
-            u[t + 1, i] = u[t, i] + kappa * (u[t, i - 1] - 2.0 * u[t, i] + u[t, i + 1])
-    loss = 0.0
-    for i in range(nx):
-        loss += u[nt, i] * u[nt, i] * (1.0 + 0.1 * i) + u[1, i] * u[0, i]
-    return loss
-
-
 def recurrence_history(x0, a, T):
     h = np.zeros((T + 1, x0.shape[0]))
     for j in range(x0.shape[0]):
@@ -184,7 +171,7 @@ def lookahead(u0, kappa, nt):
 
 
 @pytest.mark.parametrize("fn, args, removed", [
-    (heat_history, (np.array([0.1, 0.5, -0.3, 0.8, 0.2]), 0.3, 6), True),
+    (heat_rows, (np.array([0.1, 0.5, -0.3, 0.8, 0.2]), 0.3, 6), True),
     (recurrence_history, (np.array([0.3, -0.6, 0.9]), 0.8, 5), True),
     (lookahead, (np.array([0.1, 0.5, -0.3]), 0.7, 4), False),
 ])
