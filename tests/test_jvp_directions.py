@@ -69,10 +69,12 @@ def _ba_args(p=7):
 def test_array_result_and_jacobian_columns():
     """An array result: ``(K, p, 3)``; with unit directions, the dense forward Jacobian's
     columns."""
-    _check_lanes(stacked_residuals, _ba_args, ("C", "P", "w"), "cpu", k=4)
+    _check_lanes(stacked_residuals, _ba_args, ("C", "P", "w"), "python", k=4)
     C, P, w, feats = _ba_args()
-    J = coarsen.jacobian(stacked_residuals, wrt="w", mode="forward")(C, P, w, feats)
-    jk = coarsen.jvp(stacked_residuals, wrt=("C", "P", "w"), directions=len(w))
+    J = coarsen.jacobian(stacked_residuals, wrt="w", mode="forward", target="python")(
+        C, P, w, feats)
+    jk = coarsen.jvp(stacked_residuals, wrt=("C", "P", "w"), directions=len(w),
+                     target="python")
     _, cols = jk(C, P, w, feats, tangents=(np.zeros((len(w),) + C.shape),
                                           np.zeros((len(w),) + P.shape), np.eye(len(w))))
     np.testing.assert_array_equal(np.moveaxis(cols, 0, -1), J)
@@ -140,12 +142,16 @@ def test_forward_jacobian_in_blocks_is_the_single_direction_columns(case):
     """``coarsen.jacobian(mode="forward", directions=8)`` runs blocks of 8 directions per
     call: every column must be one single-direction JVP's, also where the last block is
     partial."""
+    # the cpu target on the small program, the python target on the larger one (each cpu
+    # compile of the BA residuals' 8 lanes takes seconds)
     if case == "spring":
         fn, args, wrt = spring_chain, (np.array([0.3, -0.2, 0.5]), 1.3, 0.4), ("x", "k", "c")
+        target = "cpu"
     else:
         fn, args, wrt = stacked_residuals, _ba_args(3), ("C", "P", "w")
-    J = coarsen.jacobian(fn, wrt=wrt, mode="forward", directions=8)(*args)
-    j1 = coarsen.jvp(fn, wrt=wrt)
+        target = "python"
+    J = coarsen.jacobian(fn, wrt=wrt, mode="forward", directions=8, target=target)(*args)
+    j1 = coarsen.jvp(fn, wrt=wrt, target=target)
     names = fn.__code__.co_varnames[:fn.__code__.co_argcount]
     pos = [names.index(w) for w in wrt]
     for q, p in enumerate(pos):
