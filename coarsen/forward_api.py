@@ -243,7 +243,6 @@ class Jvp:
     def __init__(self, fn, wrt=None, target="cpu", boundscheck=True, directions=None):
         self.options = JvpOptions(wrt=wrt, target=target, boundscheck=boundscheck,
                                   directions=directions)
-        self.directions = self.options.directions
         self.fn = unwrap(fn)
         self.src = get_source(self.fn)
         self.params = [a.id for a in self.src.node.args.args]
@@ -344,6 +343,11 @@ class Jvp:
     def specialize(self, args):
         """The ``JvpArtifact`` for example ``args`` (a tuple of values)."""
         return self._artifact(self._signature(tuple(args)))
+
+    @property
+    def directions(self):
+        """K of a vector JVP (``directions=K``), 0 for one direction per call."""
+        return self.options.directions
 
     @property
     def returns_single(self):

@@ -117,14 +117,21 @@ def _column_body(ranks, args, call, use):
             body += [f"_flat{q} = np.zeros(_n{q})", f"_dir{q} = _flat{q}.reshape({a}.shape)"]
         else:
             body.append(f"_dir{q} = 0.0")
-    start = "0"
+    body += _select(ranks, lambda q, rank, at: f"_flat{q}[{at}] = 1.0" if rank
+                    else f"_dir{q} = 1.0")
+    return body + ["_col = _c", f"_r = {call}"] + list(use)
+
+
+def _select(ranks, assign):
+    """The ``if``/``elif`` chain that picks column ``_c``'s parameter ``q`` and the element
+    ``at`` within it, each branch the line ``assign(q, rank, at)``."""
+    lines, start = [], "0"
     for q, rank in enumerate(ranks):
         stop = f"{start} + _n{q}" if start != "0" else f"_n{q}"
-        body.append(f"{'if' if q == 0 else 'elif'} _c < {stop}:")
         at = "_c" if start == "0" else f"_c - ({start})"
-        body.append(f"    _flat{q}[{at}] = 1.0" if rank else f"    _dir{q} = 1.0")
+        lines += [f"{'if' if q == 0 else 'elif'} _c < {stop}:", f"    {assign(q, rank, at)}"]
         start = stop
-    return body + ["_col = _c", f"_r = {call}"] + list(use)
+    return lines
 
 
 def _parallel_loop(ranks, args, call, use, target, first=0):
@@ -161,18 +168,11 @@ def _lane_driver(entry, args, wrt_args, ranks, result_rank, lanes, target):
     lines += _directions(ranks, wrt_args, lanes)
 
     def unit(value):
-        out = [f"        for _l in range({lanes}):",
-               "            _c = _b + _l",
-               "            if _c >= _total:",
-               "                break"]
-        start = "0"
-        for q in range(len(ranks)):
-            stop = f"{start} + _n{q}" if start != "0" else f"_n{q}"
-            at = "_c" if start == "0" else f"_c - ({start})"
-            out += [f"            {'if' if q == 0 else 'elif'} _c < {stop}:",
-                    f"                _flat{q}[_l * _n{q} + {at}] = {value}"]
-            start = stop
-        return out
+        chain = _select(ranks, lambda q, rank, at: f"_flat{q}[_l * _n{q} + {at}] = {value}")
+        return [f"        for _l in range({lanes}):",
+                "            _c = _b + _l",
+                "            if _c >= _total:",
+                "                break"] + [f"            {ln}" for ln in chain]
     head, store = _result_store(result_rank, "_b == 0 and _l == 0", "_r[1][_l]", "_c")
     lines += head
     lines += [f"    for _b in range(0, _total, {lanes}):"] + unit("1.0") + \

@@ -14,7 +14,7 @@ import pytest
 
 import coarsen
 from coarsen import hessian_api
-from tests.test_hessian import _fd_of_gradient, check_symmetric, dense
+from tests.test_hessian import _fd_of_gradient, _positions, _single, check_symmetric, dense
 from tests.zoo import realistic
 
 
@@ -94,10 +94,8 @@ CASES = [
 def test_against_differences_of_the_gradient(case):
     fn, make, wrt = case
     args = make()
-    names = fn.__code__.co_varnames[:fn.__code__.co_argcount]
-    items = wrt if isinstance(wrt, (tuple, list)) else (wrt,)
-    pos = [names.index(w) for w in items]
-    single = not isinstance(wrt, (tuple, list))
+    pos = _positions(fn, args, wrt)
+    single = _single(wrt)
     res = coarsen.hessian(fn, wrt, target="python")(*args)
     got = dense(res, [np.shape(args[p]) for p in pos], single)
     check_symmetric(got)

@@ -138,30 +138,6 @@ def _coarsen_blocks():
     return run
 
 
-def _coarsen_blocks_per_direction():
-    """The former measurement: 15 single-direction JVP calls (kept for comparison)."""
-    import coarsen
-    j = coarsen.jvp(stacked_residuals, wrt=("C", "P", "w"))
-
-    def run(C, P, w, feats):
-        p = C.shape[0]
-        out = np.empty((p, 3, 15))
-        zc, zp, zw = np.zeros((p, 11)), np.zeros((p, 3)), np.zeros(p)
-        for k in range(15):
-            tc, tp, tw = zc, zp, zw
-            if k < 11:
-                tc = zc.copy()
-                tc[:, k] = 1.0
-            elif k < 14:
-                tp = zp.copy()
-                tp[:, k - 11] = 1.0
-            else:
-                tw = np.ones(p)
-            out[:, :, k] = j(C, P, w, feats, tangents=(tc, tp, tw))[1]
-        return out
-    return run
-
-
 def _jax():
     import jax
     import jax.numpy as jnp

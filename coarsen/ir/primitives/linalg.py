@@ -8,10 +8,9 @@ Guarantees: type rules (ranks above 2 are refused; ``solve`` takes a 2-D ``A`` a
 2-D ``b``; ``einsum`` takes an explicit ``a,b->out`` spec of letters, each at most once per
 operand, output letters among the operands', operand ranks matching), the emitted primal
 (loops in the runtime helpers, which check the inner dimensions and, for ``solve``, raise
-``np.linalg.LinAlgError`` on a singular matrix), and the
-VJPs (where the emitter asks for coarsen's input language, ``em.input_language``, the primal and
-the tangents are ``a @ b``, ``np.linalg.solve`` and ``np.einsum`` instead of the helpers) and the
-VJPs ``A_bar += g @ B.T``, ``B_bar += A.T @ g`` in every rank combination; for ``solve``
+``np.linalg.LinAlgError`` on a singular matrix; where the emitter asks for coarsen's input
+language, ``em.input_language``, the primal and the tangents are ``a @ b``,
+``np.linalg.solve`` and ``np.einsum`` instead), and the VJPs ``A_bar += g @ B.T``, ``B_bar += A.T @ g`` in every rank combination; for ``solve``
 ``gb = solve(A.T, g)``, ``b_bar += gb``, ``A_bar -= gb x^T`` with ``x = solve(A, b)`` recomputed
 from ``A`` and ``b``; for ``einsum`` the adjoint of an operand is again an einsum, of the
 output's adjoint and the other operand, summed over the letters that operand lacks.
