@@ -468,6 +468,8 @@ class SegmentMixin:
         pre_fwd, pre_rev = [], []
         for i in [i for i in ins if i != inplace] + ([inplace] if inplace is not None else []):
             if i not in vp.cotangents:
+                if i == inplace:    # this path overwrites it: its entry value gets nothing
+                    code.append(B.assign(self.bar(i), 0.0))
                 continue
             total = X(self.sym_expr(vp.cotangents[i], subst))
             if i == inplace:

@@ -1,0 +1,97 @@
+"""Programs the fuzz soak (``tests/fuzz_soak.py``) found wrong, kept as regressions once fixed.
+
+A wrong gradient found and not yet fixed goes here as ``xfail(strict=True)`` (it then fails
+the suite the day it is fixed: drop the marker and keep the test).
+
+* fuzz seed 18000026 (``python tests/fuzz_soak.py --one 18000026``): a segment with several
+  outputs, one of which is also an input (``s0 = s1 if c else s0``), differentiated as one
+  vector-Jacobian product per path. On the path that overwrites ``s0`` its entry value's
+  adjoint must be reset (``s0_bar = 0.0``); the step left it as the output's, so ``d/dx``
+  came out 1 instead of 0 (``coarsen/ad/reverse/steps.py``, ``vjp_step``). ``minimal`` is
+  the soak's reduction of it.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from tests.oracle import check_against_oracle
+
+
+def h(u, f):
+    np = u - f if (f if math.tanh(u) < u + f else u) > f else math.sin(f)
+    np = np
+    np = min(np, np)
+    if 1.3 + u > (np if math.tanh(0.1) <= (np if math.cos(np) < 0.1 * f else u) else np):
+        np = np
+    else:
+        np = f
+    return (np + max(1.5, f)) * (np if min(f, np) < max(np, np) else u)
+
+
+def fuzz_18000026(s0_bar, s0_bar_bar_v, _s0_bar, _s0_bar_bar):
+    _g1 = _s0_bar.shape[0]
+    s0 = (s0_bar_bar_v + _s0_bar[0]) * s0_bar_bar_v
+    s1 = math.tanh(s0_bar)
+    s0 = s0_bar
+    for _ret_bar in range(_g1):
+        _s1 = math.exp(math.tanh(s0_bar))
+    _s0_bar[0] -= -s1
+    s1 = max(_s0_bar[_g1 - 1] * 0.1, _s0_bar[0])
+    s0 *= 0.75 + 0.1 * math.sin(_s0_bar[_g1 - 1])
+    s1 -= s0_bar
+    if (s0_bar + _s0_bar[_g1 - 1]) * _s0_bar[0] > h(_s0_bar[-1], s0):
+        return -0.7 * s0
+    s0 = s1 * 1.3 if 1.3 * s0 <= h(s0, s0_bar_bar_v) else s0
+    _s0_bar[_g1 - 1] += 0.1 * math.log(1.0 + _s0_bar[0] * _s0_bar[0])
+    return 1.5 * s0 + 0.5 * s1 + np.sum(_s0_bar)
+
+
+def test_fuzz_18000026_coarse():
+    args = (0.448, 1.211, np.array([-0.136, 0.866, 0.01, 0.889]), 2)
+    check_against_oracle(fuzz_18000026, args, wrt=(0, 1, 2), target="python", coarse=True)
+
+
+def test_fuzz_18000026_fine():
+    args = (0.448, 1.211, np.array([-0.136, 0.866, 0.01, 0.889]), 2)
+    check_against_oracle(fuzz_18000026, args, wrt=(0, 1, 2), target="python", coarse=False)
+
+
+def _h(u, v):
+    w = v
+    return w
+
+
+def minimal(x, y, a, n):
+    m = a.shape[0]
+    s0 = x
+    s1 = a[m - 1]
+    s0 = s1 if 1.3 * s0 <= _h(s0, y) else s0
+    a[1] += 0.1 * (1.0 + a[0] * a[0])
+    return s0
+
+
+def minimal_renamed(s0_bar, _g1, a_bar, _t3):
+    m = a_bar.shape[0]
+    x_bar = s0_bar
+    s1_bar = a_bar[m - 1]
+    x_bar = s1_bar if 1.3 * x_bar <= _h(x_bar, _g1) else x_bar
+    a_bar[1] += 0.1 * (1.0 + a_bar[0] * a_bar[0])
+    return x_bar
+
+
+def minimal_in_loop(x, y, a, n):
+    s0 = x
+    for k in range(n):
+        s1 = a[k] * y
+        s0 = s1 if 1.3 * s0 <= y else s0 * 0.5
+        a[k + 1] += 0.1 * (1.0 + a[k] * a[k])
+    return s0 + a[n]
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+@pytest.mark.parametrize("fn", [minimal, minimal_renamed, minimal_in_loop])
+@pytest.mark.parametrize("x", [0.448, 2.0])      # the branch taken, then not
+def test_minimal_overwritten_input(fn, x, target):
+    args = (x, 1.211, np.array([-0.136, 0.866, 0.01, 0.889]), 2)
+    check_against_oracle(fn, args, wrt=(0, 1, 2), target=target, coarse=True)
