@@ -176,6 +176,22 @@ def int_dtype_from(idx, x):
     return np.sum(counts * x) + counts[0] / 2
 
 
+def shaped_like(x, idx, M):
+    """np.zeros(a.shape) and its kin: a's shape, float64 unless a dtype is given (an int
+    array's shape gives a float array; dtype=idx.dtype an int one)."""
+    a = np.zeros(x.shape)
+    b = np.ones(idx.shape, dtype=np.float64)
+    c = np.empty(M.shape, M.dtype)
+    k = np.zeros(idx.shape, dtype=idx.dtype)
+    for i in range(x.shape[0]):
+        a[i] = math.sin(x[i]) * b[idx[i] % 2] + 0.5
+        k[i] = idx[i] // 2
+    for i in range(M.shape[0]):
+        for j in range(M.shape[1]):
+            c[i, j] = M[i, j] * a[j] * a[i]
+    return np.sum(c * c) + np.sum(a * k) + k[1] / 3
+
+
 def _r():
     return np.random.default_rng(11)
 
@@ -200,9 +216,12 @@ PY_CASES = [
     (gram_like, lambda: (np.array([0.5, -1.0, 1.5]), 0.7), None),
     (like_forms, lambda: (np.array([0.5, -1.0, 1.5]), 0.7), None),
     (int_dtype_from, lambda: (np.array([0, 2, 2, 1, 2]), np.array([0.5, -1.0, 1.5])), "x"),
+    (shaped_like, lambda: (np.array([0.5, -1.0, 1.5]), np.array([3, 0, 5]),
+                           np.array([[0.2, -0.4, 1.1], [0.7, 0.3, -0.9]])), ("x", "M")),
 ]
 CPU_CASES = [PY_CASES[0], PY_CASES[1], PY_CASES[17]]   # tuples + np.array, mixed arrays, dtypes
-CPU_EXTRA = [(like_forms, PY_CASES[16][1], None), (small_matrix, PY_CASES[9][1], None)]
+CPU_EXTRA = [(like_forms, PY_CASES[16][1], None), (small_matrix, PY_CASES[9][1], None),
+             PY_CASES[18]]
 
 
 @pytest.mark.parametrize("coarse", [True, False])
@@ -247,6 +266,10 @@ def test_int_dtype_follows_numpy():
     assert "counts: i64[:] = zeros_like(" in text
     text = coarsen.ir_text(int_literal_indexes, np.array([0.4, -1.1, 2.5]))
     assert "order: i64[:] = empty_like(" in text
+    text = coarsen.ir_text(shaped_like, *PY_CASES[18][1]())
+    assert "a: f64[:] = zeros_like(x, dtype='f64')" in text
+    assert "b: f64[:] = ones_like(idx, dtype='f64')" in text
+    assert "k: i64[:] = zeros_like(idx, idx, dtype='like')" in text
 
 
 # ------------------------------------------------------------------ refused, with a location

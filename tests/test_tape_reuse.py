@@ -13,10 +13,12 @@ import coarsen.api
 
 
 def walk(x, idx, n):
-    """Float and int tapes: about three entries per trip."""
+    """Float and int tapes: about three entries per trip (``j`` is carried from trip to
+    trip, so its old values are taped)."""
     s = 0.0
+    j = 0
     for k in range(n):
-        j = idx[k]
+        j = (j + idx[k]) % 23
         s = s * 0.5 + math.sin(x[j] * s + 1.0)
     return s
 

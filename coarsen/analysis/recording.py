@@ -80,6 +80,18 @@ def _written_before_use(block, getitem, base, idx_vars, after=()):
     return False
 
 
+def _block_local(fn, block, k, name):
+    """Is the user's variable ``name``, assigned by ``block[k]``, read only after it in the
+    same block (``xij = X[i, j]`` then ``z += xij * w[j]``)?  It then lives like a
+    temporary: no read before the assignment (a value from an earlier trip) and none after
+    the block (a value that outlives its indices)."""
+    if name in fn.params:
+        return False
+    later = {id(x) for x in walk(block[k + 1:])}
+    return all(id(x) in later for x in walk(fn.body)
+               if any(isinstance(u, Var) and u.name == name for u in uses(x)))
+
+
 def _unwritten_view(fn, facts, view):
     """Is ``view`` (a view, ``fn.views``) of an array that keeps one value and that nothing
     writes into, through any of its views?  Its elements then hold still for the whole
@@ -94,7 +106,8 @@ def _find(fn, facts, block, out, loop_vars=(), after=()):
     tape.  ``after``: the rest of each enclosing block, innermost first."""
     for i, s in enumerate(block):
         inner = (block[i + 1:],) + after
-        if isinstance(s, Assign) and primitive(s.op).indexing and is_temp(fn, s.target) \
+        if isinstance(s, Assign) and primitive(s.op).indexing \
+                and (is_temp(fn, s.target) or _block_local(fn, block, i, s.target)) \
                 and facts.defs.get(s.target) == 1 and not isinstance(fn.types.get(s.target), Array):
             base = s.args[0].name
             # a written array qualifies too: re-reading it in the reverse sweep makes it

@@ -160,6 +160,14 @@ class CallMixin:
             if not args:
                 raise self.err(node, f"np.{op} needs a shape")
             shape = args[0]
+            if op != "full" and isinstance(shape, gast.Attribute) and shape.attr == "shape":
+                # np.zeros(a.shape): an array shaped like a, of the dtype given (float64)
+                dt = self.dtype_of(args[1] if len(args) > 1 else kw.get("dtype"))
+                like = self.lower_expr(shape.value)
+                if isinstance(dt, DtypeLike):
+                    return self.op(node, target, op + "_like", [like, dt.operand],
+                                   attrs=(("dtype", "like"),))
+                return self.op(node, target, op + "_like", [like], attrs=(("dtype", dt),))
             dims = shape.elts if isinstance(shape, gast.Tuple) else [shape]
             dimops = [self.lower_expr(d) for d in dims]
             extra = []

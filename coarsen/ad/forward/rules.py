@@ -9,7 +9,8 @@ tangent: the symbolic zero, never materialized here).  Zero tangents drop their 
 operands that are active (``Facts.active``) contribute.  The rule shapes:
 
 * ``partials`` (element-wise ``defvjp``): ``sum_i partial_i * dot_i`` (a partial ``1.0`` adds
-  the tangent itself, ``-1.0`` its negation); broadcasting happens in the arithmetic, and
+  the tangent itself, ``-1.0`` its negation; a partial that is the primal expression itself,
+  ``exp``'s, reads the result instead of evaluating it again); broadcasting happens in the arithmetic, and
   where an array operand has no tangent the sum is broadcast to the result's shape
   (``+ np.zeros_like(out)``), so the tangent always has the result's shape; a bare tangent
   variable of an array is copied (``.copy()``) unless the primitive is a view, so a later store
@@ -60,6 +61,11 @@ def _add(terms):
     return out
 
 
+def _same(a, b):
+    """Are the gast expressions ``a`` and ``b`` the same text?"""
+    return type(a) is type(b) and gast.dump(a) == gast.dump(b)
+
+
 def tangent(em, s, out):
     """The tangent expression of ``s.target`` after ``s`` (see the module docstring)."""
     pos = active_positions(em, s)
@@ -82,6 +88,7 @@ def tangent(em, s, out):
         return B.ex(_add(terms))
     if how == "partials":
         vals = [em.val(a) for a in s.args]
+        primal_node = B.ex(em.primal(s))
         terms = []
         for p in pos:
             rule = prim.partials[p]
@@ -91,6 +98,8 @@ def tangent(em, s, out):
             else:
                 partial = rule(*vals)
             pn = B.ex(partial)
+            if _same(pn, primal_node):     # exp: the partial is the result itself
+                pn = B.ex(out)
             d = em.val(dots[p])
             if _is_one(pn):
                 terms.append((1, d))
