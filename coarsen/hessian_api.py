@@ -48,12 +48,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .api import differentiate
-from .artifact import Signature, bind_arguments, check_wrt, function_error
+from .artifact import Signature, bind_arguments, check_wrt, function_error, resolve_wrt
 from .errors import CoarsenError, at_stmt
 from .forward_api import JvpOptions, check_aliasing, compile_jvp, convert_argument
 from .frontend.custom_calls import custom_calls
 from .frontend.lower import lower
 from .frontend.source import get_source, unwrap
+from .gradient_program import NotAProgram, gradient_program
 from .pipeline import lower_for, typed_ir
 from .sweeps import driver_module, hessian_driver, kind_of
 from .wrappers import fresh_name, make_wrapper
@@ -86,10 +87,20 @@ class SecondOrderReport:
     wrt: tuple
     inner: str              # the wrapper's gradient report
 
+    method: str = "reverse over forward"
+    why: str = ""           # why not forward over reverse (``method="auto"``)
+
     def format(self):
+        if self.method == "forward over reverse":
+            return "\n".join([
+                f"coarsen {self.transform} of {self.function}: forward mode over the generated "
+                "gradient (forward over reverse)",
+                f"  wrt: {', '.join(self.wrt)}; {self.sweeps} columns in the last call, "
+                f"{self.inner.strip()}"])
         return "\n".join([
             f"coarsen {self.transform} of {self.function}: reverse mode over the generated JVP "
-            "(reverse over forward)",
+            "(reverse over forward)" + (f"; not forward over reverse: {self.why}" if self.why
+                                        else ""),
             f"  wrt: {', '.join(self.wrt)}; {self.sweeps} Hessian-vector product(s) in the last "
             "call, one reverse sweep each over the primal and tangent code",
             self.inner.rstrip()])
@@ -264,23 +275,50 @@ class _SecondOrder:
         if self._last is None:
             raise CoarsenError(f"the {self.transform} is specialized on its first call's "
                                "argument types; call it once before reading .source")
-        return self._last[0].artifact.source
+        prog = self._last[0]
+        if isinstance(prog, ForwardOverReverse):
+            return prog.jacobian.source
+        return prog.artifact.source
 
     @property
     def jvp_source(self):
         if self._last is None:
             raise CoarsenError(f"call the {self.transform} once before reading .jvp_source")
+        if isinstance(self._last[0], ForwardOverReverse):
+            raise CoarsenError("the last call ran forward mode over the gradient: read "
+                               ".gradient_source (the gradient) and .source (its JVP)")
         return self._last[0].jvp.source
+
+    @property
+    def gradient_source(self):
+        """The gradient that forward mode differentiated (forward over reverse), as read."""
+        if self._last is None or not isinstance(self._last[0], ForwardOverReverse):
+            raise CoarsenError("the last call did not run forward over reverse: read .source "
+                               "(the gradient of the JVP) and .jvp_source")
+        return self._last[0].program.wrapper.source
+
+    @property
+    def method_used(self):
+        """``"forward over reverse"`` or ``"reverse over forward"``: the last call's."""
+        if self._last is None:
+            raise CoarsenError(f"call the {self.transform} once before reading .method_used")
+        return getattr(self._last[0], "method", "reverse over forward")
 
     def report(self, file=None):
         """Prints and returns the ``SecondOrderReport`` of the last call."""
         if self._last is None:
             raise CoarsenError(f"call the {self.transform} once before asking for its report")
         prog, sweeps = self._last
+        if isinstance(prog, ForwardOverReverse):
+            rep = SecondOrderReport(self.fn.__qualname__, self.transform, sweeps, (prog.wrt,),
+                                    f"{prog.lanes} per sweep, each sweep the gradient once "
+                                    "with the tangents of its lanes", prog.method)
+            print(rep.format(), file=file or sys.stdout)
+            return rep
         buf = io.StringIO()
         prog.gradient.report(*prog.example, file=buf)
         rep = SecondOrderReport(self.fn.__qualname__, self.transform, sweeps, prog.wrt,
-                                buf.getvalue())
+                                buf.getvalue(), why=getattr(self, "_why", ""))
         print(rep.format(), file=file or sys.stdout)
         return rep
 
@@ -308,13 +346,97 @@ class Hvp(_SecondOrder):
         return BatchedHvp(self, in_axes, target)
 
 
+#: how ``coarsen.hessian`` composes the first-order transforms
+METHODS = ("auto", "forward-over-reverse", "reverse-over-forward")
+#: the most tangent lanes of one forward-over-reverse sweep (``coarsen.jvp``'s directions)
+LANES = 8
+
+
+@dataclass(frozen=True)
+class ForwardOverReverse:
+    """A Hessian as the Jacobian, by forward mode, of the generated gradient."""
+    program: object         # ``gradient_program.GradientProgram``
+    jacobian: object        # ``Jacobian`` of its wrapper, forward mode, ``lanes`` directions
+    gradient: object        # the ``Gradient`` (python target) whose source it reads
+    wrt: str
+    lanes: int
+    method: str = "forward over reverse"
+
+
 class Hessian(_SecondOrder):
     """The Hessian of a function; see ``coarsen.hessian``."""
     transform = "hessian"
 
+    def __init__(self, fn, wrt=None, target="cpu", boundscheck=True, coarsen=True,
+                 parallel=False, method="auto"):
+        if method not in METHODS:
+            raise CoarsenError(f"method must be one of {', '.join(map(repr, METHODS))}, "
+                               f"got {method!r}")
+        if method == "forward-over-reverse" and parallel:
+            raise CoarsenError("parallel=True runs reverse over forward's columns in parallel; "
+                               "it does not combine with method='forward-over-reverse'",
+                               hint="drop one of them")
+        super().__init__(fn, wrt, target, boundscheck, coarsen, parallel)
+        self.method = method
+        self._fr = {}           # signature types -> ForwardOverReverse or NotAProgram
+        self._fr_fast = {}      # kind_of(args) -> the same
+        self._why = ""
+
+    def _forward_over_reverse(self, args):
+        """The ``ForwardOverReverse`` for ``args``, or a ``NotAProgram`` saying why not."""
+        kind = kind_of(args)
+        got = self._fr_fast.get(kind)
+        if got is None:
+            sig = Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)
+            got = self._fr.get(sig.types)
+            if got is None:
+                got = self._fr[sig.types] = self._build_forward_over_reverse(args, sig)
+            if len(self._fr_fast) < 64:
+                self._fr_fast[kind] = got
+        if isinstance(got, NotAProgram) and self.method == "forward-over-reverse":
+            raise self._error(f"coarsen.hessian(method='forward-over-reverse'): the gradient of "
+                              f"{self.fn.__name__} is not a program forward mode reads: "
+                              f"{got.reason}", "use method='auto' or 'reverse-over-forward'")
+        return got
+
+    def _build_forward_over_reverse(self, args, sig):
+        from .jacobian_api import Jacobian
+        if self.parallel:
+            return NotAProgram("parallel=True runs reverse over forward's columns in parallel")
+        if self._global_arrays:
+            return NotAProgram("it reads module-level arrays")
+        names = resolve_wrt(self.wrt, self.params, sig.types, self.fn.__name__)
+        if len(names) != 1:
+            return NotAProgram("it has several wrt parameters")
+        a = args[self.params.index(names[0])]
+        if not (isinstance(a, np.ndarray) and a.dtype == np.float64 and a.size):
+            return NotAProgram("its wrt parameter is not a float64 array")
+        grad = differentiate(self.fn, wrt=names[0], target="python", boundscheck=False,
+                             coarsen=self.coarsen)
+        prog = gradient_program(grad.specialize(tuple(args)),
+                                f"{self.fn.__module__}.{self.fn.__qualname__}")
+        if isinstance(prog, NotAProgram):
+            return prog
+        lanes = min(a.size, LANES)
+        # the entry's parameters are the function's, in order (renamed where a name clashes)
+        jac = Jacobian(prog.wrapper.fn, self.params.index(names[0]), "forward", self.target,
+                       self.boundscheck, False, lanes)
+        try:
+            jac(*args)          # generated and compiled now: a refusal falls back
+        except CoarsenError as exc:
+            return NotAProgram(f"forward mode cannot read it back ({exc.problem})")
+        return ForwardOverReverse(prog, jac, grad, names[0], lanes)
+
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != len(self.params):
             args = self._bind(args, kwargs)
+        if self.method != "reverse-over-forward":
+            fr = self._forward_over_reverse(args)
+            if isinstance(fr, ForwardOverReverse):
+                h = fr.jacobian(*args)
+                self._last = (fr, h.shape[0] if h.ndim else 1)
+                return h if self._single else ((h,),)
+            self._why = fr.reason
         prog = self._program(args)
         shapes = [np.shape(args[k]) for k in prog.wrt_pos]
         starts = [0]
@@ -348,8 +470,11 @@ def hvp(fn, wrt=None, *, target="cpu", boundscheck=True, coarsen=True):
     return Hvp(fn, wrt, target, boundscheck, coarsen)
 
 
-def hessian(fn, wrt=None, *, target="cpu", boundscheck=True, coarsen=True, parallel=False):
+def hessian(fn, wrt=None, *, target="cpu", boundscheck=True, coarsen=True, parallel=False,
+            method="auto"):
     """The Hessian of ``fn`` (see the module docstring): ``in.shape + in.shape`` for one
     ``wrt`` parameter, JAX's nested tuple for several; ``parallel=True`` runs its columns in
-    parallel on the cpu target."""
-    return Hessian(fn, wrt, target, boundscheck, coarsen, parallel)
+    parallel on the cpu target; ``method``: ``"auto"`` (forward over reverse where the
+    gradient is a program forward mode reads, else reverse over forward),
+    ``"forward-over-reverse"`` or ``"reverse-over-forward"``."""
+    return Hessian(fn, wrt, target, boundscheck, coarsen, parallel, method)

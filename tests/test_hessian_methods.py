@@ -1,0 +1,131 @@
+"""``coarsen.hessian``'s two methods: forward mode over the generated gradient (forward over
+reverse, ``method="auto"``'s choice where the gradient is a program forward mode reads) and
+reverse mode over the generated JVP (reverse over forward, the fallback).  Both give the
+Hessian to rounding; forward over reverse is the same under renaming and helper splitting,
+bit for bit; a gradient that tapes falls back, and forcing the method on it is refused."""
+import math
+
+import numpy as np
+import pytest
+
+import coarsen
+from coarsen.errors import CoarsenError
+from tests.test_hessian import check_symmetric
+
+
+def loop_logreg(w, b, X, y, lam):
+    n = X.shape[0]
+    d = X.shape[1]
+    loss = 0.0
+    for i in range(n):
+        z = b
+        for j in range(d):
+            z += X[i, j] * w[j]
+        if z > 0.0:
+            loss += z + math.log1p(math.exp(-z)) - y[i] * z
+        else:
+            loss += math.log1p(math.exp(z)) - y[i] * z
+    reg = 0.0
+    for j in range(d):
+        reg += w[j] * w[j]
+    return loss / n + 0.5 * lam * reg
+
+
+def _softplus_minus(z, t):
+    if z > 0.0:
+        return z + math.log1p(math.exp(-z)) - t * z
+    return math.log1p(math.exp(z)) - t * z
+
+
+def loop_logreg_split(w_bar, _t1, X, y, u_y):
+    """``loop_logreg`` renamed (names coarsen uses itself) and split into a helper."""
+    n = X.shape[0]
+    loss = 0.0
+    for _g1 in range(n):
+        z_bar = _t1
+        for j in range(X.shape[1]):
+            xij = X[_g1, j]
+            z_bar += xij * w_bar[j]
+        loss += _softplus_minus(z_bar, y[_g1])
+    reg = 0.0
+    for j in range(X.shape[1]):
+        reg += w_bar[j] * w_bar[j]
+    return loss / n + 0.5 * u_y * reg
+
+
+def chain(x, a):
+    """A recurrence: its gradient reads a tape (the old values of s)."""
+    s = a
+    for i in range(x.shape[0]):
+        s = math.sin(s) * x[i] + s * s * 0.1
+    return s
+
+
+def _args(d=11, n=17, seed=3):
+    r = np.random.default_rng(seed)
+    return (r.normal(size=d) * 0.3, 0.2, r.normal(size=(n, d)),
+            (r.random(n) < 0.5).astype(np.float64), 0.05)
+
+
+def hand(w, b, X, y, lam):
+    z = X @ w + b
+    s = 1.0 / (1.0 + np.exp(-z))
+    return (X.T * (s * (1.0 - s))) @ X / X.shape[0] + lam * np.eye(len(w))
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_forward_over_reverse_is_the_hessian(target):
+    args = _args()          # 11 parameters: blocks of 8 lanes, the last one partial
+    h = coarsen.hessian(loop_logreg, wrt="w", target=target)
+    H = h(*args)
+    assert h.method_used == "forward over reverse"
+    assert H.shape == (11, 11)
+    check_symmetric(H)
+    np.testing.assert_allclose(H, hand(*args), rtol=1e-12, atol=1e-14)
+    R = coarsen.hessian(loop_logreg, wrt="w", target=target, method="reverse-over-forward")
+    np.testing.assert_allclose(H, R(*args), rtol=1e-12, atol=1e-14)
+    assert R.method_used == "reverse over forward"
+    # the same numbers from wrt=None (the one float array... and b, lam are floats: several)
+    assert "jvp_grad_" in h.source and "w_bar" in h.gradient_source
+    with pytest.raises(CoarsenError, match="gradient_source"):
+        h.jvp_source
+    rep = h.report(file=open("/dev/null", "w"))
+    assert rep.method == "forward over reverse" and rep.sweeps == 11
+    assert "forward over reverse" in rep.format()
+
+
+def test_renamed_and_split_bit_for_bit():
+    args = _args()
+    a = coarsen.hessian(loop_logreg, wrt="w", target="python")(*args)
+    hs = coarsen.hessian(loop_logreg_split, wrt="w_bar", target="python")
+    b = hs(*args)
+    assert hs.method_used == "forward over reverse"
+    np.testing.assert_array_equal(a, b)
+
+
+def test_taped_gradient_falls_back_and_forcing_is_refused():
+    x, a = np.array([0.5, -1.2, 0.8, 1.1]), 0.3
+    h = coarsen.hessian(chain, wrt="x", target="python")
+    H = h(x, a)
+    assert h.method_used == "reverse over forward"
+    rep = h.report(file=open("/dev/null", "w"))
+    assert "tape" in rep.why and "tape" in rep.format()
+    forced = coarsen.hessian(chain, wrt="x", target="python", method="forward-over-reverse")
+    with pytest.raises(CoarsenError, match="reads a tape"):
+        forced(x, a)
+    # the fallback is the Hessian: against differences of the gradient
+    g = coarsen.differentiate(chain, wrt="x", target="python")
+    eps = 1e-6
+    cols = [(g(x + eps * e, a) - g(x - eps * e, a)) / (2 * eps) for e in np.eye(4)]
+    np.testing.assert_allclose(H, np.array(cols).T, rtol=1e-6, atol=1e-8)
+
+
+def test_method_checks():
+    with pytest.raises(CoarsenError, match="method must be one of"):
+        coarsen.hessian(loop_logreg, method="forward")
+    with pytest.raises(CoarsenError, match="parallel=True"):
+        coarsen.hessian(loop_logreg, method="forward-over-reverse", parallel=True)
+    # parallel=True keeps reverse over forward's parallel columns
+    h = coarsen.hessian(loop_logreg, wrt="w", target="python", parallel=True)
+    h(*_args(d=3, n=5))
+    assert h.method_used == "reverse over forward"
