@@ -208,6 +208,8 @@ def render_markdown(result, summary: str = "first") -> str:
     lines += _size_sections(result, notes)
     from apps.bench.jacobians import render as render_jacobians
     lines += render_jacobians(result.get("jacobians", []))
+    from apps.bench.hessians import render as render_hessians
+    lines += render_hessians(result.get("hessians", []))
     lines += render_compile_times(result)
     lines += _peer_notes(result)
     if summary == "last":

@@ -79,6 +79,12 @@ def run(cfg: Config) -> dict:
                 prog.show("ba: Jacobians")
                 result["jacobians"] = measure_ba_jacobian(cfg, tools)
                 write_results(result, out)
+            cases = [c for c in ("logreg", "gmm") if c in cfg.apps]
+            if cases and "coarsen" in tools and "m" in cfg.sizes:     # the Hessian section
+                from apps.bench.hessians import measure_hessians
+                prog.show("Hessians")
+                result["hessians"] = measure_hessians(cfg, tools, tuple(cases))
+                write_results(result, out)
     finally:
         prog.close()
     result["meta"]["complete"] = True
