@@ -1,5 +1,17 @@
 """``coarsen.hessian`` and ``coarsen.hvp``: second derivatives of a float-scalar function, by
-reverse mode over the generated forward-mode program (reverse over forward).
+forward mode over the generated gradient (forward over reverse, the Hessian's first choice)
+or reverse mode over the generated forward-mode program (reverse over forward).
+
+Forward over reverse (``Hessian``, ``method="auto"`` or ``"forward-over-reverse"``): the
+gradient of ``fn`` generated for the python target without index checks is read back as a
+program (``coarsen.gradient_program``: no tape, one float64 array ``wrt``, no runtime
+helpers, no parallel loops, no module-level arrays) and ``coarsen.jacobian`` of it, forward
+mode with ``LANES`` directions per sweep, is the Hessian: each sweep runs the gradient once
+with ``LANES`` tangent lanes.  Where the gradient is not such a program, ``"auto"`` falls
+back to reverse over forward (the report says why) and ``"forward-over-reverse"`` raises
+``CoarsenError`` with the reason at the first call; ``parallel=True`` means reverse over
+forward.  ``h.method_used`` names the last call's method.  The rest of this docstring is
+reverse over forward's, which ``hvp``, ``batch`` and ``export`` always use.
 
 Requires: ``coarsen.forward_api.compile_jvp`` (the JVP program of ``fn``, generated for the
 python target without index checks: plain Python in coarsen's input language),
