@@ -4,8 +4,8 @@ or reverse mode over the generated forward-mode program (reverse over forward).
 
 Forward over reverse (``Hessian``, ``method="auto"`` or ``"forward-over-reverse"``): the
 gradient of ``fn`` generated for the python target without index checks is read back as a
-program (``coarsen.gradient_program``: no tape, one float64 array ``wrt``, no runtime
-helpers, no parallel loops, no module-level arrays) and ``coarsen.jacobian`` of it, forward
+program (``coarsen.gradient_program``: no tape, ``wrt`` floats or float64 arrays (several:
+packed into one flat array), no runtime helpers, no parallel loops, no module-level arrays) and ``coarsen.jacobian`` of it, forward
 mode with ``LANES`` directions per sweep, is the Hessian: each sweep runs the gradient once
 with ``LANES`` tangent lanes.  Where the gradient is not such a program, ``"auto"`` falls
 back to reverse over forward (the report says why) and ``"forward-over-reverse"`` raises
@@ -322,7 +322,7 @@ class _SecondOrder:
             raise CoarsenError(f"call the {self.transform} once before asking for its report")
         prog, sweeps = self._last
         if isinstance(prog, ForwardOverReverse):
-            rep = SecondOrderReport(self.fn.__qualname__, self.transform, sweeps, (prog.wrt,),
+            rep = SecondOrderReport(self.fn.__qualname__, self.transform, sweeps, prog.wrt,
                                     f"{prog.lanes} per sweep, each sweep the gradient once "
                                     "with the tangents of its lanes", prog.method)
             print(rep.format(), file=file or sys.stdout)
@@ -370,7 +370,7 @@ class ForwardOverReverse:
     program: object         # ``gradient_program.GradientProgram``
     jacobian: object        # ``Jacobian`` of its wrapper, forward mode, ``lanes`` directions
     gradient: object        # the ``Gradient`` (python target) whose source it reads
-    wrt: str
+    wrt: tuple              # the ``wrt`` names
     lanes: int
     method: str = "forward over reverse"
 
@@ -418,26 +418,28 @@ class Hessian(_SecondOrder):
         if self._global_arrays:
             return NotAProgram("it reads module-level arrays")
         names = resolve_wrt(self.wrt, self.params, sig.types, self.fn.__name__)
-        if len(names) != 1:
-            return NotAProgram("it has several wrt parameters")
-        a = args[self.params.index(names[0])]
-        if not (isinstance(a, np.ndarray) and a.dtype == np.float64 and a.size):
-            return NotAProgram("its wrt parameter is not a float64 array")
-        grad = differentiate(self.fn, wrt=names[0], target="python", boundscheck=False,
-                             coarsen=self.coarsen)
+        vals = [args[self.params.index(n)] for n in names]
+        if not all(isinstance(v, float) or (isinstance(v, np.ndarray) and v.dtype == np.float64
+                                            and v.size) for v in vals):
+            return NotAProgram("a wrt parameter is neither a float nor a float64 array")
+        grad = differentiate(self.fn, wrt=names if len(names) > 1 else names[0],
+                             target="python", boundscheck=False, coarsen=self.coarsen)
         prog = gradient_program(grad.specialize(tuple(args)),
-                                f"{self.fn.__module__}.{self.fn.__qualname__}")
+                                f"{self.fn.__module__}.{self.fn.__qualname__}",
+                                tuple(np.ndim(v) for v in vals))
         if isinstance(prog, NotAProgram):
             return prog
-        lanes = min(a.size, LANES)
+        size = sum(int(np.size(v)) for v in vals)
+        lanes = min(size, LANES)
         # the entry's parameters are the function's, in order (renamed where a name clashes)
-        jac = Jacobian(prog.wrapper.fn, self.params.index(names[0]), "forward", self.target,
+        pos = tuple(self.params.index(n) for n in names)
+        jac = Jacobian(prog.wrapper.fn, pos if len(pos) > 1 else pos[0], "forward", self.target,
                        self.boundscheck, False, lanes)
         try:
             jac(*args)          # generated and compiled now: a refusal falls back
         except CoarsenError as exc:
             return NotAProgram(f"forward mode cannot read it back ({exc.problem})")
-        return ForwardOverReverse(prog, jac, grad, names[0], lanes)
+        return ForwardOverReverse(prog, jac, grad, names, lanes)
 
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != len(self.params):
@@ -445,20 +447,31 @@ class Hessian(_SecondOrder):
         if self.method != "reverse-over-forward":
             fr = self._forward_over_reverse(args)
             if isinstance(fr, ForwardOverReverse):
-                h = fr.jacobian(*args)
-                self._last = (fr, h.shape[0] if h.ndim else 1)
-                return h if self._single else ((h,),)
+                out = fr.jacobian(*args)
+                shapes = [np.shape(args[self.params.index(n)]) for n in fr.wrt]
+                if not fr.program.packed:
+                    self._last = (fr, math.prod(shapes[0]))
+                    return out if self._single else ((out,),)
+                n = sum(math.prod(sh) for sh in shapes)
+                self._last = (fr, n)
+                return self._blocks(np.hstack([np.reshape(j, (n, -1)) for j in out]), shapes)
             self._why = fr.reason
         prog = self._program(args)
         shapes = [np.shape(args[k]) for k in prog.wrt_pos]
-        starts = [0]
-        for s in shapes:
-            starts.append(starts[-1] + math.prod(s))
-        if starts[-1]:
+        n = sum(math.prod(s) for s in shapes)
+        if n:
             dense = prog.compiled.driver(*self._converted(prog, args), *prog.module_arrays)
         else:
             dense = np.zeros((0, 0))
-        self._last = (prog, starts[-1])
+        self._last = (prog, n)
+        return self._blocks(dense, shapes)
+
+    def _blocks(self, dense, shapes):
+        """The Hessian as the call returns it, from its dense matrix: one block for one
+        ``wrt`` (a float for a scalar), JAX's nested tuple ``H[p][q]`` for several."""
+        starts = [0]
+        for s in shapes:
+            starts.append(starts[-1] + math.prod(s))
 
         def block(p, q):
             b = dense[starts[p]:starts[p + 1], starts[q]:starts[q + 1]]

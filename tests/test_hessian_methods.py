@@ -129,3 +129,44 @@ def test_method_checks():
     h = coarsen.hessian(loop_logreg, wrt="w", target="python", parallel=True)
     h(*_args(d=3, n=5))
     assert h.method_used == "reverse over forward"
+
+
+def mat_vec(W, v, c):
+    """A matrix, a vector and a float: the gradients packed into one flat array."""
+    s = 0.0
+    for i in range(W.shape[0]):
+        t = c
+        for j in range(W.shape[1]):
+            t += W[i, j] * v[j]
+        s += math.sin(t) * c
+    return s
+
+
+def _blocks_close(a, b):
+    assert isinstance(a, tuple) and len(a) == len(b)
+    for ra, rb in zip(a, b):
+        for x, y in zip(ra, rb):
+            assert np.shape(x) == np.shape(y) and type(x) is type(y)
+            np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_several_wrt_are_packed(target):
+    args = _args(d=6, n=9)
+    h = coarsen.hessian(loop_logreg, wrt=("w", "b"), target=target)
+    H = h(*args)
+    assert h.method_used == "forward over reverse"
+    ref = coarsen.hessian(loop_logreg, wrt=("w", "b"), target=target,
+                          method="reverse-over-forward")(*args)
+    _blocks_close(H, ref)
+    np.testing.assert_allclose(H[0][0], hand(*args), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(H[0][1], H[1][0], rtol=1e-12, atol=1e-15)      # symmetry
+    W = np.array([[0.3, -0.8, 1.1], [0.5, 0.2, -0.4]])
+    margs = (W, np.array([0.7, -1.3, 0.9]), 0.6)
+    hm = coarsen.hessian(mat_vec, target=target)        # wrt=None: W, v and c
+    got = hm(*margs)
+    assert hm.method_used == "forward over reverse"
+    assert np.shape(got[0][0]) == (2, 3, 2, 3) and np.shape(got[0][1]) == (2, 3, 3)
+    assert isinstance(got[2][2], float)
+    _blocks_close(got, coarsen.hessian(mat_vec, target=target,
+                                       method="reverse-over-forward")(*margs))

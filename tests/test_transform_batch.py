@@ -86,8 +86,9 @@ def hvp_xa():
 
 @pytest.fixture(scope="module")
 def hessian_xa():
-    # the same wrt as hvp_xa: the same generated gradient, built and compiled once for both
-    return coarsen.hessian(zoo_like, wrt=("x", "a"))
+    # the same wrt as hvp_xa: the same generated gradient, built and compiled once for both;
+    # batches are reverse over forward, bit for bit the unbatched call of that method
+    return coarsen.hessian(zoo_like, wrt=("x", "a"), method="reverse-over-forward")
 
 
 # ------------------------------------------------------------------ jvp
