@@ -30,6 +30,12 @@ forward, in the forward sweep, with the accumulator's adjoint seeded at 1: nothi
 across trips, and the reverse sweep scales the inputs' adjoints by the accumulator's.  This
 is preaccumulation at the level of a loop: the loop's gradient with respect to its inputs,
 for its one output.
+
+A range loop directly in such a loop's body (or in a nested one's) that accumulates into the same accumulator,
+reads only the outer loop's inputs (of the active variables) and its own trip locals, and
+stores nowhere, is *nested* (``ReductionLoop.nested``): a double sum ``s += f(x[i, j])``.  Its
+trips are reversed right after they run as well, adding into the outer loop's accumulators
+(the accumulator's adjoint is 1 throughout the outer trip): nothing is taped for it.
 """
 from __future__ import annotations
 
@@ -49,6 +55,7 @@ class ReductionLoop:
     locals: tuple       # active variables assigned in each trip before they are read
     scratch: tuple      # private scratch arrays
     owned: tuple = ()   # input arrays each trip reads only in its own row (see ``_owned``)
+    nested: bool = False    # a loop in a reduction loop's body into the same accumulator
 
 
 def find_reduction_loops(fn, facts):
@@ -65,7 +72,49 @@ def find_reduction_loops(fn, facts):
             found = _qualify(fn, facts, single, st, inside, after)
             if found is not None:
                 out[id(st)] = found
+                _nest(fn, facts, single, found, st.body, order, out)
     return out
+
+
+def _nest(fn, facts, single, outer, body, order, out):
+    """The nested reduction loops of ``body`` (a reduction loop's, or a nested one's)."""
+    for inner in body:
+        nested = _qualify_nested(fn, facts, single, outer, inner, order)
+        if nested is not None:
+            out[id(inner)] = nested
+            _nest(fn, facts, single, outer, inner.body, order, out)
+
+
+def _qualify_nested(fn, facts, single, outer, loop, order):
+    """A range loop in the body of the reduction loop ``outer`` (directly, not in a branch)
+    that accumulates into the same accumulator and reads, of the active variables, only
+    ``outer``'s inputs and its own trip locals, stores nowhere, and whose trip locals nothing
+    after it reads: its trips are reversed right after they run too, their contributions
+    added where ``outer``'s trip adds its own (``nested``; its accumulator's adjoint is 1
+    throughout ``outer``'s trip)."""
+    if not isinstance(loop, For):
+        return None
+    inside = list(walk(loop.body))
+    if any(isinstance(x, Store) for x in inside) or not _accumulates(outer.accumulator, inside):
+        return None
+    assigned = {x.target for x in inside if isinstance(x, Assign)}
+    if outer.accumulator not in assigned:
+        return None
+    ids = {id(x) for x in inside}
+    after = [x for x in order[next(k for k, x in enumerate(order) if x is loop) + 1:]
+             if id(x) not in ids]
+    trip_locals = assigned - {outer.accumulator}
+    inner_vars = {x.var for x in inside if isinstance(x, For)}
+    if (trip_locals | inner_vars | {loop.var}) & _names(after):
+        return None
+    if not _defined_first(single, loop.body, set(), trip_locals, set(), set()):
+        return None
+    active = facts.active
+    reads = {v for v in _names(inside) if v in active and v not in assigned}
+    if not reads <= set(outer.inputs):
+        return None
+    return ReductionLoop(outer.accumulator, tuple(sorted(reads)),
+                         tuple(sorted(v for v in trip_locals if v in active)), (), (), True)
 
 
 def _outermost(block, loop):

@@ -48,9 +48,13 @@ class FusedMixin(ParallelMixin):
         sweep's scaling; None when the trip's reverse would restore the accumulator (a
         reverse read before the loop keeps it on the tape): the loop is then reversed as
         usual."""
+        if red.nested:
+            return self.nested_fused_loop(s, red)
         # the body is emitted at the loop's depth: what a trip computes once and its own
         # reverse reads needs no tape (preaccumulated partials, cut values, while-loop trips)
         saved = self.enter_region()
+        serial = not (s.parallel or self.parallel_all) and not self.workspace
+        nest_ok, self.nest_ok = self.nest_ok, serial
         defined = set(self.defined)
         scratch = self.fused_scratch
         self.fused_scratch = scratch | set(red.scratch)
@@ -60,6 +64,7 @@ class FusedMixin(ParallelMixin):
         finally:
             self.fused_scratch = scratch
             self.in_fused -= 1
+            self.nest_ok = nest_ok
         reserve, _ = self.leave_region(saved, None)     # per trip: one trip is on the tape
         region = self.left_region
         if red.accumulator in names_read(br, gast.Store):
@@ -77,14 +82,15 @@ class FusedMixin(ParallelMixin):
                 reserve = []
         self.fused.add(id(s))
         args = self.range_args(s)
-        if not br:
+        # (nested reduction loops reverse their trips in the forward code: bf too)
+        read = names_read(bf + br) | names_read(bf + br, gast.Store)
+        if not br and not any(self.bar(x) in read for x in red.inputs):
             if s.parallel:
                 self.note_loop(s, "serially: nothing in it is differentiated")
             return self.hoisted_checks(s) + hoisted + [B.for_range(s.var, args, reserve + bf)] \
                 + self.rest_holders(), []
         seed = self.bar(red.accumulator)     # 1 in each trip; the reverse sweep sets it anew
         rename = {}
-        read = names_read(br) | names_read(br, gast.Store)
         before, after, accs = [], [], []
         for x in red.inputs:
             if self.bar(x) not in read:
@@ -107,7 +113,7 @@ class FusedMixin(ParallelMixin):
         for v in red.locals:
             if self.bar(v) in read and v not in self.f.set_temps:
                 trip_inits.append(B.assign(self.bar(v), self.zeros_like(v)))
-        _Rename(rename).visit_all(br)
+        _Rename(rename).visit_all(bf + br)
         body = reserve + bf + trip_inits + br
         if (s.parallel or self.parallel_all) and not self.workspace:
             par = self.parallel_fused(s, red, body, accs, scratch_bars)
@@ -119,6 +125,36 @@ class FusedMixin(ParallelMixin):
                                    f"reversed right after it runs, with {seed} = 1")
         fwd = self.hoisted_checks(s) + hoisted + loop + self.rest_holders()
         return fwd, after
+
+    nest_ok = False     # in a serial reduction loop's trip: nested ones are fused too
+
+    def nested_fused_loop(self, s, red):
+        """A nested reduction loop (``ReductionLoop.nested``) in the trip of a serial one:
+        each trip runs forward, then backward with the accumulator's adjoint 1, adding into
+        the adjoints the outer loop renames to its accumulators; no reverse code of its own.
+        None (reversed as usual) in a parallel trip, or when the trip's reverse would restore
+        the accumulator or leaves tape entries for later."""
+        if not self.nest_ok:
+            return None
+        saved = self.enter_region()
+        self.in_fused += 1
+        try:
+            bf, br = self.block(s.body)
+        finally:
+            self.in_fused -= 1
+        reserve, _ = self.leave_region(saved, None)
+        if red.accumulator in names_read(br, gast.Store):
+            return None
+        read = names_read(br) | names_read(br, gast.Store)
+        trip_inits = [B.assign(self.bar(red.accumulator), 1.0)]
+        for v in red.locals:
+            if self.bar(v) in read and v not in self.f.set_temps:
+                trip_inits.append(B.assign(self.bar(v), self.zeros_like(v)))
+        self.fused.add(id(s))
+        loop = [B.for_range(s.var, self.range_args(s), reserve + bf + trip_inits + br)]
+        loop[0].coarsen_comment = (f"nested in a reduction loop into {red.accumulator}: each "
+                                   "trip is reversed right after it runs")
+        return self.hoisted_checks(s) + loop + self.rest_holders(), []
 
     def zeros_like(self, name):
         if isinstance(self.types.get(name), Array):

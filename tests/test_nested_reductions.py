@@ -1,0 +1,147 @@
+"""Nested reduction loops (``coarsen.analysis.reductions``, ``ReductionLoop.nested``): a loop
+in a reduction loop's body that accumulates into the same accumulator (a double sum, the
+pairs of a pair potential) has its trips reversed right after they run too, with nothing
+taped.  Where the inner loop reads a value of the outer trip, stores into an array, or
+leaves a value read after it, it is reversed as before.  Every case against the oracle on
+both targets; renaming changes nothing, bit for bit; parallel outer loops keep their inner
+loops as before."""
+import math
+
+import numpy as np
+import pytest
+
+import coarsen
+from tests.zoo.harness import check_value_and_grad
+
+
+def double_sum(W, v, c):
+    s = 0.0
+    for i in range(W.shape[0]):
+        for j in range(W.shape[1]):
+            s += math.sin(W[i, j] * v[j]) * c
+    return s
+
+
+def double_sum_renamed(s_bar, _t1, W_bar):
+    _acc1 = 0.0
+    for i in range(s_bar.shape[0]):
+        for _g2 in range(s_bar.shape[1]):
+            _acc1 += math.sin(s_bar[i, _g2] * _t1[_g2]) * W_bar
+    return _acc1
+
+
+def pairs(W, v, c):
+    """Lennard-Jones' shape: pairs j > i, locals in the inner trip, a branch."""
+    e = 0.0
+    for i in range(W.shape[0]):
+        for j in range(i + 1, W.shape[0]):
+            d = W[i, 0] - W[j, 0]
+            r2 = d * d + (W[i, 1] - W[j, 1]) ** 2 + c
+            if r2 > 1.0:
+                e += 1.0 / r2
+            else:
+                e += math.exp(-r2) * v[0]
+    return e
+
+
+def inner_reads_outer_local(W, v, c):
+    """The inner loop reads ``z``, a value of the outer trip: not nested."""
+    s = 0.0
+    for i in range(W.shape[0]):
+        z = math.tanh(W[i, 0] * c)
+        for j in range(W.shape[1]):
+            s += z * W[i, j] * v[j]
+    return s
+
+
+def inner_then_more(W, v, c):
+    """Statements of the outer trip before and after the inner loop (reading no inner local).
+    Its accumulator is split by SSA (``s``, then ``s_2``): not a reduction loop today."""
+    s = 0.0
+    for i in range(W.shape[0]):
+        s += W[i, 0] * c
+        for j in range(W.shape[1]):
+            t = W[i, j] * v[j]
+            s += t * t
+        s -= math.cos(W[i, 1] + c)
+    return s
+
+
+def inner_local_read_after(W, v, c):
+    """``t`` of the inner loop's last trip is read after it: not nested."""
+    s = 0.0
+    for i in range(W.shape[0]):
+        t = 0.0
+        for j in range(W.shape[1]):
+            t = W[i, j] * v[j]
+            s += math.sin(t)
+        s += t * c
+    return s
+
+
+def inner_stores(W, v, c):
+    """The inner loop fills a scratch row: not nested."""
+    s = 0.0
+    row = np.zeros(W.shape[1])
+    for i in range(W.shape[0]):
+        for j in range(W.shape[1]):
+            row[j] = W[i, j] * c
+            s += row[j] * v[j]
+    return s
+
+
+def three_deep(W, v, c):
+    s = 0.0
+    for i in range(W.shape[0]):
+        for j in range(W.shape[1]):
+            for k in range(2):
+                s += math.sin(W[i, j] + k * v[j]) * c
+    return s
+
+
+def _args():
+    r = np.random.default_rng(5)
+    return (r.normal(size=(4, 3)), r.normal(size=3), 0.7)
+
+
+CASES = [double_sum, double_sum_renamed, pairs, inner_reads_outer_local, inner_then_more,
+         inner_local_read_after, inner_stores, three_deep]
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+@pytest.mark.parametrize("coarse", [True, False], ids=["coarse", "fine"])
+@pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__name__)
+def test_against_the_oracle(fn, target, coarse):
+    check_value_and_grad(fn, _args, None, target, coarse, f"{fn.__name__}-{target}-{coarse}")
+
+
+@pytest.mark.parametrize("fn, nested", [(double_sum, True), (pairs, True),
+                                        (three_deep, True),
+                                        # SSA splits its accumulator (s, s_2 after the first
+                                        # update): the outer loop is not a reduction loop
+                                        (inner_then_more, False),
+                                        (inner_reads_outer_local, False),
+                                        (inner_local_read_after, False), (inner_stores, False)],
+                         ids=lambda x: getattr(x, "__name__", str(x)))
+def test_which_loops_nest(fn, nested):
+    g = coarsen.differentiate(fn, target="python")
+    g(*_args())
+    assert ("nested in a reduction loop" in g.source) is nested
+    if nested:
+        assert "_ftape" not in g.source
+
+
+def test_renamed_bit_for_bit():
+    a = coarsen.differentiate(double_sum, target="python")(*_args())
+    b = coarsen.differentiate(double_sum_renamed, target="python")(*_args())
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_parallel_outer_loop_keeps_its_inner_loops():
+    g = coarsen.differentiate(double_sum, parallel=True)
+    got = g(*_args())
+    ref = coarsen.differentiate(double_sum, target="python")(*_args())
+    assert "nested in a reduction loop" not in g.source
+    for x, y in zip(got, ref):
+        np.testing.assert_allclose(x, y, rtol=1e-13, atol=1e-15)
