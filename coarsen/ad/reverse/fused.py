@@ -151,6 +151,8 @@ class FusedMixin(ParallelMixin):
             if self.bar(v) in read and v not in self.f.set_temps:
                 trip_inits.append(B.assign(self.bar(v), self.zeros_like(v)))
         self.fused.add(id(s))
+        if s.parallel:
+            self.note_loop(s, "serially: inside another loop")
         loop = [B.for_range(s.var, self.range_args(s), reserve + bf + trip_inits + br)]
         loop[0].coarsen_comment = (f"nested in a reduction loop into {red.accumulator}: each "
                                    "trip is reversed right after it runs")
