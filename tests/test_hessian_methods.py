@@ -9,26 +9,9 @@ import numpy as np
 import pytest
 
 import coarsen
+from apps.logreg import objective as loop_logreg
 from coarsen.errors import CoarsenError
 from tests.test_hessian import check_symmetric
-
-
-def loop_logreg(w, b, X, y, lam):
-    n = X.shape[0]
-    d = X.shape[1]
-    loss = 0.0
-    for i in range(n):
-        z = b
-        for j in range(d):
-            z += X[i, j] * w[j]
-        if z > 0.0:
-            loss += z + math.log1p(math.exp(-z)) - y[i] * z
-        else:
-            loss += math.log1p(math.exp(z)) - y[i] * z
-    reg = 0.0
-    for j in range(d):
-        reg += w[j] * w[j]
-    return loss / n + 0.5 * lam * reg
 
 
 def _softplus_minus(z, t):

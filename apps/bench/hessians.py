@@ -19,10 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from apps import gmm, logreg
-from apps._common import adbench_err
-from apps.bench.report import fmt_time
-from apps.bench.timing import calibrate, interleaved
-from apps.bench.tools import TOL, failure_message
+from apps.bench.jacobians import measure_tools, tool_cells
+from apps.bench.tools import TOL
 
 TOOLS = ("coarsen", "coarsen_rev_fwd", "jax", "handwritten")
 #: logistic regression: (samples, features)
@@ -75,29 +73,10 @@ def _jax_logreg(w, b, X, y, lam):
 
 
 def _measure(makers, args, ref, cfg):
-    """Prepare, check and time ``{tool: maker}`` on ``args``: {tool: result dict}."""
-    res, fns = {}, {}
-    if ref is None:             # the reference: reverse over forward
+    """``jacobians.measure_tools``, the reference (``None``) being reverse over forward's."""
+    if ref is None:
         ref = np.asarray(makers["coarsen_rev_fwd"]()(*args))
-    for tool, make in makers.items():
-        try:
-            fn = make()
-            err = adbench_err(np.asarray(fn(*args)), ref)
-            if err > TOL:
-                res[tool] = {"status": "mismatch", "err": err}
-                continue
-            fns[tool] = lambda fn=fn: fn(*args)
-            res[tool] = {"status": "ok", "err": err}
-        except ImportError as e:
-            res[tool] = {"status": "missing", "message": failure_message(e)}
-        except Exception as e:          # a tool's failure is its row's status
-            res[tool] = {"status": "failed", "message": failure_message(e)}
-    reps = {t: calibrate(f, cfg.min_time)[0] for t, f in fns.items()}
-    times = interleaved(fns, reps, cfg.samples, cfg.case_budget_s)
-    for t, ts in times.items():
-        ts = sorted(ts)
-        res[t].update(median_s=ts[len(ts) // 2], min_s=ts[0], max_s=ts[-1], samples=len(ts))
-    return res
+    return measure_tools(makers, args, ref, cfg)
 
 
 def measure_hessians(cfg, tools, cases=("logreg", "gmm")):
@@ -144,16 +123,6 @@ def render(rows):
              "| case | dims | parameters | " + " | ".join(TOOLS) + " |",
              "|---" * (len(TOOLS) + 3) + "|"]
     for r in rows:
-        cells = []
-        for t in TOOLS:
-            x = r["tools"].get(t)
-            if x is None:
-                cells.append("-")
-            elif x.get("median_s") is None:
-                cells.append(x["status"])
-            else:
-                cells.append(f"{fmt_time(x['median_s'])} [{fmt_time(x['min_s'])}, "
-                             f"{fmt_time(x['max_s'])}]")
         lines.append(f"| {r['case']} | {tuple(r['dims'])} | {r['parameters']} | "
-                     + " | ".join(cells) + " |")
+                     + " | ".join(tool_cells(r["tools"], TOOLS)) + " |")
     return lines + [""]

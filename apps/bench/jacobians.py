@@ -216,7 +216,7 @@ def dense_of_blocks(blocks, cams, X, obs):
     return D
 
 
-def _measure(makers, args, ref, cfg):
+def measure_tools(makers, args, ref, cfg):
     """Prepare, check and time ``{tool: maker}`` on ``args``: {tool: result dict}."""
     res, fns = {}, {}
     for tool, make in makers.items():
@@ -256,14 +256,14 @@ def measure_ba_jacobian(cfg, tools):
                           jax_jacrev=lambda: _jax_blocks("jacrev"))
         makers["handwritten"] = lambda: handwritten_blocks
         rows.append({"variant": "blocks", "size": size, "dims": ba.SIZES[size],
-                     "tools": _measure(makers, (C, P, w, feats), hand, cfg)})
+                     "tools": measure_tools(makers, (C, P, w, feats), hand, cfg)})
         if size in DENSE_SIZES:
             makers = {"coarsen": _coarsen_dense}
             if with_jax:
                 makers.update(jax_jacfwd=lambda: _jax_dense("jacfwd"),
                               jax_jacrev=lambda: _jax_dense("jacrev"))
             rows.append({"variant": "dense", "size": size, "dims": ba.SIZES[size],
-                         "tools": _measure(makers, (cams, X, w, obs, feats),
+                         "tools": measure_tools(makers, (cams, X, w, obs, feats),
                                            dense_of_blocks(hand, cams, X, obs), cfg)})
     return rows
 
@@ -281,16 +281,21 @@ def render(rows):
              "| variant | size (n, m, p) | " + " | ".join(TOOLS) + " |",
              "|---" * (len(TOOLS) + 2) + "|"]
     for r in rows:
-        cells = []
-        for t in TOOLS:
-            x = r["tools"].get(t)
-            if x is None:
-                cells.append("-")
-            elif x.get("median_s") is None:
-                cells.append(x["status"])
-            else:
-                cells.append(f"{fmt_time(x['median_s'])} [{fmt_time(x['min_s'])}, "
-                             f"{fmt_time(x['max_s'])}]")
         lines.append(f"| {r['variant']} | {r['size']} {tuple(r['dims'])} | "
-                     + " | ".join(cells) + " |")
+                     + " | ".join(tool_cells(r["tools"], TOOLS)) + " |")
     return lines + [""]
+
+
+def tool_cells(results, tools):
+    """A table row's cells: each tool's median [min, max], its status, or ``-``."""
+    cells = []
+    for t in tools:
+        x = results.get(t)
+        if x is None:
+            cells.append("-")
+        elif x.get("median_s") is None:
+            cells.append(x["status"])
+        else:
+            cells.append(f"{fmt_time(x['median_s'])} [{fmt_time(x['min_s'])}, "
+                         f"{fmt_time(x['max_s'])}]")
+    return cells
