@@ -145,3 +145,63 @@ def test_parallel_outer_loop_keeps_its_inner_loops():
     assert "nested in a reduction loop" not in g.source
     for x, y in zip(got, ref):
         np.testing.assert_allclose(x, y, rtol=1e-13, atol=1e-15)
+
+
+# ------------------------------------------------------------------ generated double loops
+_TERMS = ["W[i, j]", "v[j]", "c", "W[i, 0]", "v[0]", "W[j % W.shape[0], 1]", "t", "z"]
+_WRAP = ["math.sin({})", "math.exp(0.3 * {})", "({}) * ({})", "math.tanh({})", "({}) - ({})",
+         "1.0 / (1.5 + ({}) * ({}))"]
+
+
+def _expr(r, depth, names, j=True):
+    if depth == 0 or r.random() < 0.3:
+        return str(r.choice([t for t in _TERMS if (t in names or t[0] in "Wvc")
+                             and (j or "j" not in t)]))
+    w = str(r.choice(_WRAP))
+    return w.format(*[_expr(r, depth - 1, names, j) for _ in range(w.count("{}"))])
+
+
+def _program(seed):
+    """A double loop accumulating into ``s``: with or without an outer-trip value ``z`` (read
+    in the inner loop or not), an inner local ``t``, the inner range over ``j`` or ``j > i``,
+    a third level, and a term added by the outer trip."""
+    r = np.random.default_rng(seed)
+    outer_z = r.random() < 0.5
+    names = {"z"} if outer_z else set()
+    lines = ["def f(W, v, c):", "    s = 0.0", "    for i in range(W.shape[0]):"]
+    if outer_z:
+        lines.append(f"        z = {_expr(r, 2, set(), j=False)}")
+    stop = r.choice(["W.shape[1]", "v.shape[0]"])
+    start = "0" if r.random() < 0.6 else f"i % {stop}"
+    lines.append(f"        for j in range({start}, {stop}):")
+    inner = names | {"t"}
+    lines.append(f"            t = {_expr(r, 2, names)}")
+    if r.random() < 0.3:
+        lines += ["            for k in range(2):",
+                  f"                s += ({_expr(r, 2, inner)}) * (k + 1)"]
+    else:
+        lines.append(f"            s += {_expr(r, 3, inner)}")
+    if r.random() < 0.3 and outer_z:
+        lines.append(f"        s += z * {_expr(r, 1, set(), j=False)}")
+    lines.append("    return s")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_generated_double_loops(seed, tmp_path):
+    """Generated double loops, against the oracle (python target, coarse and fine)."""
+    import importlib.util
+    import sys
+
+    from tests.oracle import check_against_oracle
+    text = "import math\n\nimport numpy as np\n\n\n" + _program(seed)
+    path = tmp_path / f"nested_gen_{seed}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(f"nested_gen_{seed}", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    r = np.random.default_rng(100 + seed)
+    args = (r.normal(size=(3, 4)) * 0.7, r.normal(size=4) * 0.7, 0.6)
+    for coarse in (True, False):
+        check_against_oracle(mod.f, args, "python", coarse=coarse)
