@@ -55,8 +55,9 @@ def inner_reads_outer_local(W, v, c):
 
 
 def inner_then_more(W, v, c):
-    """Statements of the outer trip before and after the inner loop (reading no inner local).
-    Its accumulator is split by SSA (``s``, then ``s_2``): not a reduction loop today."""
+    """Statements of the outer trip before and after the inner loop (reading no inner local):
+    SSA names the sum anew (``s_2 = s + ...``, the inner loop adds to ``s_2``, then
+    ``s = s_2 - ...``), an accumulation chain."""
     s = 0.0
     for i in range(W.shape[0]):
         s += W[i, 0] * c
@@ -116,10 +117,7 @@ def test_against_the_oracle(fn, target, coarse):
 
 
 @pytest.mark.parametrize("fn, nested", [(double_sum, True), (pairs, True),
-                                        (three_deep, True),
-                                        # SSA splits its accumulator (s, s_2 after the first
-                                        # update): the outer loop is not a reduction loop
-                                        (inner_then_more, False),
+                                        (three_deep, True), (inner_then_more, True),
                                         (inner_reads_outer_local, False),
                                         (inner_local_read_after, False), (inner_stores, False)],
                          ids=lambda x: getattr(x, "__name__", str(x)))
@@ -164,7 +162,8 @@ def _expr(r, depth, names, j=True):
 def _program(seed):
     """A double loop accumulating into ``s``: with or without an outer-trip value ``z`` (read
     in the inner loop or not), an inner local ``t``, the inner range over ``j`` or ``j > i``,
-    a third level, and a term added by the outer trip."""
+    a third level, and terms added by the outer trip before and after the inner loop (an
+    accumulation chain ``s``, ``s_2``)."""
     r = np.random.default_rng(seed)
     outer_z = r.random() < 0.5
     names = {"z"} if outer_z else set()
@@ -173,6 +172,8 @@ def _program(seed):
         lines.append(f"        z = {_expr(r, 2, set(), j=False)}")
     stop = r.choice(["W.shape[1]", "v.shape[0]"])
     start = "0" if r.random() < 0.6 else f"i % {stop}"
+    if r.random() < 0.4:
+        lines.append(f"        s += {_expr(r, 2, names, j=False)}")
     lines.append(f"        for j in range({start}, {stop}):")
     inner = names | {"t"}
     lines.append(f"            t = {_expr(r, 2, names)}")
@@ -187,7 +188,7 @@ def _program(seed):
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize("seed", range(24))
+@pytest.mark.parametrize("seed", range(32))
 def test_generated_double_loops(seed, tmp_path):
     """Generated double loops, against the oracle (python target, coarse and fine)."""
     import importlib.util

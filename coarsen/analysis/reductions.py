@@ -13,7 +13,11 @@ A range loop ``L`` outside every other loop qualifies when
 - exactly one active variable carries a value from one trip to the next, the *accumulator*
   ``s``, and every assignment to ``s`` in ``L`` is ``s = s + e`` or ``s = s - e`` (``e`` free
   of ``s``), with no other read of ``s`` in ``L``: the adjoint of ``s`` is then the same at
-  every trip, and the trips' contributions to the inputs' adjoints are linear in it;
+  every trip, and the trips' contributions to the inputs' adjoints are linear in it.  Or ``s``
+  heads an *accumulation chain* (``_chain``): SSA names the sum anew across an inner loop
+  that adds to it (``s_2 = s + a``; the inner loop adds to ``s_2``; ``s = s_2 - b``), every
+  assignment to a link is a link plus or minus a term free of the chain, and nothing else
+  reads a link; the links are trip locals whose adjoint is the accumulator's;
 - every other variable assigned in ``L`` (active or not) is assigned in each trip before it
   is read (a must-definition walk of the body), and is not read after ``L``, nor are the
   loop indices;
@@ -56,6 +60,7 @@ class ReductionLoop:
     scratch: tuple      # private scratch arrays
     owned: tuple = ()   # input arrays each trip reads only in its own row (see ``_owned``)
     nested: bool = False    # a loop in a reduction loop's body into the same accumulator
+    chain: tuple = ()       # the links of the accumulation chain (trip locals; see ``_chain``)
 
 
 def find_reduction_loops(fn, facts):
@@ -95,15 +100,18 @@ def _qualify_nested(fn, facts, single, outer, loop, order):
     if not isinstance(loop, For):
         return None
     inside = list(walk(loop.body))
-    if any(isinstance(x, Store) for x in inside) or not _accumulates(outer.accumulator, inside):
-        return None
     assigned = {x.target for x in inside if isinstance(x, Assign)}
-    if outer.accumulator not in assigned:
+    # the sum it adds to: the outer accumulator or a link of its chain (a trip local)
+    sums = [a for a in (outer.accumulator,) + outer.locals if a in assigned
+            and _accumulates(a, inside)]
+    if any(isinstance(x, Store) for x in inside) or len(sums) != 1 or \
+            not _linked(outer, sums[0]):
         return None
+    acc = sums[0]
     ids = {id(x) for x in inside}
     after = [x for x in order[next(k for k, x in enumerate(order) if x is loop) + 1:]
              if id(x) not in ids]
-    trip_locals = assigned - {outer.accumulator}
+    trip_locals = assigned - {acc}
     inner_vars = {x.var for x in inside if isinstance(x, For)}
     if (trip_locals | inner_vars | {loop.var}) & _names(after):
         return None
@@ -113,8 +121,14 @@ def _qualify_nested(fn, facts, single, outer, loop, order):
     reads = {v for v in _names(inside) if v in active and v not in assigned}
     if not reads <= set(outer.inputs):
         return None
-    return ReductionLoop(outer.accumulator, tuple(sorted(reads)),
+    return ReductionLoop(acc, tuple(sorted(reads)),
                          tuple(sorted(v for v in trip_locals if v in active)), (), (), True)
+
+
+def _linked(outer, name):
+    """Is ``name`` the outer loop's accumulator, or a link of its accumulation chain (so its
+    adjoint is the accumulator's, 1, throughout the outer trip)?"""
+    return name == outer.accumulator or name in outer.chain
 
 
 def _outermost(block, loop):
@@ -150,6 +164,15 @@ def _qualify(fn, facts, single, loop, inside, after):
             continue
         if _defined_first(single, loop.body, set(), assigned - {c}, stored, set()):
             found.append(c)
+    if not found:
+        # an accumulation chain: SSA names the sum anew across an inner loop that adds to
+        # it (s_2 = s + a; for ...: s_2 += ...; s = s_2 - b); its links are trip locals
+        for c in sorted(v for v in assigned if v in active):
+            chain = _chain(c, inside)
+            if chain is not None and len(chain) > 1 and \
+                    not isinstance(fn.types.get(c), Array) and \
+                    _defined_first(single, loop.body, set(), assigned - {c}, stored, set()):
+                found.append(c)
     if len(found) != 1:
         return None
     acc = found[0]
@@ -167,8 +190,9 @@ def _qualify(fn, facts, single, loop, inside, after):
                 and x.args[0].name in inputs and not all(_varies(it, varying) for it in x.index):
             return None
     owned = tuple(a for a in inputs if _owned(fn, loop, inside, a))
+    links = tuple(sorted((_chain(acc, inside) or {acc}) - {acc}))
     return ReductionLoop(acc, tuple(inputs), tuple(sorted(trip_locals)),
-                         tuple(sorted(stored_active)), owned)
+                         tuple(sorted(stored_active)), owned, chain=links)
 
 
 def _owned(fn, loop, inside, a):
@@ -217,6 +241,31 @@ def _accumulates(acc, inside):
         elif refs:
             return False
     return True
+
+
+def _chain(acc, inside):
+    """The accumulation chain of ``acc`` in a loop's statements: ``acc`` and the variables
+    assigned ``v = c + e`` or ``c - e`` from a member ``c`` (``e`` free of the chain), when
+    every assignment to a member has that form and no other statement reads a member (the
+    adjoint of each member is then that of ``acc``); else None."""
+    chain, grew = {acc}, True
+    while grew:
+        grew = False
+        for x in inside:
+            if isinstance(x, Assign) and x.target not in chain and x.op in ("add", "sub") \
+                    and x.args and isinstance(x.args[0], Var) and x.args[0].name in chain:
+                chain.add(x.target)
+                grew = True
+    for x in inside:
+        refs = [u for u in uses(x) if isinstance(u, Var) and u.name in chain]
+        if isinstance(x, Assign) and x.target in chain:
+            if x.op not in ("add", "sub") or x.index or len(refs) != 1 or \
+                    not (isinstance(x.args[0], Var) and x.args[0].name in chain) or \
+                    primitive(x.op).accumulates == 0:
+                return None
+        elif refs:
+            return None
+    return chain
 
 
 def _single_defs(stmts):
