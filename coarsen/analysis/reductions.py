@@ -35,9 +35,9 @@ across trips, and the reverse sweep scales the inputs' adjoints by the accumulat
 is preaccumulation at the level of a loop: the loop's gradient with respect to its inputs,
 for its one output.
 
-A range loop directly in such a loop's body (or in a nested one's) that accumulates into the same accumulator,
-reads only the outer loop's inputs (of the active variables) and its own trip locals, and
-stores nowhere, is *nested* (``ReductionLoop.nested``): a double sum ``s += f(x[i, j])``.  Its
+A range loop directly in such a loop's body (or in a nested one's) that accumulates into
+the same accumulator (or a link of its chain), reads only the outer loop's inputs (of the
+active variables) and its own trip locals, and stores nowhere, is *nested* (``ReductionLoop.nested``): a double sum ``s += f(x[i, j])``.  Its
 trips are reversed right after they run as well, adding into the outer loop's accumulators
 (the accumulator's adjoint is 1 throughout the outer trip): nothing is taped for it.
 """
