@@ -25,6 +25,7 @@ cannot differentiate, as for any user function.
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,7 +87,7 @@ def gradient_program(art, about, ranks=(1,)):
         body += _packing(grads, ranks, _names(entry))
     lines = [line for text in body for line in text.splitlines()]
     wrapper = make_wrapper("gradient", f"grad_{art.entry_name}", list(params), lines,
-                           {"math": __import__("math"), "np": np}, about)
+                           {"math": math, "np": np}, about)
     return GradientProgram(wrapper, params, tuple(art.wrt), len(grads) > 1)
 
 

@@ -149,17 +149,22 @@ class _SecondOrder:
         return function_error(self.src, problem, hint)
 
     def _program(self, args):
+        return self._cached(args, self._fast, self._programs, self._build)
+
+    def _cached(self, args, fast, table, build):
+        """What ``build(args, sig)`` gives for the arguments' signature, kept in ``table``
+        (by signature) and ``fast`` (by ``kind_of``, at most 64 kinds)."""
         kind = kind_of(args)
-        prog = self._fast.get(kind)
-        if prog is not None:
-            return prog
+        got = fast.get(kind)
+        if got is not None:
+            return got
         sig = Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)
-        prog = self._programs.get(sig.types)
-        if prog is None:
-            prog = self._programs[sig.types] = self._build(args, sig)
-        if len(self._fast) < 64:
-            self._fast[kind] = prog
-        return prog
+        got = table.get(sig.types)
+        if got is None:
+            got = table[sig.types] = build(args, sig)
+        if len(fast) < 64:
+            fast[kind] = got
+        return got
 
     def _build(self, args, sig):
         low = lower_for(self.fn, sig, self.wrt, module_arrays=self._global_arrays,
@@ -396,15 +401,7 @@ class Hessian(_SecondOrder):
 
     def _forward_over_reverse(self, args):
         """The ``ForwardOverReverse`` for ``args``, or a ``NotAProgram`` saying why not."""
-        kind = kind_of(args)
-        got = self._fr_fast.get(kind)
-        if got is None:
-            sig = Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)
-            got = self._fr.get(sig.types)
-            if got is None:
-                got = self._fr[sig.types] = self._build_forward_over_reverse(args, sig)
-            if len(self._fr_fast) < 64:
-                self._fr_fast[kind] = got
+        got = self._cached(args, self._fr_fast, self._fr, self._build_forward_over_reverse)
         if isinstance(got, NotAProgram) and self.method == "forward-over-reverse":
             raise self._error(f"coarsen.hessian(method='forward-over-reverse'): the gradient of "
                               f"{self.fn.__name__} is not a program forward mode reads: "

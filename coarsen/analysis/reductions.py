@@ -230,17 +230,8 @@ def _varies(item, varying):
 
 def _accumulates(acc, inside):
     """Is every assignment to ``acc`` in the loop ``acc = acc + e`` or ``acc - e`` (``e``
-    free of ``acc``), and every other statement free of it?"""
-    for x in inside:
-        refs = [u for u in uses(x) if isinstance(u, Var) and u.name == acc]
-        if isinstance(x, Assign) and x.target == acc:
-            if x.op not in ("add", "sub") or x.index or len(refs) != 1 or \
-                    not (isinstance(x.args[0], Var) and x.args[0].name == acc) or \
-                    primitive(x.op).accumulates == 0:
-                return False
-        elif refs:
-            return False
-    return True
+    free of ``acc``), and every other statement free of it?  (A chain of ``acc`` alone.)"""
+    return _chain(acc, inside) == {acc}
 
 
 def _chain(acc, inside):

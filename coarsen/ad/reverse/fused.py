@@ -109,10 +109,7 @@ class FusedMixin(ParallelMixin):
         scratch_bars = [a for a in red.scratch if self.bar(a) in read]
         for a in scratch_bars:
             before.append(B.assign(self.bar(a), self.zeros_like(a)))
-        trip_inits = [B.assign(seed, 1.0)]
-        for v in red.locals:
-            if self.bar(v) in read and v not in self.f.set_temps:
-                trip_inits.append(B.assign(self.bar(v), self.zeros_like(v)))
+        trip_inits = self.trip_inits(red, read)
         _Rename(rename).visit_all(bf + br)
         body = reserve + bf + trip_inits + br
         if (s.parallel or self.parallel_all) and not self.workspace:
@@ -146,10 +143,7 @@ class FusedMixin(ParallelMixin):
         if red.accumulator in names_read(br, gast.Store):
             return None
         read = names_read(br) | names_read(br, gast.Store)
-        trip_inits = [B.assign(self.bar(red.accumulator), 1.0)]
-        for v in red.locals:
-            if self.bar(v) in read and v not in self.f.set_temps:
-                trip_inits.append(B.assign(self.bar(v), self.zeros_like(v)))
+        trip_inits = self.trip_inits(red, read)
         self.fused.add(id(s))
         if s.parallel:
             self.note_loop(s, "serially: inside another loop")
@@ -157,6 +151,15 @@ class FusedMixin(ParallelMixin):
         loop[0].coarsen_comment = (f"nested in a reduction loop into {red.accumulator}: each "
                                    "trip is reversed right after it runs")
         return self.hoisted_checks(s) + loop + self.rest_holders(), []
+
+    def trip_inits(self, red, read):
+        """The start of a trip's reverse: the accumulator's adjoint 1, the adjoints of the
+        trip's locals that ``read`` names zeroed."""
+        out = [B.assign(self.bar(red.accumulator), 1.0)]
+        for v in red.locals:
+            if self.bar(v) in read and v not in self.f.set_temps:
+                out.append(B.assign(self.bar(v), self.zeros_like(v)))
+        return out
 
     def zeros_like(self, name):
         if isinstance(self.types.get(name), Array):
