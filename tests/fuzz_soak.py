@@ -7,13 +7,16 @@ Usage (from the repository root)::
     python tests/fuzz_soak.py --one 1000123 --show           # print and check one program
     python tests/fuzz_soak.py --one 1000123 --size 9         # the same seed at another size
     python tests/fuzz_soak.py --count 50 --names plain       # plain names (default: drawn)
+    python tests/fuzz_soak.py --count 300 --family reductions # loss-shaped reduction loops
 
 Programs have adversarial variable names (3 in 4 by default; ``--names adversarial|plain``
 forces them on or off), reuse loop variables across loops and pass arrays to a helper that
 updates them in place (see ``tests/progen.py``).  Each failure with adversarial names is
 checked again with plain names (``generate(seed, adversarial=False)``, the same program):
 the report marks failures that happen only with adversarial names (a naming bug) as
-``names-only``.
+``names-only``.  ``--family reductions`` draws from the second family
+(``tests/progen_reductions.py``: reduction loops, nested, with scratch arrays and chains) with
+the same seeds, checks and report.
 
 Every program is written to ``/tmp/fuzz/prog_<hash>.py`` (``$COARSEN_FUZZ_DIR``) and checked by
 ``tests.progen.check_program``: coarse and fine gradients on the ``python`` target (and on
@@ -41,6 +44,9 @@ os.environ.setdefault("COARSEN_CACHE_DIR", os.path.join(os.environ.get("COARSEN_
 
 from tests.progen import (FUZZ_DIR, FuzzFailure, check_program, discard_kind,  # noqa: E402
                           failure_signature, generate, minimize)
+from tests.progen_reductions import generate_reductions  # noqa: E402
+
+FAMILIES = {"mixed": generate, "reductions": generate_reductions}
 
 
 def main(argv=None):
@@ -55,7 +61,10 @@ def main(argv=None):
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--names", choices=("drawn", "adversarial", "plain"), default="drawn",
                     help="variable names: drawn from the seed (3 in 4 adversarial), or forced")
+    ap.add_argument("--family", choices=tuple(FAMILIES), default="mixed",
+                    help="the generator: mixed scalar control flow (default), or reduction loops")
     opts = ap.parse_args(argv)
+    generate = FAMILIES[opts.family]
 
     seeds = [opts.one] if opts.one is not None else [opts.seed * 1_000_000 + k for k in range(opts.count)]
     outdir = os.path.join(FUZZ_DIR, "failures")
@@ -124,7 +133,7 @@ def main(argv=None):
             print(f"{k + 1}/{len(seeds)} programs, {time.time() - t0:.0f} s, {dict(counts)}", flush=True)
     dt = time.time() - t0
     n = max(len(seeds), 1)
-    print(f"\n{len(seeds)} programs (base seed {opts.seed}, names {opts.names}) in {dt:.0f} s: "
+    print(f"\n{len(seeds)} programs (family {opts.family}, base seed {opts.seed}, names {opts.names}) in {dt:.0f} s: "
           f"{dict(counts)}")
     print(f"checked against the oracle: {counts['ok_with_oracle']} ({counts['ok_with_oracle'] / n:.0%}); "
           f"coarse vs fine only (oracle refused): {counts['ok_oracle_refused']}; "

@@ -374,18 +374,19 @@ MAX_REPLACEMENTS = 4
 
 
 def check_seed_with_oracle(seed, size=None, *, targets=("python",), modes=(True, False),
-                           max_replacements=MAX_REPLACEMENTS, log=None):
+                           max_replacements=MAX_REPLACEMENTS, log=None, make=generate):
     """Check the program of ``seed`` against the oracle; when it is discarded (value too large,
     the oracle refuses the point, ill-conditioned) check ``seed + k * REPLACEMENT_STRIDE`` for
     k = 1, 2, ... instead, at most ``max_replacements`` times.  Deterministic.
 
     Returns ``(program, outcome, discards)`` with ``outcome.oracle`` true, and ``discards`` the
     list of ``(seed, reason)`` tried before it; raises ``AssertionError`` (listing them) when
-    every try was discarded, and :class:`FuzzFailure` when a program fails."""
+    every try was discarded, and :class:`FuzzFailure` when a program fails.  ``make``: the
+    generator (``generate``, or ``progen_reductions.generate_reductions``)."""
     discards = []
     for k in range(max_replacements + 1):
         s = seed + k * REPLACEMENT_STRIDE
-        prog = generate(s, size)
+        prog = make(s, size)
         out = check_program(prog, targets=targets, modes=modes, require_oracle=True)
         if log is not None:
             log(prog, out)

@@ -75,7 +75,7 @@ _CONSTS = ["0.5", "1.3", "-0.7", "0.25", "2.0", "-1.1", "0.9", "0.1", "1.5", "-0
 _FACTORS = ["0.9", "0.75", "1.05", "0.6", "1.1", "0.95"]
 
 
-class _Gen:
+class Gen:
     """Recursive generator.  Scope rules keep every program valid Python: a float variable
     is read only where it is defined on every path (function-level locals are defined at the
     top; temporaries live in the block that defines them), loop indices are read only inside
@@ -672,7 +672,7 @@ def generate(seed: int, size: int | None = None, adversarial: bool | None = None
     upd = None
     if r.random() < 0.35:
         upd = (r.choice(UPD_NAMES), local_array and r.random() < 0.6, r.random() < 0.5)
-    g = _Gen(r, size, helper, upd)
+    g = Gen(r, size, helper, upd)
     g.lines += ["import math", "", "import numpy as np", "", ""]
     if helper:
         g.features.add("helper")
