@@ -205,6 +205,17 @@ KEEP_TAPES_ABOVE = 2048
 KEEP_SCRATCH_ABOVE = 2 ** 17
 
 
+def _scratch_limit(art, counts):
+    """``KEEP_SCRATCH_ABOVE`` where ``art``'s tape counts end with the float tape's capacity
+    (the reverse sweep's arrays lie on it: ``coarsen.ad.reverse.driver``), else infinity: a
+    call whose float tape grew past it, the first of its kind or any later one, switches the
+    kind to kept tapes."""
+    if art.scratch and art.options.max_tape_bytes is None and counts is not None \
+            and len(counts) == 3 and "f" in art.tapes:
+        return KEEP_SCRATCH_ABOVE
+    return math.inf
+
+
 class _Tapes(threading.local):
     """The tapes kept for the taped entries (``Artifact.taped_entry``), per thread: one
     float64 and one int64 buffer, shared by a ``Gradient``'s artifacts (their contents do not
@@ -327,10 +338,11 @@ class Gradient:
     # The fast path.  A kind of arguments (their types; arrays' dtypes and ranks too) seen
     # before maps, in ``_fast`` (``_fast_arrays`` for kinds with arrays, which ``_fast`` sends
     # to ``_by_arrays``), to what the call needs once its artifact is known: the direct hit
-    # ``(artifact, entry, gradient-only entry, module arrays, single, limit)`` where the
-    # arguments and results
-    # need no conversion, the function writes no array and the tapes are fresh per call (a
-    # tape of more than ``limit`` entries switches the kind to the kept tapes), else a runner
+    # ``(artifact, entry, gradient-only entry, module arrays, single, limit, scratch_limit)``
+    # where the arguments and results need no conversion, the function writes no array and
+    # the tapes are fresh per call (a tape of more than ``limit`` entries, or a float tape
+    # whose capacity, the counts' last entry where the reverse sweep's arrays lie on it, is
+    # over ``scratch_limit``, switches the kind to the kept tapes), else a runner
     # (``_runner``).  ``__call__`` inlines ``_run`` for speed.
     def _run(self, args):
         """``(value, gradient)`` of one call on bound arguments."""
@@ -340,12 +352,12 @@ class Gradient:
         return (hit or self._first_run)(args)
 
     def _direct(self, hit, args, value=True):
-        art, entry, grad_entry, arrays, single, limit = hit
+        art, entry, grad_entry, arrays, single, limit, scratch_limit = hit
         if not value:
             entry = grad_entry
         r = entry(*args, *arrays) if arrays else entry(*args)
         self._last, self._tape = art, r[2]
-        if r[2][0] + r[2][1] > limit:
+        if r[2][0] + r[2][1] > limit or r[2][-1] > scratch_limit:
             self._keep_tapes(args, art)
         return r[0], (r[1][0] if single else r[1])
 
@@ -423,7 +435,8 @@ class Gradient:
                 setattr(self._tapes, kind, t)
         if raw and not art.written and not keep and art.options.max_tape_bytes is None:
             limit = KEEP_TAPES_ABOVE if art.taped_entry is not None else math.inf
-            hit = (art, art.entry, art.grad_entry, self._global_arrays, self._single, limit)
+            hit = (art, art.entry, art.grad_entry, self._global_arrays, self._single, limit,
+                   _scratch_limit(art, tape))
             if art.grad_entry is not art.entry or art.taped_entry is not None:
                 hit = self._tiering(self._keys(args), hit)
             self._remember(args, hit)
@@ -443,6 +456,7 @@ class Gradient:
         runner to that."""
         gradient = self
         arrays, single, written = self._global_arrays, self._single, art.written
+        scratch_limit = _scratch_limit(art, self._tape)
         entries = {True: (art.entry, art.taped_entry), False: (art.grad_entry, art.grad_taped_entry)}
         taped = art.taped_entry
         kinds = art.tapes if keep else ""
@@ -471,7 +485,8 @@ class Gradient:
             except MemoryError as exc:
                 raise _budget_error(exc, art) from None
             if not kinds:
-                if taped is not None and r[2][0] + r[2][1] > KEEP_TAPES_ABOVE:
+                if taped is not None and (r[2][0] + r[2][1] > KEEP_TAPES_ABOVE
+                                          or r[2][-1] > scratch_limit):
                     kinds = art.tapes       # big tapes from now on: keep them
             gradient._tape = r[2]
             if raw:
@@ -555,10 +570,10 @@ class Gradient:
         hit = self._lookup(args)
         if type(hit) is not tuple:
             return (hit or self._first_run)(args, False)[1]
-        art, _, entry, arrays, single, limit = hit
+        art, _, entry, arrays, single, limit, scratch_limit = hit
         r = entry(*args, *arrays) if arrays else entry(*args)
         self._last, self._tape = art, r[2]
-        if r[2][0] + r[2][1] > limit:
+        if r[2][0] + r[2][1] > limit or r[2][-1] > scratch_limit:
             self._keep_tapes(args, art)
         return r[1][0] if single else r[1]
 

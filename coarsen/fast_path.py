@@ -56,12 +56,12 @@ def arity_class(cls, n):
             f"    hit = self._fast.get({key})\n"
             f"    if type(hit) is not tuple:\n"
             f"        return (hit or self._first_run)({args}, False)[1]\n"
-            f"    art, _, entry, arrays, single, limit = hit\n"
+            f"    art, _, entry, arrays, single, limit, scratch_limit = hit\n"
             f"    r = entry({star}) if arrays else entry({plain})\n"
             f"    t = r[2]\n"
             f"    self._last = art\n"
             f"    self._tape = t\n"
-            f"    if t[0] + t[1] > limit:\n"
+            f"    if t[0] + t[1] > limit or t[-1] > scratch_limit:\n"
             f"        self._keep_tapes({args}, art)\n"
             f"    return r[1][0] if single else r[1]\n")
     scope = {"base": cls, "_UNSET": _UNSET}

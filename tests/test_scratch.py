@@ -152,6 +152,32 @@ def test_a_first_call_with_large_scratch_arrays_keeps_its_tapes():
     assert np.array_equal(first[0], again[0]) and first[1] == again[1]
 
 
+@pytest.mark.parametrize("warm", [1, 70])
+def test_a_later_call_with_large_scratch_arrays_keeps_its_tapes(warm):
+    """A kind first called small, then large (more time steps): the large calls keep their
+    tapes too (before, only a first call that large did, and every later call allocated,
+    page-faulted and freed its reverse sweep's arrays: 5x slower at nt = 2000).  ``warm``
+    = 70 small calls first: past ``GRAD_ONLY_AFTER``, where ``g(...)`` runs the gradient-only
+    entry.  Results are bit for bit those of a gradient called large from the start."""
+    from coarsen.tiers import GRAD_ONLY_AFTER
+    assert 70 > GRAD_ONLY_AFTER
+    rng = np.random.default_rng(3)
+    small = (rng.standard_normal(8), 0.2, 4)
+    large = (rng.standard_normal(300), 0.2, 500)       # u_bar: 501 x 300 > 2**17 floats
+    g = coarsen.differentiate(heat, wrt=("u0", "kappa"))
+    for _ in range(warm):
+        g(*small)
+    assert g.kept_tape_bytes < 8 * coarsen.api.KEEP_SCRATCH_ABOVE
+    got = [g(*large), g(*large), g.value_and_grad(*large)]
+    assert g.kept_tape_bytes >= 8 * 501 * 300
+    ref = coarsen.differentiate(heat, wrt=("u0", "kappa")).value_and_grad(*large)
+    for gu, gk in (got[0], got[1], got[2][1]):
+        assert np.array_equal(gu, ref[1][0]) and gk == ref[1][1]
+    assert got[2][0] == ref[0]
+    small_again = g(*small)
+    assert np.array_equal(small_again[0], coarsen.differentiate(heat, wrt=("u0", "kappa"))(*small)[0])
+
+
 def test_a_read_of_fewer_axes_than_the_rank_is_a_view_and_is_left_alone():
     src = SWEEP.replace("    return out_bar", "    row = w_bar[0]\n    return out_bar", 1)
     _, _, text, used = _rewrite(src, {"u_bar", "w_bar", "out_bar"})

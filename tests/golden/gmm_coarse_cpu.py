@@ -600,7 +600,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             icf_bar[_h2, _h3] += _t87_bar
     # slse = 0.0
     slse_bar = 0.0
-    return (_value, (alphas_bar, means_bar, icf_bar), (_tape_floats, _tape_ints), _ftape, _itape)
+    return (_value, (alphas_bar, means_bar, icf_bar), (_tape_floats, _tape_ints, _ftape.shape[0]), _ftape, _itape)
 
 
 # one call on fresh tapes: value_and_grad_objective_taped takes the tapes

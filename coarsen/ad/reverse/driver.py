@@ -4,7 +4,8 @@ Requires: a typed ``ir.Function``, the names of the differentiated parameters, a
 analysis ``Facts`` (``coarsen.analysis.activity``).
 Guarantees: a ``gast.Module`` with the runtime helpers it needs and the entry
 ``<entry_name>(*params)`` returning ``(value, (adjoint of each wrt parameter,), (tape floats,
-tape ints))``.  Where the code tapes (and not in workspace mode), the gradient itself is
+tape ints))``; where the reverse sweep's arrays lie on the float tape (``scratch``; no budget,
+no tape lines) the counts end with the float tape's capacity: ``(floats, ints, capacity)``.  Where the code tapes (and not in workspace mode), the gradient itself is
 ``<entry_name>_taped(*params, *tapes)`` (``taped_name``): ``tapes`` are ``_ftape`` (float64)
 and/or ``_itape`` (int64), those it uses in that order, of any size (reserved at entry, their
 contents never read before written), and it returns the entry's triple followed by the tapes,
@@ -426,6 +427,11 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
             params = list(fn.params) + tapes
             ret = body[-1]
             body[-1] = B.return_(B.tuple_(*ret.value.elts[:3], *(B.name(t) for t in tapes)))
+        if used and max_tape_bytes is None and em.tape_lines is None:
+            # the float tape's capacity, last in the counts: the arrays on it do not show in
+            # ``_tape_floats``, and a caller that sees it grow keeps the tapes (``coarsen.api``)
+            counts_node = body[-1].value.elts[2]
+            counts_node.elts.append(gast.parse(f"{FT}.shape[0]").body[0].value)
     body = invariant_reads(body, made, (FT, IT))
     if scaled_adds:
         body, used = scaled_add_calls(body)
