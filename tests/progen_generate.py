@@ -681,11 +681,18 @@ def generate(seed: int, size: int | None = None, adversarial: bool | None = None
         g.features.add("upd_helper")
         g.upd_fn()
     g.main_fn(local_array)
+    return finish_program(g, r, rn, seed, size, adversarial, "", 5)
+
+
+def finish_program(g, r, rn, seed, size, adversarial, family, max_len):
+    """The ``Program`` of a generator ``g`` done writing: its lines joined, renamed with
+    ``rn`` when ``adversarial``, headed by the seed, and arguments drawn from ``r`` (an array
+    of 1 to ``max_len`` values).  Shared by both families (``tests/progen_reductions.py``)."""
     src = "\n".join(g.lines) + "\n"
     if adversarial:
         src = rename_adversarially(src, rn, g.features)
-    src = f"# coarsen fuzz program: seed={seed} size={size}\n" + src
-    L = r.randint(1, 5)
+    src = f"# coarsen fuzz program{family}: seed={seed} size={size}\n" + src
+    L = r.randint(1, max_len)
     a = np.array([round(r.uniform(-1.2, 1.2), 3) for _ in range(L)])
     x = round(r.uniform(-1.5, 1.5), 3)
     y = round(r.uniform(-1.5, 1.5), 3)

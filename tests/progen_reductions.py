@@ -36,9 +36,8 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 
-from tests.progen_generate import Gen, Program, rename_adversarially
+from tests.progen_generate import Gen, Program, finish_program
 
 __all__ = ["generate_reductions"]
 
@@ -232,13 +231,4 @@ def generate_reductions(seed: int, size: int | None = None,
         g.features.add("helper")
         g.helper_fn()
     g.main_fn()
-    src = "\n".join(g.lines) + "\n"
-    if adversarial:
-        src = rename_adversarially(src, rn, g.features)
-    src = f"# coarsen fuzz program (reductions): seed={seed} size={size}\n" + src
-    L = r.randint(1, 6)
-    a = np.array([round(r.uniform(-1.2, 1.2), 3) for _ in range(L)])
-    x = round(r.uniform(-1.5, 1.5), 3)
-    y = round(r.uniform(-1.5, 1.5), 3)
-    n = r.randint(0, 4)
-    return Program(seed, size, src, x, y, a, n, g.features)
+    return finish_program(g, r, rn, seed, size, adversarial, " (reductions)", 6)
