@@ -43,7 +43,6 @@ value, ``g.options`` the ``Options``.
 from __future__ import annotations
 
 import inspect
-import math
 import threading
 import time
 from dataclasses import replace
@@ -207,13 +206,18 @@ KEEP_SCRATCH_ABOVE = 2 ** 17
 
 def _scratch_limit(art, counts):
     """``KEEP_SCRATCH_ABOVE`` where ``art``'s tape counts end with the float tape's capacity
-    (the reverse sweep's arrays lie on it: ``coarsen.ad.reverse.driver``), else infinity: a
+    (the reverse sweep's arrays lie on it: ``coarsen.ad.reverse.driver``), else ``NEVER``: a
     call whose float tape grew past it, the first of its kind or any later one, switches the
-    kind to kept tapes."""
+    kind to kept tapes.  An int either way: the fast path compares it with an int count on
+    every call, and an int against a float costs that call 30 to 60 ns more."""
     if art.scratch and art.options.max_tape_bytes is None and counts is not None \
             and len(counts) == 3 and "f" in art.tapes:
         return KEEP_SCRATCH_ABOVE
-    return math.inf
+    return NEVER
+
+
+#: a count no tape reaches (the scratch limit of entries whose counts end with no capacity)
+NEVER = 1 << 62
 
 
 class _Tapes(threading.local):
@@ -434,7 +438,7 @@ class Gradient:
             for kind, t in zip(art.tapes, r[3:]):
                 setattr(self._tapes, kind, t)
         if raw and not art.written and not keep and art.options.max_tape_bytes is None:
-            limit = KEEP_TAPES_ABOVE if art.taped_entry is not None else math.inf
+            limit = KEEP_TAPES_ABOVE if art.taped_entry is not None else NEVER
             hit = (art, art.entry, art.grad_entry, self._global_arrays, self._single, limit,
                    _scratch_limit(art, tape))
             if art.grad_entry is not art.entry or art.taped_entry is not None:

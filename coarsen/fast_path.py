@@ -80,6 +80,24 @@ _UNSET = object()
 
 def array_key(args):
     """What picks an artifact for arguments with arrays: each one's type, and an array's
-    dtype (byte order included) and rank."""
-    return tuple((type(a), a.dtype.str, a.ndim) if isinstance(a, np.ndarray) else type(a)
-                 for a in args)
+    dtype (a ``np.dtype``: byte order included) and rank.  Written out per number of
+    arguments (0.28 us for five, against 1.2 us for a generator over them reading
+    ``dtype.str``: every call with arrays computes it)."""
+    key = _ARRAY_KEYS.get(len(args))
+    if key is None:
+        key = _ARRAY_KEYS[len(args)] = _array_key_of(len(args))
+    return key(args)
+
+
+def _array_key_of(n):
+    names = [f"a{k}" for k in range(n)]
+    unpack = f"    {', '.join(names)}, = args\n" if n else ""
+    items = "".join(f"(type({a}), {a}.dtype, {a}.ndim) if isinstance({a}, nd) else type({a}), "
+                    for a in names)
+    scope = {"nd": np.ndarray}
+    exec(compile(f"def array_key(args):\n{unpack}    return ({items})\n",
+                 "<coarsen argument kinds>", "exec"), scope)
+    return scope["array_key"]
+
+
+_ARRAY_KEYS = {}

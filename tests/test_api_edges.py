@@ -147,3 +147,34 @@ def test_coarsen_error_pickles_with_its_parts():
     assert (back.problem, back.filename, back.lineno, back.col_offset, back.hint) == \
         ("x is bad", "m.py", 3, 4, "do y")
     assert str(back).count("CoarsenError:") == 1
+
+
+def _float_in_place(w, b, X):
+    s = 0.0
+    for i in range(X.shape[0]):
+        z = b                       # a float parameter, then updated in place
+        for j in range(X.shape[1]):
+            z += X[i, j] * w[j]
+        s += z * z
+    return s
+
+
+def test_a_float_parameter_updated_in_place_is_not_a_written_array():
+    """``z = b; z += ...`` writes no array: the kind keeps the direct hit (before, ``b`` counted
+    as written, and every call went through the aliasing check and the conversions: 5 us a
+    call on logistic regression).  Arrays of another byte order are their own kind, converted,
+    with the same gradient."""
+    X = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]])
+    w, b = np.array([0.3, -0.2, 0.1]), 0.7
+    g = coarsen.differentiate(_float_in_place, wrt=("w", "b"))
+    got = [g(w, b, X) for _ in range(3)]
+    assert g.last_specialization.written == frozenset()
+    hits = list(g._fast_arrays.values())
+    assert len(hits) == 1 and type(hits[0]) is tuple
+    z = b + X @ w
+    np.testing.assert_allclose(got[-1][0], 2 * X.T @ z, rtol=1e-14)
+    assert got[-1][1] == pytest.approx(2 * z.sum(), rel=1e-14)
+    swapped = g(w, b, X.astype(">f8"))
+    assert len(g._fast_arrays) == 2
+    np.testing.assert_array_equal(swapped[0], got[-1][0])
+    assert swapped[1] == got[-1][1]
