@@ -51,7 +51,7 @@ import numpy as np
 
 from .analysis.plans import PLANS
 from .errors import CoarsenError
-from .ir.nodes import Array, Assign, Scalar, Store, walk
+from .ir.nodes import Array, Assign, Const, Scalar, Store, Var, walk
 from .ir.typeinfer import VIEW_OPS
 
 TARGETS = ("cpu", "python")
@@ -230,10 +230,14 @@ def resolve_wrt(spec, params, types, fname):
     return tuple(out)
 
 
-def written_positions(fn_ir):
+def written_positions(fn_ir, types=None):
     """Positions in ``fn_ir.params`` (the user's parameters, then module-level arrays) of the
     arrays the function may write: targets of ``Store`` and of in-place updates, and arrays
-    that a written variable may view (``b = a``, slices, ``.T``, reshapes), conservatively."""
+    that a written variable may view (``b = a``, slices, ``.T``, reshapes), conservatively.
+    ``types`` (the parameters' IR types, in order) tells element reads from views: ``v =
+    a[i, j]`` with one int per axis of a parameter ``a`` is a number, and ``v += ...`` after
+    it writes nothing of ``a`` (an RNN's ``a = bh[i]; a += ...``)."""
+    ndims = {p: t.ndim for p, t in zip(fn_ir.params, types or ()) if isinstance(t, Array)}
     written = set()
     views = []
     for s in walk(fn_ir.body):
@@ -245,7 +249,12 @@ def written_positions(fn_ir):
                 if s.args and hasattr(s.args[0], "name"):
                     written.add(s.args[0].name)
             if s.op in VIEW_OPS and s.args and hasattr(s.args[0], "name"):
-                views.append((s.target, s.args[0].name))
+                base = s.args[0].name
+                if s.op == "getitem" and len(s.args) == 1 and base in ndims \
+                        and len(s.index) == ndims[base] \
+                        and all(isinstance(it, (Var, Const)) for it in s.index):
+                    continue                # an element: a number, not a view
+                views.append((s.target, base))
     changed = True
     while changed:
         changed = False

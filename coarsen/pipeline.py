@@ -105,7 +105,7 @@ def lower_for(fn, signature, wrt, *, module_arrays=None, transform="coarsen.diff
     # only arrays can be written (a float parameter updated in place, ``z = b; z += ...``,
     # names a new float): a float among them sent every call through the slow path, which
     # checks arrays for aliasing and converts the arguments (5 us a call for logreg)
-    written = frozenset(i for i in written_positions(fn_ir) if isinstance(types[i], Array))
+    written = frozenset(i for i in written_positions(fn_ir, types) if isinstance(types[i], Array))
     return Lowered(fn, src, params, wrt, fn_ir, arrays, tuple(text for _, text in array_types),
                    types, written)
 

@@ -178,3 +178,31 @@ def test_a_float_parameter_updated_in_place_is_not_a_written_array():
     assert len(g._fast_arrays) == 2
     np.testing.assert_array_equal(swapped[0], got[-1][0])
     assert swapped[1] == got[-1][1]
+
+
+def _element_in_place(bh, X):
+    s = 0.0
+    for i in range(bh.shape[0]):
+        a = bh[i]                   # an element of an array parameter: a number
+        for j in range(X.shape[1]):
+            a += X[i, j]
+        s += a * a
+    return s
+
+
+def test_an_element_updated_in_place_is_not_a_view():
+    """``a = bh[i]; a += ...`` (an RNN's pre-activation) writes nothing of ``bh``: the kind
+    keeps the direct hit; a row of a matrix (fewer ints than axes) is still a view."""
+    from coarsen.artifact import written_positions
+    from coarsen.frontend.lower import lower
+    from coarsen.ir.nodes import Array
+    bh, X = np.array([0.5, -0.25]), np.array([[1.0, 2.0], [0.5, -1.5]])
+    g = coarsen.differentiate(_element_in_place, wrt="bh")
+    got = [g(bh, X) for _ in range(3)]
+    assert g.last_specialization.written == frozenset()
+    assert all(type(h) is tuple for h in g._fast_arrays.values())
+    np.testing.assert_allclose(got[-1], 2 * (bh + X.sum(axis=1)), rtol=1e-14)
+    fn_ir, _ = lower(_element_in_place)
+    # bh typed as a matrix: bh[i] is a row, a view, and a += ... may write it
+    assert written_positions(fn_ir, (Array("f64", 2), Array("f64", 2))) == frozenset({0})
+    assert written_positions(fn_ir, (Array("f64", 1), Array("f64", 2))) == frozenset()
