@@ -529,15 +529,21 @@ class Gen:
             else:
                 self.emit(indent, f"{w} = 0.5 * {w} + 0.25 * np.sum({arr})")
 
-    def main_fn(self, local_array):
-        nloc = self.r.randint(1, 3)
-        locs = [f"s{k}" for k in range(nloc)]
+    def begin_f(self, locs):
+        """``def f(x, y, a, n):``, ``m`` and the float locals ``locs``, each set from ``x``,
+        ``y`` and ``a``; returns the context they were drawn in (both families)."""
         self.emit(0, "def f(x, y, a, n):")
         self.emit(1, "m = a.shape[0]")
         ctx0 = dict(floats=["x", "y"], ints=[], arrays=["a"], depth=0, loop=False, in_f=True,
                     active=[])
         for s in locs:
             self.emit(1, f"{s} = {self.expr(ctx0, 1)}")
+        return ctx0
+
+    def main_fn(self, local_array):
+        nloc = self.r.randint(1, 3)
+        locs = [f"s{k}" for k in range(nloc)]
+        self.begin_f(locs)
         arrays = ["a"]
         if local_array:
             self.features.add("local_array")

@@ -192,12 +192,7 @@ class ReductionGen(Gen):
 
     def main_fn(self):
         accs = [f"s{k}" for k in range(self.choice([1, 1, 1, 1, 2, 3]))]
-        self.emit(0, "def f(x, y, a, n):")
-        self.emit(1, "m = a.shape[0]")
-        ctx0 = dict(floats=["x", "y"], ints=[], arrays=["a"], depth=0, loop=False, in_f=True,
-                    active=[])
-        for s in accs:
-            self.emit(1, f"{s} = {self.expr(ctx0, 1)}")
+        ctx0 = self.begin_f(accs)
         out = "b" if self.p(0.5) else None
         scratch = "c" if self.p(0.4) else None
         for arr in (out, scratch):
