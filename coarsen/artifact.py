@@ -236,7 +236,8 @@ def written_positions(fn_ir, types=None):
     that a written variable may view (``b = a``, slices, ``.T``, reshapes), conservatively.
     ``types`` (the parameters' IR types, in order) tells element reads from views: ``v =
     a[i, j]`` with one int per axis of a parameter ``a`` is a number, and ``v += ...`` after
-    it writes nothing of ``a`` (an RNN's ``a = bh[i]; a += ...``)."""
+    it writes nothing of ``a`` (an RNN's ``a = bh[i]; a += ...``), and a parameter typed as a
+    number is never written (``z = b; z += ...`` names a new float)."""
     ndims = {p: t.ndim for p, t in zip(fn_ir.params, types or ()) if isinstance(t, Array)}
     written = set()
     views = []
@@ -262,7 +263,8 @@ def written_positions(fn_ir, types=None):
             if target in written and base not in written:
                 written.add(base)
                 changed = True
-    return frozenset(i for i, p in enumerate(fn_ir.params) if p in written)
+    return frozenset(i for i, p in enumerate(fn_ir.params) if p in written
+                     and (types is None or i >= len(types) or isinstance(types[i], Array)))
 
 
 @dataclass(frozen=True)

@@ -102,12 +102,10 @@ def lower_for(fn, signature, wrt, *, module_arrays=None, transform="coarsen.diff
         raise CoarsenError(f"the signature {signature} does not match {fn.__name__}'s {n} parameters "
                            f"and {len(arrays)} module-level arrays",
                            hint="build it with Signature.of(params, args, module_arrays)")
-    # only arrays can be written (a float parameter updated in place, ``z = b; z += ...``,
-    # names a new float): a float among them sent every call through the slow path, which
-    # checks arrays for aliasing and converts the arguments (5 us a call for logreg)
-    written = frozenset(i for i in written_positions(fn_ir, types) if isinstance(types[i], Array))
+    # with the types: only arrays are written (a float among them sent every call through
+    # the slow path, which checks arrays for aliasing and converts the arguments)
     return Lowered(fn, src, params, wrt, fn_ir, arrays, tuple(text for _, text in array_types),
-                   types, written)
+                   types, written_positions(fn_ir, types))
 
 
 def typed_ir(fn_ir, types, src, options, *, transform="coarsen", float_arrays=False):

@@ -667,12 +667,7 @@ def generate(seed: int, size: int | None = None, adversarial: bool | None = None
     drawn from the seed, 3 programs in 4).  The renaming draws from its own generator, so
     ``generate(seed, size, adversarial=False)`` is the same program with plain names (and the
     same arguments): a seed that fails only with adversarial names is a naming bug."""
-    r = random.Random(seed)
-    rn = random.Random(f"names-{seed}-{size}")
-    if adversarial is None:
-        adversarial = rn.random() < 0.75
-    if size is None:
-        size = r.randint(2, 22)
+    r, rn, adversarial, size = random_streams(seed, f"names-{seed}-{size}", adversarial, size, 22)
     helper = r.random() < 0.45
     local_array = r.random() < 0.5
     upd = None
@@ -688,6 +683,18 @@ def generate(seed: int, size: int | None = None, adversarial: bool | None = None
         g.upd_fn()
     g.main_fn(local_array)
     return finish_program(g, r, rn, seed, size, adversarial, "", 5)
+
+
+def random_streams(key, names_key, adversarial, size, max_size):
+    """A family's two random streams (the program's, ``key``; the renaming's, ``names_key``),
+    ``adversarial`` drawn from the second where None (3 in 4), ``size`` from the first where
+    None (2 to ``max_size``), in that order (both families)."""
+    r, rn = random.Random(key), random.Random(names_key)
+    if adversarial is None:
+        adversarial = rn.random() < 0.75
+    if size is None:
+        size = r.randint(2, max_size)
+    return r, rn, adversarial, size
 
 
 def finish_program(g, r, rn, seed, size, adversarial, family, max_len):

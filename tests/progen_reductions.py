@@ -34,10 +34,9 @@ still discards what overflows.  ``features`` names what each program contains.
 """
 from __future__ import annotations
 
-import random
 
 
-from tests.progen_generate import Gen, Program, finish_program
+from tests.progen_generate import Gen, Program, finish_program, random_streams
 
 __all__ = ["generate_reductions"]
 
@@ -212,12 +211,8 @@ def generate_reductions(seed: int, size: int | None = None,
                         adversarial: bool | None = None) -> Program:
     """The reduction-family program for ``(seed, size)``; ``size`` (statements per trip,
     default drawn in 2..6).  ``adversarial`` as for ``progen_generate.generate``."""
-    r = random.Random(f"red-{seed}")
-    rn = random.Random(f"red-names-{seed}-{size}")
-    if adversarial is None:
-        adversarial = rn.random() < 0.75
-    if size is None:
-        size = r.randint(2, 6)
+    r, rn, adversarial, size = random_streams(f"red-{seed}", f"red-names-{seed}-{size}",
+                                              adversarial, size, 6)
     helper = r.random() < 0.25
     g = ReductionGen(r, size, helper)
     g.features.add("reduction_family")

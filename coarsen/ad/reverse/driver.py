@@ -5,7 +5,8 @@ analysis ``Facts`` (``coarsen.analysis.activity``).
 Guarantees: a ``gast.Module`` with the runtime helpers it needs and the entry
 ``<entry_name>(*params)`` returning ``(value, (adjoint of each wrt parameter,), (tape floats,
 tape ints))``; where the reverse sweep's arrays lie on the float tape (``scratch``; no budget,
-no tape lines) the counts end with the float tape's capacity: ``(floats, ints, capacity)``.  Where the code tapes (and not in workspace mode), the gradient itself is
+no tape lines) the counts end with the float tape's capacity: ``(floats, ints, capacity)``.
+Where the code tapes (and not in workspace mode), the gradient itself is
 ``<entry_name>_taped(*params, *tapes)`` (``taped_name``): ``tapes`` are ``_ftape`` (float64)
 and/or ``_itape`` (int64), those it uses in that order, of any size (reserved at entry, their
 contents never read before written), and it returns the entry's triple followed by the tapes,
