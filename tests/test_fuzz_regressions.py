@@ -9,6 +9,12 @@ the suite the day it is fixed: drop the marker and keep the test).
   adjoint must be reset (``s0_bar = 0.0``); the step left it as the output's, so ``d/dx``
   came out 1 instead of 0 (``coarsen/ad/reverse/steps.py``, ``vjp_step``). ``minimal`` is
   the soak's reduction of it.
+* fuzz seed 32000000 (``--one 32000000``): a loop with a closed form whose body assigns a
+  variable in a branch only (``if c: u_y = ...``) that nothing reads.  Carried through its
+  merge, it entered the closed form, which read its entry value: ``UnboundLocalError`` on the
+  python target, a Numba typing error on cpu.  A carried variable that nothing outside the
+  loop reads, and no kept carried value reads, is dead and left out
+  (``coarsen.ad.lift.closed_form_segment``).  ``branch_local`` is its reduction.
 """
 import math
 
@@ -95,3 +101,41 @@ def minimal_in_loop(x, y, a, n):
 def test_minimal_overwritten_input(fn, x, target):
     args = (x, 1.211, np.array([-0.136, 0.866, 0.01, 0.889]), 2)
     check_against_oracle(fn, args, wrt=(0, 1, 2), target=target, coarse=True)
+
+
+def branch_local(x, c, n):
+    s2 = x
+    for k in range(2):
+        if c >= 2.0:
+            u_y = math.cos(c) + x  # noqa: F841 (the dead variable is the point)
+        s2 += (-1.1 + 0.25 * s2) * x
+    return s2
+
+
+def branch_local_read(x, c, n):
+    # the same variable read after the loop (defined there when the branch ran): kept
+    u_y = 0.5
+    s2 = x
+    for k in range(2):
+        if c >= 2.0:
+            u_y = math.cos(c) + x * u_y
+        s2 += (-1.1 + 0.25 * s2) * x
+    return s2 + u_y
+
+
+def carried_by_outer_loop(x, c, n):
+    # p is read only inside the inner loop (by s, at the next inner trip and outer trip)
+    s = 0.0
+    p = c
+    for t in range(3):
+        for k in range(2):
+            p = p * x
+            s += p
+    return s
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+@pytest.mark.parametrize("fn", [branch_local, branch_local_read, carried_by_outer_loop])
+@pytest.mark.parametrize("c", [2.5, 1.5])      # the branch taken, then not
+def test_dead_branch_local_in_closed_form(fn, c, target):
+    check_against_oracle(fn, (0.3, c, 3), wrt=0, target=target, coarse=True)

@@ -154,10 +154,12 @@ def _back(result, names):
                    formula=real_text(result.formula, names), names=dict(names))
 
 
-def lift_canonically(lift, seg, types, active, budget, loop=None, temps=frozenset()):
+def lift_canonically(lift, seg, types, active, budget, loop=None, temps=frozenset(),
+                      live_after=None):
     """``lift(seg, types, active, budget, temps)`` (or ``lift(loop, seg, ...)`` when ``loop``
     is given) on the canonically renamed segment, with the result mapped back (module
-    docstring).  ``temps``: the compiler's temporaries (``fn.temps``)."""
+    docstring).  ``temps``: the compiler's temporaries (``fn.temps``); ``live_after`` (with
+    ``loop``): the variables read outside the loop, passed on renamed."""
     order = _order(seg.stmts, loop)
     # compiler temporaries keep their names: they are numbered in program order already, and
     # the lifter recognizes them by name (single-use temporaries are inlined)
@@ -184,7 +186,11 @@ def lift_canonically(lift, seg, types, active, budget, loop=None, temps=frozense
                         start=_rename_operand(loop.start, to_canon),
                         stop=_rename_operand(loop.stop, to_canon),
                         step=_rename_operand(loop.step, to_canon), body=[cseg])
-        result = lift(cloop, cseg, ctypes, cactive, budget, temps)
+        if live_after is None:
+            result = lift(cloop, cseg, ctypes, cactive, budget, temps)
+        else:
+            result = lift(cloop, cseg, ctypes, cactive, budget, temps,
+                          live_after={to_canon.get(v, v) for v in live_after})
     return _back(result, names)
 
 

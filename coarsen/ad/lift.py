@@ -394,12 +394,17 @@ def _inline(assignments, expr, budget):
     return expr
 
 
-def closed_form_segment(loop, seg, types, active, budget, temps=frozenset()):
+def closed_form_segment(loop, seg, types, active, budget, temps=frozenset(), live_after=None):
     """Try the phi-calculus on ``for k in range(...)`` whose body is the one segment ``seg``.
 
     Returns a ``ClosedFormLoop`` (``finals``: exact final values of the loop's carried
     variables in terms of their entry values, the bounds and loop invariants, with
-    ``partials`` of those finals), or a ``Fallback`` saying why not."""
+    ``partials`` of those finals), or a ``Fallback`` saying why not.  ``live_after`` (the
+    variables read outside the loop; None: all of them may be): a variable the loop carries
+    that nothing outside reads, and that no carried value kept reads at its next trip, is
+    dead and left out.  A variable assigned only in a branch of the body (``if c: y = e``) is
+    carried through its merge; left in, the closed form would read its entry value, which
+    may not exist (``y`` assigned nowhere before the loop)."""
     if seg.passengers:
         return Fallback("the loop body reads arrays or computes indices")
     lifter = Lifter(seg, types)
@@ -409,11 +414,14 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset()):
         # carried: the variables the loop leaves to later code or to its next trip; compiler
         # temporaries live within one trip and are never carried
         evolving = [v for v in env if (v in seg.outputs or v in lifter.inputs) and v not in temps]
+        updates = {}
         for v in evolving:
             e = env.get(v)
-            if e is None:
-                continue
-            e = _inline(lifter.assignments, e, budget)
+            if e is not None:
+                updates[v] = _inline(lifter.assignments, e, budget)
+        if live_after is not None:
+            updates = _live_updates(updates, live_after, lifter.inputs)
+        for v, e in updates.items():
             if types[v].kind == "bool":
                 return Fallback(f"{v} is a boolean carried by the loop")
             carried[lifter.symbol_for(v)] = e
@@ -515,6 +523,22 @@ def _non_finite(exprs):
 
 #: the working precision of ``_validate_closed_form`` (decimal digits)
 _DIGITS = 30
+
+
+def _live_updates(updates, live_after, inputs):
+    """``updates`` (carried variable -> its value after one trip, in the entry values'
+    symbols ``inputs``) without the dead ones: those kept are the variables read after the
+    loop and, again and again, those whose entry values a kept update reads."""
+    back = {sym: name for name, sym in inputs.items()}
+    keep = {v for v in updates if v in live_after}
+    todo = sorted(keep)
+    while todo:
+        for sym in updates[todo.pop()].free_symbols:
+            name = back.get(sym)
+            if name in updates and name not in keep:
+                keep.add(name)
+                todo.append(name)
+    return {v: e for v, e in updates.items() if v in keep}
 
 
 def _validate_closed_form(carried, cf, loop, types):

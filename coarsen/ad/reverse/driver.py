@@ -44,7 +44,7 @@ from ...analysis.segments import plan_segments
 from ...analysis.recording import (find_cheap_recomputable, find_int_recomputable, find_recomputable,
                                    rereads_for_steps, tape_sites, to_be_recorded)
 from ...errors import CoarsenError
-from ...ir.nodes import Array, Assign, For, Scalar, Segment, While, walk
+from ...ir.nodes import Array, Assign, For, Scalar, Segment, While, used_vars, walk
 from .. import build as B
 from ..build import X
 from ..canonical import lift_canonically, show_temps
@@ -80,6 +80,16 @@ def _replace_loop(block, loop, seg):
             if isinstance(sub, list) and sub is not seg.stmts and _replace_loop(sub, loop, seg):
                 return True
     return False
+
+
+def _read_outside(fn, loop):
+    """The variables a statement of ``fn`` outside ``loop`` reads, and its result."""
+    inside = {id(x) for x in walk(loop.body)}
+    out = {fn.result}
+    for st in walk(fn.body):
+        if st is not loop and id(st) not in inside:
+            out.update(used_vars(st))
+    return out
 
 
 def _shown(result, fn):
@@ -213,7 +223,8 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
             loop = loop_bodies.get(id(seg))
             if loop is not None:
                 closed = lift_canonically(closed_form_segment, seg, types, facts.active, budget,
-                                          loop=loop, temps=fn.temps)
+                                          loop=loop, temps=fn.temps,
+                                          live_after=_read_outside(fn, loop))
                 if isinstance(closed, ClosedFormLoop) and closed.singular:
                     # the loop stays as the path for the singular points (exactness there)
                     body = Segment(list(seg.stmts), seg.loc, seg.index, passengers=list(seg.passengers),
