@@ -15,6 +15,15 @@ the suite the day it is fixed: drop the marker and keep the test).
   python target, a Numba typing error on cpu.  A carried variable that nothing outside the
   loop reads, and no kept carried value reads, is dead and left out
   (``coarsen.ad.lift.closed_form_segment``).  ``branch_local`` is its reduction.
+* fuzz seed 33000247 (``--one 33000247 --family reductions``; 33000095 too): a reduction loop
+  with a nested one, whose accumulator the reverse sweep reads before the loop
+  (``s = sqrt(...)`` first), got ``d/dy`` wrong in both modes: the nested loop's reverse read
+  a stale ``k * 1.0`` (``max(k * 1.0, y)``'s partial), which nothing taped.  Two causes in
+  ``coarsen/ad/reverse``: the attempt to fuse the outer loop fused the nested one and, when it
+  gave up, left it marked fused (``fused.py``); and the tape analysis settled on the fused
+  loops of an earlier emission (``driver.py``, ``settle``), where the outer loop was still
+  fused.  ``stale_nested`` and ``stale_nested_bounds`` are its reductions (each fix alone
+  leaves one of them wrong).
 """
 import math
 
@@ -139,3 +148,30 @@ def carried_by_outer_loop(x, c, n):
 @pytest.mark.parametrize("c", [2.5, 1.5])      # the branch taken, then not
 def test_dead_branch_local_in_closed_form(fn, c, target):
     check_against_oracle(fn, (0.3, c, 3), wrt=0, target=target, coarse=True)
+
+
+def stale_nested(x, y, a, n):
+    s = math.sqrt(1.0 + y * y)
+    for i1 in range(4):
+        s += y - y
+        for k in range(4):
+            s -= - y + max(k * 1.0, y)
+    return s
+
+
+def stale_nested_bounds(x, y, a, n):
+    h = a.shape[0]
+    s = math.sqrt(1.0 + y * y)
+    for i1 in range(h):
+        s += y - y
+        for k in range(h - 1, -1, -1):
+            s -= 0.25 * i1 - y + max(k * 1.0, y)
+    return 1.5 * s
+
+
+@pytest.mark.parametrize("coarse", [True, False])
+@pytest.mark.parametrize("target", ["python", "cpu"])
+@pytest.mark.parametrize("fn", [stale_nested, stale_nested_bounds])
+def test_nested_reduction_loop_not_fused(fn, target, coarse):
+    args = (0.795, 0.722, np.array([-0.409, 0.677, 1.111, 1.043]), 0)
+    check_against_oracle(fn, args, wrt=(0, 1), target=target, coarse=coarse)

@@ -278,7 +278,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
         """Emit until the reverse sweep's reads no longer grow; ``cheap``: the float
         temporaries the reverse sweep evaluates again (``find_cheap_recomputable``)."""
         reads = {}
-        tbr, sites = set(), frozenset()
+        tbr, sites, fused_for = set(), frozenset(), None
         for k in range(8):
             em = Emitter(fn, wrt, facts, tbr, int_recompute, reductions)
             em.cheap = cheap
@@ -301,14 +301,18 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
                     if key not in {((q[0], id(q[1])) if isinstance(q, tuple) else id(q)) for q in known}:
                         known.append(r)
                         grown = True
-            if not grown and k > 0:
+            # settled when the reads no longer grow and the loops reversed trip by trip are
+            # those the tape analysis assumed (taping more can keep a reduction loop from being
+            # fused: its trips are then reversed as usual, and what they read must be taped)
+            if not grown and k > 0 and frozenset(em.fused) == fused_for:
                 return em, fwd, rev, tbr, sites
             plain = {v: [r[1] if isinstance(r, tuple) else r for r in rs] for v, rs in reads.items()}
-            tbr = to_be_recorded(fn, plain, em.fused)
+            fused_for = frozenset(em.fused)
+            tbr = to_be_recorded(fn, plain, fused_for)
             for v in facts.active:
                 if isinstance(types.get(v), Array) and not intact(facts, v) and v not in facts.set_temps:
                     tbr.add(v)
-            sites = tape_sites(fn, reads, em.fused)
+            sites = tape_sites(fn, reads, fused_for)
         raise CoarsenError("internal: the tape analysis did not settle", filename=fn.filename)
 
     em, fwd, rev, tbr, sites = settle({})

@@ -53,6 +53,9 @@ class FusedMixin(ParallelMixin):
         # the body is emitted at the loop's depth: what a trip computes once and its own
         # reverse reads needs no tape (preaccumulated partials, cut values, while-loop trips)
         saved = self.enter_region()
+        # the nested loops this attempt fuses: forgotten if the loop is reversed as usual
+        # after all (the tape analyses read ``fused``: a loop left in it would not be taped)
+        fused_before = set(self.fused)
         serial = not (s.parallel or self.parallel_all) and not self.workspace
         nest_ok, self.nest_ok = self.nest_ok, serial
         defined = set(self.defined)
@@ -70,6 +73,7 @@ class FusedMixin(ParallelMixin):
         if red.accumulator in names_read(br, gast.Store):
             if s.parallel:
                 self.note_loop(s, "serially: the reverse sweep reads its accumulator before the loop")
+            self.fused = fused_before
             return None
         hoisted = []
         if not (s.parallel or self.parallel_all) and not self.workspace:
@@ -134,6 +138,7 @@ class FusedMixin(ParallelMixin):
         if not self.nest_ok:
             return None
         saved = self.enter_region()
+        fused_before = set(self.fused)      # (as in fused_loop)
         self.in_fused += 1
         try:
             bf, br = self.block(s.body)
@@ -141,6 +146,7 @@ class FusedMixin(ParallelMixin):
             self.in_fused -= 1
         reserve, _ = self.leave_region(saved, None)
         if red.accumulator in names_read(br, gast.Store):
+            self.fused = fused_before
             return None
         read = names_read(br) | names_read(br, gast.Store)
         trip_inits = self.trip_inits(red, read)
