@@ -112,7 +112,7 @@ def _prepare_gradient(fn, args, *, coarse, wrt=None, plan="auto"):
 
 
 #: the order strategies are listed in (``g.report()``'s ``"strategy"`` values)
-STRATEGIES = ("closed form", "preaccumulate", "cut", "recompute", "fine")
+STRATEGIES = ("closed form", "forward mode", "preaccumulate", "cut", "recompute", "fine")
 
 
 def quiet_report(g, args):

@@ -14,7 +14,9 @@ Guarantees (built on SymPy's ``PythonCodePrinter``, settings ``fully_qualified_m
   ``max``/``min``;
 * ``gamma(c, a, b)`` and ``Piecewise`` print as conditional expressions ``((a) if (c) else (b))``;
 * rationals print as floats: ``0.5``, ``-0.25``, and ``(1.0/3.0)`` when the decimal does not
-  terminate; Floats as ``repr(float)``; integers as integers;
+  terminate; Floats as ``repr(float)``; integers as integers; a product of such a rational
+  ``p/q`` with integer-valued factors multiplies those first, in floats, then by ``p``, then
+  divides by ``q`` (``(float(n)*(n - 1)*1/6)``: exact while the product is below 2**53);
 * powers: ``x**2``, ``x**3`` as ``(x*x)``, ``(x*x*x)``; ``x**-1``..``x**-3`` as ``(1.0/x)``,
   ``(1.0/(x*x))``...; ``x**0.5`` as ``math.sqrt(x)``, ``x**-0.5`` as ``(1.0/math.sqrt(x))``; any
   other power as ``x**n`` (parenthesized as needed);
@@ -109,6 +111,25 @@ class CoarsenPythonPrinter(PythonCodePrinter):
         return "%s**%s" % (bs, es)
 
     # phis and conditionals -------------------------------------------------
+    def _print_Mul(self, expr):
+        # a rational coefficient that has no exact float (1/6 of n (n - 1) (2n - 1)): the
+        # integer-valued factors are multiplied first, in floats, times p, then divided by q,
+        # so a closed form's integer coefficient comes out exact (91 for n = 7, not
+        # 90.99999999999999: a chaotic loop amplifies that last bit); a float product
+        # cannot overflow as an int64 one would
+        c, rest = expr.as_coeff_Mul()
+        if isinstance(c, sympy.Rational) and not c.is_Integer and not _terminates(int(c.q)):
+            ints = [f for f in sympy.Mul.make_args(rest) if f.is_integer]
+            if ints:
+                others = [f for f in sympy.Mul.make_args(rest) if not f.is_integer]
+                head = "*".join([f"float({self._print(ints[0])})"] +
+                                [self.parenthesize(f, PRECEDENCE["Mul"]) for f in ints[1:]])
+                text = f"({head}*{int(c.p)}/{int(c.q)})"
+                if others:
+                    text = f"({text}*{self._print(sympy.Mul(*others))})"
+                return text
+        return super()._print_Mul(expr)
+
     def _print_gamma(self, expr):
         if isinstance(expr, _phi_gamma):
             c, a, b = expr.args

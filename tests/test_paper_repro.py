@@ -89,7 +89,7 @@ def test_generated_chain_module_is_differentiable():
 
 # ----------------------------------------------------------------------------- strategies (issue 11)
 
-_ALLOWED = {"recompute", "cut", "preaccumulate", "fine", "closed form"}
+_ALLOWED = {"recompute", "cut", "preaccumulate", "fine", "closed form", "forward mode"}
 
 
 def test_strategy_mix_counts_and_text():

@@ -96,7 +96,33 @@ class ClosedFormLoop:
     kind = "loop"
 
 
-Lifted = LiftedSegment | ClosedFormLoop
+@dataclass(frozen=True)
+class ForwardLoop:
+    """A loop whose Jacobian is preaccumulated by forward mode
+    (``coarsen.analysis.forward_loops``): ``loop`` (the ``For``), ``lanes`` (its active scalar
+    inputs, one tangent direction each), ``outputs`` (the active variables it assigns that
+    later code reads), ``zero`` (variables it carries from a constant entry value: a zero
+    tangent, no lane), ``tangents`` (per lane, {variable: its tangent's name}), ``partials``
+    ({(output, input): tangent name}: d output / d input, the output's tangent in the
+    input's lane, at the loop's end; absent where it is zero), ``formula`` (for people),
+    ``reach`` (per lane, the variables whose tangent in it may be nonzero), ``restore`` (the
+    variables it assigns whose values before it the reverse step puts back)."""
+    loop: Any
+    lanes: tuple
+    outputs: tuple
+    zero: tuple
+    tangents: tuple
+    partials: dict
+    formula: str
+    reach: tuple = ()
+    restore: tuple = ()
+    jac: Any = None
+    names: dict = field(default_factory=dict)
+
+    kind = "forward loop"
+
+
+Lifted = LiftedSegment | ClosedFormLoop | ForwardLoop
 
 
 @dataclass(frozen=True)
@@ -117,11 +143,14 @@ class SegmentPlan:
     def lifted(self) -> Lifted | None:
         """The lifting result when the segment was lifted (symbolic step), else None."""
         r = self.result
-        return r if isinstance(r, (LiftedSegment, ClosedFormLoop)) else None
+        return r if isinstance(r, (LiftedSegment, ClosedFormLoop, ForwardLoop)) else None
 
     @property
     def kind(self) -> str:
-        """``"loop"`` for a closed-form loop, else ``"block"``."""
+        """``"loop"`` for a closed-form loop, ``"forward loop"`` for a loop preaccumulated by
+        forward mode, else ``"block"``."""
+        if isinstance(self.result, ForwardLoop):
+            return ForwardLoop.kind
         return "loop" if isinstance(self.result, ClosedFormLoop) else "block"
 
     @property

@@ -83,6 +83,10 @@ class ForwardEmitter(OperandQueries):
             for v, d in lane.items():
                 self.types[d] = self.types[v]
                 self.made.add(d)
+        # per lane, the variables whose tangent in that lane may be nonzero (None: every
+        # active variable in every lane); a tangent outside its lane's set is a symbolic zero,
+        # never assigned nor read (``coarsen.ad.reverse.forward_loops``: unit seeds)
+        self.lane_active = None
         self.tangent_statements = 0     # tangent assignments and stores emitted
         self.zero_tangents = 0          # assignments to active variables from zero tangents
         self.loop_notes = []            # (line, how) of each prange loop
@@ -96,12 +100,16 @@ class ForwardEmitter(OperandQueries):
         """``make()`` once per lane, with ``dot`` naming that lane's tangents: the tangent
         code of one statement for every direction (a list, lane 0 first)."""
         out = []
+        union = self.active
         try:
-            for lane in self.lanes:
+            for j, lane in enumerate(self.lanes):
                 self.names = lane
+                if self.lane_active is not None:
+                    self.active = self.lane_active[j]
                 out.append(make())
         finally:
             self.names = self.lanes[0]
+            self.active = union
         return out
 
     def fresh(self, base):
@@ -196,6 +204,10 @@ class ForwardEmitter(OperandQueries):
     def _tangent_assigns(self, s, t, out):
         """``t_dot = <tangent of s>`` in every lane (``out``: the primal result)."""
         exprs = self.per_lane(lambda: tangent(self, s, out))
+        if self.lane_active is not None:
+            # a lane where t's tangent is a symbolic zero assigns nothing
+            return [B.assign(lane[t], self.zero_of(t, out) if e is None else e)
+                    for lane, e, act in zip(self.lanes, exprs, self.lane_active) if t in act]
         if exprs[0] is None:
             self.zero_tangents += 1
             exprs = [self.zero_of(t, out) for _ in self.lanes]
@@ -212,6 +224,8 @@ class ForwardEmitter(OperandQueries):
         return B.augassign(region, op, value)
 
     def store(self, s):
+        if self.lane_active is not None:
+            raise err(s, "internal: forward mode with per-lane activity got a store")
         a = s.array
         code = self.index_checks(s) + [self._store_code(a, s, self.val(s.value))]
         if a not in self.active:

@@ -40,6 +40,7 @@ from ...analysis.plans import ClosedFormLoop, Fallback
 from ...analysis.strategy import SegmentContext, estimate
 from ...analysis.bounds import plan_bounds
 from ...analysis.reductions import find_reduction_loops
+from ...analysis.forward_loops import wrap_forward_loops
 from ...analysis.segments import plan_segments
 from ...analysis.recording import (find_cheap_recomputable, find_int_recomputable, find_recomputable,
                                    rereads_for_steps, tape_sites, to_be_recorded)
@@ -211,8 +212,13 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     segments = []
     budgets = []            # (segment location, its symbolic budget)
     reductions = None       # coarsen.analysis.reductions, once the IR holds its segments
+    forward_segments = []   # loops preaccumulated by forward mode (coarsen.analysis.forward_loops)
     if coarsen:
+        fn, forward_segments = wrap_forward_loops(fn, facts)
+        types = fn.types
         segments = plan_segments(fn, facts)
+        for k, seg in enumerate(forward_segments):
+            seg.index = len(segments) + k + 1
         loop_bodies = {}
         for st in walk(fn.body):
             if isinstance(st, For) and len(st.body) == 1 and isinstance(st.body[0], Segment):
@@ -464,7 +470,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
                                 if mod in used) or "\n")
     helper_mod = gast.parse(helpers) if helpers else gast.Module(body=[], type_ignores=[])
     module = gast.Module(body=header.body + helper_mod.body + funcs, type_ignores=[])
-    em.segments = segments
+    em.segments = segments + forward_segments
     # the segments whose plan the symbolic stage's wall-clock safety net decided: their code
     # depends on the machine's load, so the caller must not cache it
     em.timed_out = tuple(loc for loc, budget in budgets if budget.timed_out)

@@ -5,7 +5,8 @@ variables to be recorded (``coarsen.analysis.recording``).
 Guarantees: ``Emitter.block(stmts)`` returns the forward and reverse code of a statement list.
 The jobs live in their own modules, mixed in here: tapes (``tapes``), adjoint statements
 (``adjoints``), segment steps (``steps``), control-flow reversal (``control``), reduction loops reversed
-trip by trip (``fused``), checkpointed loops under a tape budget (``checkpoint``).  The emitter
+trip by trip (``fused``), checkpointed loops under a tape budget (``checkpoint``), loops
+preaccumulated by forward mode (``forward_loops``).  The emitter
 never changes the IR it reads: variables it makes (trip counters, closed-form temporaries) get
 their types in ``self.types``, a copy of ``fn.types``.
 """
@@ -23,13 +24,14 @@ from ...analysis.reductions import find_reduction_loops
 from .adjoints import AdjointMixin
 from .checkpoint import CheckpointMixin
 from .control import ControlMixin
+from .forward_loops import ForwardLoopMixin
 from .fused import FusedMixin
 from .steps import SegmentMixin
 from .tapes import TapeMixin
 
 
 class Emitter(OperandQueries, TapeMixin, AdjointMixin, SegmentMixin, ControlMixin, FusedMixin,
-              CheckpointMixin):
+              CheckpointMixin, ForwardLoopMixin):
     def __init__(self, fn, wrt, facts, tbr=frozenset(), int_recompute=None, reductions=None):
         self.fn = fn
         self.types = fn.types

@@ -21,7 +21,7 @@ import gast
 
 from ...ir.nodes import (Assign, Scalar, walk)
 from ...analysis.activity import intact
-from ...analysis.plans import ClosedFormLoop
+from ...analysis.plans import ClosedFormLoop, ForwardLoop
 from .. import build as B
 from ..build import X
 from ..canonical import real_name
@@ -80,6 +80,8 @@ class SegmentMixin:
             return self.block(seg.stmts)
         if isinstance(lifted, ClosedFormLoop):
             return self.loop_segment(seg)
+        if isinstance(lifted, ForwardLoop):
+            return self.forward_loop(seg)
         fwd, pass_rev = [], []
         for st in seg.passengers:
             f, r = self.stmt(st)
