@@ -23,7 +23,7 @@ A ``for`` loop qualifies when
 - it reads an array element (a loop that reads none is the phi-calculus's: a closed form,
   or a coarse step per trip), stores into no array, and holds no ``while`` loop;
 - every active variable it reads from outside is a scalar, and every variable it assigns is
-  a scalar;
+  a scalar; forward mode has a rule for every statement it differentiates (no custom rule);
 - every variable it assigns that holds a value before it is a parameter or assigned by a
   statement of the body (not only in a branch): the forward sweep keeps those values in
   variables, and the reverse step puts them back for the reverse of the code before the loop
@@ -43,12 +43,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.nodes import Assign, Const, For, If, Scalar, Segment, Store, Var, While, uses, walk
+from ..ir.primitives import forward_rule, primitive
 from .plans import ForwardLoop, SegmentPlan
 from .reductions import find_reduction_loops
 
 #: the most tangent lanes a loop is given: each lane costs about one primal's arithmetic,
 #: which latency-bound recurrences hide and wide ones do not
 MAX_LANES = 3
+#: the primitives' forward rules the lanes can use (``coarsen.ir.primitives.forward_rule``)
+FORWARD_RULES = ("jvp", "linear", "partials", "zero")
 
 
 def wrap_forward_loops(fn, facts):
@@ -84,6 +87,12 @@ def _qualify(fn, facts, k, used):
     if not any(isinstance(x, Assign) and x.op == "getitem" for x in inside):
         return None
     types, active = fn.types, facts.active
+    # forward mode must have a rule for every differentiated statement (custom rules keep
+    # their own path)
+    for x in inside:
+        if isinstance(x, Assign) and x.target in active and (
+                x.op.startswith("custom") or forward_rule(primitive(x.op)) not in FORWARD_RULES):
+            return None
     assigned = {x.target for x in inside if isinstance(x, Assign)} | \
         {x.var for x in inside if isinstance(x, For)} | {loop.var}
     if any(not isinstance(types.get(v), Scalar) for v in assigned):
