@@ -8,6 +8,7 @@ Usage (from the repository root)::
     python tests/fuzz_soak.py --one 1000123 --size 9         # the same seed at another size
     python tests/fuzz_soak.py --count 50 --names plain       # plain names (default: drawn)
     python tests/fuzz_soak.py --count 300 --family reductions # loss-shaped reduction loops
+    python tests/fuzz_soak.py --count 300 --family recurrences # filters, integrators
 
 Programs have adversarial variable names (3 in 4 by default; ``--names adversarial|plain``
 forces them on or off), reuse loop variables across loops and pass arrays to a helper that
@@ -16,7 +17,8 @@ checked again with plain names (``generate(seed, adversarial=False)``, the same 
 the report marks failures that happen only with adversarial names (a naming bug) as
 ``names-only``.  ``--family reductions`` draws from the second family
 (``tests/progen_reductions.py``: reduction loops, nested, with scratch arrays and chains) with
-the same seeds, checks and report.
+the same seeds, checks and report; ``--family recurrences`` from the third
+(``tests/progen_recurrences.py``: loops carrying state in few inputs, as filters do).
 
 Every program is written to ``/tmp/fuzz/prog_<hash>.py`` (``$COARSEN_FUZZ_DIR``) and checked by
 ``tests.progen.check_program``: coarse and fine gradients on the ``python`` target (and on
@@ -44,9 +46,11 @@ os.environ.setdefault("COARSEN_CACHE_DIR", os.path.join(os.environ.get("COARSEN_
 
 from tests.progen import (FUZZ_DIR, FuzzFailure, check_program, discard_kind,  # noqa: E402
                           failure_signature, generate, minimize)
+from tests.progen_recurrences import generate_recurrences  # noqa: E402
 from tests.progen_reductions import generate_reductions  # noqa: E402
 
-FAMILIES = {"mixed": generate, "reductions": generate_reductions}
+FAMILIES = {"mixed": generate, "reductions": generate_reductions,
+            "recurrences": generate_recurrences}
 
 
 def main(argv=None):

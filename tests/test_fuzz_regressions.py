@@ -24,6 +24,11 @@ the suite the day it is fixed: drop the marker and keep the test).
   loops of an earlier emission (``driver.py``, ``settle``), where the outer loop was still
   fused.  ``stale_nested`` and ``stale_nested_bounds`` are its reductions (each fix alone
   leaves one of them wrong).
+* a recurrence program (the forward-loop soak, 2026-12-03): ``s1 = 0.9 * s1 + 0.1 * s1`` has
+  the ratio 0.9 + 0.1, which is 1 + 2.8e-17 in exact arithmetic; the closed form, exact at 30
+  digits, evaluated ``(r**n - 1) / (r - 1)`` in doubles as 0: a wrong value (1.64 for 5.07)
+  and gradient.  Closed forms are now also checked as the generated code evaluates them, in
+  doubles (``coarsen.ad.lift._float_check``).  ``ratio_one`` is the program.
 """
 import math
 
@@ -175,3 +180,21 @@ def stale_nested_bounds(x, y, a, n):
 def test_nested_reduction_loop_not_fused(fn, target, coarse):
     args = (0.795, 0.722, np.array([-0.409, 0.677, 1.111, 1.043]), 0)
     check_against_oracle(fn, args, wrt=(0, 1), target=target, coarse=coarse)
+
+
+def ratio_one(p, q, r, ys):
+    s0 = 1.0
+    s1 = max(q, p)
+    acc = 0.0
+    for t in range(ys.shape[0]):
+        e1 = s1
+        s0 = 0.9 * s0 + 0.1 * (math.cos(0.5))
+        s1 = 0.9 * s1 + 0.1 * (e1)
+        acc += s1 * e1
+    return s1 + s0 + acc
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_closed_form_that_cancels_in_doubles(target):
+    args = (0.7, 0.3, -0.4, np.array([0.1, -0.3, 0.5, 0.2, -0.7, 0.4, 0.9]))
+    check_against_oracle(ratio_one, args, wrt=(0, 1, 2), target=target, coarse=True)
