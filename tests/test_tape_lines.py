@@ -239,9 +239,13 @@ def test_triangular_nest_keeps_per_trip_reservations():
 
 def test_data_dependent_inner_bound_keeps_per_trip_reservations():
     counts = np.array([3, 0, 5, 1, 4])
-    for coarse in (True, False):
-        g, _, _ = check_against_oracle(data_bound, (0.6, counts), wrt="x", coarse=coarse)
+    for coarse, plan in ((True, "recompute"), (False, "auto")):
+        g = coarsen.differentiate(data_bound, wrt="x", coarsen=coarse, plan=plan)
+        g(0.6, counts)
         assert any(d > 0 for d in _reserve_depths(g.source)), coarse
+    # with the cost model's plan the loop (one input, x) runs by forward mode: no tape at all
+    g, _, _ = check_against_oracle(data_bound, (0.6, counts), wrt="x", coarse=True)
+    assert "by forward mode" in g.source and not _reserve_depths(g.source)
 
 
 def test_nest_inside_a_while_loop():

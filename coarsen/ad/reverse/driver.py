@@ -214,8 +214,10 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     reductions = None       # coarsen.analysis.reductions, once the IR holds its segments
     forward_segments = []   # loops preaccumulated by forward mode (coarsen.analysis.forward_loops)
     if coarsen:
-        fn, forward_segments = wrap_forward_loops(fn, facts)
-        types = fn.types
+        if plan == "auto":
+            # (a forced plan measures the segments' strategies: its loops keep their segments)
+            fn, forward_segments = wrap_forward_loops(fn, facts)
+            types = fn.types
         segments = plan_segments(fn, facts)
         for k, seg in enumerate(forward_segments):
             seg.index = len(segments) + k + 1
