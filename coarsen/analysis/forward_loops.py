@@ -43,6 +43,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.nodes import Assign, Const, For, If, Scalar, Segment, Store, Var, While, uses, walk
+from ..ad.forward.emitter import tangent_names
 from ..ir.primitives import forward_rule, primitive
 from .plans import ForwardLoop, SegmentPlan
 from .reductions import find_reduction_loops
@@ -58,7 +59,7 @@ def wrap_forward_loops(fn, facts):
     """``(function, segments)``: see the module docstring."""
     body = list(fn.body)
     segments = []
-    used = set(fn.types) | set(fn.params)
+    used = set()
     reductions = find_reduction_loops(fn, facts)
     for k, st in enumerate(fn.body):
         if id(st) in reductions:
@@ -134,18 +135,8 @@ def _qualify(fn, facts, k, used):
                     grew = True
         reach.append(frozenset(got))
     # the tangents' names: <name>_dot<k>_, none a name of the function or of another lane
-    taken = set(used)
-    tangents = []
-    for j in range(len(lanes)):
-        lane = {}
-        for v in sorted(reach[j]):
-            cand, n = f"{v}_dot{j}_", 2
-            while cand in taken:
-                cand, n = f"{v}_dot{j}_{n}", n + 1
-            taken.add(cand)
-            lane[v] = cand
-        tangents.append(lane)
-    used |= taken
+    # (``used`` grows: the loops of one function share it)
+    tangents = [tangent_names(fn, reach[j], f"_dot{j}_", used) for j in range(len(lanes))]
     partials = {(o, i): tangents[j][o] for o in outputs for j, i in enumerate(lanes)
                 if o in reach[j]}
     formula = (f"forward mode, {len(lanes)} tangent lane{'s' if len(lanes) > 1 else ''} "

@@ -60,7 +60,8 @@ def tangent_names(fn, names, suffix="_dot", used=None):
 
 
 class ForwardEmitter(OperandQueries):
-    def __init__(self, fn, wrt, facts, bounds=None, input_language=False, directions=0):
+    def __init__(self, fn, wrt, facts, bounds=None, input_language=False, directions=0,
+                 lanes=None, lane_active=None):
         self.fn = fn
         self.input_language = input_language
         self.types = dict(fn.types)
@@ -74,10 +75,15 @@ class ForwardEmitter(OperandQueries):
         # one lane of tangents per direction: ``<name>_dot`` for the single direction of
         # ``directions=0``, ``<name>_dot<k>_`` for lane k of a vector JVP (``directions=K``)
         self.directions = directions
+        # ``lanes``, when given: the lanes' names, chosen by the caller (one dict per lane)
         taken = set()
         diff = self.active | set(self.wrt)
-        self.lanes = ([tangent_names(fn, diff, used=taken)] if not directions else
-                      [tangent_names(fn, diff, f"_dot{k}_", taken) for k in range(directions)])
+        if lanes is not None:
+            self.lanes = [dict(lane) for lane in lanes]
+        elif not directions:
+            self.lanes = [tangent_names(fn, diff, used=taken)]
+        else:
+            self.lanes = [tangent_names(fn, diff, f"_dot{k}_", taken) for k in range(directions)]
         self.names = self.lanes[0]
         for lane in self.lanes:
             for v, d in lane.items():
@@ -86,7 +92,7 @@ class ForwardEmitter(OperandQueries):
         # per lane, the variables whose tangent in that lane may be nonzero (None: every
         # active variable in every lane); a tangent outside its lane's set is a symbolic zero,
         # never assigned nor read (``coarsen.ad.reverse.forward_loops``: unit seeds)
-        self.lane_active = None
+        self.lane_active = None if lane_active is None else [set(a) for a in lane_active]
         self.tangent_statements = 0     # tangent assignments and stores emitted
         self.zero_tangents = 0          # assignments to active variables from zero tangents
         self.loop_notes = []            # (line, how) of each prange loop

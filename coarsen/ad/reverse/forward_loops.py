@@ -26,19 +26,11 @@ from ..forward.emitter import ForwardEmitter
 class ForwardLoopMixin:
     def forward_loop(self, seg):
         info = seg.plan.lifted
-        lanes = len(info.lanes)
-        fe = ForwardEmitter(self.fn, self.wrt, self.f, self.bounds, directions=lanes)
-        fe.made = set()
         # the lanes' names are the plan's (fixed before emission: the same at every emission
         # of the driver's fixpoint); the emitter's own temporaries continue this one's count
-        fe.lanes = [dict(t) for t in info.tangents]
-        fe.names = fe.lanes[0]
+        fe = ForwardEmitter(self.fn, self.wrt, self.f, self.bounds, directions=len(info.lanes),
+                            lanes=info.tangents, lane_active=info.reach)
         fe.counter = self.counter
-        for lane in fe.lanes:
-            for v, d in lane.items():
-                fe.types[d] = self.types[v]
-                fe.made.add(d)
-        fe.lane_active = [set(r) for r in info.reach]
         fwd, back = [], []
         for v in info.restore:
             keep = self.fresh("_entry")
