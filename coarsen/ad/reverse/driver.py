@@ -33,23 +33,20 @@ from dataclasses import replace
 
 import gast
 
-from ... import symbolic as S
 from ...analysis.activity import intact
 from ...analysis.costmodel import default_weights
-from ...analysis.plans import ClosedFormLoop, Fallback
+from ...analysis.plans import Fallback
 from ...analysis.strategy import SegmentContext, estimate
 from ...analysis.bounds import plan_bounds
 from ...analysis.reductions import find_reduction_loops
 from ...analysis.forward_loops import wrap_forward_loops
-from ...analysis.segments import plan_segments
 from ...analysis.recording import (find_cheap_recomputable, find_int_recomputable, find_recomputable,
                                    rereads_for_steps, tape_sites, to_be_recorded)
 from ...errors import CoarsenError
-from ...ir.nodes import Array, Assign, For, Scalar, Segment, While, used_vars, walk
+from ...ir.nodes import Array, Assign, For, Scalar, Segment, While, walk
 from .. import build as B
 from ..build import X
-from ..canonical import lift_canonically, show_temps
-from ..lift import closed_form_segment, differentiate_segment
+from ..lift_planned import lift_planned, lifted_names as lifted_names_of
 from ..runtime import helper_source
 from .checkpoint import budget_check
 from .local_stretch import LFT, LIT
@@ -66,40 +63,6 @@ from .scratch import scratch_arrays
 from .zero_adjoints import drop_zero_accumulations
 from .emitter import Emitter
 from .tapes import FP, FT, IP, IT, TL_MARK, TLF, TLI
-
-
-def _replace_loop(block, loop, seg):
-    """Put the loop segment ``seg`` where ``loop`` stands (its statements keep the loop)."""
-    for k, st in enumerate(block):
-        if st is loop:
-            body = seg.plan.result.singular_body
-            loop.body = [body] if body is not None else list(seg.stmts)
-            seg.stmts = [loop]
-            block[k] = seg
-            return True
-        for sub in (getattr(st, "body", None), getattr(st, "orelse", None), getattr(st, "stmts", None)):
-            if isinstance(sub, list) and sub is not seg.stmts and _replace_loop(sub, loop, seg):
-                return True
-    return False
-
-
-def _read_outside(fn, loop):
-    """The variables a statement of ``fn`` outside ``loop`` reads, and its result."""
-    inside = {id(x) for x in walk(loop.body)}
-    out = {fn.result}
-    for st in walk(fn.body):
-        if st is not loop and id(st) not in inside:
-            out.update(used_vars(st))
-    return out
-
-
-def _shown(result, fn):
-    """The lifting result with its formula as people read it: the compiler's temporaries
-    (``fn.temps``) it mentions shown as the source expressions they stand for (for the report
-    and comments only; the code never reads the formula)."""
-    if isinstance(result, Fallback) or not result.formula:
-        return result
-    return replace(result, formula=show_temps(result.formula, fn))
 
 
 def _in_loops(block, fused=(), loop=None, out=None):
@@ -218,43 +181,9 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
             # (a forced plan measures the segments' strategies: its loops keep their segments)
             fn, forward_segments = wrap_forward_loops(fn, facts)
             types = fn.types
-        segments = plan_segments(fn, facts)
+        segments, budgets = lift_planned(fn, facts, budget_seconds)
         for k, seg in enumerate(forward_segments):
             seg.index = len(segments) + k + 1
-        loop_bodies = {}
-        for st in walk(fn.body):
-            if isinstance(st, For) and len(st.body) == 1 and isinstance(st.body[0], Segment):
-                loop_bodies[id(st.body[0])] = st
-        for seg in list(segments):
-            budget = S.Budget(max_ops=4000, seconds=budget_seconds)
-            budgets.append((seg.loc, budget))
-            loop = loop_bodies.get(id(seg))
-            if loop is not None:
-                closed = lift_canonically(closed_form_segment, seg, types, facts.active, budget,
-                                          loop=loop, temps=fn.temps,
-                                          live_after=_read_outside(fn, loop))
-                if isinstance(closed, ClosedFormLoop) and closed.singular:
-                    # the loop stays as the path for the singular points (exactness there)
-                    body = Segment(list(seg.stmts), seg.loc, seg.index, passengers=list(seg.passengers),
-                                   inputs=list(seg.inputs), outputs=list(seg.outputs), plan=seg.plan)
-                    lifted = lift_canonically(differentiate_segment, body, types, facts.active,
-                                              budget, temps=fn.temps)
-                    body.plan = replace(body.plan, result=_shown(lifted, fn))
-                    if body.plan.lifted is None:
-                        closed = Fallback("closed form needs the loop at singular points, and the "
-                                          "loop body could not be lifted")
-                    else:
-                        closed = replace(closed, singular_body=body)
-                if isinstance(closed, ClosedFormLoop):
-                    seg.plan = replace(seg.plan, result=_shown(replace(closed, loop=loop), fn))
-                    seg.outputs = list(closed.carried)
-                    seg.inputs = sorted({i for (_, i) in closed.partials})
-                    _replace_loop(fn.body, loop, seg)
-                    continue
-                seg.plan = replace(seg.plan, closed_form_fallback=closed.reason)
-            lifted = lift_canonically(differentiate_segment, seg, types, facts.active, budget,
-                                      temps=fn.temps)
-            seg.plan = replace(seg.plan, result=_shown(lifted, fn))
         reductions = find_reduction_loops(fn, facts)
         loops = _in_loops(fn.body, reductions)
         # element reads the reverse steps re-read instead of taping (steps.sym_expr)
@@ -265,14 +194,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
                 seg.plan = _planned(seg.plan, _context(seg, loops, reread), weights, plan)
     # index checks (boundscheck): proven, hoisted before loops, or inline before accesses
     # the canonical names segments were lifted under (coarsen.ad.canonical), to print back
-    lifted_names = {}
-    for seg in segments:
-        lifted = seg.plan.lifted
-        if lifted is not None:
-            lifted_names.update(lifted.names)
-            sub = getattr(lifted, "singular_body", None)
-            if sub is not None:
-                lifted_names.update(sub.plan.lifted.names)
+    lifted_names = lifted_names_of(segments)
     bounds = plan_bounds(fn) if boundscheck else None
     # phase 1: which primal variables does the reverse sweep read?
     # The reverse sweep's reads decide what is taped, and taping adds restore code that reads
