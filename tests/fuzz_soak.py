@@ -67,6 +67,8 @@ def main(argv=None):
                     help="variable names: drawn from the seed (3 in 4 adversarial), or forced")
     ap.add_argument("--family", choices=tuple(FAMILIES), default="mixed",
                     help="the generator: mixed scalar control flow (default), or reduction loops")
+    ap.add_argument("--jvp", action="store_true",
+                    help="also check coarsen.jvp against the gradient (progen.check_jvp)")
     opts = ap.parse_args(argv)
     generate = FAMILIES[opts.family]
 
@@ -89,7 +91,7 @@ def main(argv=None):
             print("args:", prog.args_text())
         targets = ("python", "cpu") if k < opts.cpu else ("python",)
         try:
-            out = check_program(prog, targets=targets)
+            out = check_program(prog, targets=targets, jvp=opts.jvp)
         except FuzzFailure as e:
             counts["failed"] += 1
             sig = failure_signature(e)
@@ -100,7 +102,7 @@ def main(argv=None):
             if "adversarial_names" in prog.features:
                 plain = generate(s, opts.size, adversarial=False)
                 try:
-                    check_program(plain, targets=targets)
+                    check_program(plain, targets=targets, jvp=opts.jvp)
                     names_only.append(s)
                     sig_note = "names-only (passes with plain names)"
                 except FuzzFailure as e2:

@@ -193,10 +193,13 @@ def prescreen(prog: Program) -> Outcome:
 
 
 def check_source(source, make_args, args_text, *, targets=("python",), modes=(True, False),
-                 oracle=True, require_oracle=False, label=""):
+                 oracle=True, require_oracle=False, label="", jvp=False):
     """Differential check of one program (see the module docstring).  ``modes``: a tuple of
     ``coarsen`` flags for every target, or a dict target -> tuple (e.g. ``{"cpu": (True,)}``
-    to compile only the coarse gradient with Numba).
+    to compile only the coarse gradient with Numba).  ``jvp=True`` also checks
+    ``coarsen.jvp`` in the same targets and modes: its value against the program's, its
+    tangent along a fixed direction against the gradient's dot product with it
+    (``check_jvp``).
 
     Returns an :class:`Outcome`: ``ok`` (with ``oracle`` telling whether the gradients were
     also checked against the oracle) or ``discarded`` with the reason.  The oracle runs first:
@@ -334,7 +337,44 @@ def check_source(source, make_args, args_text, *, targets=("python",), modes=(Tr
                 fail("oracle", f"{e}\noracle={[np.asarray(r, float) for r in ref]!r}\n"
                                f"got={grads!r}", g)
 
+    if jvp:
+        for (target, coarse), (g, grads) in results.items():
+            check_jvp(fn, make_args, v0, grads, target, coarse, fail)
     return Outcome("ok", oracle=vouched)
+
+
+def jvp_direction(grads):
+    """A fixed tangent per gradient entry, shaped like it, with no zero component."""
+    out = []
+    for k, gr in enumerate(grads):
+        a = np.asarray(gr, dtype=float)
+        t = 0.3 + np.cos(np.arange(a.size, dtype=float) * 1.7 + k) * 0.6
+        out.append(float(t[0]) if a.ndim == 0 else t.reshape(a.shape))
+    return out
+
+
+def check_jvp(fn, make_args, v0, grads, target, coarse, fail):
+    """``coarsen.jvp(fn)`` against the gradient ``grads`` (checked before) on ``target``, in
+    mode ``coarse``: the value as the primal's, the tangent along ``jvp_direction`` equal to
+    ``sum_i <grad_i, t_i>`` to ``COARSE_FINE_RTOL`` of ``sum_i |grad_i * t_i|`` (forward and
+    reverse mode add the same products in different orders)."""
+    tag = f"jvp target={target} coarsen={coarse}"
+    ts = jvp_direction(grads)
+    try:
+        j = coarsen.jvp(fn, target=target, coarsen=coarse)
+        with np.errstate(all="ignore"):
+            v, tan = j(*make_args(), tangents=tuple(ts))
+    except Exception as e:  # noqa: BLE001
+        fail("jvp_crash", f"{tag}: {_tb(e)}")
+    gmax = max((float(np.nanmax(np.abs(np.asarray(gr, dtype=float)))) for gr in grads
+                if np.size(gr)), default=0.0)
+    if not abs(v - v0) <= PRIMAL_RTOL * max(abs(v0), 1.0, gmax):
+        fail("jvp_primal", f"{tag}: value {v!r} != original {v0!r}")
+    expected = sum(float(np.sum(np.asarray(gr, float) * t)) for gr, t in zip(grads, ts))
+    scale = sum(float(np.sum(np.abs(np.asarray(gr, float) * t))) for gr, t in zip(grads, ts))
+    if not abs(tan - expected) <= COARSE_FINE_RTOL * scale + COARSE_FINE_ATOL:
+        fail("jvp_tangent", f"{tag}: tangent {tan!r} != <gradient, direction> {expected!r} "
+                            f"(scale {scale:.3g}, direction {ts!r})")
 
 
 def _overflows_inside(fn, make_args):
@@ -362,10 +402,10 @@ def _overflows_inside(fn, make_args):
 
 
 def check_program(prog: Program, *, targets=("python",), modes=(True, False), oracle=True,
-                  require_oracle=False):
+                  require_oracle=False, jvp=False):
     return check_source(prog.source, prog.make_args, prog.args_text(), targets=targets,
                         modes=modes, oracle=oracle, require_oracle=require_oracle,
-                        label=f"seed={prog.seed} size={prog.size}")
+                        label=f"seed={prog.seed} size={prog.size}", jvp=jvp)
 
 
 # seeds tried in place of a discarded one: seed + k * REPLACEMENT_STRIDE, k = 1, 2, ...
@@ -374,7 +414,7 @@ MAX_REPLACEMENTS = 4
 
 
 def check_seed_with_oracle(seed, size=None, *, targets=("python",), modes=(True, False),
-                           max_replacements=MAX_REPLACEMENTS, log=None, make=generate):
+                           max_replacements=MAX_REPLACEMENTS, log=None, make=generate, jvp=False):
     """Check the program of ``seed`` against the oracle; when it is discarded (value too large,
     the oracle refuses the point, ill-conditioned) check ``seed + k * REPLACEMENT_STRIDE`` for
     k = 1, 2, ... instead, at most ``max_replacements`` times.  Deterministic.
@@ -387,7 +427,7 @@ def check_seed_with_oracle(seed, size=None, *, targets=("python",), modes=(True,
     for k in range(max_replacements + 1):
         s = seed + k * REPLACEMENT_STRIDE
         prog = make(s, size)
-        out = check_program(prog, targets=targets, modes=modes, require_oracle=True)
+        out = check_program(prog, targets=targets, modes=modes, require_oracle=True, jvp=jvp)
         if log is not None:
             log(prog, out)
         if out.status == "ok" and out.oracle:

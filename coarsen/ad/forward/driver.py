@@ -8,8 +8,11 @@ Guarantees: ``jvp_ir(fn, wrt, facts, entry_name)`` returns ``(module, emitter)``
 ``<entry_name>(*fn.params, *tangents)`` (one tangent per ``wrt`` parameter, shaped like it,
 named ``<name>_dot``) returning ``(value, tangent of the result)``: two floats, or two new
 float64 arrays for a function that returns an array.  The entry runs
-the primal and the tangents together in one pass, with no tape: fine-grained forward mode
-(segments are not lifted to SymPy here).  The prologue copies the arrays the function writes
+the primal and the tangents together in one pass, with no tape.  With ``coarsen=True`` the
+segments are planned and lifted as reverse mode lifts them (``coarsen.ad.lift_planned``) and
+the tangents go through their local Jacobians (``coarsen.ad.forward.segments``: a loop in
+closed form gets a closed-form tangent); otherwise forward mode is fine-grained, one tangent
+statement per statement.  The prologue copies the arrays the function writes
 (and their tangents), so the caller's arrays are never modified, and sets the tangents of
 active parameters outside ``wrt`` to zero.  With ``boundscheck=True`` every index is checked
 before its access, as in the gradient (``coarsen.analysis.bounds``).  With
@@ -25,22 +28,38 @@ for reverse mode).  The IR is not modified.
 """
 from __future__ import annotations
 
+import copy
+from dataclasses import replace
+
 import gast
 
 from ...analysis.bounds import plan_bounds
 from ...ir.nodes import Array
 from .. import build as B
 from ..reverse.cleanup import comment_pass
+from ..lift_planned import lift_planned, lifted_names
 from ..runtime import helper_source
 from .emitter import ForwardEmitter, tangent_names
 
 
 def jvp_ir(fn, wrt, facts, entry_name, *, boundscheck=True, input_language=False,
-           directions=0):
+           directions=0, coarsen=False, budget_seconds=10.0):
     """The JVP module of ``fn`` (see the module docstring) and its emitter (``names``: the
-    tangents' names; ``tangent_statements``, ``zero_tangents``, ``loop_notes`` for reports)."""
+    tangents' names; ``tangent_statements``, ``zero_tangents``, ``loop_notes`` for reports;
+    ``segments``: the planned segments, ``timed_out``: the locations of those whose symbolic
+    stage ran past ``budget_seconds``, with ``coarsen=True``)."""
+    segments, budgets, names = [], [], {}
+    if coarsen:
+        # planning puts Segment nodes into the body and closed forms replace loops: a copy
+        fn = replace(fn, body=copy.deepcopy(fn.body), types=dict(fn.types))
+        facts = replace(facts, defs=dict(facts.defs), in_loop=set(facts.in_loop))
+        segments, budgets = lift_planned(fn, facts, budget_seconds)
+        names = lifted_names(segments)
     bounds = plan_bounds(fn) if boundscheck else None
     em = ForwardEmitter(fn, wrt, facts, bounds, input_language, directions)
+    em.lifted_names = names
+    em.segments = segments
+    em.timed_out = tuple(loc for loc, budget in budgets if budget.timed_out)
     body = em.block(fn.body)
     comment_pass(body)
     types = fn.types

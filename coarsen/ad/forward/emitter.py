@@ -1,8 +1,8 @@
 """The tangent emitter of forward mode: for each IR statement, the primal statement and its
 tangent statement(s), in one pass, in the structure of the IR (no tape, no reverse sweep).
 
-Requires: a typed ``ir.Function`` without ``Segment`` nodes (fine-grained: segments are not
-planned for forward mode), the differentiated parameters, activity ``Facts``
+Requires: a typed ``ir.Function`` (with ``Segment`` nodes where segments were planned and
+lifted for coarse forward mode, ``coarsen.ad.forward.segments``), the differentiated parameters, activity ``Facts``
 (``coarsen.analysis.activity.analyze``: ``active`` is varied and useful, which is all forward
 mode needs: a variable outside it never has a tangent that reaches the result) and, with
 bounds checks, a ``BoundsPlan`` (``coarsen.analysis.bounds.plan_bounds``).
@@ -39,6 +39,7 @@ from ..operands import OperandQueries
 from ..build import X
 from ..reverse.cleanup import names_read
 from .rules import tangent
+from .segments import ForwardSegmentMixin
 
 
 def tangent_names(fn, names, suffix="_dot", used=None):
@@ -59,7 +60,7 @@ def tangent_names(fn, names, suffix="_dot", used=None):
     return out
 
 
-class ForwardEmitter(OperandQueries):
+class ForwardEmitter(ForwardSegmentMixin, OperandQueries):
     def __init__(self, fn, wrt, facts, bounds=None, input_language=False, directions=0,
                  lanes=None, lane_active=None):
         self.fn = fn
@@ -177,7 +178,7 @@ class ForwardEmitter(OperandQueries):
                          [B.break_()])
             return [B.while_(B.const(True), test + [stop] + self.block(s.body))]
         if isinstance(s, Segment):
-            raise err(s, "internal: forward mode got a planned segment")
+            return self.segment(s)
         raise TypeError(s)
 
     def range_args(self, s):

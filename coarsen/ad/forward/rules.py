@@ -66,15 +66,23 @@ def _same(a, b):
     return type(a) is type(b) and gast.dump(a) == gast.dump(b)
 
 
+def check_refused(em, s):
+    """Raise ``CoarsenError`` at ``s`` when a tangent flows into a primitive that forward mode
+    refuses (``refuse_jvp``): also for statements lifted into a segment, whose tangents come
+    from the segment's partials (``coarsen.ad.forward.segments``)."""
+    prim = primitive(s.op)
+    if forward_rule(prim) == "refused" and active_positions(em, s):
+        raise err(s, f"forward mode cannot differentiate {s.op!r}: {prim.jvp_refused}", HINT)
+
+
 def tangent(em, s, out):
     """The tangent expression of ``s.target`` after ``s`` (see the module docstring)."""
     pos = active_positions(em, s)
     if not pos:
         return None
+    check_refused(em, s)
     prim = primitive(s.op)
     how = forward_rule(prim)
-    if how == "refused":
-        raise err(s, f"forward mode cannot differentiate {s.op!r}: {prim.jvp_refused}", HINT)
     n = len(s.args)
     dots = tuple(Var(em.dot(s.args[p].name)) if p in pos else None for p in range(n))
     target_arr = isinstance(em.types.get(s.target), Array)

@@ -1,0 +1,217 @@
+"""Coarse forward mode: tangents pushed through the local Jacobians of lifted segments.
+
+Requires: a ``ForwardEmitter`` (``coarsen.ad.forward.emitter``) over a function whose segments
+were planned and lifted (``coarsen.ad.lift_planned``), with ``lifted_names`` set to their
+canonical -> real names.
+Guarantees: ``segment(seg)`` returns the gast statements of one segment with its tangents:
+
+* a loop in closed form (``ClosedFormLoop``): the tangents of its carried values from the
+  closed form's partials, evaluated from the values on entry (before the closed form
+  overwrites them), then the closed form itself; at the closed form's singular points the
+  loop runs instead, its body coarse in turn.  The tangent costs no trip of the loop: closed
+  forms give closed-form tangents;
+* a lifted block (``LiftedSegment``): the passengers (element reads, index arithmetic) as
+  fine forward mode emits them, the lifted statements as primal code only, then per lane
+  ``o_dot = sum_i d o / d i * i_dot`` for each active output: the path's partials (chosen by
+  the conditions as they stand at the segment's end, as the reverse step chooses), read from
+  the values the segment left in variables where one holds them (its ``finals`` and held
+  temporaries) and evaluated from copies of the entry values it overwrites otherwise.  The
+  partials are computed once and shared by every lane of a vector JVP;
+* anything else (a ``Fallback``): the statements, fine-grained.
+
+Every output's new tangent is computed before any is assigned, so an output that is also an
+input is read at its entry tangent.  The IR is not modified.
+"""
+from __future__ import annotations
+
+import copy
+
+import gast
+
+from ...analysis.plans import ClosedFormLoop, LiftedSegment
+from ...analysis.strategy import needed
+from ...ir.nodes import Assign, If, Scalar, walk
+from .. import build as B
+from ..build import X
+from ..canonical import real_name
+from .rules import check_refused
+
+
+class ForwardSegmentMixin:
+    lifted_names = {}           # canonical -> real names of the lifted segments
+
+    def segment(self, seg):
+        lifted = seg.plan.lifted
+        for st in walk(seg.stmts):
+            if isinstance(st, Assign):
+                check_refused(self, st)
+        if isinstance(lifted, ClosedFormLoop):
+            return self.closed_form_loop(seg)
+        if isinstance(lifted, LiftedSegment) and lifted.paths:
+            return self.lifted_block(seg)
+        return self.block(seg.stmts)
+
+    # ------------------------------------------------------------------ printing
+    def sym_expr(self, expr, subst=None):
+        """A SymPy expression of a lifted segment as a gast expression, its canonical names
+        printed as the real ones (``subst``: {symbol name: gast expression} in their place)."""
+        from ... import symbolic as S
+        node = gast.parse(S.to_python(expr)).body[0].value
+        names = self.lifted_names
+        subst = subst or {}
+
+        class Real(gast.NodeTransformer):
+            def visit_Name(self, n):
+                if n.id in subst:
+                    return copy.deepcopy(subst[n.id])
+                n.id = real_name(n.id, names)
+                return n
+        return Real().visit(node)
+
+    def _replacements(self, jac, exprs, subst, reads):
+        """The assignments of the replacements of ``jac`` that ``exprs`` need, in order, those
+        in ``reads`` ({symbol name: variable}) read from their variables (into ``subst``)."""
+        keep, stopped, _ = needed(jac, exprs, set(reads))
+        for name in stopped:
+            subst[name] = B.name(reads[name])
+        code = []
+        for sym, e in keep:
+            name = real_name(sym.name, self.lifted_names)
+            self.made.add(name)
+            self.types.setdefault(name, Scalar("f64"))
+            code.append(B.assign(name, self.sym_expr(e, subst)))
+        return code
+
+    def _push_forward(self, partials, outputs, subst):
+        """Per lane, the new tangents of ``outputs`` (``sum d o/d i * i_dot``) into
+        temporaries, then assigned: [statements]."""
+        compute, assign = [], []
+        exprs = {k: X(self.sym_expr(e, subst)) for k, e in partials.items()}
+
+        def lane():
+            for o in outputs:
+                if o not in self.active:
+                    continue
+                total = None
+                for (o2, i), p in exprs.items():
+                    if o2 != o or i not in self.active:
+                        continue
+                    if isinstance(p.node, gast.Constant) and p.node.value == 0:
+                        continue
+                    term = X(B.name(self.dot(i)))
+                    if not (isinstance(p.node, gast.Constant) and p.node.value == 1):
+                        term = p * term
+                    total = term if total is None else total + term
+                tmp = self.fresh("_tan")
+                self.types[tmp] = self.types[o]
+                compute.append(B.assign(tmp, B.ex(total) if total is not None else B.const(0.0)))
+                assign.append(B.assign(self.dot(o), B.name(tmp)))
+                self.tangent_statements += 1
+        self.per_lane(lane)
+        return compute + assign
+
+    # ------------------------------------------------------------------ closed forms
+    def closed_form_loop(self, seg):
+        """A loop in closed form: the tangents from the entry values, then the closed form."""
+        import sympy
+
+        from ... import symbolic as S
+        info = seg.plan.lifted
+        n = self.fresh("_n")
+        self.types[n] = Scalar("i64")
+        nsym = sympy.Symbol(n, integer=True)
+        code = [B.assign(n, B.call("int", self.sym_expr(info.trip_count)))]
+        partials = {k: e for k, e in info.partials.items() if k[0] in self.active}
+        code += self._replacements(info.jac, list(partials.values()), {}, {})
+        code += self._push_forward(partials, info.carried, {})
+        reps, finals = S.guarded_cse(
+            [info.finals_n[v].xreplace({info.n_symbol: nsym}) for v in info.carried],
+            f"_s{seg.index}_f")
+        for sym, e in reps:
+            self.made.add(sym.name)
+            code.append(B.assign(sym.name, self.sym_expr(e)))
+        closed = []
+        for v, e in zip(info.carried, finals):
+            t = self.fresh("_closed")
+            self.types[t] = self.types[v]
+            conv = "float" if self.types[v].kind == "f64" else "int"
+            code.append(B.assign(t, B.call(conv, self.sym_expr(e))))
+            closed.append(B.assign(v, B.name(t)))
+        # (the tangents, from the entry values, come before the closed form overwrites them)
+        body = code + closed
+        body[0].coarsen_comment = f"loop (line {seg.loc.lineno}) in closed form, with its " + \
+            "tangents: " + "; ".join((info.formula or "").splitlines())
+        if not info.singular:
+            return body
+        guard = self.sym_expr(sympy.Or(*info.singular))
+        loop = self.block(seg.stmts)
+        out = [B.if_(guard, loop, body)]
+        out[0].coarsen_comment = "exact closed form, except at its singular points (the loop)"
+        return out
+
+    # ------------------------------------------------------------------ lifted blocks
+    def lifted_block(self, seg):
+        """Passengers, the lifted statements, then the tangents through the path's partials."""
+        info = seg.plan.lifted
+        passengers = [st for st in seg.stmts if any(st is p for p in seg.passengers)]
+        lifted = [st for st in seg.stmts if not any(st is p for p in seg.passengers)]
+        code = self.block(passengers)
+        # the entry values the partials read of the variables the segment reassigns
+        subst, before = {}, []
+        for dag in info.dags:
+            for sym in dag[2]:
+                if sym.name in subst:
+                    continue
+                entry = self.fresh("_entry")
+                self.types[entry] = Scalar("f64")
+                before.append(B.assign(entry, B.name(real_name(sym.name, self.lifted_names))))
+                subst[sym.name] = B.name(entry)
+        primal = self._primal(lifted)
+        branches = []
+        for k, (decisions, partials, jac) in enumerate(info.paths):
+            partials = {key: e for key, e in partials.items()
+                        if key[0] in self.active and key[1] in self.active}
+            path_subst = dict(subst)
+            finals, held = (info.dags[k][3], info.dags[k][4]) if k < len(info.dags) else ({}, {})
+            reads = dict(finals)
+            if held:
+                from ..reverse.steps import held_replacements
+                reads.update(held_replacements(jac, held, reads))
+            body = self._replacements(jac, list(partials.values()), path_subst, reads)
+            body += self._push_forward(partials, seg.outputs, path_subst)
+            branches.append((decisions, body))
+        if len(branches) == 1:
+            tangents = branches[0][1]
+        else:
+            tangents = None
+            for decisions, body in reversed(branches):
+                if tangents is None:
+                    tangents = body or [gast.Pass()]
+                    continue
+                tests = []
+                for cond, flag in decisions:
+                    t = B.ex(self.val(cond))
+                    tests.append(t if flag else gast.UnaryOp(op=gast.Not(), operand=t))
+                test = tests[0] if len(tests) == 1 else gast.BoolOp(op=gast.And(), values=tests)
+                tangents = [B.if_(test, body, tangents)]
+        used = {n.id for st in tangents for n in gast.walk(st) if isinstance(n, gast.Name)}
+        before = [b for b in before if b.targets[0].id in used]
+        if tangents:
+            a, b = seg.plan.lines
+            where = f"line {a}" if a == b else f"lines {a}-{b}"
+            tangents[0].coarsen_comment = (f"segment {seg.index} ({where}), tangents through its "
+                                           f"partials: {info.formula or ''}")
+        return code + before + primal + tangents
+
+    def _primal(self, stmts):
+        out = []
+        for s in stmts:
+            if isinstance(s, Assign):
+                code = self.index_checks(s) + [B.assign(s.target, self.primal(s))]
+            elif isinstance(s, If):
+                code = [B.if_(self.val(s.cond), self._primal(s.body), self._primal(s.orelse))]
+            else:
+                raise TypeError(s)
+            code[0]._coarsen_loc = s.loc
+            out += code
+        return out
