@@ -160,6 +160,7 @@ def compile_jvp(fn, signature, options, *, module_arrays=None):
         stats = {"active": len(facts.active), "tangent_statements": em.tangent_statements,
                  "coarsen": options.coarsen, "segments": len(em.segments),
                  "lifted": len(lifted), "closed_forms": sum(p.kind == "loop" for p in lifted),
+                 "coarse_blocks": em.coarse_blocks,
                  "zero_tangents": em.zero_tangents,
                  "tangents": {w: em.dot(w) for w in wrt_ir},
                  "loops": [list(x) for x in em.loop_notes]}
@@ -201,8 +202,10 @@ class JvpReport:
     def format(self):
         st = self.stats
         if st.get("coarsen", False):
-            how = (f"coarse ({st.get('lifted', 0)} of {st.get('segments', 0)} segments lifted, "
-                   f"{st.get('closed_forms', 0)} loops in closed form)")
+            how = (f"coarse ({st.get('lifted', 0)} of {st.get('segments', 0)} segments lifted: "
+                   f"{st.get('closed_forms', 0)} loops in closed form, "
+                   f"{st.get('coarse_blocks', 0)} blocks through their partials, the others "
+                   "fine where that is cheaper)")
         else:
             how = "fine-grained (no segments lifted)"
         out = [f"coarsen jvp for {self.function}({', '.join(self.signature)}), forward mode, "

@@ -10,7 +10,8 @@ Guarantees: ``segment(seg)`` returns the gast statements of one segment with its
   overwrites them), then the closed form itself; at the closed form's singular points the
   loop runs instead, its body coarse in turn.  The tangent costs no trip of the loop: closed
   forms give closed-form tangents;
-* a lifted block (``LiftedSegment``): the passengers (element reads, index arithmetic) as
+* a lifted block (``LiftedSegment``) where that is clearly cheaper than fine forward mode
+  (``cheaper_block``; else fine-grained): the passengers (element reads, index arithmetic) as
   fine forward mode emits them, the lifted statements as primal code only, then per lane
   ``o_dot = sum_i d o / d i * i_dot`` for each active output: the path's partials (chosen by
   the conditions as they stand at the segment's end, as the reverse step chooses), read from
@@ -37,8 +38,38 @@ from ..canonical import real_name
 from .rules import check_refused
 
 
+#: a lifted block's tangents go through its partials when their estimated cost is at most
+#: this fraction of fine forward mode's.  Forward mode's tangent of a block already follows
+#: its narrowest cut (a difference of two element reads is one tangent, where the local
+#: Jacobian has two partials), so partials pay off only where SymPy simplified the block;
+#: measured at size m on the apps (lennard_jones 106 against 70 us, lotka_volterra 38
+#: against 25 us, the rest within 3%, also with 4 directions), the partials were never faster
+COARSE_BLOCK_RATIO = 0.5
+#: the weights of ``op_cost``: a division, a power, a call (``math.exp``...); others cost 1
+DIV_COST, POW_COST, CALL_COST = 4, 8, 15
+
+
+def op_cost(stmts):
+    """The estimated arithmetic cost of gast statements: each operator 1, a division
+    ``DIV_COST``, a power ``POW_COST``, a call ``CALL_COST`` (conversions ``float``/``int``
+    free)."""
+    cost = 0
+    for st in stmts:
+        for n in gast.walk(st):
+            if isinstance(n, gast.BinOp):
+                cost += DIV_COST if isinstance(n.op, gast.Div) else \
+                    POW_COST if isinstance(n.op, gast.Pow) else 1
+            elif isinstance(n, (gast.UnaryOp, gast.Compare, gast.BoolOp)):
+                cost += 1
+            elif isinstance(n, gast.Call) and not (isinstance(n.func, gast.Name)
+                                                   and n.func.id in ("float", "int")):
+                cost += CALL_COST
+    return cost
+
+
 class ForwardSegmentMixin:
     lifted_names = {}           # canonical -> real names of the lifted segments
+    coarse_blocks = 0           # lifted blocks whose tangents went through their partials
 
     def segment(self, seg):
         lifted = seg.plan.lifted
@@ -48,8 +79,31 @@ class ForwardSegmentMixin:
         if isinstance(lifted, ClosedFormLoop):
             return self.closed_form_loop(seg)
         if isinstance(lifted, LiftedSegment) and lifted.paths:
-            return self.lifted_block(seg)
+            return self.cheaper_block(seg)
         return self.block(seg.stmts)
+
+    def cheaper_block(self, seg):
+        """A lifted block's code through its partials where that is clearly cheaper than
+        fine forward mode's (``COARSE_BLOCK_RATIO``, by ``op_cost`` of the emitted code);
+        else fine-grained.  Both are emitted; the one not chosen leaves no trace but numbers
+        skipped in temporaries' names."""
+        counts = (self.tangent_statements, self.zero_tangents)
+        made, types = set(self.made), dict(self.types)
+        coarse = self.lifted_block(seg)
+        coarse_counts, coarse_made, coarse_types = \
+            (self.tangent_statements, self.zero_tangents), set(self.made), dict(self.types)
+        self.tangent_statements, self.zero_tangents = counts
+        fine = self.block(seg.stmts)
+        primal = op_cost(self._primal([st for st in seg.stmts
+                                       if not any(st is p for p in seg.passengers)]))
+        if op_cost(coarse) - primal <= COARSE_BLOCK_RATIO * (op_cost(fine) - primal):
+            self.tangent_statements, self.zero_tangents = coarse_counts
+            self.made, self.types = coarse_made, coarse_types
+            self.coarse_blocks += 1
+            return coarse
+        self.made |= made
+        self.types = {**types, **self.types}
+        return fine
 
     # ------------------------------------------------------------------ printing
     def sym_expr(self, expr, subst=None):
