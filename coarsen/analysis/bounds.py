@@ -14,8 +14,11 @@ element read (``getitem``) and write (``Store``) is either
   nests, in range by construction);
 * *hoisted*: checked once before the innermost ``for`` loop around it, when the access runs
   on every trip of that loop (not under an ``if`` in it), the array is not reassigned in the
-  loop and the index is loop-invariant or the loop variable plus a constant with a unit
-  step (the check covers the first and the last index, the loop running at least once);
+  loop and the index is loop-invariant, the loop variable plus a constant with a unit
+  step, or (in a loop of step 1) an induction variable of the loop: an int the body assigns
+  once, by ``v = v + c`` on every trip, so that it runs through ``v + k``, ``v + k + c``, ...
+  from its value before the loop (the check covers the first and the last index, the loop
+  running at least once);
 * or checked *inline*, just before the access.
 
 A check accepts what Python accepts: ``-n <= index < n`` (negative indices wrap, in NumPy,
@@ -29,7 +32,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..ir.nodes import (NEWAXIS, Array, Assign, Const, For, If, Segment, Slice, Store, Var, While,
-                        assigned)
+                        assigned, walk)
 from ..ir.primitives import REGISTRY
 
 
@@ -45,6 +48,8 @@ class Check:
     upper: bool            # check index < n
     message: str
     low_offset: int = 0    # hoisted affine: the lowest index is the loop variable + low_offset
+    per_trip: int = 0      # hoisted induction variable: ``index`` (its value before the loop)
+    #                        plus ``offset`` on the first trip, growing by this much per trip
 
 
 @dataclass
@@ -63,17 +68,20 @@ def message(array, axis, loc):
 # A form is (array, axis, c): the value array.shape[axis] + c, or (None, None, c): the constant c.
 
 class _State:
-    __slots__ = ("eq", "rng", "aff", "ok", "shp")
+    __slots__ = ("eq", "rng", "aff", "ok", "shp", "iv")
 
-    def __init__(self, eq=None, rng=None, aff=None, ok=None, shp=None):
+    def __init__(self, eq=None, rng=None, aff=None, ok=None, shp=None, iv=None):
         self.eq = dict(eq or {})      # int variable -> form (its exact value)
         self.rng = dict(rng or {})    # int variable -> (lo form, hi form): lo <= v <= hi
         self.aff = dict(aff or {})    # int variable -> (variable u, k): v == u + k
         self.ok = set(ok or ())       # (array, axis, ("v", name) | ("c", value)) checked
         self.shp = dict(shp or {})    # (array, axis) -> a form equal to array.shape[axis]
+        # int variable -> (id of a loop, c, k): on each trip of that loop the variable is
+        # its value before the loop + k + c * (trips done so far) (an induction variable)
+        self.iv = dict(iv or {})
 
     def copy(self):
-        return _State(self.eq, self.rng, self.aff, self.ok, self.shp)
+        return _State(self.eq, self.rng, self.aff, self.ok, self.shp, self.iv)
 
     def norm(self, form):
         """A form in terms of the arrays whose shapes are not known to equal others'."""
@@ -91,13 +99,15 @@ class _State:
         self.aff = {v: a for v, a in self.aff.items() if v not in names and a[0] not in names}
         self.ok = {o for o in self.ok if o[0] not in names and not (o[2][0] == "v" and o[2][1] in names)}
         self.shp = {k: f for k, f in self.shp.items() if k[0] not in names and f[0] not in names}
+        self.iv = {v: x for v, x in self.iv.items() if v not in names}
 
     def meet(self, other):
         return _State({k: v for k, v in self.eq.items() if other.eq.get(k) == v},
                       {k: v for k, v in self.rng.items() if other.rng.get(k) == v},
                       {k: v for k, v in self.aff.items() if other.aff.get(k) == v},
                       self.ok & other.ok,
-                      {k: v for k, v in self.shp.items() if other.shp.get(k) == v})
+                      {k: v for k, v in self.shp.items() if other.shp.get(k) == v},
+                      {k: v for k, v in self.iv.items() if other.iv.get(k) == v})
 
 
 def _shift(form, k):
@@ -109,6 +119,7 @@ class _Planner:
         self.fn = fn
         self.types = fn.types
         self.plan = BoundsPlan()
+        self.steps = {}         # id of an induction variable's increment -> its step
 
     def is_int(self, name):
         t = self.types.get(name)
@@ -163,6 +174,10 @@ class _Planner:
             if lo is not None or hi is not None:
                 body.rng[s.var] = (lo, hi)
             body.aff[s.var] = (s.var, 0)
+            if step == 1:
+                for v, (inc, c) in self.induction(s).items():
+                    self.steps[id(inc)] = c
+                    body.iv[v] = (id(s), c, 0)
             self.block(s.body, body, (s, True, killed))
             return st
         if isinstance(s, While):
@@ -177,6 +192,31 @@ class _Planner:
                 return self.block(list(s.passengers) + rest, st, ctx)
             return self.block(s.stmts, st, ctx)
         raise TypeError(s)
+
+    def induction(self, loop):
+        """{variable: (its increment, step c)} for the int variables the loop's body assigns
+        once, by ``v = v + c`` (or ``c + v``, ``v - c``; c a nonzero int) on every trip (a
+        statement of the body, or of a segment that is one)."""
+        counts = {}
+        for st in walk(loop.body):
+            if isinstance(st, Assign):
+                counts[st.target] = counts.get(st.target, 0) + 1
+        out = {}
+        top = []
+        for st in loop.body:
+            top += st.stmts if isinstance(st, Segment) else [st]
+        for st in top:
+            if not isinstance(st, Assign) or counts.get(st.target) != 1 or \
+                    not self.is_int(st.target) or len(st.args) != 2:
+                continue
+            sign = REGISTRY[st.op].accumulates
+            a, b = st.args
+            if sign > 0 and isinstance(a, Const):
+                a, b = b, a
+            if sign and isinstance(a, Var) and a.name == st.target and isinstance(b, Const) \
+                    and isinstance(b.value, int) and not isinstance(b.value, bool) and b.value:
+                out[st.target] = (st, sign * b.value)
+        return out
 
     def assign(self, s, st):
         t, op, args = s.target, s.op, s.args
@@ -205,6 +245,7 @@ class _Planner:
                         rng = None
                     f = st.aff.get(a.name)
                     aff = (f[0], f[1] + k) if f else (a.name, k)
+        iv_before = st.iv
         st = st.copy()
         st.kill({t})
         if eq is not None and eq[0] != t:
@@ -216,6 +257,10 @@ class _Planner:
         for d, f in shapes.items():
             if f is not None and f[0] != t:
                 st.shp[(t, d)] = f
+        c = self.steps.get(id(s))
+        if c is not None and t in iv_before:
+            loop, c0, k = iv_before[t]
+            st.iv[t] = (loop, c0, k + c)
         return st
 
     def shapes(self, s, st):
@@ -300,6 +345,14 @@ class _Planner:
                 elif a is not None and a[0] not in killed:
                     # invariant in this loop: an outer loop's variable plus a constant
                     check = Check(array, axis, Var(a[0]), a[1], lower, upper, msg)
+                elif st.iv.get(it.name, (None,))[0] == id(loop):
+                    # an induction variable of this loop (ADBench's triangular ``idx += 1``)
+                    _, c, k = st.iv[it.name]
+                    check = Check(array, axis, Var(it.name), k, lower, upper, msg, per_trip=c)
+                elif a is not None and st.iv.get(a[0], (None,))[0] == id(loop):
+                    # one plus a constant (``L[idx - 1]``)
+                    _, c, k = st.iv[a[0]]
+                    check = Check(array, axis, Var(a[0]), k + a[1], lower, upper, msg, per_trip=c)
             if check is not None:
                 counts["hoisted"] += 1
                 checks = self.plan.hoisted.setdefault(id(loop), [])
@@ -396,7 +449,20 @@ def hoisted_check(check, loop, val):
     from ..ad import build as B
     start, stop = loop.start, loop.stop
     up = loop.step.value > 0
-    if check.index is not None:
+    if check.index is not None and check.per_trip:
+        # the induction variable over the trips: index + offset, then + per_trip each trip
+        def span():
+            trips = B.binop(B.binop(B.ex(val(stop)), "-", B.ex(val(start))), "-", 1)
+            return B.binop(trips, "*", check.per_trip)
+
+        def low():
+            node = _const_or(check.index, check.offset, val)
+            return B.binop(node, "+", span()) if check.per_trip < 0 else node
+
+        def high():
+            node = _const_or(check.index, check.offset, val)
+            return B.binop(node, "+", span()) if check.per_trip > 0 else node
+    elif check.index is not None:
         def low():
             return _const_or(check.index, check.offset, val)
         high = low
