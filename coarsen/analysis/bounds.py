@@ -452,12 +452,13 @@ def hoisted_check(check, loop, val):
     if check.index is not None and check.per_trip:
         # the induction variable over the trips: index + offset, then + per_trip each trip
         def span():
+            # |per_trip| * (trips - 1)
             trips = B.binop(B.binop(B.ex(val(stop)), "-", B.ex(val(start))), "-", 1)
-            return B.binop(trips, "*", check.per_trip)
+            return trips if abs(check.per_trip) == 1 else B.binop(trips, "*", abs(check.per_trip))
 
         def low():
             node = _const_or(check.index, check.offset, val)
-            return B.binop(node, "+", span()) if check.per_trip < 0 else node
+            return B.binop(node, "-", span()) if check.per_trip < 0 else node
 
         def high():
             node = _const_or(check.index, check.offset, val)

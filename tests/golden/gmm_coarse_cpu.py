@@ -173,6 +173,8 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
                 _t14 = d
                 if _t13 < _t14 and k >= icf.shape[0]:
                     raise IndexError('index out of range (axis 0 of icf) at gmm.py:51: qx[l] += icf[k, idx] * (x[i, j] - means[k, j])')
+                if _t13 < _t14 and (idx + (_t14 - _t13 - 1) >= icf.shape[1] or idx < -icf.shape[1]):
+                    raise IndexError('index out of range (axis 1 of icf) at gmm.py:51: qx[l] += icf[k, idx] * (x[i, j] - means[k, j])')
                 if _t13 < _t14 and j_2 >= x.shape[1]:
                     raise IndexError('index out of range (axis 1 of x) at gmm.py:51: qx[l] += icf[k, idx] * (x[i, j] - means[k, j])')
                 if _t14 > _t13:
@@ -182,8 +184,6 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
                     _t18 = _t16 - _t17
                     for l in range(_t13, _t14):
                         # qx[l] += icf[k, idx] * (x[i, j] - means[k, j])
-                        if idx >= icf.shape[1] or idx < -icf.shape[1]:
-                            raise IndexError('index out of range (axis 1 of icf) at gmm.py:51: qx[l] += icf[k, idx] * (x[i, j] - means[k, j])')
                         _t15 = icf[k, idx]
                         _t19 = _t15 * _t18
                         qx[l] += _t19
