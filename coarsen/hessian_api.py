@@ -177,8 +177,11 @@ class _SecondOrder:
                           "supported: the rule gives first derivatives only (what it computes "
                           "is not differentiated again)",
                           "take the Hessian of a version of the function without the rule")
+        # the JVP fine-grained, as reverse mode then reads it back: the reverse pass coarsens
+        # (its loops' closed forms included), and the two methods keep giving one Hessian
         art = compile_jvp(self.fn, sig, JvpOptions(wrt=self.wrt, target="python",
-                                                   boundscheck=False, input_language=True),
+                                                   boundscheck=False, input_language=True,
+                                                   coarsen=False),
                           module_arrays=self._global_arrays)
         taken = set(self.params)
         vs = [fresh_name(f"_v_{w}", taken) for w in art.wrt]
@@ -430,8 +433,10 @@ class Hessian(_SecondOrder):
         lanes = min(size, LANES)
         # the entry's parameters are the function's, in order (renamed where a name clashes)
         pos = tuple(self.params.index(n) for n in names)
+        # forward mode over the generated gradient, fine-grained: the gradient's adjoint
+        # steps were coarsened already, and lifting them again gains nothing measured
         jac = Jacobian(prog.wrapper.fn, pos if len(pos) > 1 else pos[0], "forward", self.target,
-                       self.boundscheck, False, lanes)
+                       self.boundscheck, False, lanes, coarsen=False)
         try:
             jac(*args)          # generated and compiled now: a refusal falls back
         except CoarsenError as exc:

@@ -7,7 +7,7 @@ and the frontend's lowering and typing (``coarsen.pipeline``), run once per sign
 the result's type.
 Guarantees:
 
-* ``coarsen.jacobian(fn, wrt=None, mode="auto", *, target="cpu", boundscheck=True)(*args)``
+* ``coarsen.jacobian(fn, wrt=None, mode="auto", *, target="cpu", boundscheck=True, coarsen=True)(*args)``
   returns, for each ``wrt`` parameter (a bare value for one name or position, a tuple in
   ``wrt``'s order for a sequence or ``None``, every float parameter), the array of shape
   ``out.shape + in.shape`` of the partial derivatives (JAX's ``jacobian``): ``J[i..., j...] =
@@ -138,7 +138,7 @@ class Jacobian:
     """The Jacobian of a function; see ``coarsen.jacobian``."""
 
     def __init__(self, fn, wrt=None, mode="auto", target="cpu", boundscheck=True,
-                 parallel=False, directions=None):
+                 parallel=False, directions=None, coarsen=True):
         if mode not in MODES:
             raise CoarsenError(f"unknown mode {mode!r}", hint=f"use one of {MODES}")
         # checks the target and the number of directions
@@ -153,6 +153,8 @@ class Jacobian:
         self.params = [a.id for a in self.src.node.args.args]
         self.wrt, self.mode, self.target, self.boundscheck = wrt, mode, target, boundscheck
         self.parallel = bool(parallel)
+        # coarse forward mode and coarse row gradients (``coarsen=False``: fine-grained)
+        self.coarsen = bool(coarsen)
         self._single = wrt is not None and not isinstance(wrt, (tuple, list))
         check_wrt(wrt, self.params, self.fn.__name__)
         self._pysig = inspect.signature(self.fn)
@@ -206,7 +208,7 @@ class Jacobian:
         j = self._jvps.get(wrt)
         if j is None:
             j = self._jvps[wrt] = jvp(self.array_fn, wrt, target=self.target,
-                                      boundscheck=self.boundscheck)
+                                      boundscheck=self.boundscheck, coarsen=self.coarsen)
         return j
 
     def _row_gradient(self, wrt, scalar):
@@ -215,7 +217,7 @@ class Jacobian:
         if g is None:
             if scalar:
                 g = differentiate(self.fn, wrt=wrt, target=self.target,
-                                  boundscheck=self.boundscheck)
+                                  boundscheck=self.boundscheck, coarsen=self.coarsen)
             else:
                 taken = set(self.params)
                 f, np_ = fresh_name("_f", taken), fresh_name("np", taken)
@@ -227,7 +229,7 @@ class Jacobian:
                                    {f: self.array_fn, np_: np},
                                    f"{self.fn.__module__}.{self.fn.__qualname__}")
                 g = differentiate(row.fn, wrt=wrt, target=self.target,
-                                  boundscheck=self.boundscheck)
+                                  boundscheck=self.boundscheck, coarsen=self.coarsen)
             self._rows[key] = g
         return g
 
@@ -282,7 +284,8 @@ class Jacobian:
             lanes = self.directions
             art = compile_jvp(self.array_fn, sig, JvpOptions(wrt=wrt, target=self.target,
                                                             boundscheck=self.boundscheck,
-                                                            directions=lanes),
+                                                            directions=lanes,
+                                                            coarsen=self.coarsen),
                               module_arrays=self._global_arrays)
             parallel = self._parallel_for(art.source)
             text = forward_driver(art.entry_name, len(self.params), len(art.module_arrays),
@@ -409,9 +412,9 @@ class Jacobian:
 
 
 def jacobian(fn, wrt=None, mode="auto", *, target="cpu", boundscheck=True, parallel=False,
-             directions=None):
+             directions=None, coarsen=True):
     """The Jacobian of ``fn`` (see the module docstring): ``coarsen.jacobian(fn, wrt)(*args)``
     has shape ``out.shape + in.shape`` per ``wrt`` parameter; ``parallel=True`` runs its
     sweeps in parallel on the cpu target; ``directions=K`` runs forward mode's columns K per
-    sweep (a vector JVP)."""
-    return Jacobian(fn, wrt, mode, target, boundscheck, parallel, directions)
+    sweep (a vector JVP); ``coarsen=False``: fine-grained sweeps."""
+    return Jacobian(fn, wrt, mode, target, boundscheck, parallel, directions, coarsen)

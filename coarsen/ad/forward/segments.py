@@ -70,6 +70,7 @@ def op_cost(stmts):
 class ForwardSegmentMixin:
     lifted_names = {}           # canonical -> real names of the lifted segments
     coarse_blocks = 0           # lifted blocks whose tangents went through their partials
+    shared_cost = 0             # op_cost of the partials lifted_block evaluated (all lanes')
 
     def segment(self, seg):
         lifted = seg.plan.lifted
@@ -89,14 +90,21 @@ class ForwardSegmentMixin:
         skipped in temporaries' names."""
         counts = (self.tangent_statements, self.zero_tangents)
         made, types = set(self.made), dict(self.types)
+        self.shared_cost = 0
         coarse = self.lifted_block(seg)
+        shared = self.shared_cost
         coarse_counts, coarse_made, coarse_types = \
             (self.tangent_statements, self.zero_tangents), set(self.made), dict(self.types)
         self.tangent_statements, self.zero_tangents = counts
         fine = self.block(seg.stmts)
         primal = op_cost(self._primal([st for st in seg.stmts
                                        if not any(st is p for p in seg.passengers)]))
-        if op_cost(coarse) - primal <= COARSE_BLOCK_RATIO * (op_cost(fine) - primal):
+        # per lane: the partials are shared by the lanes, the rest is once per lane; the
+        # choice does not depend on the number of lanes (lane k of a vector JVP is the
+        # single-direction JVP, bit for bit)
+        lanes = len(self.lanes)
+        per_lane = (op_cost(coarse) - primal - shared) / lanes
+        if shared + per_lane <= COARSE_BLOCK_RATIO * (op_cost(fine) - primal) / lanes:
             self.tangent_statements, self.zero_tangents = coarse_counts
             self.made, self.types = coarse_made, coarse_types
             self.coarse_blocks += 1
@@ -232,6 +240,7 @@ class ForwardSegmentMixin:
                 from ..reverse.steps import held_replacements
                 reads.update(held_replacements(jac, held, reads))
             body = self._replacements(jac, list(partials.values()), path_subst, reads)
+            self.shared_cost += op_cost(body)
             body += self._push_forward(partials, seg.outputs, path_subst)
             branches.append((decisions, body))
         if len(branches) == 1:
