@@ -213,3 +213,23 @@ def select(cond, a, b):
     if arr:
         return X(call("np.where", cond, a, b), True)
     return X(ifexp(cond, a, b), False)
+
+
+def path_chain(branches, val):
+    """Statements running one of a segment's paths: ``branches`` is ``[(decisions, body)]``
+    (``decisions``: ((condition operand, flag), ...), ``val`` giving an operand's expression);
+    the last path is the ``else`` of the others, tested in order."""
+    if len(branches) == 1:
+        return list(branches[0][1])
+    chain = None
+    for decisions, body in reversed(branches):
+        if chain is None:
+            chain = body or [gast.Pass()]
+            continue
+        tests = []
+        for cond, flag in decisions:
+            t = ex(val(cond))
+            tests.append(t if flag else gast.UnaryOp(op=gast.Not(), operand=t))
+        test = tests[0] if len(tests) == 1 else gast.BoolOp(op=gast.And(), values=tests)
+        chain = [if_(test, body, chain)]
+    return chain

@@ -35,6 +35,7 @@ from ...ir.nodes import Assign, If, Scalar, walk
 from .. import build as B
 from ..build import X
 from ..canonical import real_name
+from ..reverse.steps import closed_form_values, held_replacements
 from .rules import check_refused
 
 
@@ -176,31 +177,13 @@ class ForwardSegmentMixin:
     def closed_form_loop(self, seg):
         """A loop in closed form: the tangents from the entry values, then the closed form."""
         import sympy
-
-        from ... import symbolic as S
         info = seg.plan.lifted
-        n = self.fresh("_n")
-        self.types[n] = Scalar("i64")
-        nsym = sympy.Symbol(n, integer=True)
-        code = [B.assign(n, B.call("int", self.sym_expr(info.trip_count)))]
         partials = {k: e for k, e in info.partials.items() if k[0] in self.active}
-        code += self._replacements(info.jac, list(partials.values()), {}, {})
+        code = self._replacements(info.jac, list(partials.values()), {}, {})
         code += self._push_forward(partials, info.carried, {})
-        reps, finals = S.guarded_cse(
-            [info.finals_n[v].xreplace({info.n_symbol: nsym}) for v in info.carried],
-            f"_s{seg.index}_f")
-        for sym, e in reps:
-            self.made.add(sym.name)
-            code.append(B.assign(sym.name, self.sym_expr(e)))
-        closed = []
-        for v, e in zip(info.carried, finals):
-            t = self.fresh("_closed")
-            self.types[t] = self.types[v]
-            conv = "float" if self.types[v].kind == "f64" else "int"
-            code.append(B.assign(t, B.call(conv, self.sym_expr(e))))
-            closed.append(B.assign(v, B.name(t)))
         # (the tangents, from the entry values, come before the closed form overwrites them)
-        body = code + closed
+        values, tmps = closed_form_values(self, seg)
+        body = code + values + [B.assign(v, B.name(t)) for v, t in tmps]
         body[0].coarsen_comment = f"loop (line {seg.loc.lineno}) in closed form, with its " + \
             "tangents: " + "; ".join((info.formula or "").splitlines())
         if not info.singular:
@@ -237,26 +220,12 @@ class ForwardSegmentMixin:
             finals, held = (info.dags[k][3], info.dags[k][4]) if k < len(info.dags) else ({}, {})
             reads = dict(finals)
             if held:
-                from ..reverse.steps import held_replacements
                 reads.update(held_replacements(jac, held, reads))
             body = self._replacements(jac, list(partials.values()), path_subst, reads)
             self.shared_cost += op_cost(body)
             body += self._push_forward(partials, seg.outputs, path_subst)
             branches.append((decisions, body))
-        if len(branches) == 1:
-            tangents = branches[0][1]
-        else:
-            tangents = None
-            for decisions, body in reversed(branches):
-                if tangents is None:
-                    tangents = body or [gast.Pass()]
-                    continue
-                tests = []
-                for cond, flag in decisions:
-                    t = B.ex(self.val(cond))
-                    tests.append(t if flag else gast.UnaryOp(op=gast.Not(), operand=t))
-                test = tests[0] if len(tests) == 1 else gast.BoolOp(op=gast.And(), values=tests)
-                tangents = [B.if_(test, body, tangents)]
+        tangents = B.path_chain(branches, self.val)
         used = {n.id for st in tangents for n in gast.walk(st) if isinstance(n, gast.Name)}
         before = [b for b in before if b.targets[0].id in used]
         if tangents:

@@ -148,25 +148,7 @@ class SegmentMixin:
         info = seg.plan.lifted
         self.cut_strategy = self.path_cuts = self.current_cut = None
         self.precomputed = {}
-        n = self.fresh("_n")
-        self.types[n] = Scalar("i64")
-        nsym = sympy.Symbol(n, integer=True)
-        fwd = [B.assign(n, B.call("int", self.sym_expr(info.trip_count)))]
-        tmps = []
-        # the carried values' shared subexpressions (r**n), evaluated once (guarded_cse)
-        from ... import symbolic as S
-        reps, finals = S.guarded_cse(
-            [info.finals_n[v].xreplace({info.n_symbol: nsym}) for v in info.carried],
-            f"_s{seg.index}_f")
-        for sym, e in reps:
-            self.made.add(sym.name)
-            fwd.append(B.assign(sym.name, self.sym_expr(e)))
-        for v, e in zip(info.carried, finals):
-            t = self.fresh("_closed")
-            self.types[t] = self.types[v]
-            conv = "float" if self.types[v].kind == "f64" else "int"
-            fwd.append(B.assign(t, B.call(conv, self.sym_expr(e))))
-            tmps.append((v, t))
+        fwd, tmps = closed_form_values(self, seg)
         pops = []
         inner = {}
         for st in walk(seg.stmts):
@@ -378,21 +360,7 @@ class SegmentMixin:
                 got = {i for (o, i) in path_partials if o in outs}
                 body += self.zero_unset_inputs(seg, got)
                 branches.append((decisions, body))
-        if len(branches) == 1:
-            code += branches[0][1]
-        else:
-            chain = None
-            for decisions, body in reversed(branches):
-                if chain is None:
-                    chain = body or [gast.Pass()]
-                    continue
-                tests = []
-                for cond, flag in decisions:
-                    t = B.ex(self.val(cond))
-                    tests.append(t if flag else gast.UnaryOp(op=gast.Not(), operand=t))
-                test = tests[0] if len(tests) == 1 else gast.BoolOp(op=gast.And(), values=tests)
-                chain = [B.if_(test, body, chain)]
-            code += chain
+        code += B.path_chain(branches, self.val)
         code += late_reset
         if code:
             a, b = seg.plan.lines
@@ -490,6 +458,37 @@ class SegmentMixin:
             if i in self.f.set_temps and i in self.active and i not in ins_with_contrib:
                 out.append(B.assign(self.bar(i), 0.0))
         return out
+
+
+def closed_form_values(em, seg):
+    """The values of a loop in closed form (``seg.plan.lifted``, a ``ClosedFormLoop``) as
+    code of the emitter ``em`` (``fresh``, ``types``, ``made``, ``sym_expr``): ``(statements,
+    [(carried variable, the temporary holding its final value)])``: the trip count ``_n``, the
+    carried values' shared subexpressions (``r**n``, once: ``guarded_cse``), then each value
+    converted to its variable's type.  The caller assigns the variables (reverse mode tapes
+    the values they held first; forward mode computes the tangents first)."""
+    import sympy
+
+    from ... import symbolic as S
+    info = seg.plan.lifted
+    n = em.fresh("_n")
+    em.types[n] = Scalar("i64")
+    nsym = sympy.Symbol(n, integer=True)
+    code = [B.assign(n, B.call("int", em.sym_expr(info.trip_count)))]
+    reps, finals = S.guarded_cse(
+        [info.finals_n[v].xreplace({info.n_symbol: nsym}) for v in info.carried],
+        f"_s{seg.index}_f")
+    for sym, e in reps:
+        em.made.add(sym.name)
+        code.append(B.assign(sym.name, em.sym_expr(e)))
+    tmps = []
+    for v, e in zip(info.carried, finals):
+        t = em.fresh("_closed")
+        em.types[t] = em.types[v]
+        conv = "float" if em.types[v].kind == "f64" else "int"
+        code.append(B.assign(t, B.call(conv, em.sym_expr(e))))
+        tmps.append((v, t))
+    return code, tmps
 
 
 def held_replacements(jac, held, reads):
