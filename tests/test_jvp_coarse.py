@@ -138,7 +138,7 @@ def _tangent_args(fn, args, wrt):
 
 
 FORCED = [(k, "python") for k in range(len(CASES))] + \
-    [(IDS.index(n), "cpu") for n in ("rk4_lotka_volterra_array", "logreg_loss")]
+    [(IDS.index("logreg_loss"), "cpu")]
 
 
 @pytest.mark.parametrize("k,target", FORCED, ids=[f"{IDS[k]}-{t}" for k, t in FORCED])
