@@ -25,7 +25,6 @@ input is read at its entry tangent.  The IR is not modified.
 """
 from __future__ import annotations
 
-import copy
 
 import gast
 
@@ -35,7 +34,7 @@ from ...ir.nodes import Assign, If, Scalar, walk
 from .. import build as B
 from ..build import X
 from ..canonical import real_name
-from ..reverse.steps import closed_form_values, held_replacements
+from ..reverse.steps import closed_form_values, held_replacements, sym_to_gast
 from .rules import check_refused
 
 
@@ -71,7 +70,6 @@ def op_cost(stmts):
 class ForwardSegmentMixin:
     lifted_names = {}           # canonical -> real names of the lifted segments
     coarse_blocks = 0           # lifted blocks whose tangents went through their partials
-    shared_cost = 0             # op_cost of the partials lifted_block evaluated (all lanes')
 
     def segment(self, seg):
         lifted = seg.plan.lifted
@@ -87,15 +85,11 @@ class ForwardSegmentMixin:
     def cheaper_block(self, seg):
         """A lifted block's code through its partials where that is clearly cheaper than
         fine forward mode's (``COARSE_BLOCK_RATIO``, by ``op_cost`` of the emitted code);
-        else fine-grained.  Both are emitted; the one not chosen leaves no trace but numbers
-        skipped in temporaries' names."""
+        else fine-grained.  Both are emitted; the one not chosen leaves unused names in
+        ``made`` and ``types`` and numbers skipped in temporaries' names, nothing else."""
         counts = (self.tangent_statements, self.zero_tangents)
-        made, types = set(self.made), dict(self.types)
-        self.shared_cost = 0
-        coarse = self.lifted_block(seg)
-        shared = self.shared_cost
-        coarse_counts, coarse_made, coarse_types = \
-            (self.tangent_statements, self.zero_tangents), set(self.made), dict(self.types)
+        coarse, shared = self.lifted_block(seg)
+        coarse_counts = (self.tangent_statements, self.zero_tangents)
         self.tangent_statements, self.zero_tangents = counts
         fine = self.block(seg.stmts)
         primal = op_cost(self._primal([st for st in seg.stmts
@@ -107,29 +101,14 @@ class ForwardSegmentMixin:
         per_lane = (op_cost(coarse) - primal - shared) / lanes
         if shared + per_lane <= COARSE_BLOCK_RATIO * (op_cost(fine) - primal) / lanes:
             self.tangent_statements, self.zero_tangents = coarse_counts
-            self.made, self.types = coarse_made, coarse_types
             self.coarse_blocks += 1
             return coarse
-        self.made |= made
-        self.types = {**types, **self.types}
         return fine
 
     # ------------------------------------------------------------------ printing
     def sym_expr(self, expr, subst=None):
-        """A SymPy expression of a lifted segment as a gast expression, its canonical names
-        printed as the real ones (``subst``: {symbol name: gast expression} in their place)."""
-        from ... import symbolic as S
-        node = gast.parse(S.to_python(expr)).body[0].value
-        names = self.lifted_names
-        subst = subst or {}
-
-        class Real(gast.NodeTransformer):
-            def visit_Name(self, n):
-                if n.id in subst:
-                    return copy.deepcopy(subst[n.id])
-                n.id = real_name(n.id, names)
-                return n
-        return Real().visit(node)
+        """A SymPy expression of a lifted segment as a gast expression (``sym_to_gast``)."""
+        return sym_to_gast(expr, self.lifted_names, subst)
 
     def _replacements(self, jac, exprs, subst, reads):
         """The assignments of the replacements of ``jac`` that ``exprs`` need, in order, those
@@ -196,7 +175,8 @@ class ForwardSegmentMixin:
 
     # ------------------------------------------------------------------ lifted blocks
     def lifted_block(self, seg):
-        """Passengers, the lifted statements, then the tangents through the path's partials."""
+        """Passengers, the lifted statements, then the tangents through the path's partials:
+        ``(statements, op_cost of the partials, which every lane shares)``."""
         info = seg.plan.lifted
         passengers = [st for st in seg.stmts if any(st is p for p in seg.passengers)]
         lifted = [st for st in seg.stmts if not any(st is p for p in seg.passengers)]
@@ -212,7 +192,7 @@ class ForwardSegmentMixin:
                 before.append(B.assign(entry, B.name(real_name(sym.name, self.lifted_names))))
                 subst[sym.name] = B.name(entry)
         primal = self._primal(lifted)
-        branches = []
+        branches, shared = [], 0
         for k, (decisions, partials, jac) in enumerate(info.paths):
             partials = {key: e for key, e in partials.items()
                         if key[0] in self.active and key[1] in self.active}
@@ -222,7 +202,7 @@ class ForwardSegmentMixin:
             if held:
                 reads.update(held_replacements(jac, held, reads))
             body = self._replacements(jac, list(partials.values()), path_subst, reads)
-            self.shared_cost += op_cost(body)
+            shared += op_cost(body)
             body += self._push_forward(partials, seg.outputs, path_subst)
             branches.append((decisions, body))
         tangents = B.path_chain(branches, self.val)
@@ -233,7 +213,7 @@ class ForwardSegmentMixin:
             where = f"line {a}" if a == b else f"lines {a}-{b}"
             tangents[0].coarsen_comment = (f"segment {seg.index} ({where}), tangents through its "
                                            f"partials: {info.formula or ''}")
-        return code + before + primal + tangents
+        return code + before + primal + tangents, shared
 
     def _primal(self, stmts):
         out = []

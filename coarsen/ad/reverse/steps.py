@@ -180,23 +180,7 @@ class SegmentMixin:
     def sym_expr(self, expr, subst=None):
         """A SymPy expression as a gast expression (recomputable element reads re-read;
         ``subst``: {symbol name: gast expression} printed in place of those symbols)."""
-        from ... import symbolic as S
-        node = gast.parse(S.to_python(expr)).body[0].value
-        if subst:
-            import copy
-
-            class Seeds(gast.NodeTransformer):
-                def visit_Name(self, n):
-                    return copy.deepcopy(subst[n.id]) if n.id in subst else n
-            node = Seeds().visit(node)
-        if self.lifted_names:
-            names = self.lifted_names
-
-            class Real(gast.NodeTransformer):
-                def visit_Name(self, n):
-                    n.id = real_name(n.id, names)
-                    return n
-            node = Real().visit(node)
+        node = sym_to_gast(expr, self.lifted_names, subst)
         if self.step_rereads:
             rec = self.step_rereads
             emitter = self
@@ -458,6 +442,28 @@ class SegmentMixin:
             if i in self.f.set_temps and i in self.active and i not in ins_with_contrib:
                 out.append(B.assign(self.bar(i), 0.0))
         return out
+
+
+def sym_to_gast(expr, names, subst=None):
+    """A SymPy expression of a lifted segment as a gast expression: ``subst`` ({symbol name:
+    gast expression}) printed in place of those symbols, then the canonical names printed as
+    the real ones (``names``: canonical -> real)."""
+    from ... import symbolic as S
+    node = gast.parse(S.to_python(expr)).body[0].value
+    if subst:
+        import copy
+
+        class Seeds(gast.NodeTransformer):
+            def visit_Name(self, n):
+                return copy.deepcopy(subst[n.id]) if n.id in subst else n
+        node = Seeds().visit(node)
+    if names:
+        class Real(gast.NodeTransformer):
+            def visit_Name(self, n):
+                n.id = real_name(n.id, names)
+                return n
+        node = Real().visit(node)
+    return node
 
 
 def closed_form_values(em, seg):
