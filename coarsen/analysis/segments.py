@@ -6,8 +6,10 @@ Guarantees: every maximal run of *liftable* statements in a block (scalar arithm
 two active operations becomes one ``Segment`` (segment of interest).  Statements the run needs
 but cannot lift (*passengers*: inactive scalar operations such as index arithmetic, and
 element reads ``a[i]``) ride along when they read nothing the run computes; they are hoisted to
-the front of the segment, which keeps Python's semantics because they depend only on values
-from before the segment.  The reverse sweep then takes one preaccumulated step per segment
+the front of the segment, in their order, which keeps Python's semantics because they depend
+only on values from before the segment and on earlier passengers (``u[t, i + 1]`` reads the
+passenger ``i + 1``: a stencil line is one segment), and a passenger assigns no name that the
+run has assigned or read before it, nor one that an earlier passenger assigns.  The reverse sweep then takes one preaccumulated step per segment
 instead of one adjoint step per operation, and the tape holds only the segment's inputs.
 Segments are cut at statements that are not liftable (array operations, stores, loops):
 values used more than once inside a segment stay shared symbols when lifted, so there is no
@@ -54,8 +56,10 @@ class Planner:
             return all(self.lifted(x) for x in s.body + s.orelse) and (s.body or s.orelse)
         return False
 
-    def passenger(self, s, run_defs, run_reads):
-        """A statement that may ride along: it reads nothing the run computes."""
+    def passenger(self, s, run_defs, run_reads, passenger_defs=frozenset()):
+        """A statement that may ride along: it reads nothing the run computes (it may read what
+        an earlier passenger computes: passengers keep their order when hoisted), and assigns
+        nothing the run or an earlier passenger assigns, nor anything the run reads."""
         if not isinstance(s, Assign) or s.op not in PASSENGER_OPS:
             return False
         if not isinstance(self.types.get(s.target), Scalar):
@@ -68,7 +72,7 @@ class Planner:
         for u in uses(s):
             if isinstance(u, Var) and u.name in run_defs:
                 return False
-        if s.target in run_defs or s.target in run_reads:
+        if s.target in run_defs or s.target in run_reads or s.target in passenger_defs:
             return False
         return True
 
@@ -87,16 +91,16 @@ class Planner:
         out = []
         run, passengers = [], []
         seq = []            # run and passengers in program order
-        defs, reads = set(), set()
+        defs, reads, pdefs = set(), set(), set()     # the run's defs and reads, the passengers' defs
 
         def flush():
-            nonlocal run, passengers, seq, defs, reads
+            nonlocal run, passengers, seq, defs, reads, pdefs
             if run:
                 whole = whole_loop_body and not out and len(run) + len(passengers) == len(stmts)
                 out.extend(self.make(run, passengers, seq, min_ops=1 if whole else 2))
             else:
                 out.extend(passengers)
-            run, passengers, seq, defs, reads = [], [], [], set(), set()
+            run, passengers, seq, defs, reads, pdefs = [], [], [], set(), set(), set()
 
         for s in stmts:
             if self.lifted(s) and not (isinstance(s, Assign) and self.types[s.target].kind == "bool"
@@ -110,16 +114,16 @@ class Planner:
                     for u in _reads(st):
                         reads.add(u)
                 continue
-            if (run or passengers) and self.passenger(s, defs, reads):
+            if (run or passengers) and self.passenger(s, defs, reads, pdefs):
                 passengers.append(s)
                 seq.append(s)
-                defs.add(s.target)
+                pdefs.add(s.target)
                 continue
             flush()
             if self.passenger(s, set(), set()):
                 passengers.append(s)
                 seq.append(s)
-                defs.add(s.target)
+                pdefs.add(s.target)
                 continue
             if isinstance(s, If):
                 s.body = self.block(s.body)

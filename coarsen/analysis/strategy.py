@@ -11,7 +11,9 @@ primal; the primal's own statements are the same under every strategy) for each 
 
 * ``recompute``: the inputs are taped and the reverse step re-evaluates the segment's values,
   then one vector-Jacobian product (``LiftedSegment.vjp_paths``) or, for one output, the
-  partials times its adjoint;
+  partials times its adjoint (a multiply per distinct partial, an add per input); in a loop,
+  what the step evaluates from inputs the loop does not assign is free (``loop_invariant``:
+  LLVM evaluates it once, before the loop);
 * ``cut``: as recompute, but the values the step needs that cost more to recompute than a
   taped float (``cut_symbols``) are not recomputed: those a variable holds at the segment's
   end (assigned once in it) are read there, and, in a segment without branches, the others
@@ -26,7 +28,9 @@ primal; the primal's own statements are the same under every strategy) for each 
   adjoint passes through), of every other operation a multiply and an add, plus its local partial (the derivative of a call: a trig call for
   ``sin``, a division for ``log``...), and, inside a loop, a taped float for every value a
   nonlinear operation reads that the segment assigns (its intermediates, and the inputs it
-  overwrites: the values every trip overwrites).
+  overwrites: the values every trip overwrites), and the cost of re-evaluating every compound
+  operand it reads that depends on none of those (``coarsen.ad.reverse.rematerialize``
+  re-reads the array elements it is made of), unless it is loop-invariant.
 
 The trip count multiplies every alternative alike, so the per-segment choice does not depend
 on it (a closed-form loop, which removes the trip count, is planned before this and always
@@ -65,9 +69,11 @@ STRATEGIES = ("recompute", "cut", "preaccumulate", "fine")
 class SegmentContext:
     """Where a segment runs: ``in_loop``; ``taped``: the names of its input symbols (the
     canonical names of ``LiftedSegment.dags``) whose values a reverse read takes from the tape
-    (assigned inside the enclosing loop, and not re-read from an array)."""
+    (assigned inside the enclosing loop, and not re-read from an array); ``invariant``: those
+    its innermost enclosing loop does not assign (the same on every trip)."""
     in_loop: bool = False
     taped: frozenset = frozenset()
+    invariant: frozenset = frozenset()
 
 
 @dataclass(frozen=True)
@@ -162,13 +168,59 @@ def cut_symbols(jac, exprs, finals, in_loop: bool, w: Weights, *, temps=False,
     return frozenset(cut)
 
 
+#: the SymPy node types of loop-invariant code that Numba's LLVM moves out of the loop (plain
+#: arithmetic: no call, which may not be hoistable)
+_HOISTABLE = (sympy.Add, sympy.Mul, sympy.Symbol, sympy.Number)
+
+
+def _hoistable(e):
+    return all(isinstance(n, _HOISTABLE) or (isinstance(n, sympy.Pow) and n.exp.is_Integer)
+               for n in sympy.preorder_traversal(e))
+
+
+def loop_invariant(keep, exprs, ctx):
+    """The replacements (symbols) of ``keep`` and the expressions of ``exprs`` whose value is
+    the same on every trip of the segment's innermost loop: plain arithmetic on its invariant
+    inputs (``ctx.invariant``) and on invariant replacements.  LLVM's loop-invariant code
+    motion evaluates them once before the loop, so a reverse step in a loop does not pay for
+    them per trip (heat's ``u_bar[t, i] += g * (1 - 2*kappa)``)."""
+    if not ctx.in_loop or not ctx.invariant:
+        return set(), set()
+    inv = set()
+    for sym, e in keep:
+        if _hoistable(e) and all(x.name in ctx.invariant or x in inv for x in e.free_symbols):
+            inv.add(sym)
+    out = {k for k, e in enumerate(exprs)
+           if not e.is_Number and _hoistable(e)
+           and all(x.name in ctx.invariant or x in inv for x in e.free_symbols)}
+    return inv, out
+
+
+def _accumulate_cost(exprs, accumulate, w):
+    """Accumulating each expression into its adjoint: an add each, and for a multiply-add a
+    multiply per distinct partial up to sign (one product of the adjoint serves every input
+    with that partial: heat's ``kappa`` for ``u[t, i - 1]`` and ``u[t, i + 1]``).  A number
+    counts a multiply each, +-1 too, though the step adds the adjoint itself there: pricing
+    those as free planned gemver's rank-one update ``A0 + outer(u, v)`` recomputed, where
+    fine-grained AD lets ``coarsen.ad.reverse.rematerialize`` drop the matrix adjoint's
+    writer (measured 1.48 to 1.59 of the hand-written gradient)."""
+    if accumulate == "add":
+        return len(exprs) * w.add
+    muls = {e for e, _ in distinct_partials(exprs) if e is not None}
+    numbers = sum(1 for e in exprs if e.is_Number)
+    return len(exprs) * w.add + (len(muls) + numbers) * w.mul
+
+
 def _step_cost(jac, exprs, accumulate, w, ctx, cut=frozenset()):
-    """What one path's reverse step evaluates, plus a taped float per loop-varying input it
-    reads."""
+    """What one path's reverse step evaluates per execution (its loop-invariant part is
+    evaluated once before the loop: ``loop_invariant``), plus a taped float per loop-varying
+    input it reads."""
     keep, _, reads = needed(jac, exprs, cut)
-    per = w.add if accumulate == "add" else w.mul + w.add
+    inv, inv_exprs = loop_invariant(keep, exprs, ctx)
+    evaluated = [e for s, e in keep if s not in inv] + \
+        [e for k, e in enumerate(exprs) if k not in inv_exprs]
     taped = sum(1 for x in reads if x.name in ctx.taped) if ctx.in_loop else 0
-    return expr_cost([e for _, e in keep] + exprs, w) + len(exprs) * per + taped * w.tape
+    return expr_cost(evaluated, w) + _accumulate_cost(exprs, accumulate, w) + taped * w.tape
 
 
 def recompute_cost(lifted: LiftedSegment, ctx: SegmentContext, w: Weights) -> float:
@@ -255,7 +307,7 @@ def fine_cost(lifted: LiftedSegment, ctx: SegmentContext, w: Weights) -> float:
     worst = 0.0
     for assignments, wrt, carried, _, _ in lifted.dags:
         active = set(wrt)
-        total, read = 0.0, set()
+        total, read, remat = 0.0, set(), set()
         varying = {s for s, _ in assignments} | set(carried) | \
             {x for _, e in assignments for x in e.free_symbols if x.name in ctx.taped}
         for s, e in assignments:
@@ -273,6 +325,11 @@ def fine_cost(lifted: LiftedSegment, ctx: SegmentContext, w: Weights) -> float:
                     # symbol, or a loop-varying compound operand (a temporary in the IR)
                     read |= {a for a in args if (a.is_Symbol and a in varying) or
                              (not a.is_Atom and a.free_symbols & varying)}
+                    # a compound operand of the loop's inputs alone (array elements re-read,
+                    # values the loop does not assign) is not taped but re-evaluated in the
+                    # reverse sweep (``coarsen.ad.reverse.rematerialize``): heat's
+                    # ``kappa * (u[i-1] - 2 u[i] + u[i+1])`` re-reads three elements
+                    remat |= {a for a in args if not a.is_Atom and not a.free_symbols & varying}
                 if act and node.is_Add:
                     total += len(act) * w.add       # the adjoint passes through, accumulated
                 elif act:
@@ -281,6 +338,9 @@ def fine_cost(lifted: LiftedSegment, ctx: SegmentContext, w: Weights) -> float:
                 stack.extend(args)
         if ctx.in_loop:
             total += len(read) * w.tape
+            total += sum(expr_cost(a, w) for a in remat
+                         if not (_hoistable(a) and all(x.name in ctx.invariant
+                                                       for x in a.free_symbols)))
         worst = max(worst, total)
     return worst
 

@@ -394,21 +394,24 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
         _acc11[k_5] += _t41_bar
     # lse_alphas = amax + math.log(ase)
     _t45 = d + wishart_m
-    _t44 = math.log(ase)
-    lse_alphas = amax + _t44
-    # segment 8: partials preaccumulated in the forward sweep
-    _pa13 = 1.0 / ase
     # nn = d + wishart_m + 1
     nn = _t45 + 1
     # lgd = 0.25 * d * (d - 1) * math.log(math.pi)
-    _t46 = 0.25 * d
     _t47 = d - 1
-    _t48 = _t46 * _t47
-    _t49 = math.log(3.141592653589793)
-    lgd = _t48 * _t49
     # for j in range(1, d + 1):
     _t50 = d + 1
     _t51 = _t50
+    # lse_alphas = amax + math.log(ase)
+    _t44 = math.log(ase)
+    lse_alphas = amax + _t44
+    # lgd = 0.25 * d * (d - 1) * math.log(math.pi)
+    _t46 = 0.25 * d
+    _t48 = _t46 * _t47
+    _t49 = math.log(3.141592653589793)
+    lgd = _t48 * _t49
+    # segment 8: partials preaccumulated in the forward sweep
+    _pa13 = 1.0 / ase
+    # for j in range(1, d + 1):
     for j_4 in range(1, _t51):
         # lgd += math.lgamma(0.5 * nn + 0.5 * (1 - j))
         _t52 = 0.5 * nn
@@ -513,11 +516,13 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
         # fro = 0.0
         fro_bar = 0.0
     # prior -= K * C
+    _t79 = -n
+    # const = -n * d * 0.5 * math.log(2.0 * math.pi)
+    _t80 = _t79 * d
+    # prior -= K * C
     _t78 = K * C
     prior_2 = prior - _t78
     # const = -n * d * 0.5 * math.log(2.0 * math.pi)
-    _t79 = -n
-    _t80 = _t79 * d
     _t81 = _t80 * 0.5
     _t82 = 2.0 * 3.141592653589793
     _t83 = math.log(_t82)
@@ -551,7 +556,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     sq_bar = 0.0
     sum_q_bar = 0.0
     sum_q_2_bar = 0.0
-    # const = -n * d * 0.5 * math.log(2.0 * math.pi)
+    # prior -= K * C
     _t86_bar = _ret_bar
     prior_2_bar += _ret_bar
     # return const + slse - n * lse_alphas + prior
@@ -565,7 +570,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     _add_scaled2(icf_bar, prior_bar, _acc20)
     # prior = 0.0
     prior_bar = 0.0
-    # segment 8 (line 73), one preaccumulated step: lse_alphas = amax + math.log(ase)
+    # segment 8 (lines 73-77), one preaccumulated step: lse_alphas = amax + math.log(ase); lgd = 0.28618247146235004*d*(d - 1)
     amax_bar += lse_alphas_bar
     ase_bar += lse_alphas_bar * _pa13
     # for k in range(K):

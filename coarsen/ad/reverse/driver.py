@@ -85,13 +85,15 @@ def _in_loops(block, fused=(), loop=None, out=None):
 
 def _context(seg, loops, reread):
     """The segment's ``SegmentContext``: in a loop, its inputs that the loop reassigns and the
-    reverse sweep cannot re-read from an array are taped (by canonical name)."""
+    reverse sweep cannot re-read from an array are taped, those it does not reassign are
+    invariant (by canonical name)."""
     varying = loops.get(id(seg))
     if varying is None:
         return SegmentContext()
     names = seg.plan.lifted.names
     return SegmentContext(True, frozenset(c for c, r in names.items()
-                                          if r in varying and r not in reread))
+                                          if r in varying and r not in reread),
+                          frozenset(c for c, r in names.items() if r not in varying))
 
 
 def _planned(plan, ctx, weights, forced):
