@@ -9,8 +9,9 @@ element reads ``a[i]``) ride along when they read nothing the run computes; they
 the front of the segment, in their order, which keeps Python's semantics because they depend
 only on values from before the segment and on earlier passengers (``u[t, i + 1]`` reads the
 passenger ``i + 1``: a stencil line is one segment), and a passenger assigns no name that the
-run has assigned or read before it, nor one that an earlier passenger assigns.  The reverse sweep then takes one preaccumulated step per segment
-instead of one adjoint step per operation, and the tape holds only the segment's inputs.
+run has assigned or read before it, nor one that an earlier passenger assigns.  The reverse
+sweep then takes one preaccumulated step per segment instead of one adjoint step per
+operation, and the tape holds only the segment's inputs.
 Segments are cut at statements that are not liftable (array operations, stores, loops):
 values used more than once inside a segment stay shared symbols when lifted, so there is no
 expression swell to cut for; the symbolic stage's size guard and time budget bound the rest.

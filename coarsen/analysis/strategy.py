@@ -173,9 +173,12 @@ def cut_symbols(jac, exprs, finals, in_loop: bool, w: Weights, *, temps=False,
 _HOISTABLE = (sympy.Add, sympy.Mul, sympy.Symbol, sympy.Number)
 
 
-def _hoistable(e):
-    return all(isinstance(n, _HOISTABLE) or (isinstance(n, sympy.Pow) and n.exp.is_Integer)
-               for n in sympy.preorder_traversal(e))
+def _invariant(e, ctx, known=frozenset()):
+    """Is ``e`` plain arithmetic (``_HOISTABLE``, integer powers) on the loop's invariant
+    inputs (``ctx.invariant``) and on the symbols ``known`` to be invariant?"""
+    return all(x.name in ctx.invariant or x in known for x in e.free_symbols) and \
+        all(isinstance(n, _HOISTABLE) or (isinstance(n, sympy.Pow) and n.exp.is_Integer)
+            for n in sympy.preorder_traversal(e))
 
 
 def loop_invariant(keep, exprs, ctx):
@@ -188,12 +191,9 @@ def loop_invariant(keep, exprs, ctx):
         return set(), set()
     inv = set()
     for sym, e in keep:
-        if _hoistable(e) and all(x.name in ctx.invariant or x in inv for x in e.free_symbols):
+        if _invariant(e, ctx, inv):
             inv.add(sym)
-    out = {k for k, e in enumerate(exprs)
-           if not e.is_Number and _hoistable(e)
-           and all(x.name in ctx.invariant or x in inv for x in e.free_symbols)}
-    return inv, out
+    return inv, {k for k, e in enumerate(exprs) if not e.is_Number and _invariant(e, ctx, inv)}
 
 
 def _accumulate_cost(exprs, accumulate, w):
@@ -338,9 +338,7 @@ def fine_cost(lifted: LiftedSegment, ctx: SegmentContext, w: Weights) -> float:
                 stack.extend(args)
         if ctx.in_loop:
             total += len(read) * w.tape
-            total += sum(expr_cost(a, w) for a in remat
-                         if not (_hoistable(a) and all(x.name in ctx.invariant
-                                                       for x in a.free_symbols)))
+            total += sum(expr_cost(a, w) for a in remat if not _invariant(a, ctx))
         worst = max(worst, total)
     return worst
 
