@@ -51,6 +51,7 @@ from ..runtime import helper_source
 from .checkpoint import budget_check
 from .local_stretch import LFT, LIT
 from .cleanup import comment_pass, drop_dead_adjoint_code, drop_marked, init_value
+from .adjoint_rows import adjoint_rows
 from .dead_resets import drop_dead_resets
 from .first_writes import first_writes
 from .fuse_loops import fuse_loops
@@ -363,6 +364,9 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     arrays = {v: t.ndim for v, t in types.items() if isinstance(t, Array)}
     arrays.update({Emitter.bar(v): n for v, n in list(arrays.items())})
     body, new = rematerialize(body, made, arrays, f64 | {Emitter.bar(v) for v in f64})
+    made = made | new
+    # the adjoint of a history array as a ring of the rows its reverse time loop reaches
+    body, new = adjoint_rows(body, made, arrays, params=fn.params)
     made = made | new
     if not workspace:
         # the reverse sweep's own arrays on the kept float tape (no page faults per call);
