@@ -509,6 +509,9 @@ def fd_grad(fn, args, wrt_positions, *, rel_step=1e-3, conv_rtol=1e-9, smooth_rt
     * the error estimate of the first attempt (step h0) exceeds ``smooth_rtol``: the function
       is not smooth within h0 = rel_step * max(1, |x|) of the point (a branch, a kink or a
       trip count flips there), so the test input sits too close to a discontinuity; or
+    * the one-sided slopes at the point differ as at a kink (:func:`_kink`) by more than
+      ``conv_rtol``: the point sits on a kink that central differences cannot see (``abs(x)``
+      at 0, whose central differences are 0 at every step); or
     * the best error estimate exceeds ``conv_rtol`` (1e-9, a tenth of the tests' rtol).
     """
     fx = extended(fn)
@@ -522,7 +525,7 @@ def fd_grad(fn, args, wrt_positions, *, rel_step=1e-3, conv_rtol=1e-9, smooth_rt
             call[pos][idx] = value
         return _scalar_value(fx(*call))
 
-    grads, errs, firsts = [], [], []
+    grads, errs, firsts, kinks = [], [], [], []
     for p in wrt_positions:
         a = args[p]
         if not _is_float_arg(a):
@@ -531,27 +534,31 @@ def fd_grad(fn, args, wrt_positions, *, rel_step=1e-3, conv_rtol=1e-9, smooth_rt
             g = np.zeros(a.shape, dtype=LD)
             e = np.zeros(a.shape, dtype=LD)
             e0 = np.zeros(a.shape, dtype=LD)
+            kk = np.zeros(a.shape, dtype=LD)
             for idx in np.ndindex(a.shape):
-                g[idx], e[idx], e0[idx] = _richardson(lambda v: evaluate(p, idx, v),
-                                                      base[p][idx], rel_step)
+                g[idx], e[idx], e0[idx], kk[idx] = _richardson(lambda v: evaluate(p, idx, v),
+                                                               base[p][idx], rel_step)
         else:
-            g, e, e0 = _richardson(lambda v: evaluate(p, None, v), base[p], rel_step)
+            g, e, e0, kk = _richardson(lambda v: evaluate(p, None, v), base[p], rel_step)
         grads.append(g)
         errs.append(e)
         firsts.append(e0)
+        kinks.append(kk)
 
     for k, g in enumerate(grads):
         if not np.all(np.isfinite(g)):
             raise OracleError(f"finite differences: non-finite gradient for the parameter at "
                               f"position {wrt_positions[k]}: {g!r}")
     big = max([float(np.max(np.abs(g))) for g in grads] + [0.0])
-    for k, (g, e, e0) in enumerate(zip(grads, errs, firsts)):
+    for k, (g, e, e0, kk) in enumerate(zip(grads, errs, firsts, kinks)):
         ref = np.maximum(np.abs(g), LD(1e-4) * LD(big))
         if big == 0.0:
             ref = LD(1e-4)
         for what, err, tol in (("is not smooth within the step of the point (a branch, kink "
                                 "or trip count changes there: move the test input)", e0,
                                 smooth_rtol),
+                               ("sits on a kink (its one-sided slopes differ: move the test "
+                                "input)", kk, conv_rtol),
                                ("did not converge", e, conv_rtol)):
             bad = np.asarray(err > LD(tol) * ref)
             if np.any(bad):
@@ -563,22 +570,45 @@ def fd_grad(fn, args, wrt_positions, *, rel_step=1e-3, conv_rtol=1e-9, smooth_rt
     return grads
 
 
-def _richardson_table(f, x0, h0):
+def _richardson_table(f, x0, h0, fx0=None):
     """Central differences at h0, h0/2, h0/4, h0/8, extrapolated to O(h^8).
 
     Returns (estimate, error estimate); the error estimate is |R3 - R2| (the distance between
     the two highest-order extrapolants, an upper estimate of R3's error on smooth functions).
+    With ``fx0 = f(x0)`` it returns a third value, the kink measure (:func:`_kink`).
     """
-    D = []
+    D, S = [], []
     for k in range(4):
         h = h0 / LD(2 ** k)
         xp, xm = x0 + h, x0 - h
         heff = (xp - xm) / 2
-        D.append((f(xp) - f(xm)) / (2 * heff))
+        fp, fm = f(xp), f(xm)
+        D.append((fp - fm) / (2 * heff))
+        if fx0 is not None:
+            S.append(((fp + fm - 2 * fx0) / (2 * heff), max(abs(fp), abs(fm), abs(fx0)) / heff))
     R1 = [(4 * D[k + 1] - D[k]) / 3 for k in range(3)]
     R2 = [(16 * R1[k + 1] - R1[k]) / 15 for k in range(2)]
     R3 = (64 * R2[1] - R2[0]) / 63
-    return R3, abs(R3 - R2[1])
+    if fx0 is None:
+        return R3, abs(R3 - R2[1])
+    return R3, abs(R3 - R2[1]), _kink(S)
+
+
+def _kink(S):
+    """How far the one-sided slopes at the point differ, where they differ as a kink does.
+
+    ``S[k] = (f(x0 + h) + f(x0 - h) - 2 f(x0)) / 2h`` at ``h = h0 / 2**k`` is half the forward
+    slope minus the backward one.  On a smooth function it is ``h f''/2``, halving with ``h``;
+    at a kink ``c |x - x0|`` it stays ``c``, which central differences never see (``f`` even
+    about the point: ``abs(x)`` at 0 gives 0 at every step).  Returns ``|S|`` at the smallest
+    step where it shrank by less than a quarter over the three halvings (``1/8`` on smooth
+    functions) and stands clear of rounding (``1e4`` times ``eps |f| / h``); else 0.
+    """
+    small, big = S[-1][0], S[0][0]
+    noise = LD(1e4) * np.finfo(LD).eps * S[-1][1]
+    if abs(small) > noise and abs(small) > LD(0.25) * abs(big):
+        return abs(small)
+    return LD(0)
 
 
 def _richardson(f, x0, rel_step):
@@ -587,12 +617,12 @@ def _richardson(f, x0, rel_step):
     Tries h0 = rel_step * max(1, |x0|), then h0/10 and h0/100 while the error estimate is above
     1e-13 relative, and keeps the attempt with the smallest error estimate (a parameter whose
     natural scale is far below 1, like a time step of 0.01, needs the smaller steps).  Returns
-    (estimate, error estimate, error estimate of the first attempt); the last one is used to
-    detect points that sit within h0 of a discontinuity or kink (see ``fd_grad``).
+    (estimate, error estimate, error estimate of the first attempt, kink measure); the last two
+    detect points that sit within h0 of a discontinuity or kink, or on a kink (see ``fd_grad``).
     """
     x0 = LD(x0)
     h0 = LD(rel_step) * max(LD(1), abs(x0))
-    r, e = _richardson_table(f, x0, h0)
+    r, e, kink = _richardson_table(f, x0, h0, f(x0))
     first_e = e
     best = (r, e)
     for shrink in (10, 100):
@@ -601,7 +631,7 @@ def _richardson(f, x0, rel_step):
         r, e = _richardson_table(f, x0, h0 / LD(shrink))
         if e < best[1]:
             best = (r, e)
-    return best[0], best[1], first_e
+    return best[0], best[1], first_e, kink
 
 
 # --------------------------------------------------------------------------------------

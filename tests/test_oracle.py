@@ -298,6 +298,28 @@ def test_refuses_points_near_a_discontinuity():
     _close(g, LD(2))
 
 
+def f_even_kink(x, a):
+    # fuzz seed 70000080's shape: |x| at 0, where central differences are 0 at every step
+    s = abs(x)
+    return 0.5 * s - 0.1 * a * s + a
+
+
+@pytest.mark.parametrize("x, refused", [(0.0, True), (1e-30, True), (0.3, False), (-0.3, False)])
+def test_refuses_points_on_a_kink_central_differences_cannot_see(x, refused):
+    if refused:
+        with pytest.raises(OracleError, match="sits on a kink"):
+            fd_grad(f_even_kink, (x, -1.295), [0])
+    else:
+        (g,) = fd_grad(f_even_kink, (x, -1.295), [0])
+        _close(g, LD(np.sign(x) * (0.5 + 0.1295)))
+
+
+@pytest.mark.parametrize("fn, x", [(lambda x: x * x * x, 0.0), (lambda x: math.cosh(x), 0.0),
+                                   (lambda x: 1e6 * x * x + x, 0.0), (lambda x: 3.0 * x + 1e8, 0.7)])
+def test_smooth_minima_and_flat_points_are_not_kinks(fn, x):
+    fd_grad(fn, (x,), [0])
+
+
 def test_refuses_int_parameter_and_array_return():
     with pytest.raises(OracleError):
         fd_grad(S.sum_closed_form, (1.3, 6), [1])

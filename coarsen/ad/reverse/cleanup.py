@@ -147,13 +147,26 @@ def elementwise_uses(body, name):
             elif isinstance(n, gast.Assign) and len(n.targets) == 1 and \
                     isinstance(n.targets[0], gast.Name) and n.targets[0].id == name:
                 v = n.value
-                if isinstance(v, gast.Call) and isinstance(v.func, gast.Attribute) and \
-                        isinstance(v.func.value, gast.Name) and v.func.value.id == "np" and \
-                        v.func.attr in ("zeros", "empty") and \
+                if fresh_allocation(v) and \
                         not any(isinstance(x, gast.Name) and x.id == name for x in gast.walk(v)):
                     allowed.add(id(n.targets[0]))
                     allocated = True
     return allowed, allocated
+
+
+def _np_call(v, kinds):
+    return isinstance(v, gast.Call) and isinstance(v.func, gast.Attribute) and \
+        isinstance(v.func.value, gast.Name) and v.func.value.id == "np" and v.func.attr in kinds
+
+
+def fresh_allocation(v):
+    """``np.zeros(...)``, ``np.empty(...)``, or ``np.empty(S) if c else np.zeros(S)`` (a first
+    write decided at runtime: ``first_writes.guarded_first_writes``)."""
+    if isinstance(v, gast.IfExp):
+        return _np_call(v.body, ("empty",)) and _np_call(v.orelse, ("zeros",)) and \
+            len(v.body.args) == 1 == len(v.orelse.args) and not v.body.keywords and \
+            not v.orelse.keywords and gast.dump(v.body.args[0]) == gast.dump(v.orelse.args[0])
+    return _np_call(v, ("zeros", "empty"))
 
 
 def fresh_elementwise(body, name):

@@ -53,7 +53,7 @@ from .local_stretch import LFT, LIT
 from .cleanup import comment_pass, drop_dead_adjoint_code, drop_marked, init_value
 from .adjoint_rows import adjoint_rows
 from .dead_resets import drop_dead_resets
-from .first_writes import first_writes
+from .first_writes import first_writes, guarded_first_writes
 from .fuse_loops import fuse_loops
 from .invariant_reads import invariant_reads
 from .invariant_sums import invariant_sums
@@ -367,6 +367,9 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     made = made | new
     # the adjoint of a history array as a ring of the rows its reverse time loop reaches
     body, new = adjoint_rows(body, made, arrays, params=fn.params)
+    made = made | new
+    # first writes whose proof is a runtime test (broadcast strides of 1, extents)
+    body, new = guarded_first_writes(body, made)
     made = made | new
     if not workspace:
         # the reverse sweep's own arrays on the kept float tape (no page faults per call);

@@ -20,6 +20,22 @@ helper returns its first operand or raises), and the nest's depth must be ``Y``'
 number of loops equals the length of the index).  Each element is then written exactly once,
 from zero: the assignment gives the same value (but the sign of a zero: ``0.0 + -0.0`` is
 ``0.0``, which the assignment keeps negative).
+
+``guarded_first_writes(body, made)`` returns ``(statements, new names)`` and takes the nests
+this rule cannot prove, where the proof is a runtime test: the reverse of a broadcast operand,
+``X[s0 * i, s1 * j] += e`` (``s0``, ``s1`` the operand's broadcast strides, 1 where its extent
+is the result's, 0 where it is broadcast; gemver's ``A + np.outer(u1, v1)``), and extents that
+hold ``Y.shape[d]`` at runtime only.  Each element of the index may be the loop variable
+``v`` of its depth, ``s * v`` or ``v * s``, or a name assigned once in the nest, to ``s * v``,
+directly in the body of the loop of that depth or a deeper one, before the statement's path;
+the strides ``s`` and the extents ``E`` that are not ``Y.shape[d]`` by the rule above must
+be names assigned once in the function, by a top-level statement before ``X``'s
+initialization.  The test, ``_fw = s0 == 1 and ... and E == Y.shape[d] and ...``, is made
+before the initialization, which becomes ``np.empty`` where it holds (``np.zeros``
+otherwise), and the nest runs as ``if _fw: <nest with X[i, j] = e> else: <the nest>``: where
+it holds, every index is its loop variable and each element is written once, as above; where
+it does not, the code is what it was.  Only nests of two or more loops are versioned: a
+vector's zeroing costs less than a second copy of its nest.
 """
 from __future__ import annotations
 
@@ -29,7 +45,7 @@ import gast
 
 from .cleanup import np_allocation
 
-__all__ = ["first_writes"]
+__all__ = ["first_writes", "guarded_first_writes"]
 
 
 def _assignments(body):
@@ -205,3 +221,151 @@ def first_writes(body, made):
         empty.value.func.attr = "empty"
         out[k] = empty
     return out
+
+
+def _stride_of(e, var, local):
+    """``(ok, stride name or None)``: ``e`` is ``var`` (no stride), ``s * var``, ``var * s``,
+    or a name in ``local`` (assigned once in the nest) whose value is one of those."""
+    if isinstance(e, gast.Name) and e.id == var:
+        return True, None
+    if isinstance(e, gast.Name) and e.id in local:
+        e = local[e.id]
+    if isinstance(e, gast.BinOp) and isinstance(e.op, gast.Mult):
+        for a, b in ((e.left, e.right), (e.right, e.left)):
+            if isinstance(a, gast.Name) and isinstance(b, gast.Name) and b.id == var and a.id != var:
+                return True, a.id
+    return False, None
+
+
+def _nest_locals(loops, st):
+    """{name: (depth, value)} of the names assigned by ``name = value`` directly in the body
+    of the nest's loop of that depth, before the statement's path."""
+    out = {}
+    for j, lp in enumerate(loops):
+        child = st if j + 1 == len(loops) else loops[j + 1]
+        for s in lp.body:
+            if s is child:
+                break
+            if isinstance(s, gast.Assign) and len(s.targets) == 1 and \
+                    isinstance(s.targets[0], gast.Name):
+                out[s.targets[0].id] = (j, s.value)
+    return out
+
+
+def guarded_first_writes(body, made):
+    """See the module docstring."""
+    out = list(body)
+    used = {n.id for st in body for n in gast.walk(st) if isinstance(n, gast.Name)}
+    new = set()
+    defs, counts = _single_defs(body)
+    tops = _top_assignments(body)
+    top_of = {id(n): j for j, st in enumerate(body) for n in gast.walk(st)}
+    for k, st0 in enumerate(body):
+        got = _zeros_of(st0, made)
+        if got is None:
+            continue
+        x, y = got
+        after, n_top = tops.get(y, (-1, 0))
+        if counts.get(y, 0) != n_top or after > k or counts.get(x, 0) != 1:
+            continue
+
+        def stable(name, k=k):
+            # assigned once in the function, by a top-level statement before the initialization
+            return counts.get(name, 0) == 1 and tops.get(name, (k, 0))[0] < k
+        later = [j for j in range(k + 1, len(out))
+                 if any(isinstance(n, gast.Name) and n.id == x for n in gast.walk(out[j]))]
+        if not later:
+            continue
+        top = out[later[0]]
+        found = _find(top, x)
+        if found is None or any(isinstance(n, (gast.Break, gast.Continue, gast.Return))
+                                for n in gast.walk(top)):
+            continue
+        loops, st = found
+        if not (isinstance(st, gast.AugAssign) and isinstance(st.op, gast.Add)
+                and isinstance(st.target, gast.Subscript)
+                and isinstance(st.target.value, gast.Name) and st.target.value.id == x
+                and _mentions(st, x) == 1):
+            continue
+        elts = st.target.slice.elts if isinstance(st.target.slice, gast.Tuple) else [st.target.slice]
+        vars_ = [lp.target.id for lp in loops]
+        if len(elts) != len(loops) or len(set(vars_)) != len(vars_) or len(vars_) < 2:
+            continue        # (one axis: zeroing a vector costs less than a second copy of the nest)
+        stores = {}
+        for n in gast.walk(top):
+            if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
+                stores[n.id] = stores.get(n.id, 0) + 1
+        if any(stores.get(v) != 1 for v in vars_):
+            continue
+        found_locals = {nm: jv for nm, jv in _nest_locals(loops, st).items() if stores.get(nm) == 1}
+        local = {nm: v for nm, (_, v) in found_locals.items()}
+        depth = {nm: j for nm, (j, _) in found_locals.items()}
+        tests, ok = [], True
+        for d, (e, v) in enumerate(zip(elts, vars_)):
+            good, stride = _stride_of(e, v, local)
+            if good and isinstance(e, gast.Name) and e.id in local and depth[e.id] < d:
+                good = False        # assigned in an outer trip, before the loop of v runs
+            if not good or (stride is not None and not stable(stride)):
+                ok = False
+                break
+            if stride is not None:
+                tests.append(gast.Compare(left=gast.Name(id=stride, ctx=gast.Load(), annotation=None,
+                                                         type_comment=None),
+                                          ops=[gast.Eq()], comparators=[gast.Constant(value=1, kind=None)]))
+        if not ok or not tests and all(
+                _extent(lp) is not None and _is_dim(_extent(lp), y, d, defs, after, top_of)
+                for d, lp in enumerate(loops)):
+            continue        # nothing to test (the rule above), or not this shape
+        for d, lp in enumerate(loops):
+            ext = _extent(lp)
+            if ext is None:
+                ok = False
+                break
+            if _is_dim(ext, y, d, defs, after, top_of):
+                continue
+            if not (isinstance(ext, gast.Name) and stable(ext.id)):
+                ok = False
+                break
+            dim = gast.parse(f"{y}.shape[{d}]").body[0].value
+            tests.append(gast.Compare(left=copy.deepcopy(ext), ops=[gast.Eq()], comparators=[dim]))
+        if not ok:
+            continue
+        j = 0
+        while f"_fw{j}" in used:
+            j += 1
+        flag = f"_fw{j}"
+        used.add(flag)
+        new.add(flag)
+        test = tests[0] if len(tests) == 1 else gast.BoolOp(op=gast.And(), values=tests)
+        guard = gast.Assign(targets=[gast.Name(id=flag, ctx=gast.Store(), annotation=None,
+                                               type_comment=None)], value=test, type_comment=None)
+        target = copy.deepcopy(st.target)
+        target.ctx = gast.Store()
+        target.slice = gast.Tuple(elts=[gast.Name(id=v, ctx=gast.Load(), annotation=None,
+                                                  type_comment=None) for v in vars_],
+                                  ctx=gast.Load()) if len(vars_) > 1 else \
+            gast.Name(id=vars_[0], ctx=gast.Load(), annotation=None, type_comment=None)
+        assign = gast.Assign(targets=[target], value=copy.deepcopy(st.value), type_comment=None)
+        for attr in ("coarsen_comment", "_coarsen_loc"):
+            if hasattr(st, attr):
+                setattr(assign, attr, getattr(st, attr))
+        fast = _rewrite(top, loops, st, assign)
+        flag_load = gast.Name(id=flag, ctx=gast.Load(), annotation=None, type_comment=None)
+        branch = gast.If(test=flag_load, body=[fast], orelse=[top])
+        init = copy.copy(st0)
+        empty = copy.deepcopy(st0.value)
+        empty.func.attr = "empty"
+        init.value = gast.IfExp(test=copy.deepcopy(flag_load), body=empty,
+                                orelse=copy.deepcopy(st0.value))
+        out[later[0]] = branch
+        out[k] = init
+        out.insert(k, guard)
+        # positions after k moved by one: the remaining initializations are found again
+        return guarded_first_writes_more(out, made, new)
+    return out, new
+
+
+def guarded_first_writes_more(body, made, new):
+    """The rewrite again, until nothing changes (each rewrite shifts the statements)."""
+    out, more = guarded_first_writes(body, made)
+    return out, new | more

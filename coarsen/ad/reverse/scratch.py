@@ -14,7 +14,9 @@ and a float tape ``_ftape`` with its position ``_fpos`` (``coarsen.ad.reverse.ta
 Guarantees: ``scratch_arrays(body, made)`` returns ``(statements, helpers)``: a new list (the
 input is not modified) and the runtime helpers it uses.  A top-level ``X = np.zeros(S)`` or
 ``X = np.empty(S)``, with ``S`` ``Y.shape`` or a tuple, becomes
-``_ftape, X, _wtop = _scratch_zeros(_ftape, _wtop, S, size)`` (``_scratch_empty``) where
+``_ftape, X, _wtop = _scratch_zeros(_ftape, _wtop, S, size)`` (``_scratch_empty``; a
+first write decided at runtime, ``X = np.empty(S) if c else np.zeros(S)``, takes the one or
+the other by ``c``) where
 
 * ``X`` is compiler-made, assigned only there, and appears otherwise only indexed element by
   element or as the whole target of ``X += ...`` / ``X -= ...``
@@ -33,10 +35,12 @@ returned as they are.
 """
 from __future__ import annotations
 
+import copy
+
 import gast
 
 from .. import build as B
-from .cleanup import elementwise_uses, index_elts, np_allocation
+from .cleanup import elementwise_uses, fresh_allocation, index_elts, np_allocation
 
 __all__ = ["SCRATCH_HELPERS", "scratch_arrays"]
 
@@ -52,6 +56,10 @@ def _allocation(st, made, ranks):
     ``Y.shape`` with ``Y``'s rank in ``ranks``, or a tuple; no other argument) with ``X``
     compiler-made, else None."""
     alloc = np_allocation(st, made)
+    if alloc is None and isinstance(st, gast.Assign) and len(st.targets) == 1 and \
+            isinstance(st.targets[0], gast.Name) and st.targets[0].id in made and \
+            fresh_allocation(st.value) and isinstance(st.value, gast.IfExp):
+        alloc = st.targets[0].id, st.value.test, st.value.body.args[0]
     if alloc is None:
         return None
     name, kind, shape = alloc
@@ -134,10 +142,16 @@ def scratch_arrays(body, made, taped=True, ranks=None):
             out.append(B.assign(TOP, B.name(FP) if taped else 0))
         if pos in at:
             name, kind, shape, size = at[pos]
-            helper = "_scratch_zeros" if kind == "zeros" else "_scratch_empty"
-            used.add(helper)
-            new = B.assign(B.tuple_(B.name(FT), B.name(name), B.name(TOP)),
-                           B.call(helper, B.name(FT), B.name(TOP), shape, size))
+            if isinstance(kind, str):
+                helper = "_scratch_zeros" if kind == "zeros" else "_scratch_empty"
+                used.add(helper)
+                value = B.call(helper, B.name(FT), B.name(TOP), shape, size)
+            else:       # np.empty(S) if test else np.zeros(S)
+                used |= {"_scratch_empty", "_scratch_zeros"}
+                value = B.ifexp(kind, B.call("_scratch_empty", B.name(FT), B.name(TOP), shape, size),
+                                B.call("_scratch_zeros", B.name(FT), B.name(TOP), copy.deepcopy(shape),
+                                       copy.deepcopy(size)))
+            new = B.assign(B.tuple_(B.name(FT), B.name(name), B.name(TOP)), value)
             for attr in ("coarsen_comment", "_coarsen_loc"):
                 if hasattr(st, attr):
                     setattr(new, attr, getattr(st, attr))
