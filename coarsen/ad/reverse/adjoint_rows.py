@@ -25,7 +25,8 @@ rewritten when
 * every mention between the allocation and ``L`` has ``i0 = a + k`` with ``cmin < k <= cmax``
   (the rows of the first trip's window that its trip does not clear), where ``i0`` and ``a``
   are sums of constants and names that hold one value from the allocation on (parameters
-  never assigned, or names assigned once, at the top level, before the allocation);
+  never assigned, or names assigned once, at the top level, before the allocation; ``a``
+  need not be such a sum where nothing mentions ``X`` before ``L``);
 * every mention after ``L`` has an int constant ``i0`` in ``[b + 1 + cmin, b + 1 + cmax]``
   (the last trip's window).
 
@@ -148,8 +149,9 @@ def _plan(body, pos, name, rank, stable, defs):
             body=loop.body, type_ignores=[])) or \
             any(isinstance(n, (gast.Break, gast.Return)) for n in gast.walk(loop)):
         return None
-    start = _linear(loop.iter.args[0], stable, defs)
-    if start is None:
+    # (the start matters only to the rows before the loop)
+    start = _linear(loop.iter.args[0], stable, defs) if mentions[1] < at else None
+    if mentions[1] < at and start is None:
         return None
     for k in mentions[1:]:
         if k == at:
