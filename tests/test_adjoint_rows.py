@@ -302,3 +302,89 @@ def test_variants_agree_with_heat(variant, dtype):
         np.testing.assert_allclose(got[0], ref[0], rtol=1e-13)
         np.testing.assert_allclose(got[1][0], ref[1][0], rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(got[1][1], ref[1][1], rtol=1e-12)
+
+
+# generated time loops: random reach (one to three rows), shifted loop bounds, rows read
+# before the loop inside or outside the last window, one or two axes
+
+
+def _generated(seed):
+    """The source of a random history loop and the ring it should (or should not) get."""
+    r = np.random.default_rng(seed)
+    reach = int(r.integers(1, 4))              # rows t .. t + reach - 1 read, t + reach written
+    shift = int(r.integers(0, 2))              # range(nt) or range(shift, nt + shift)
+    two_d = bool(r.integers(0, 2))
+    f = ["math.sin", "math.tanh", ""][int(r.integers(0, 3))]
+    coef = [round(float(c), 3) for c in r.uniform(-0.6, 0.6, reach)]
+    loss_rows = sorted({int(c) for c in r.integers(0, reach + 2, 2)})   # rows nt + reach - c
+    el = (lambda row: f"u[{row}, i]") if two_d else (lambda row: f"u[{row}]")
+    lo = "t - " + str(shift) if shift else "t"
+    terms = " + ".join(f"{c} * {f}({el(f'{lo} + {k}' if k else lo)})" for k, c in enumerate(coef))
+    body = f"u[{lo} + {reach}, i] = {terms}" if two_d else f"u[{lo} + {reach}] = {terms}"
+    loop = f"for t in range({shift}, nt + {shift}):" if shift else "for t in range(nt):"
+    loss = " + ".join(f"{el(f'nt + {reach - c}')} * {el(f'nt + {reach - c}')}" for c in loss_rows)
+    if two_d:
+        src = (f"def gen(u0, nt):\n    nx = u0.shape[0]\n    u = np.zeros((nt + {reach + 1}, nx))\n"
+               f"    for k in range({reach}):\n        for i in range(nx):\n"
+               f"            u[k, i] = u0[i] * (1.0 + 0.5 * k)\n"
+               f"    {loop}\n        for i in range(nx):\n            {body}\n"
+               f"    s = 0.0\n    for i in range(nx):\n        s += {loss}\n    return s\n")
+    else:
+        src = (f"def gen(u0, nt):\n    u = np.zeros(nt + {reach + 1})\n"
+               f"    for k in range({reach}):\n        u[k] = u0[k]\n"
+               f"    {loop}\n        {body}\n    return {loss}\n")
+    # the ring where every row the loss reads is one the first reverse trip reaches and does
+    # not clear: rows nt .. nt + reach - 1 (row nt + reach is never written; the initial rows
+    # 0 .. reach - 1 lie in the last trip's window)
+    ring = all(1 <= c <= reach for c in loss_rows)
+    return src, ring, reach, two_d
+
+
+SEEDS = range(12)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_generated_history_loops(seed, monkeypatch, tmp_path):
+    src, ring, reach, two_d = _generated(seed)
+    scope = {"np": np, "math": math}
+    path = tmp_path / f"gen_{seed}.py"
+    path.write_text("import math\nimport numpy as np\n\n\n" + src)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f"gen_{seed}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    r = np.random.default_rng(100 + seed)
+    u0 = 0.5 * r.standard_normal(5 if two_d else reach)
+    cases = [(u0, nt) for nt in (0, 1, 2, 9)]
+    g = coarsen.differentiate(mod.gen, wrt="u0")
+    got = [g.value_and_grad(*c) for c in cases]
+    # never where a row the loss reads lies outside the first window (the loss's own shape,
+    # a whole-array update of the adjoint, may leave it whole where it could be a ring)
+    if f"_rows0 = {reach + 1} if" in g.source:
+        assert ring, src
+    check_against_oracle(mod.gen, cases[-1], wrt="u0", target="cpu")
+    _without_pass(monkeypatch, tmp_path / "whole")
+    whole = coarsen.differentiate(mod.gen, wrt="u0")
+    for c, (v, gr) in zip(cases, got):
+        rv, rgr = whole.value_and_grad(*c)
+        assert v == rv and np.array_equal(gr, rgr), (src, c[1])
+    del scope
+
+
+@pytest.mark.parametrize("seed", [3, 5, 17, 18])
+def test_generated_history_loops_get_their_ring(seed, tmp_path):
+    """Generated loops whose loss reads rows of the first window only get the ring, for both
+    loop bounds (seeds 5 and 17: ``range(1, nt + 1)``).  (The two-axis ones among the first 24
+    seeds read two rows in their loss, whose loop's adjoint becomes a whole-array update,
+    ``u_bar += s_bar * _acc1``, and leaves the adjoint whole.)"""
+    assert _generated(seed)[1]
+    src, _, reach, _ = _generated(seed)
+    path = tmp_path / f"gen_{seed}.py"
+    path.write_text("import math\nimport numpy as np\n\n\n" + src)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f"gen_ring_{seed}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    g = coarsen.differentiate(mod.gen, wrt="u0", target="python")
+    g(0.5 * np.ones(5 if "nx" in src else reach), 3)
+    assert f"_rows0 = {reach + 1} if" in g.source, (src, g.source)

@@ -27,8 +27,11 @@ rewritten when
   are sums of constants and names that hold one value from the allocation on (parameters
   never assigned, or names assigned once, at the top level, before the allocation; ``a``
   need not be such a sum where nothing mentions ``X`` before ``L``);
-* every mention after ``L`` has an int constant ``i0`` in ``[b + 1 + cmin, b + 1 + cmax]``
-  (the last trip's window).
+* every mention after ``L`` has ``i0`` in ``[b + 1 + cmin, b + 1 + cmax]`` (the last trip's
+  window): an int constant, or the variable of a loop ``for v in range(c0, c1)`` (or its
+  reverse, ``range(c1 - 1, c0 - 1, -1)``) of the same
+  top-level statement, with constant bounds and ``v`` assigned nowhere else in it (a scheme
+  of several steps sets its first rows in a loop).
 
 Then ``X`` is allocated with ``R`` rows, ``R = w`` where the loop runs at least once and the
 whole history's row count otherwise, and row ``r`` lives at ``r % R``; each trip of ``L``
@@ -156,6 +159,7 @@ def _plan(body, pos, name, rank, stable, defs):
     for k in mentions[1:]:
         if k == at:
             continue
+        spans = _range_vars(body[k])
         for s in _subs(body[k], name):
             i0 = index_elts(s.slice)[0]
             if k < at:
@@ -163,10 +167,46 @@ def _plan(body, pos, name, rank, stable, defs):
                 if row is None or row[0] != start[0] or not cmin < row[1] - start[1] <= cmax:
                     return None
             else:
-                r = int_value(i0)
-                if r is None or not lo + cmin <= r <= lo + cmax:
+                span = _span(i0, spans)
+                if span is None or not lo + cmin <= span[0] <= span[1] <= lo + cmax:
                     return None
     return at, t, cmin, cmax
+
+
+def _range_vars(st):
+    """{v: (first, last)} of the loops ``for v in range(c)`` / ``range(c0, c1)`` /
+    ``range(c1, c0, -1)`` in ``st`` with constant bounds and at least one trip, ``v`` assigned nowhere else in ``st``: every
+    value ``v`` holds in ``st`` (inside the loop, or its last after it) lies in the span."""
+    stores = {}
+    for n in _names(st):
+        if isinstance(n.ctx, gast.Store):
+            stores[n.id] = stores.get(n.id, 0) + 1
+    out = {}
+    for n in gast.walk(st):
+        if isinstance(n, gast.For) and plain_range(n) and stores.get(n.target.id) == 1:
+            bounds = [int_value(a) for a in n.iter.args]
+            if None in bounds:
+                continue
+            if len(bounds) == 3 and bounds[2] == -1:          # range(a, b, -1): b + 1 .. a
+                first, last = bounds[1] + 1, bounds[0]
+            elif len(bounds) == 3 and bounds[2] != 1:
+                continue
+            else:
+                first, last = (0, bounds[0] - 1) if len(bounds) == 1 else (bounds[0], bounds[1] - 1)
+            if first <= last:
+                out[n.target.id] = (first, last)
+    return out
+
+
+def _span(i0, spans):
+    """``(first, last)`` of the values of a row index after the loop: a constant, or a
+    variable of ``spans`` (``_range_vars``)."""
+    r = int_value(i0)
+    if r is not None:
+        return r, r
+    if isinstance(i0, gast.Name):
+        return spans.get(i0.id)
+    return None
 
 
 class _Fresh:
@@ -254,11 +294,12 @@ def adjoint_rows(body, made, ranks, params=()):
             zero = B.for_range(cols[k - 1], [extent(k)], [zero])
         trip_head.append(zero)
 
-        def after(i0, mod=mod, w=cmax - cmin + 1):
+        def after(i0, mod=mod, w=cmax - cmin + 1, spans=None):
             # a row 0 <= r < w after the loop is r in both cases: r % w, or a row the
             # forward sweep indexed, r % R = r with r < R
-            r = int_value(i0)
-            return B.const(r) if r is not None and 0 <= r < w else mod(i0)
+            span = _span(i0, spans or {})
+            return copy.deepcopy(i0) if span is not None and 0 <= span[0] <= span[1] < w \
+                else mod(i0)
 
         def in_loop(i0, slots=slots):
             return B.name(slots[affine(i0)[1]])
@@ -269,7 +310,8 @@ def adjoint_rows(body, made, ranks, params=()):
             if k == at:
                 rest.append(new_loop)
             elif any(n.id == name for n in _names(out[k])):
-                rest.append(_slotted(out[k], name, after))
+                spans = _range_vars(out[k]) if k > at else {}
+                rest.append(_slotted(out[k], name, lambda i0, spans=spans: after(i0, spans=spans)))
             else:
                 rest.append(out[k])
         out = out[:pos] + [head, new_alloc] + rest
