@@ -19,6 +19,7 @@ from coarsen.ad.reverse.adjoint_rows import adjoint_rows
 from tests.helpers_passes import rewrite
 from tests.oracle import check_against_oracle
 from tests.test_history_rows import heat_rows, rnn_rows
+from tests.test_scratch import heat_with_a_helper as heat_in_helpers
 
 SWEEP = """
 def sweep(u, kappa, nt, seed):
@@ -62,10 +63,11 @@ def test_the_ring_gives_the_same_values(nt):
     # (no trip: the history has one row, row 1 is not read)
     src = SWEEP if nt else SWEEP.replace(" + 0.5 * x_bar[1, i]", "")
     before, after, text, new = _rewrite(src)
-    assert "x_bar = np.zeros((_rows0, u.shape[1]))" in text and "_rows0 = 2 if m - 1 > -1" in text, text
+    assert "x_bar = np.zeros((_rows0, _ext0))" in text and "_rows0 = 2 if m - 1 > -1" in text, text
+    assert "_ext0 = u.shape[1]" in text and "for _col0 in range(_ext0):" in text, text
     assert "x_bar[_row0, _col0] = 0.0" in text and "x_bar[nt % _rows0, i] += seed[i]" in text, text
     assert "out[i] = x_bar[0, i]" in text, text
-    assert {"_rows0", "_row0", "_row1", "_col0"} <= new
+    assert {"_rows0", "_ext0", "_row0", "_row1", "_col0"} <= new
     args = _args(6, nt)
     assert np.array_equal(before(*args), after(*args))
 
@@ -200,26 +202,6 @@ def heat_named_like_the_ring(_rows0, _row0, _col0):
     return s
 
 
-def _heat_step(u, t, i, kappa):
-    return u[t, i] + kappa * (u[t, i - 1] - 2.0 * u[t, i] + u[t, i + 1])
-
-
-def heat_in_helpers(u0, kappa, nt):
-    # heat_rows split into helpers, its independent statements reordered
-    nx = u0.shape[0]
-    u = np.zeros((nt + 1, nx))
-    for i in range(nx - 1, -1, -1):
-        u[0, i] = u0[i]
-    for t in range(nt):
-        for i in range(1, nx - 1):
-            u[t + 1, i] = _heat_step(u, t, i, kappa)
-    s = 0.0
-    for i in range(nx):
-        last = u[nt, i]
-        s += last * last
-    return s
-
-
 def _heat_args(nx, nt, seed=0):
     r = np.random.default_rng(seed)
     return (r.standard_normal(nx), 0.1 + 0.3 * r.random(), nt)
@@ -287,9 +269,9 @@ def test_the_same_bits_as_the_whole_adjoint(fn, factory, ring, monkeypatch, tmp_
                          ids=["renamed", "helpers"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_variants_agree_with_heat(variant, dtype):
-    """The renamed stencil gives heat's bits; the one split into helpers, its statements
-    reordered, agrees to rounding (its inlined statements are planned apart); both keep the
-    ring, in float32 too."""
+    """The renamed stencil gives heat's bits; the one split into helpers
+    (``tests.test_scratch``) agrees to rounding (its inlined statements are planned apart);
+    both keep the ring, in float32 too."""
     u0, kappa, nt = _heat_args(11, 9)
     args = (u0.astype(dtype), kappa, nt)
     ref = coarsen.differentiate(heat_rows).value_and_grad(*args)

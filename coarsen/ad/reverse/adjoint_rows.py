@@ -272,10 +272,12 @@ def adjoint_rows(body, made, ranks, params=()):
         def extent(k, shape=shape, rank=rank):
             return _extents(shape, rank)[k]
         rows = fresh("_rows")
-        # R rows: the window where the loop runs, the whole history where it does not
-        head = B.assign(rows, B.ifexp(test, B.const(cmax - cmin + 1), extent(0)))
-        new_alloc = B.assign(name, B.call("np.zeros", B.tuple_(
-            B.name(rows), *(extent(k) for k in range(1, rank)))))
+        # R rows: the window where the loop runs, the whole history where it does not; the
+        # other extents as they are here (the trips' zeroing loops read them)
+        exts = [fresh("_ext") for _ in range(1, rank)]
+        head = [B.assign(rows, B.ifexp(test, B.const(cmax - cmin + 1), extent(0)))] + \
+            [B.assign(e, extent(k)) for k, e in enumerate(exts, start=1)]
+        new_alloc = B.assign(name, B.call("np.zeros", B.tuple_(B.name(rows), *exts)))
         for attr in ("coarsen_comment", "_coarsen_loc"):
             if hasattr(st, attr):
                 setattr(new_alloc, attr, getattr(st, attr))
@@ -291,7 +293,7 @@ def adjoint_rows(body, made, ranks, params=()):
         zero = B.assign(B.subscript(B.name(name), B.tuple_(*index) if cols else index[0]),
                         B.const(0.0))
         for k in reversed(range(1, rank)):
-            zero = B.for_range(cols[k - 1], [extent(k)], [zero])
+            zero = B.for_range(cols[k - 1], [B.name(exts[k - 1])], [zero])
         trip_head.append(zero)
 
         def after(i0, mod=mod, w=cmax - cmin + 1, spans=None):
@@ -314,6 +316,6 @@ def adjoint_rows(body, made, ranks, params=()):
                 rest.append(_slotted(out[k], name, lambda i0, spans=spans: after(i0, spans=spans)))
             else:
                 rest.append(out[k])
-        out = out[:pos] + [head, new_alloc] + rest
-        pos += 2
+        out = out[:pos] + head + [new_alloc] + rest
+        pos += len(head) + 1
     return out, fresh.new

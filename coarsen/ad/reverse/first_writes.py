@@ -43,6 +43,7 @@ import copy
 
 import gast
 
+from .. import build as B
 from .cleanup import np_allocation
 
 __all__ = ["first_writes", "guarded_first_writes"]
@@ -309,9 +310,7 @@ def guarded_first_writes(body, made):
                 ok = False
                 break
             if stride is not None:
-                tests.append(gast.Compare(left=gast.Name(id=stride, ctx=gast.Load(), annotation=None,
-                                                         type_comment=None),
-                                          ops=[gast.Eq()], comparators=[gast.Constant(value=1, kind=None)]))
+                tests.append(B.compare(B.name(stride), "==", 1))
         if not ok or not tests and all(
                 _extent(lp) is not None and _is_dim(_extent(lp), y, d, defs, after, top_of)
                 for d, lp in enumerate(loops)):
@@ -326,8 +325,7 @@ def guarded_first_writes(body, made):
             if not (isinstance(ext, gast.Name) and stable(ext.id)):
                 ok = False
                 break
-            dim = gast.parse(f"{y}.shape[{d}]").body[0].value
-            tests.append(gast.Compare(left=copy.deepcopy(ext), ops=[gast.Eq()], comparators=[dim]))
+            tests.append(B.compare(copy.deepcopy(ext), "==", B.subscript(B.attr(f"{y}.shape"), d)))
         if not ok:
             continue
         j = 0
@@ -337,26 +335,18 @@ def guarded_first_writes(body, made):
         used.add(flag)
         new.add(flag)
         test = tests[0] if len(tests) == 1 else gast.BoolOp(op=gast.And(), values=tests)
-        guard = gast.Assign(targets=[gast.Name(id=flag, ctx=gast.Store(), annotation=None,
-                                               type_comment=None)], value=test, type_comment=None)
-        target = copy.deepcopy(st.target)
-        target.ctx = gast.Store()
-        target.slice = gast.Tuple(elts=[gast.Name(id=v, ctx=gast.Load(), annotation=None,
-                                                  type_comment=None) for v in vars_],
-                                  ctx=gast.Load()) if len(vars_) > 1 else \
-            gast.Name(id=vars_[0], ctx=gast.Load(), annotation=None, type_comment=None)
-        assign = gast.Assign(targets=[target], value=copy.deepcopy(st.value), type_comment=None)
+        guard = B.assign(flag, test)
+        index = B.tuple_(*vars_) if len(vars_) > 1 else B.name(vars_[0])
+        assign = B.assign(B.subscript(B.name(x), index), copy.deepcopy(st.value))
         for attr in ("coarsen_comment", "_coarsen_loc"):
             if hasattr(st, attr):
                 setattr(assign, attr, getattr(st, attr))
         fast = _rewrite(top, loops, st, assign)
-        flag_load = gast.Name(id=flag, ctx=gast.Load(), annotation=None, type_comment=None)
-        branch = gast.If(test=flag_load, body=[fast], orelse=[top])
+        branch = B.if_(B.name(flag), [fast], [top])
         init = copy.copy(st0)
         empty = copy.deepcopy(st0.value)
         empty.func.attr = "empty"
-        init.value = gast.IfExp(test=copy.deepcopy(flag_load), body=empty,
-                                orelse=copy.deepcopy(st0.value))
+        init.value = B.ifexp(B.name(flag), empty, copy.deepcopy(st0.value))
         out[later[0]] = branch
         out[k] = init
         out.insert(k, guard)
