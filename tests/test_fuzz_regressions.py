@@ -29,6 +29,13 @@ the suite the day it is fixed: drop the marker and keep the test).
   digits, evaluated ``(r**n - 1) / (r - 1)`` in doubles as 0: a wrong value (1.64 for 5.07)
   and gradient.  Closed forms are now also checked as the generated code evaluates them, in
   doubles (``coarsen.ad.lift._float_check``).  ``ratio_one`` is the program.
+* fuzz seed 71000028 (``--one 71000028``): ``s0 = a[k]``, an early return, then ``a[k] += u``
+  and ``s0 * s0``: wrong ``d/da[k]`` in both modes and on both targets (-0.127 for 1.323).
+  The reverse sweep re-read ``a[k]`` for ``s0`` (``coarsen.analysis.recording``, a read that
+  holds still while it lives), after the update.  The check of a write between the read and
+  a use looked at a compound statement's uses before its writes, and everything after an
+  early return is one ``if``.  ``reread_after_return`` is its reduction; the others move the
+  write and the use into a branch and a loop of their own.
 """
 import math
 
@@ -198,3 +205,45 @@ def ratio_one(p, q, r, ys):
 def test_closed_form_that_cancels_in_doubles(target):
     args = (0.7, 0.3, -0.4, np.array([0.1, -0.3, 0.5, 0.2, -0.7, 0.4, 0.9]))
     check_against_oracle(ratio_one, args, wrt=(0, 1, 2), target=target, coarse=True)
+
+
+def reread_after_return(x, u, a):
+    n = a.shape[0]
+    s0 = a[n - 1]
+    if x > 5.0:
+        return s0
+    a[n - 1] += u
+    s0 = s0 * s0
+    return 0.5 * s0 + np.sum(a)
+
+
+def reread_written_in_a_branch(x, u, a):
+    n = a.shape[0]
+    s0 = a[n - 1]
+    if x < 5.0:
+        a[n - 1] += u
+        t = s0 * s0
+    else:
+        t = s0
+    return 0.5 * t + np.sum(a)
+
+
+def reread_written_in_a_loop(x, u, a):
+    n = a.shape[0]
+    s0 = a[n - 1]
+    t = 0.0
+    if x < 5.0:
+        for i in range(n):
+            a[i] += u * x
+        t = s0 * s0
+    return 0.5 * t + np.sum(a)
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+@pytest.mark.parametrize("coarse", [True, False])
+@pytest.mark.parametrize("fn", [reread_after_return, reread_written_in_a_branch,
+                                reread_written_in_a_loop])
+@pytest.mark.parametrize("x", [1.371, 7.0])     # past the return, then not
+def test_no_reread_of_an_element_written_before_its_use(fn, x, coarse, target):
+    a = np.array([-0.086, 0.534, -0.964, 0.323])
+    check_against_oracle(fn, (x, -1.45, a), target=target, coarse=coarse)

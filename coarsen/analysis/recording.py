@@ -69,13 +69,15 @@ def _written_before_use(block, getitem, base, idx_vars, after=()):
                     any(isinstance(u, Var) and u.name == getitem.target
                         for x in walk([loop]) for u in uses(x)):
                 return True
+        # one pass in program order: a write and a later use inside one compound statement
+        # (the rest of a function after an early return is one ``if``) count as well
         for sub in walk([st]):
-            if changed and any(isinstance(u, Var) and u.name == getitem.target for u in uses(sub)):
+            used = any(isinstance(u, Var) and u.name == getitem.target for u in uses(sub))
+            if changed and used:
                 return True
-        for sub in walk([st]):
             if writes(sub):
                 changed = True
-                if any(isinstance(u, Var) and u.name == getitem.target for u in uses(sub)):
+                if used:
                     return True
     return False
 
