@@ -108,6 +108,28 @@ def fixed_row(u, y):
     return s
 
 
+def fixed_rows_in_the_loop(u, y):
+    # the rows' indices are temporaries of each trip (``_t = n - 1``) that hold one value:
+    # a per-loop adjoint accumulator as large as ``u`` would cost more than the loop
+    n = u.shape[0]
+    s = 0.0
+    for i in range(u.shape[1]):
+        s += u[n - 1, i] * u[n - 1, i] * y + u[n - 2, i] * y
+    return s
+
+
+def induction_index(x, L, y):
+    # an index each trip resets and advances (``idx += 1``, ADBench GMM's packed triangle)
+    # sweeps the array: fused
+    s = 0.0
+    for i in range(x.shape[0]):
+        idx = 0
+        for j in range(L.shape[1] - 1):
+            s += math.sin(L[i, idx] * x[i] * y)
+            idx += 1
+    return s
+
+
 def accumulator_read_before(x, y):
     s = x[0] * y
     w = s * s
@@ -157,13 +179,15 @@ CASES = {
     read_after: lambda: (_vec(5, 8), 0.4),
     scratch_read_first: lambda: (_vec(4, 9), 0.6),
     fixed_row: lambda: (_vec(8, 10).reshape(2, 4), 0.3),
+    fixed_rows_in_the_loop: lambda: (_vec(12, 14).reshape(3, 4), 0.3),
+    induction_index: lambda: (_vec(3, 15), _vec(12, 16).reshape(3, 4), 0.6),
     accumulator_read_before: lambda: (_vec(5, 11), 0.8),
     counter_after: lambda: (_vec(6, 12), 0.9),
     index_arithmetic: lambda: (_vec(7, 13), 0.45),
 }
 
 #: which of them have a loop reversed trip by trip
-FUSED = {mixture, hinge_sub, pairs}
+FUSED = {mixture, hinge_sub, pairs, induction_index}
 
 
 @pytest.mark.parametrize("target", ["python", "cpu"])

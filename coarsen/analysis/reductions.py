@@ -25,9 +25,10 @@ A range loop ``L`` outside every other loop qualifies when
   before ``L`` by ``np.zeros``/``np.empty``/``np.ones`` of a length ``N``, read (only by
   element reads and in-place updates) after a loop ``for j in range(N)`` of the same trip
   has stored ``A[j]`` unconditionally, and not read after ``L``;
-- every element read of an input array indexes each axis by a constant or a variable the
-  loop assigns (the loop sweeps the array: the per-loop adjoint accumulator, as large as the
-  input, costs no more than the loop).
+- every element read of an input array indexes each axis by a constant or a variable whose
+  value changes from trip to trip (``_trip_varying``: the loop sweeps the array, and the
+  per-loop adjoint accumulator, as large as the input, costs no more than the loop; a
+  temporary of loop-invariant values, ``u[nt + 1, i]``, reads one row of it).
 
 The reverse pass (``coarsen.ad.reverse.fused``) then reverses each trip right after its
 forward, in the forward sweep, with the accumulator's adjoint seeded at 1: nothing is taped
@@ -184,7 +185,7 @@ def _qualify(fn, facts, single, loop, inside, after):
     trip_locals = {v for v in trip_locals if v in active}
     inputs = sorted(v for v in _names(inside) if v in active and v not in assigned
                     and v not in stored)
-    varying = assigned | inner_vars | {loop.var}
+    varying = _trip_varying(inside, inner_vars | {loop.var})
     for x in inside:
         if isinstance(x, Assign) and x.op == "getitem" and isinstance(fn.types.get(x.args[0].name), Array) \
                 and x.args[0].name in inputs and not all(_varies(it, varying) for it in x.index):
@@ -215,6 +216,28 @@ def _owned(fn, loop, inside, a):
                 or not all(isinstance(it, (Var, Const)) for it in x.index):
             return False
     return True
+
+
+def _trip_varying(inside, indices):
+    """The variables whose value may differ from trip to trip: the loop indices, variables
+    assigned more than once in the loop or from themselves (``idx = idx + 1``), and, to a
+    fixed point, those assigned from any of them.  A temporary of loop-invariant values
+    (``_t = nt + 1``, assigned in each trip) is not among them: ``u[_t, i]`` reads one row."""
+    count = {}
+    for x in inside:
+        if isinstance(x, Assign):
+            count[x.target] = count.get(x.target, 0) + 1
+    out = set(indices) | {v for v, n in count.items() if n > 1}
+    changed = True
+    while changed:
+        changed = False
+        for x in inside:
+            if isinstance(x, Assign) and x.target not in out and \
+                    any(isinstance(u, Var) and (u.name in out or u.name == x.target)
+                        for u in uses(x)):
+                out.add(x.target)
+                changed = True
+    return out
 
 
 def _varies(item, varying):

@@ -18,7 +18,8 @@ rewritten when
   every other occurrence of ``X`` is ``X[i0, i1, ...]`` with one index per axis and no slice
   (no view, no whole-array use, not returned);
 * exactly one top-level statement after it, ``L``, is ``for t in range(a, b, -1)`` (``b`` an
-  int constant) whose every ``X[i0, ...]`` has ``i0 = t + c`` (``c`` a constant), with no
+  int constant) for which the conditions below hold (a loop that sets the first rows
+  reverses into such a loop too), whose every ``X[i0, ...]`` has ``i0 = t + c`` (``c`` a constant), with no
   ``break`` or ``return`` in it and ``t`` not assigned in it; ``c`` spans ``[cmin, cmax]``,
   the window, ``w = cmax - cmin + 1`` rows, and ``b + 1 + cmin >= 0`` (no row of the loop is
   negative);
@@ -142,9 +143,17 @@ def _plan(body, pos, name, rank, stable, defs):
             rows = [affine(index_elts(s.slice)[0]) for s in _subs(st, name)]
             if all(r is not None and r[0] == t for r in rows):
                 loops.append((k, t, [r[1] for r in rows]))
-    if len(loops) != 1:
-        return None
-    at, t, offsets = loops[0]
+    # the loop the window is about: the one candidate for which the rest holds (the reverse
+    # of a loop that sets the first rows, ``for k in range(1, -1, -1)``, looks like one too)
+    found = [p for p in (_window(body, mentions, name, c, stable, defs) for c in loops) if p]
+    return found[0] if len(found) == 1 else None
+
+
+def _window(body, mentions, name, candidate, stable, defs):
+    """``(loop position, t, cmin, cmax)`` where the statements before and after the loop
+    ``candidate`` (``(position, t, row offsets)``) reach rows of its first and last
+    windows, else None."""
+    at, t, offsets = candidate
     loop = body[at]
     cmin, cmax = min(offsets), max(offsets)
     lo = int_value(loop.iter.args[1]) + 1
