@@ -19,7 +19,13 @@ A ``for`` loop qualifies when
 - it is a statement of the function's body (outside every loop and branch: it runs once,
   so its tangents hold their final values until the reverse sweep reads them), not a
   ``prange`` loop, and not a reduction loop (``coarsen.analysis.reductions``: reversed trip
-  by trip, it tapes nothing either, and its trips cost less than forward mode's lanes);
+  by trip, it tapes nothing either, and its trips cost less than forward mode's lanes); or a
+  statement of the trip of a serial reduction loop of the body that assigns neither its
+  accumulator nor a link of its chain (``ForwardLoop.in_trip``: a Monte Carlo path's
+  recurrence, ``S = S * exp(drift + vol * Z[p, k])``).  Each trip is reversed right after
+  it runs (``coarsen.ad.reverse.fused``), so the tangents hold until its reverse reads them;
+  where that loop is reversed as usual after all (the emitter decides), the segment is
+  emitted as its plain statements, in reverse mode;
 - it reads an array element (a loop that reads none is the phi-calculus's: a closed form,
   or a coarse step per trip), stores into no array, and holds no ``while`` loop;
 - every active variable it reads from outside is a scalar, and every variable it assigns is
@@ -61,25 +67,46 @@ def wrap_forward_loops(fn, facts):
     segments = []
     used = set()
     reductions = find_reduction_loops(fn, facts)
-    for k, st in enumerate(fn.body):
-        if id(st) in reductions:
-            continue
-        info = _qualify(fn, facts, k, used)
-        if info is None:
-            continue
+
+    def wrap(st, info):
         lines = sorted({x.loc.lineno for x in walk([st])})
         seg = Segment([st], st.loc, len(segments) + 1, inputs=list(info.lanes),
                       outputs=list(info.outputs),
                       plan=SegmentPlan((lines[0], lines[-1]), result=info, strategy="forward mode"))
-        body[k] = seg
         segments.append(seg)
+        return seg
+
+    for k, st in enumerate(fn.body):
+        red = reductions.get(id(st))
+        if red is not None:
+            # a loop in a serial reduction loop's trip (a path's recurrence in a Monte
+            # Carlo sum): the trip is reversed right after it runs, so its tangents hold
+            # until the trip's reverse reads them
+            if st.parallel or red.nested:
+                continue
+            trip = list(st.body)
+            for j, sub in enumerate(st.body):
+                info = _qualify(fn, facts, st.body, j, used, prefix=fn.body[:k] + st.body[:j],
+                                suffix=st.body[j + 1:] + fn.body[k + 1:],
+                                carried={red.accumulator} | set(red.chain))
+                if info is not None:
+                    trip[j] = wrap(sub, replace(info, in_trip=True))
+            if trip != list(st.body):
+                body[k] = replace(st, body=trip)
+            continue
+        info = _qualify(fn, facts, fn.body, k, used, prefix=fn.body[:k], suffix=fn.body[k + 1:])
+        if info is not None:
+            body[k] = wrap(st, info)
     if not segments:
         return fn, []
     return replace(fn, body=body), segments
 
 
-def _qualify(fn, facts, k, used):
-    loop = fn.body[k]
+def _qualify(fn, facts, block, k, used, prefix, suffix, carried=frozenset()):
+    """The ``ForwardLoop`` of ``block[k]``, or None; ``prefix``/``suffix``: the statements
+    that run before and after it (outermost first), ``carried``: variables it must not
+    assign (a reduction loop's accumulator)."""
+    loop = block[k]
     if not isinstance(loop, For) or loop.parallel:
         return None
     inside = list(walk(loop.body))
@@ -96,7 +123,7 @@ def _qualify(fn, facts, k, used):
             return None
     assigned = {x.target for x in inside if isinstance(x, Assign)} | \
         {x.var for x in inside if isinstance(x, For)} | {loop.var}
-    if any(not isinstance(types.get(v), Scalar) for v in assigned):
+    if any(not isinstance(types.get(v), Scalar) for v in assigned) or assigned & set(carried):
         return None
     reads = {u.name for x in [loop] + inside for u in uses(x) if isinstance(u, Var)}
     free = sorted(v for v in reads - assigned if v in active)
@@ -106,17 +133,17 @@ def _qualify(fn, facts, k, used):
     # those values and the reverse step puts them back, for the reverse of the code before
     # the loop (``y = math.tanh(q)`` reads y); each must be assigned for sure before the
     # loop (by a statement of the body, or a parameter), or the copy could read nothing
-    before = [x for x in walk(fn.body[:k]) if isinstance(x, Assign)]
-    top = {x.target for x in fn.body[:k] if isinstance(x, Assign)} | set(fn.params)
+    before = [x for x in walk(prefix) if isinstance(x, Assign)]
+    top = {x.target for x in prefix if isinstance(x, Assign)} | set(fn.params)
     restore = sorted(v for v in assigned if v in fn.params or any(x.target == v for x in before))
     if any(v not in top for v in restore):
         return None
-    after = {u.name for x in walk(fn.body[k + 1:]) for u in uses(x) if isinstance(u, Var)}
+    after = {u.name for x in walk(suffix) for u in uses(x) if isinstance(u, Var)}
     after.add(fn.result)
     first = _defined_first(loop.body, set(), set())
     outputs = sorted(v for v in assigned if v in active and v in after)
     entry = sorted(v for v in assigned if v in active and (v in after or v not in first))
-    zero = [v for v in entry if _constant_entry(fn, k, v)]
+    zero = [v for v in entry if _constant_entry(fn, prefix, v)]
     lanes = free + [v for v in entry if v not in zero]
     if not outputs or not 1 <= len(lanes) <= MAX_LANES:
         return None
@@ -166,11 +193,11 @@ def _defined_first(block, defined, read):
     return defined
 
 
-def _constant_entry(fn, k, v):
-    """Is the last assignment to ``v`` before ``fn.body[k]`` a statement of the body that
-    copies a constant (``m = 0.0``), with no assignment to ``v`` nested after it?"""
+def _constant_entry(fn, prefix, v):
+    """Is the last assignment to ``v`` in ``prefix`` (the statements before the loop) one of
+    them that copies a constant (``m = 0.0``), with no assignment to ``v`` nested after it?"""
     last = None
-    for st in fn.body[:k]:
+    for st in prefix:
         for x in walk([st]):
             if isinstance(x, Assign) and x.target == v:
                 last = (x, x is st)

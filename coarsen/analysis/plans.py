@@ -106,7 +106,9 @@ class ForwardLoop:
     ({(output, input): tangent name}: d output / d input, the output's tangent in the
     input's lane, at the loop's end; absent where it is zero), ``formula`` (for people),
     ``reach`` (per lane, the variables whose tangent in it may be nonzero), ``restore`` (the
-    variables it assigns whose values before it the reverse step puts back)."""
+    variables it assigns whose values before it the reverse step puts back), ``in_trip`` (a
+    statement of a serial reduction loop's trip: forward mode only where that loop is
+    reversed trip by trip, the loop reversed as usual otherwise)."""
     loop: Any
     lanes: tuple
     outputs: tuple
@@ -118,6 +120,7 @@ class ForwardLoop:
     restore: tuple = ()
     jac: Any = None
     names: dict = field(default_factory=dict)
+    in_trip: bool = False
 
     kind = "forward loop"
 

@@ -81,6 +81,10 @@ class SegmentMixin:
         if isinstance(lifted, ClosedFormLoop):
             return self.loop_segment(seg)
         if isinstance(lifted, ForwardLoop):
+            if lifted.in_trip and not (self.in_fused and self.nest_ok):
+                # its reduction loop is reversed as usual (or in parallel): later trips
+                # would overwrite the tangents before the reverse sweep read them
+                return self.block(seg.stmts)
             return self.forward_loop(seg)
         fwd, pass_rev = [], []
         for st in seg.passengers:
