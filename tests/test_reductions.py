@@ -118,6 +118,15 @@ def fixed_rows_in_the_loop(u, y):
     return s
 
 
+def fixed_element_in_a_sweep(x, y):
+    # x[n - 1] through a per-trip temporary, beside x[i]: the loop sweeps x all the same
+    n = x.shape[0]
+    s = 0.0
+    for i in range(n):
+        s += math.sin(x[i] * y) * x[n - 1]
+    return s
+
+
 def induction_index(x, L, y):
     # an index each trip resets and advances (``idx += 1``, ADBench GMM's packed triangle)
     # sweeps the array: fused
@@ -180,6 +189,7 @@ CASES = {
     scratch_read_first: lambda: (_vec(4, 9), 0.6),
     fixed_row: lambda: (_vec(8, 10).reshape(2, 4), 0.3),
     fixed_rows_in_the_loop: lambda: (_vec(12, 14).reshape(3, 4), 0.3),
+    fixed_element_in_a_sweep: lambda: (_vec(6, 17), 0.7),
     induction_index: lambda: (_vec(3, 15), _vec(12, 16).reshape(3, 4), 0.6),
     accumulator_read_before: lambda: (_vec(5, 11), 0.8),
     counter_after: lambda: (_vec(6, 12), 0.9),
@@ -187,7 +197,7 @@ CASES = {
 }
 
 #: which of them have a loop reversed trip by trip
-FUSED = {mixture, hinge_sub, pairs, induction_index}
+FUSED = {mixture, hinge_sub, pairs, induction_index, fixed_element_in_a_sweep}
 
 
 @pytest.mark.parametrize("target", ["python", "cpu"])

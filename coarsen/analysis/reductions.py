@@ -26,9 +26,11 @@ A range loop ``L`` outside every other loop qualifies when
   element reads and in-place updates) after a loop ``for j in range(N)`` of the same trip
   has stored ``A[j]`` unconditionally, and not read after ``L``;
 - every element read of an input array indexes each axis by a constant or a variable whose
-  value changes from trip to trip (``_trip_varying``: the loop sweeps the array, and the
-  per-loop adjoint accumulator, as large as the input, costs no more than the loop; a
-  temporary of loop-invariant values, ``u[nt + 1, i]``, reads one row of it).
+  value changes from trip to trip (``_trip_varying``), or indexes an axis that another read
+  of that array indexes so (the loop sweeps the array, and the per-loop adjoint
+  accumulator, as large as the input, costs no more than the loop; ``u[nt + 1, i]``, with
+  ``nt + 1`` a temporary of loop-invariant values and no read sweeping the rows, reads one
+  row of it; ``a[m - 1]`` beside ``a[(i + 1) % m]`` is part of a sweep).
 
 The reverse pass (``coarsen.ad.reverse.fused``) then reverses each trip right after its
 forward, in the forward sweep, with the accumulator's adjoint seeded at 1: nothing is taped
@@ -186,9 +188,16 @@ def _qualify(fn, facts, single, loop, inside, after):
     inputs = sorted(v for v in _names(inside) if v in active and v not in assigned
                     and v not in stored)
     varying = _trip_varying(inside, inner_vars | {loop.var})
-    for x in inside:
-        if isinstance(x, Assign) and x.op == "getitem" and isinstance(fn.types.get(x.args[0].name), Array) \
-                and x.args[0].name in inputs and not all(_varies(it, varying) for it in x.index):
+    reads = [x for x in inside if isinstance(x, Assign) and x.op == "getitem"
+             and isinstance(fn.types.get(x.args[0].name), Array) and x.args[0].name in inputs]
+    # the axes of each input the loop sweeps (some read indexes them by a trip-varying
+    # variable): there, a read at any index is part of the sweep (``a[m - 1]`` beside
+    # ``a[(i + 1) % m]``); elsewhere only a constant is
+    swept = {(x.args[0].name, d) for x in reads for d, it in enumerate(x.index)
+             if not isinstance(it, Const) and _varies(it, varying)}
+    for x in reads:
+        if not all(_varies(it, varying) or (x.args[0].name, d) in swept
+                   for d, it in enumerate(x.index)):
             return None
     owned = tuple(a for a in inputs if _owned(fn, loop, inside, a))
     links = tuple(sorted((_chain(acc, inside) or {acc}) - {acc}))
