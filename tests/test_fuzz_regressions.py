@@ -36,6 +36,13 @@ the suite the day it is fixed: drop the marker and keep the test).
   a use looked at a compound statement's uses before its writes, and everything after an
   early return is one ``if``.  ``reread_after_return`` is its reduction; the others move the
   write and the use into a branch and a loop of their own.
+* fuzz seed 80000137 (``--one 80000137 --family reductions``): ``s0 += a[0]`` and
+  ``s0 += a[-1]`` in a loop, ``a`` of one element: ``d/da`` 1 instead of 2.  The reduction
+  loop's adjoint accumulator held ``_acc[0]`` and ``_acc[-1]`` in two locals for the loop
+  (``coarsen/ad/reverse/invariant_sums.py``), as different constants name different
+  elements, but ``-1`` and ``0`` are one element of a one-element axis (and ``X[i - 1]`` at
+  ``i = 0`` is ``X[n - 1]``, which a loop over ``range(i + 1, n)`` reaches).  ``both_ends``
+  is its reduction, ``wrapped_pair`` the loop-bounds case.
 """
 import math
 
@@ -247,3 +254,35 @@ def reread_written_in_a_loop(x, u, a):
 def test_no_reread_of_an_element_written_before_its_use(fn, x, coarse, target):
     a = np.array([-0.086, 0.534, -0.964, 0.323])
     check_against_oracle(fn, (x, -1.45, a), target=target, coarse=coarse)
+
+
+def both_ends(a, n):
+    s0 = 1.1
+    for i in range(n):
+        s0 += a[0]
+        s0 = s0 + a[-1]
+    return s0
+
+
+def wrapped_pair(a):
+    n = a.shape[0]
+    s = 0.0
+    for i in range(n):
+        for j in range(i + 1, n):
+            s += a[i - 1] * a[j] * (1.0 + 0.1 * j)
+    return s
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+@pytest.mark.parametrize("coarse", [True, False])
+@pytest.mark.parametrize("m", [1, 3])
+def test_negative_and_positive_indices_of_one_element(m, coarse, target):
+    a = np.array([-0.292, 0.4, 1.3])[:m]
+    check_against_oracle(both_ends, (a, 2), target=target, coarse=coarse)
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+@pytest.mark.parametrize("coarse", [True, False])
+def test_a_wrapped_index_against_a_loop_variable(coarse, target):
+    a = np.array([-0.292, 0.4, 1.3, 0.7])
+    check_against_oracle(wrapped_pair, (a,), target=target, coarse=coarse)

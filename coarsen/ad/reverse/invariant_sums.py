@@ -22,7 +22,8 @@ statement ``X[i] += e`` (or ``-=``) at the top level of its body such that
   and every other index there provably names another element during the loop (``_apart``:
   at some axis the same name plus different constants, as ``X[i, 0]`` and ``X[i, 1]``; or the
   loop's variable kept away by the loop's bounds, as ``X[j, 0]`` for ``j`` in
-  ``range(i + 1, n)`` against ``X[i, 0]``: Lennard-Jones' pair loop),
+  ``range(i + 1, n)`` against ``X[i, 0]``: Lennard-Jones' pair loop; either way with indices
+  known not negative there, since ``X[-1]`` is ``X[0]`` on a one-element axis),
 
 as ``if <the loop runs at least once>: s = X[i]; for ...: ... s += e ...; X[i] = s`` with a
 fresh local ``s`` per element (statements with the same index share it).  The loop adds the
@@ -52,6 +53,7 @@ class _Rewriter:
         self.counter = 0
         # no_alias per array, walked once: a rewrite only adds element loads and stores
         self.unaliased = {}
+        self.nonneg = _nonnegative_names(body)
 
     def no_alias(self, x):
         if x not in self.unaliased:
@@ -108,9 +110,10 @@ class _Rewriter:
                     var.append(loop.body[k].target.slice)
             elements = list(inv.values())
             # an element held in a local meets no other access of x in the loop
-            ok = all(_apart(a.slice, b.slice, None, assigned)
+            ok = all(_apart(a.slice, b.slice, None, assigned, self.nonneg)
                      for n, (a, _) in enumerate(elements) for b, _ in elements[n + 1:])
-            ok = ok and all(_apart(a.slice, v, loop, assigned) for a, _ in elements for v in var)
+            ok = ok and all(_apart(a.slice, v, loop, assigned, self.nonneg)
+                            for a, _ in elements for v in var)
             if ok:
                 out.extend(elements)
         return out
@@ -143,27 +146,64 @@ def _names(node):
     return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)}
 
 
-def _apart(inv, other, loop, assigned):
+def _apart(inv, other, loop, assigned, nonneg=frozenset()):
     """Do the index ``inv`` (the loop does not change it) and ``other`` never name the same
     element during ``loop``?  At some axis both are one name the loop does not assign (or
     none) plus different constants; or (``loop`` given) ``other`` is the loop's variable plus
     ``q`` and the loop's bounds keep it away from ``inv``'s ``a + p`` (``range(a + c, ...)``
-    with ``c + q > p``; ``range(..., a + c, -1)``, whose trips are above ``a + c``)."""
+    with ``c + q > p``; ``range(..., a + c, -1)``, whose trips are above ``a + c``).  Either
+    way both indices must be known not negative at that axis (constants >= 0, or a name of
+    ``nonneg`` plus an offset >= 0), or both negative constants: Python reads a negative
+    index from the end, so ``X[-1]`` and ``X[0]`` are one element of a one-element axis, and
+    ``X[i - 1]`` at ``i = 0`` is ``X[n - 1]`` (fuzz seed 80000137)."""
     a_elts, b_elts = index_elts(inv), index_elts(other)
     if len(a_elts) != len(b_elts):
         return False
+
+    def sure_nonneg(f):
+        return f[1] >= 0 and (f[0] is None or f[0] in nonneg)
     for a, b in zip(a_elts, b_elts):
         fa, fb = affine(a), affine(b)
         if fa is None or fb is None:
             continue
-        if fa[0] == fb[0] and fa[1] != fb[1] and fa[0] not in assigned:
+        same_side = (sure_nonneg(fa) and sure_nonneg(fb)) or \
+            (fa[0] is None and fb[0] is None and fa[1] < 0 and fb[1] < 0)
+        if fa[0] == fb[0] and fa[1] != fb[1] and fa[0] not in assigned and same_side:
             return True
         if loop is not None and fb[0] == loop.target.id and fa[0] is not None \
-                and fa[0] not in assigned:
+                and fa[0] not in assigned and sure_nonneg(fa):
             low = _lowest(loop)
             if low is not None and low[0] == fa[0] and low[1] + fb[1] > fa[1]:
                 return True
     return False
+
+
+def _nonnegative_names(body):
+    """The names whose every assignment in ``body`` is the variable of a loop over
+    ``range(E)``, ``range(c, ...)`` (a constant ``c >= 0``, step 1) or ``range(..., c, -1)``
+    (a constant ``c >= -1``): never negative."""
+    stores, ok = {}, {}
+    for st in body:
+        for n in gast.walk(st):
+            if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
+                stores[n.id] = stores.get(n.id, 0) + 1
+            if isinstance(n, gast.For) and isinstance(n.target, gast.Name) and \
+                    isinstance(n.iter, gast.Call) and isinstance(n.iter.func, gast.Name) and \
+                    n.iter.func.id == "range" and not n.iter.keywords:
+                args = n.iter.args
+                step = 1 if len(args) < 3 else int_value(args[2])
+                if len(args) == 1:
+                    good = True
+                elif step == 1:
+                    c = int_value(args[0])
+                    good = c is not None and c >= 0
+                elif step == -1:
+                    c = int_value(args[1])
+                    good = c is not None and c >= -1
+                else:
+                    good = False
+                ok[n.target.id] = ok.get(n.target.id, 0) + (1 if good else 10 ** 6)
+    return frozenset(v for v, k in ok.items() if stores.get(v) == k)
 
 
 def _lowest(loop):
