@@ -286,3 +286,21 @@ def test_negative_and_positive_indices_of_one_element(m, coarse, target):
 def test_a_wrapped_index_against_a_loop_variable(coarse, target):
     a = np.array([-0.292, 0.4, 1.3, 0.7])
     check_against_oracle(wrapped_pair, (a,), target=target, coarse=coarse)
+
+
+def chain_ends(x0, c):
+    # each trip reads x[-1] and writes x[0]: one element when x has one, whose trips are
+    # then chained (the reverse's trips commute only where they are two elements)
+    x = x0.copy()
+    for i in range(c.shape[0]):
+        x[0] = x[-1] * c[i] + 0.5
+    return np.sum(x * x)
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+@pytest.mark.parametrize("coarse", [True, False])
+@pytest.mark.parametrize("m", [1, 3])
+def test_a_store_and_a_read_at_both_ends(m, coarse, target):
+    x0 = np.array([0.7, -0.3, 0.2])[:m]
+    check_against_oracle(chain_ends, (x0, np.array([0.9, 1.1, -0.8, 0.5])), target=target,
+                         coarse=coarse)

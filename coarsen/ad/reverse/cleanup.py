@@ -292,3 +292,46 @@ def runs_test(loop):
     if step == -1:
         lo, hi = hi, lo
     return gast.Compare(left=copy.deepcopy(hi), ops=[gast.Gt()], comparators=[copy.deepcopy(lo)])
+
+
+def nonnegative_names(body):
+    """The names whose every assignment in ``body`` is the variable of a loop over
+    ``range(E)``, ``range(c, ...)`` (a constant ``c >= 0``, step 1) or ``range(..., c, -1)``
+    (a constant ``c >= -1``), or an int constant ``>= 0``: never negative."""
+    stores, ok = {}, {}
+    for st in body:
+        for n in gast.walk(st):
+            if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
+                stores[n.id] = stores.get(n.id, 0) + 1
+            if isinstance(n, gast.For) and isinstance(n.target, gast.Name) and \
+                    isinstance(n.iter, gast.Call) and isinstance(n.iter.func, gast.Name) and \
+                    n.iter.func.id == "range" and not n.iter.keywords:
+                args = n.iter.args
+                step = 1 if len(args) < 3 else int_value(args[2])
+                if len(args) == 1:
+                    good = True
+                elif step == 1:
+                    c = int_value(args[0])
+                    good = c is not None and c >= 0
+                elif step == -1:
+                    c = int_value(args[1])
+                    good = c is not None and c >= -1
+                else:
+                    good = False
+                ok[n.target.id] = ok.get(n.target.id, 0) + (1 if good else 10 ** 6)
+            if isinstance(n, gast.Assign) and len(n.targets) == 1 and \
+                    isinstance(n.targets[0], gast.Name):
+                c = int_value(n.value)
+                good = c is not None and c >= 0
+                ok[n.targets[0].id] = ok.get(n.targets[0].id, 0) + (1 if good else 10 ** 6)
+    return frozenset(v for v, k in ok.items() if stores.get(v) == k)
+
+
+def same_side(fa, fb, nonneg):
+    """Are the int indices ``fa``, ``fb`` (``affine``: ``(name or None, offset)``) both known
+    not negative (constants >= 0, or a name of ``nonneg`` plus an offset >= 0), or both
+    negative constants?  Only then do different values name different elements: Python
+    reads a negative index from the end (``X[-1]`` is ``X[0]`` on a one-element axis)."""
+    def sure(f):
+        return f[1] >= 0 and (f[0] is None or f[0] in nonneg)
+    return (sure(fa) and sure(fb)) or (fa[0] is None and fb[0] is None and fa[1] < 0 and fb[1] < 0)

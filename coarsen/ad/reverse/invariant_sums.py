@@ -37,7 +37,8 @@ import copy
 
 import gast
 
-from .cleanup import affine, elementwise_uses, index_elts, int_value, pure_index, runs_test
+from .cleanup import (affine, elementwise_uses, index_elts, int_value, nonnegative_names, pure_index,
+                      runs_test, same_side)
 
 __all__ = ["invariant_sums", "no_alias"]
 
@@ -53,7 +54,7 @@ class _Rewriter:
         self.counter = 0
         # no_alias per array, walked once: a rewrite only adds element loads and stores
         self.unaliased = {}
-        self.nonneg = _nonnegative_names(body)
+        self.nonneg = nonnegative_names(body)
 
     def no_alias(self, x):
         if x not in self.unaliased:
@@ -160,50 +161,19 @@ def _apart(inv, other, loop, assigned, nonneg=frozenset()):
     if len(a_elts) != len(b_elts):
         return False
 
-    def sure_nonneg(f):
-        return f[1] >= 0 and (f[0] is None or f[0] in nonneg)
     for a, b in zip(a_elts, b_elts):
         fa, fb = affine(a), affine(b)
         if fa is None or fb is None:
             continue
-        same_side = (sure_nonneg(fa) and sure_nonneg(fb)) or \
-            (fa[0] is None and fb[0] is None and fa[1] < 0 and fb[1] < 0)
-        if fa[0] == fb[0] and fa[1] != fb[1] and fa[0] not in assigned and same_side:
+        if fa[0] == fb[0] and fa[1] != fb[1] and fa[0] not in assigned and \
+                same_side(fa, fb, nonneg):
             return True
         if loop is not None and fb[0] == loop.target.id and fa[0] is not None \
-                and fa[0] not in assigned and sure_nonneg(fa):
+                and fa[0] not in assigned and same_side(fa, fa, nonneg):
             low = _lowest(loop)
             if low is not None and low[0] == fa[0] and low[1] + fb[1] > fa[1]:
                 return True
     return False
-
-
-def _nonnegative_names(body):
-    """The names whose every assignment in ``body`` is the variable of a loop over
-    ``range(E)``, ``range(c, ...)`` (a constant ``c >= 0``, step 1) or ``range(..., c, -1)``
-    (a constant ``c >= -1``): never negative."""
-    stores, ok = {}, {}
-    for st in body:
-        for n in gast.walk(st):
-            if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
-                stores[n.id] = stores.get(n.id, 0) + 1
-            if isinstance(n, gast.For) and isinstance(n.target, gast.Name) and \
-                    isinstance(n.iter, gast.Call) and isinstance(n.iter.func, gast.Name) and \
-                    n.iter.func.id == "range" and not n.iter.keywords:
-                args = n.iter.args
-                step = 1 if len(args) < 3 else int_value(args[2])
-                if len(args) == 1:
-                    good = True
-                elif step == 1:
-                    c = int_value(args[0])
-                    good = c is not None and c >= 0
-                elif step == -1:
-                    c = int_value(args[1])
-                    good = c is not None and c >= -1
-                else:
-                    good = False
-                ok[n.target.id] = ok.get(n.target.id, 0) + (1 if good else 10 ** 6)
-    return frozenset(v for v, k in ok.items() if stores.get(v) == k)
 
 
 def _lowest(loop):

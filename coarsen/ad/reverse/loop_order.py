@@ -68,8 +68,8 @@ import copy
 
 import gast
 
-from .cleanup import (affine, fresh_elementwise, index_elts, int_value, only_elementwise, plain_range,
-                      runs_test)
+from .cleanup import (affine, fresh_elementwise, index_elts, int_value, nonnegative_names,
+                      only_elementwise, plain_range, runs_test, same_side)
 from .tapes import FP, IP
 
 __all__ = ["REVERSE_MARK", "PURE_CALLS", "forward_order", "pure_call"]
@@ -297,7 +297,7 @@ def _reset_last(body, name):
     return False
 
 
-def _commutes(loop, path, top_body, made, induction=None):
+def _commutes(loop, path, top_body, made, induction=None, nonneg=frozenset()):
     """Do the trips of ``loop`` (reached through ``path``) commute (module docstring)?
     ``top_body``: the function's statements up to the top-level one holding ``loop``;
     ``induction``: the counter ``_induction`` found, which the rewrite recomputes."""
@@ -340,7 +340,7 @@ def _commutes(loop, path, top_body, made, induction=None):
             for y, ky in accesses[n:]:
                 if "p" not in (kx, ky) and not ("r" in (kx, ky) and kx != ky):
                     continue        # two reads, or two augmented stores: they commute
-                if not (_own_element(x, y, var) or _disjoint(x, y, var, assigned)):
+                if not (_own_element(x, y, var) or _disjoint(x, y, var, assigned, nonneg)):
                     return False
     return True
 
@@ -355,13 +355,14 @@ def _own_element(x, y, var):
     return False
 
 
-def _disjoint(x, y, var, assigned):
+def _disjoint(x, y, var, assigned, nonneg=frozenset()):
     """At some axis both index with one name the loop leaves unchanged (or none) plus
-    different offsets: the two accesses never meet."""
+    different offsets, on the same side of zero (``cleanup.same_side``: ``X[-1]`` is
+    ``X[0]`` on a one-element axis): the two accesses never meet."""
     for a, b in zip(x, y):
         fa, fb = affine(a), affine(b)
         if fa is not None and fb is not None and fa[0] == fb[0] and fa[1] != fb[1] and \
-                fa[0] not in assigned:
+                fa[0] not in assigned and same_side(fa, fb, nonneg):
             return True
     return False
 
@@ -427,13 +428,14 @@ def forward_order(body, made):
     # only its range changes, and the liveness walk reads the range's names alike; a loop with
     # a counter becomes statements around it, in its own block)
     chosen, counted = [], []
+    nonneg = nonnegative_names(out)
     for st, path in todo:
         top = out[:_top_index(out, st, path) + 1]
-        if _commutes(st, path, top, made):
+        if _commutes(st, path, top, made, nonneg=nonneg):
             chosen.append(st)
             continue
         ind = _induction(st)
-        if ind is not None and _commutes(st, path, top, made, ind):
+        if ind is not None and _commutes(st, path, top, made, ind, nonneg=nonneg):
             counted.append((st, ind))
     if not chosen and not counted:
         return out
