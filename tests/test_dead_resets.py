@@ -50,6 +50,10 @@ def test_the_reset_after_the_last_read_goes():
      "the loop variable reassigned"),
     ("A_bar = np.zeros(n)\nfor i in range(n):\n    t = A_bar[i]\n    A_bar[i] = 0.0\nfor i in range(n):\n    s = A_bar[i]\n",
      "a later loop reads it"),
+    ("A_bar = np.zeros(n)\nfor i in range(-1, 1):\n    t = A_bar[i]\n    A_bar[i] = 0.0\n    B_bar[i] += t\n",
+     "trips from a negative index (A_bar[-1] is A_bar[0] when n is 1)"),
+    ("A_bar = np.zeros(n)\nfor i in range(k, n):\n    t = A_bar[i]\n    A_bar[i] = 0.0\n    B_bar[i] += t\n",
+     "trips from a start of unknown sign"),
 ])
 def test_kept_where_it_is_read_again(src, why):
     out = _run(src, {"A_bar", "B_bar", "C_bar", "t", "s"})

@@ -17,8 +17,10 @@ whole with ``X += ...``: ``cleanup.only_elementwise``) is removed only when
 * within its top-level statement, every occurrence of ``X`` is ``X[idx]`` with the same index,
   in statements of the reset's own block (none nested deeper), none after the reset;
 * ``idx`` is the distinct loop variables of all the ``for ... in range(...)`` loops around the
-  reset in that statement, none of them assigned in its loop: different trips, different
-  elements (so no later trip reads an element the reset cleared).
+  reset in that statement, none of them assigned in its loop and each known never negative
+  (``cleanup.nonnegative_names``: Python reads a negative index from the end, so the trips
+  of ``range(-1, 1)`` meet on a one-element axis): different trips, different elements (so
+  no later trip reads an element the reset cleared).
 
 A second rule takes the adjoint of a history array, ``X[t + c, i] = 0.0`` in a loop over
 ``t`` that runs down (``range(a, b, -1)``, the reverse of a time loop that writes row
@@ -39,7 +41,7 @@ import copy
 
 import gast
 
-from .cleanup import affine, index_elts, int_value, only_elementwise, plain_range
+from .cleanup import affine, index_elts, int_value, nonnegative_names, only_elementwise, plain_range
 
 __all__ = ["drop_dead_resets"]
 
@@ -68,12 +70,15 @@ def _index_names(idx):
     return names if len(set(names)) == len(names) else None
 
 
-def _removable(top, path, st, name, idx):
+def _removable(top, path, st, name, idx, nonneg=None):
     """The reset ``st`` (reached from ``top`` through ``path``: [(statement, block)]) is dead
-    within ``top`` (module docstring)."""
+    within ``top`` (module docstring).  ``nonneg``: the names known never negative
+    (``cleanup.nonnegative_names``; None: not checked)."""
     names = _index_names(idx)
     if names is None:
         return False
+    if nonneg is not None and not set(names) <= nonneg:
+        return False        # a negative index names an element from the end: trips may meet
     loops = [s for s, _ in path if isinstance(s, gast.For)]
     if any(isinstance(s, gast.While) for s, _ in path):
         return False
@@ -238,6 +243,7 @@ def _without(st, dead):
 
 def drop_dead_resets(body, made):
     out = list(body)
+    nonneg = nonnegative_names(body)
     for k, top in enumerate(body):
         later = body[k + 1:]
         dead = set()
@@ -247,7 +253,7 @@ def drop_dead_resets(body, made):
             if not only_elementwise(body, name):
                 continue
             if not any(_mentions(s, name) for s in later) and \
-                    _removable(top, path, st, name, idx):
+                    _removable(top, path, st, name, idx, nonneg):
                 dead.add(id(st))
             elif _removable_shifted(top, path, st, name, idx, later):
                 dead.add(id(st))
