@@ -44,7 +44,12 @@ above ``a + cmin``), so it holds zeros there, and the slot it takes held row
 the window's rows as the whole array does at every trip, and after the last trip
 (``t = b + 1``) the rows the statements after ``L`` read.  Where the loop runs no trip,
 ``R`` is the history's row count and ``r % R`` is Python's own index of ``r``: the same
-elements.  The values the function computes are unchanged, bit for bit.
+elements.  (The test of whether ``L`` runs reads ``a`` where ``X`` is allocated; where
+nothing mentions ``X`` before ``L``, ``a`` may change before ``L`` and the test be wrong, and
+the ring is right either way: each trip clears the row entering its window, which the whole
+array holds as zeros, and the rows after ``L`` lie in ``[0, w)`` or index a one-row-per-slot
+array.)  ``X``'s other extents are read once, where it is allocated, for the trips' zeroing
+loops.  The values the function computes are unchanged, bit for bit.
 """
 from __future__ import annotations
 
