@@ -325,30 +325,33 @@ def _generated(seed):
 SEEDS = range(12)
 
 
+def _load(src, path, name):
+    """The generated function ``gen`` of ``src``, from a module file (the oracle clones it)."""
+    import importlib.util
+    path.write_text("import math\nimport numpy as np\n\n\n" + src)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.gen
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_generated_history_loops(seed, monkeypatch, tmp_path):
     src, ring, reach, two_d = _generated(seed)
-    scope = {"np": np, "math": math}
-    path = tmp_path / f"gen_{seed}.py"
-    path.write_text("import math\nimport numpy as np\n\n\n" + src)
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(f"gen_{seed}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    gen = _load(src, tmp_path / f"gen_{seed}.py", f"gen_{seed}")
     r = np.random.default_rng(100 + seed)
     u0 = 0.5 * r.standard_normal(5 if two_d else reach)
     cases = [(u0, nt) for nt in (0, 1, 2, 9)]
-    g = coarsen.differentiate(mod.gen, wrt="u0")
+    g = coarsen.differentiate(gen, wrt="u0")
     got = [g.value_and_grad(*c) for c in cases]
     # the ring exactly where every row the loss reads lies in the first window
     assert (f"_rows0 = {reach + 1} if" in g.source) == ring, (src, g.source)
-    check_against_oracle(mod.gen, cases[-1], wrt="u0", target="cpu")
+    check_against_oracle(gen, cases[-1], wrt="u0", target="cpu")
     _without_pass(monkeypatch, tmp_path / "whole")
-    whole = coarsen.differentiate(mod.gen, wrt="u0")
+    whole = coarsen.differentiate(gen, wrt="u0")
     for c, (v, gr) in zip(cases, got):
         rv, rgr = whole.value_and_grad(*c)
         assert v == rv and np.array_equal(gr, rgr), (src, c[1])
-    del scope
 
 
 @pytest.mark.parametrize("seed", [s for s in range(12, 24) if _generated(s)[1]])
@@ -360,12 +363,7 @@ def test_generated_history_loops_get_their_ring(seed, tmp_path):
     _acc1``; ``coarsen.analysis.reductions._trip_varying``), and the reverse of the loop that
     sets the first rows, ``for k in range(1, -1, -1)``, was taken for a second time loop."""
     src, _, reach, _ = _generated(seed)
-    path = tmp_path / f"gen_{seed}.py"
-    path.write_text("import math\nimport numpy as np\n\n\n" + src)
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(f"gen_ring_{seed}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    g = coarsen.differentiate(mod.gen, wrt="u0", target="python")
+    gen = _load(src, tmp_path / f"gen_{seed}.py", f"gen_ring_{seed}")
+    g = coarsen.differentiate(gen, wrt="u0", target="python")
     g(0.5 * np.ones(5 if "nx" in src else reach), 3)
     assert f"_rows0 = {reach + 1} if" in g.source, (src, g.source)
