@@ -166,7 +166,11 @@ class _SecondOrder:
             fast[kind] = got
         return got
 
-    def _build(self, args, sig):
+    def _checked(self, sig):
+        """The function lowered and typed for ``sig``; raises ``CoarsenError`` where it calls a
+        function with a custom rule (both methods: forward mode over a gradient that calls a
+        rule's backward function differentiates the rule's residuals through the primal's own
+        code, a bisection solver's flat steps included, not through the rule)."""
         low = lower_for(self.fn, sig, self.wrt, module_arrays=self._global_arrays,
                         transform=f"coarsen.{self.transform}")
         typed_ir(low.fn_ir, low.types, low.src, JvpOptions(),     # one float result, checked
@@ -177,6 +181,10 @@ class _SecondOrder:
                           "supported: the rule gives first derivatives only (what it computes "
                           "is not differentiated again)",
                           "take the Hessian of a version of the function without the rule")
+        return low
+
+    def _build(self, args, sig):
+        self._checked(sig)
         # the JVP fine-grained, as reverse mode then reads it back: the reverse pass coarsens
         # (its loops' closed forms included), and the two methods keep giving one Hessian
         art = compile_jvp(self.fn, sig, JvpOptions(wrt=self.wrt, target="python",
@@ -281,7 +289,12 @@ class _SecondOrder:
     @property
     def last_signature(self):
         """The last call's parameter types in Numba notation (a tuple of texts), or None."""
-        return self._last[0].jvp.signature if self._last is not None else None
+        if self._last is None:
+            return None
+        prog = self._last[0]
+        if isinstance(prog, ForwardOverReverse):     # its wrapper takes the same parameters
+            return prog.jacobian.last_signature
+        return prog.jvp.signature
 
     def export(self, path, signature=None):
         """Write the Hessian as a standalone module defining ``hessian_<f>`` and ``hvp_<f>``;
@@ -417,6 +430,7 @@ class Hessian(_SecondOrder):
             return NotAProgram("parallel=True runs reverse over forward's columns in parallel")
         if self._global_arrays:
             return NotAProgram("it reads module-level arrays")
+        self._checked(sig)
         names = resolve_wrt(self.wrt, self.params, sig.types, self.fn.__name__)
         vals = [args[self.params.index(n)] for n in names]
         if not all(isinstance(v, float) or (isinstance(v, np.ndarray) and v.dtype == np.float64

@@ -311,6 +311,13 @@ def test_custom_jvp_under_forward_mode(progs, target):
     with pytest.raises(coarsen.CoarsenError, match="root_j, which has a custom_jvp rule") as e:
         coarsen.hessian(m.jvp_loss, target=target)(0.7, 1.3, v)
     assert e.value.lineno is not None and e.value.hint
+    # nor a custom_vjp rule, by either method: forward mode over the gradient would
+    # differentiate the rule's residuals through the primal's own code (a probe's bisection
+    # solver gave -0.5 for -0.875)
+    for method in ("auto", "forward-over-reverse", "reverse-over-forward"):
+        with pytest.raises(coarsen.CoarsenError, match="which has a custom_vjp rule") as e:
+            coarsen.hessian(m.solve_loss, target=target, method=method)(0.7, 1.3)
+        assert e.value.lineno is not None and e.value.hint
 
 
 def _copies(args):

@@ -3,6 +3,7 @@ reverse, ``method="auto"``'s choice where the gradient is a program forward mode
 reverse mode over the generated JVP (reverse over forward, the fallback).  Both give the
 Hessian to rounding; forward over reverse is the same under renaming and helper splitting,
 bit for bit; a gradient that tapes falls back, and forcing the method on it is refused."""
+import importlib.util
 import math
 
 import numpy as np
@@ -57,7 +58,7 @@ def hand(w, b, X, y, lam):
 
 
 @pytest.mark.parametrize("target", ["python", "cpu"])
-def test_forward_over_reverse_is_the_hessian(target):
+def test_forward_over_reverse_is_the_hessian(target, tmp_path):
     args = _args()          # 11 parameters: blocks of 8 lanes, the last one partial
     h = coarsen.hessian(loop_logreg, wrt="w", target=target)
     H = h(*args)
@@ -75,6 +76,15 @@ def test_forward_over_reverse_is_the_hessian(target):
     rep = h.report(file=open("/dev/null", "w"))
     assert rep.method == "forward over reverse" and rep.sweeps == 11
     assert "forward over reverse" in rep.format()
+    # the last call's signature, and export (reverse over forward's module), after it
+    assert h.last_signature == R.last_signature
+    if target == "python":
+        path = tmp_path / "logreg_hessian.py"
+        h.export(path)
+        spec = importlib.util.spec_from_file_location("logreg_hessian", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        np.testing.assert_allclose(mod.hessian_objective(*args), H, rtol=1e-12, atol=1e-14)
 
 
 def test_renamed_and_split_bit_for_bit():

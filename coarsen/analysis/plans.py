@@ -77,8 +77,8 @@ class ClosedFormLoop:
     ``carried``: the loop's carried variables (the segment's outputs); ``finals_n``: their
     final values in terms of the trip count ``n_symbol``; ``trip_count``: the trip count of
     the loop's bounds; ``partials`` and ``jac`` as for ``LiftedSegment`` (of the finals);
-    ``singular``: SymPy conditions under which the closed form is not exact to differentiate
-    (the loop then runs, ``loop`` with its body ``singular_body``, a ``Segment`` lifted on its
+    ``singular``: SymPy conditions under which the closed form is not exact to differentiate,
+    or loses digits near such a point (``coarsen.ad.lift._near``; the loop then runs, ``loop`` with its body ``singular_body``, a ``Segment`` lifted on its
     own); ``formula``: the closed form, for people."""
     partials: dict
     jac: Any
