@@ -428,9 +428,18 @@ class Jvp:
         return rep
 
 
+def check_directions(directions):
+    """Refuse ``directions=0`` from a user (``JvpOptions`` takes 0 for one direction per call;
+    its own check refuses the rest)."""
+    if directions is not None and not isinstance(directions, bool) and directions == 0:
+        raise CoarsenError(f"directions must be an int from 1 to {MAX_DIRECTIONS} (or None), "
+                           "got 0", hint="directions=None for one direction per call")
+
+
 def jvp(fn, wrt=None, *, target="cpu", boundscheck=True, directions=None, coarsen=True):
     """The forward-mode derivative of ``fn`` (see the module docstring):
     ``coarsen.jvp(fn, wrt)(*args, tangents=...) -> (value, tangent_out)``; with
     ``directions=K`` the tangents of K directions per call, along a leading axis;
     ``coarsen=False`` for fine-grained forward mode (no segment lifted)."""
+    check_directions(directions)
     return Jvp(fn, wrt, target, boundscheck, directions, coarsen)

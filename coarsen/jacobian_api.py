@@ -51,7 +51,8 @@ import numpy as np
 from .api import differentiate
 from .artifact import Signature, bind_arguments, check_wrt, resolve_wrt
 from .errors import CoarsenError
-from .forward_api import (JvpOptions, check_aliasing, compile_jvp, convert_argument, jvp)
+from .forward_api import (JvpOptions, check_aliasing, check_directions, compile_jvp,
+                          convert_argument, jvp)
 from .frontend.lower import lower
 from .frontend.source import get_source, unwrap
 from .ir.nodes import Array
@@ -142,6 +143,7 @@ class Jacobian:
         if mode not in MODES:
             raise CoarsenError(f"unknown mode {mode!r}", hint=f"use one of {MODES}")
         # checks the target and the number of directions
+        check_directions(directions)
         self.directions = JvpOptions(wrt=wrt, target=target, boundscheck=boundscheck,
                                      directions=directions).directions
         if self.directions and parallel:

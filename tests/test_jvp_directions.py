@@ -116,7 +116,7 @@ def test_refusals():
         j(x, 0.8, tangents=(np.ones((3, 3)), np.ones(2)))
     with pytest.raises(coarsen.CoarsenError, match=r"shape \(2,\)"):
         j(x, 0.8, tangents=(np.ones((2, 3)), 1.0))
-    for bad in (0.5, True, -1, 33):
+    for bad in (0, 0.5, True, -1, 33):
         with pytest.raises(coarsen.CoarsenError, match="directions"):
             coarsen.jvp(plain, directions=bad)
     with pytest.raises(coarsen.CoarsenError, match="batch"):
