@@ -212,6 +212,7 @@ def find_cheap_recomputable(fn, facts, reads):
 #: cheap operations on integers and booleans that the reverse sweep may evaluate again
 INT_RECOMPUTE_OPS = frozenset({"add", "sub", "mul", "neg", "floordiv", "mod", "copy", "dim",
                                "eq", "ne", "lt", "le", "gt", "ge", "not", "and", "or", "truth",
+                               "bool_operand",
                                "slice_start", "slice_len", "bcast_len", "bcast_stride",
                                "same_len"})
 

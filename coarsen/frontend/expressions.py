@@ -166,10 +166,13 @@ class ExpressionMixin:
         raise self.err(node, "bitwise inversion (~) is not supported")
 
     def expr_BoolOp(self, node, target):
-        # short-circuit: result = first; if result (and) / if not result (or): result = next
+        # short-circuit: result = first; if result (and) / if not result (or): result = next.
+        # In a test (``lower_cond``) the result's truth is all that is read; elsewhere the
+        # operands must be booleans (``bool_operand``: Python's value would be an operand)
+        truth = "truth" if id(node) in getattr(self, "condition_nodes", ()) else "bool_operand"
         res = target or self.tmp()
         first = self.lower_expr(node.values[0])
-        self.emit(Assign(res, "truth", (first,), self.loc(node)))
+        self.emit(Assign(res, truth, (first,), self.loc(node)))
         out = self.out
         for v in node.values[1:]:
             cond = Var(res)
@@ -181,7 +184,7 @@ class ExpressionMixin:
             self.emit(If(cond, inner, [], self.loc(node)))
             self.out = inner
             val = self.lower_expr(v)
-            self.emit(Assign(res, "truth", (val,), self.loc(v)))
+            self.emit(Assign(res, truth, (val,), self.loc(v)))
         self.out = out
         return Var(res)
 
@@ -210,7 +213,7 @@ class ExpressionMixin:
         return Var(res)
 
     def expr_IfExp(self, node, target):
-        cond = self.lower_expr(node.test)
+        cond = self.lower_cond(node.test)
         res = target or self.tmp()
         body, orelse = [], []
         self.emit(If(cond, body, orelse, self.loc(node)))

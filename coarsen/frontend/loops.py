@@ -74,9 +74,9 @@ class LoopMixin:
             inner = []
             self.emit(If(g, inner, [Assign(test, "copy", (Const(False),), loc)], loc))
             self.out = inner
-            self.lower_expr(s.test, target=test)
+            self.lower_cond(s.test, target=test)
         else:
-            self.lower_expr(s.test, target=test)
+            self.lower_cond(s.test, target=test)
         self.out = saved
         self.emit_loop_body(s, [], test_body, test, brk, cont, has_cont, loc)
 

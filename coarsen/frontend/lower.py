@@ -550,8 +550,21 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
         self.lower_block(s.body, body)
         self.lower_block(s.orelse, orelse)
 
-    def lower_cond(self, test):
-        return self.lower_expr(test)
+    def lower_cond(self, test, target=None):
+        """A branch's or loop's test: ``and``/``or`` in it (through ``not`` and nested
+        connectives) are truth tests, whatever their operands' types."""
+        marked = getattr(self, "condition_nodes", None)
+        if marked is None:
+            marked = self.condition_nodes = set()
+        stack = [test]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, gast.BoolOp):
+                marked.add(id(node))
+                stack.extend(node.values)
+            elif isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.Not):
+                stack.append(node.operand)
+        return self.lower_expr(test, target=target)
 
     def inline(self, node, fn, target, discard=False):
         """Inline a call of the user function ``fn`` (``coarsen.frontend.helpers_inline``)."""

@@ -170,6 +170,15 @@ def int_return(x, n):
     return n * 2  # <- unsupported
 
 
+def or_as_value(a, b):
+    scale = a or b  # <- unsupported
+    return scale * 2.0
+
+
+def and_as_value(a, n):
+    return (n and a) * a  # <- unsupported
+
+
 FENCE = [
     (try_except, lambda: (2.0,), "try/except"),
     (with_statement, lambda: (2.0,), "with"),
@@ -199,4 +208,6 @@ FENCE = [
     (random_call, lambda: (2.0,), "np.random"),
     (array_return, lambda: (np.ones(3), 2.0), "non-scalar (array) return"),
     (int_return, lambda: (2.0, 3), "integer return"),
+    (or_as_value, lambda: (0.5, 3.0), "`or` used as a value (Python's result: an operand)"),
+    (and_as_value, lambda: (0.5, 3), "`and` used as a value (Python's result: an operand)"),
 ]

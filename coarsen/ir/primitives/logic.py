@@ -26,6 +26,23 @@ def _truth_type(c, s, ts):
     return BOOL
 
 
+def _bool_operand_type(c, s, ts):
+    """An operand of ``and``/``or``: a boolean.  Python's ``a or b`` is one of the operands,
+    not a boolean (``(s or 1.0) * a`` is ``s * a`` for ``s = 0.25``); the IR's connectives
+    compute the truth value, so a float or int operand is refused rather than differentiated
+    as ``bool(a)``."""
+    t = ts[0]
+    if isinstance(t, Array):
+        return _truth_type(c, s, ts)
+    if t != BOOL:
+        kind = {"f64": "float", "i64": "int"}.get(t.kind, t.kind)
+        raise err(s, f"`and`/`or` used as a value, with an operand of type {kind}: Python's "
+                  "result is then that operand itself, and coarsen computes truth values only",
+                  "compare explicitly (`x != 0.0 and y > 0.0`), or write the value as "
+                  "`a if a != 0.0 else b`")
+    return BOOL
+
+
 def _bool_type(c, s, ts):
     return BOOL
 
@@ -74,6 +91,9 @@ register(Primitive("not", _truth_type, _emit_not, arity=1, zero=True, passenger=
                    boolean=True, keeps_booleans=True, sympy=sympy.Not))
 register(Primitive("truth", _truth_type, _emit_truth, arity=1, zero=True, passenger=True,
                    boolean=True, transparent=True, keeps_booleans=True, sympy=lambda a: a))
+register(Primitive("bool_operand", _bool_operand_type, _emit_truth, arity=1, zero=True,
+                   passenger=True, boolean=True, transparent=True, keeps_booleans=True,
+                   sympy=lambda a: a))
 register(Primitive("or", _bool_type, _emit_boolop, arity=2, zero=True, passenger=True,
                    boolean=True, keeps_booleans=True, sympy=sympy.Or))
 register(Primitive("and", _bool_type, _emit_boolop, arity=2, zero=True, passenger=True,
