@@ -302,6 +302,9 @@ def _differentiate_path(seg, lifted, types, active, budget, temps):
     lifter.aliases = same_element_reads(seg, types, active)
     try:
         env = lifter.block(lifted, {})
+        why = _variable_power(lifter.assignments)
+        if why:
+            return Fallback(why)
         outs = {}
         for o in seg.outputs:
             outs[o] = env.get(o, lifter.val(Var(o), env))
@@ -368,6 +371,20 @@ def _differentiate_path(seg, lifted, types, active, budget, temps):
             and not isinstance(env[v], (sympy.Symbol, sympy.Number))}
     dag = (list(lifter.assignments + bind), list(wrt), carried, finals, held)
     return partials, jac, _formula(outs, lifter.assignments), vjp, dag
+
+
+def _variable_power(assignments):
+    """Why a path with a power of a variable base to a variable exponent stays fine-grained,
+    or None: SymPy differentiates ``x**k`` as ``k*x**k/x`` (a nan at ``x = 0``, even for
+    ``k = 1``) and ``log(x)*x**k`` (``-inf * 0``); the fine rules guard both (``pow``'s
+    partials in ``coarsen.ir.primitives.elementwise``)."""
+    for _, e in assignments:
+        for node in sympy.preorder_traversal(e):
+            if isinstance(node, sympy.Pow) and not node.exp.is_number and \
+                    not node.base.is_number:
+                return "a power with a variable exponent: its partials at base 0 are guarded " \
+                       "by the fine rule"
+    return None
 
 
 def _formula(outs, assignments):

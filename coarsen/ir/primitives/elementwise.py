@@ -207,6 +207,8 @@ def _one(*_):
 def _pow_base(x, y, consts=(None, None)):
     yconst = consts[1]
     if yconst is not None:
+        if yconst == 0:         # x**0 is 1 everywhere, x = 0 included
+            return X(0.0)
         if yconst == 1:
             return X(1.0)
         if yconst == 2:
@@ -214,14 +216,22 @@ def _pow_base(x, y, consts=(None, None)):
         if yconst == 0.5:
             return 0.5 / fn("sqrt", x)
         return X(float(yconst)) * x ** X(float(yconst - 1) if isinstance(yconst, float) else yconst - 1)
-    return y * x ** (y - 1.0)
+    # a variable exponent: x**0 is constant, and 0.0**(0 - 1.0) would make 0 * inf (a nan;
+    # Python raises) where x is 0 (``c[k] * x**k`` at x = 0, k = 0)
+    return select(y.cmp("==", 0.0), 0.0, y * x ** (y - 1.0))
+
+
+def _pow_exponent(x, y, consts=None):
+    """d(x**y)/dy = log(x) x**y, and 0 at x = 0 (JAX's convention: the limit from y > 0),
+    where log(0) x**y would be -inf * 0 (Python raises)."""
+    return select(x.cmp("==", 0.0), 0.0, fn("log", x) * x ** y)
 
 
 defvjp("add", _one, _one)
 defvjp("sub", _one, lambda x, y: X(-1.0))
 defvjp("mul", lambda x, y: y, lambda x, y: x)
 defvjp("div", lambda x, y: 1.0 / y, lambda x, y: -(x / y) / y)
-defvjp("pow", _pow_base, lambda x, y, consts=None: fn("log", x) * x ** y)
+defvjp("pow", _pow_base, _pow_exponent)
 REGISTRY_VIEW["pow"].partials_see_constants = True
 defvjp("neg", lambda x: X(-1.0))
 defvjp("sin", lambda x: fn("cos", x))
