@@ -545,7 +545,9 @@ def _near(point, trips):
     (at ``q = 1 + 1e-9``, ``n = 10``, a derivative wrong by half).  Within the neighbourhood
     the loop, exact as the program is, runs; for ``x >= 1`` the cancellation costs a few ulps.
     The exact point ``a == b`` (a zero derivative on a guarded branch, a power of a zero base)
-    is inside it."""
+    is inside it.  A point SymPy decided already (``true``, ``false``) is kept as it is."""
+    if not isinstance(point, sympy.Eq):
+        return point
     a, b = point.args
     return sympy.Le(sympy.Abs(a - b) * sympy.Max(1, trips), 1)
 
