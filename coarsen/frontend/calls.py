@@ -146,6 +146,11 @@ class CallMixin:
             else:
                 raise self.err(node.func, f"np.{op}(...) is not supported here")
         args = node.args
+        if kind.origin == "math" and op in ("floor", "ceil") and len(args) == 1 and \
+                not node.keywords:
+            # Python's (and Numba's) math.floor and math.ceil return an int, np.floor a float
+            rounded = self.op(node, None, op, [self.lower_expr(args[0])])
+            return self.op(node, target, "int", [rounded])
         if op in REDUCTIONS:
             kw = self.keywords(node, ("axis", "keepdims"))
             if not args:

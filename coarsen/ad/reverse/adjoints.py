@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gast
 
-from ...ir.nodes import (I64, Const, NEWAXIS, Scalar, Slice, Var)
+from ...ir.nodes import (I64, Array, Const, NEWAXIS, Scalar, Slice, Var)
 from ...analysis.activity import intact
 from .. import build as B
 from .. import runtime as R
@@ -70,8 +70,16 @@ class AdjointMixin:
 
     # ------------------------------------------------------------------ primal ops
     def primal(self, s):
-        """The primal expression of the assignment ``s``: its primitive's emitter."""
-        return primitive(s.op).emit(self, s, [self.val(a) for a in s.args])
+        """The primal expression of the assignment ``s``: its primitive's emitter.  A view
+        (``.T``, ``np.flip``, ``reshape``...) that activity analysis asks to materialize (a
+        temporary viewing an array written later, which the reverse sweep may read) is a copy
+        (``getitem`` and ``copy`` copy by themselves)."""
+        prim = primitive(s.op)
+        node = prim.emit(self, s, [self.val(a) for a in s.args])
+        if prim.view and s.op not in ("getitem", "copy") and s.target in self.f.materialize \
+                and isinstance(self.types.get(s.target), Array):
+            node = B.call("np.copy", node)
+        return node
 
     # ------------------------------------------------------------------ assignments
     def inverse_update(self, s):
