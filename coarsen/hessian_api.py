@@ -449,10 +449,13 @@ class Hessian(_SecondOrder):
         pos = tuple(self.params.index(n) for n in names)
         # forward mode over the generated gradient, fine-grained: the gradient's adjoint
         # steps were coarsened already, and lifting them again gains nothing measured
-        jac = Jacobian(prog.wrapper.fn, pos if len(pos) > 1 else pos[0], "forward", self.target,
-                       self.boundscheck, False, lanes, coarsen=False)
         try:
-            jac(*args)          # generated and compiled now: a refusal falls back
+            # read back, generated and compiled now: a refusal falls back (a parallel
+            # reduction's per-block partials, ``np.zeros((_nblocks,) + w.shape)``, are outside
+            # the input language)
+            jac = Jacobian(prog.wrapper.fn, pos if len(pos) > 1 else pos[0], "forward",
+                           self.target, self.boundscheck, False, lanes, coarsen=False)
+            jac(*args)
         except CoarsenError as exc:
             return NotAProgram(f"forward mode cannot read it back ({exc.problem})")
         return ForwardOverReverse(prog, jac, grad, names, lanes)

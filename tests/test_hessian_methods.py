@@ -6,6 +6,7 @@ bit for bit; a gradient that tapes falls back, and forcing the method on it is r
 import importlib.util
 import math
 
+import numba
 import numpy as np
 import pytest
 
@@ -200,3 +201,27 @@ def test_the_two_methods_agree_on_generated_programs(family, seed):
     assert np.abs(R).max() > 0.0, "a zero Hessian checks nothing"
     np.testing.assert_allclose(H, R, rtol=1e-9, atol=1e-11 * scale)
     np.testing.assert_allclose(H, H.T, rtol=1e-9, atol=1e-11 * scale)
+
+
+def _prange_loss(w, X):
+    t = 0.0
+    for i in numba.prange(X.shape[0]):
+        z = w[0] * X[i, 0] + w[1] * X[i, 1]
+        t += math.log(1.0 + math.exp(z))
+    return t
+
+
+def test_parallel_reduction_falls_back():
+    """A ``prange`` reduction's gradient keeps per-block partials (outside the input
+    language): ``auto`` falls back to reverse over forward instead of failing (found by a
+    probe), and forcing forward over reverse says why."""
+    w = np.array([0.3, -0.2])
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    h = coarsen.hessian(_prange_loss, wrt="w")
+    H = h(w, X)
+    assert h.method_used == "reverse over forward"
+    check_symmetric(H)
+    s = 1.0 / (1.0 + np.exp(-(X @ w)))
+    np.testing.assert_allclose(H, (X.T * (s * (1.0 - s))) @ X, rtol=1e-12, atol=1e-14)
+    with pytest.raises(CoarsenError, match="not a program forward mode reads"):
+        coarsen.hessian(_prange_loss, wrt="w", method="forward-over-reverse")(w, X)
