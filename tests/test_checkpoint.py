@@ -303,3 +303,32 @@ def test_tape_lines_under_a_budget():
         lines = g.report(*pend_args(300), tape_lines=True, file=io.StringIO()).tape_lines
         assert 0 < lines.tape_bytes <= budget and not lines.total_matches
         assert sum(t.bytes for t in lines.lines) > lines.tape_bytes      # the trips run again
+
+
+def history_rows(u0, c, nt):
+    m = u0.shape[0]
+    u = np.zeros((nt + 1, m))
+    u[0, :] = u0
+    for t in range(nt):
+        for i in range(m):
+            u[t + 1, i] = c * u[t, i]
+    s = 0.0
+    for i in range(m):
+        s += u[nt, i]
+    return s
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_code_without_tape_meets_every_budget(target):
+    """A function whose gradient tapes nothing without a budget keeps that code under one:
+    the checkpointed code taped the history rows (704 bytes here) and refused budgets under
+    that (found by a probe)."""
+    args = (np.array([0.1, 0.2, 0.3, 0.4]), 0.9, 10)
+    g0 = coarsen.differentiate(history_rows, wrt=(0, 1), target=target)
+    v0, (gu0, gc0) = g0.value_and_grad(*args)
+    assert g0.tape_bytes == 0
+    for budget in (8, 300, 100000):
+        g = coarsen.differentiate(history_rows, wrt=(0, 1), target=target,
+                                  max_tape_bytes=budget)
+        v, (gu, gc) = g.value_and_grad(*args)
+        assert v == v0 and gc == gc0 and np.array_equal(gu, gu0) and g.tape_bytes == 0
