@@ -94,3 +94,36 @@ def test_hessian_near_ratio_one():
             want = _exact_geo(1.0 + eps, 0.5, 2.0, n)[2]
             got = h(1.0 + eps, 0.5, 2.0, n)
             assert _rel(got, want) < 1e-11, (n, eps, got, want, h.method_used)
+
+
+def doubling(x, n):
+    s = 0.0
+    p = x
+    for i in range(n):
+        s += p
+        p *= 2
+    return s
+
+
+def int_ratio(x, k, n):
+    s = 0.0
+    p = x
+    for i in range(n):
+        s += p
+        p *= k
+    return s
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_integer_ratios_are_float_powers(target):
+    """``p *= 2`` (or an int ``k``) runs in floats; its closed form's ``2 ** n`` was an int64
+    power in Numba, which wraps: 70 trips gave -0.7 for 8.3e20 (found by a probe)."""
+    g = coarsen.differentiate(doubling, wrt="x", target=target)
+    v, d = g.value_and_grad(0.7, 70)
+    assert _rel(v, doubling(0.7, 70)) < 1e-14 and _rel(d, 2.0 ** 70 - 1) < 1e-14
+    assert "2.0 ** " in g.source
+    g = coarsen.differentiate(int_ratio, wrt="x", target=target)
+    for k, n in ((3, 40), (2, 64), (1, 40), (-3, 41)):
+        v, d = g.value_and_grad(0.7, k, n)
+        want = float(sum(mpmath.mpf(k) ** i for i in range(n)))
+        assert _rel(v, int_ratio(0.7, k, n)) < 1e-13 and _rel(d, want) < 1e-13, (k, n, v, d)

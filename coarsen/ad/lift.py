@@ -454,6 +454,8 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset(), liv
         cf = S.closed_form_loop(carried, sympy.Symbol(loop.var, integer=True), start, stop, step, budget)
         if cf is None:
             return Fallback("no closed form: one coarse step per trip")
+        cf = replace(cf, finals={v: _float_powers(e, types) for v, e in cf.finals.items()},
+                     finals_n={v: _float_powers(e, types) for v, e in cf.finals_n.items()})
         finals = {}
         assignments = []
         outs = []
@@ -532,6 +534,32 @@ def _singular_points(expr, active, out):
             if base.free_symbols & active and (e.free_symbols or (e.is_number and e < 0)):
                 out.append(sympy.Eq(base, 0))
     return None
+
+
+def _float_powers(expr, types):
+    """``expr`` with each power of an integer-valued base to a symbolic exponent (``2**n``,
+    ``k**n`` for an int ``k``) taken in floats (``2.0**n``, ``(1.0*k)**n``).
+
+    The loop computes ``p *= 2`` in floats; its closed form printed ``2 ** _n`` is an int64
+    power in Numba, which wraps around (``p *= 2`` over 70 trips gave -0.7 for 8.3e20), and a
+    big integer in Python."""
+    def int_valued(b):
+        if b.is_Integer:
+            return True
+        syms = b.free_symbols
+        return bool(syms) and b.is_polynomial() and all(
+            s.is_integer or getattr(types.get(s.name), "kind", None) in ("i64", "bool")
+            for s in syms) and not any(a.is_Float or a.is_Rational and not a.is_Integer
+                                       for a in sympy.preorder_traversal(b))
+
+    def fix(node):
+        if isinstance(node, sympy.Pow) and not node.exp.is_number and int_valued(node.base):
+            base = sympy.Float(int(node.base)) if node.base.is_Integer else \
+                sympy.Float(1.0) * node.base
+            return sympy.Pow(base, node.exp)
+        return node
+
+    return expr.replace(lambda e: isinstance(e, sympy.Pow), fix)
 
 
 def _near(point, trips):
