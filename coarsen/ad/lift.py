@@ -547,10 +547,10 @@ def _float_powers(expr, types):
         if b.is_Integer:
             return True
         syms = b.free_symbols
-        return bool(syms) and b.is_polynomial() and all(
-            s.is_integer or getattr(types.get(s.name), "kind", None) in ("i64", "bool")
-            for s in syms) and not any(a.is_Float or a.is_Rational and not a.is_Integer
-                                       for a in sympy.preorder_traversal(b))
+        return bool(syms) and b.is_polynomial() and \
+            all(a.is_Integer for a in b.atoms(sympy.Number)) and \
+            all(s.is_integer or getattr(types.get(s.name), "kind", None) in ("i64", "bool")
+                for s in syms)
 
     def fix(node):
         if isinstance(node, sympy.Pow) and not node.exp.is_number and int_valued(node.base):
