@@ -127,3 +127,25 @@ def test_integer_ratios_are_float_powers(target):
         v, d = g.value_and_grad(0.7, k, n)
         want = float(sum(mpmath.mpf(k) ** i for i in range(n)))
         assert _rel(v, int_ratio(0.7, k, n)) < 1e-13 and _rel(d, want) < 1e-13, (k, n, v, d)
+
+
+def _step(s_bar, _t1, c):
+    return s_bar * _t1 + c
+
+
+def geo_renamed_split(_t1, c, x_bar, n):
+    """``geo`` with compiler-like names and its step in a helper."""
+    s_bar = x_bar
+    for _acc0 in range(n):
+        s_bar = _step(s_bar, _t1, c)
+    return s_bar
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_near_ratio_one_renamed_and_split(target):
+    g = coarsen.differentiate(geo, wrt=("r", "c"), target=target)
+    h = coarsen.differentiate(geo_renamed_split, wrt=("_t1", "c"), target=target)
+    for n in (10, 365):
+        for eps in (1e-9, -1e-7, 1e-3):
+            args = (1.0 + eps, 0.5, 2.0, n)
+            assert g.value_and_grad(*args) == h.value_and_grad(*args), (n, eps)

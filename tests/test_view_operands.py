@@ -109,3 +109,24 @@ def test_views_read_before_a_write(target, coarse):
         g = coarsen.differentiate(fn, target=target, coarsen=coarse)
         got = g(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
         assert_grad_close(list(got), want, rtol=1e-8, err_msg=fn.__name__)
+
+
+def _product(_t1, B):
+    return _t1 @ B
+
+
+def mm_t_renamed_split(A_bar, _y):
+    """``mm_t`` with compiler-like names and the product in a helper."""
+    _t1 = A_bar.copy()
+    C = _product(_t1.T, _y)
+    _t1 *= 2.0
+    return np.sum(C)
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_view_renamed_and_split(target):
+    args = (_A, _W[:, :1])
+    g = coarsen.differentiate(mm_t, target=target)(*args)
+    h = coarsen.differentiate(mm_t_renamed_split, target=target)(*args)
+    assert all(np.array_equal(a, b) for a, b in zip(g, h))
+    np.testing.assert_array_equal(g[1], _A @ np.ones((3, 1)))
