@@ -257,7 +257,55 @@ def _stats(timings, key):
     return statistics.median(t[key] for t in timings)
 
 
-def run_bench(sizes, repeat, with_cpu=True):
+def _jax_functions():
+    """JAX's ``jit(vmap(value_and_grad))`` of the same two functions, in float64, shared
+    parameters' gradients summed over the sets as the batch does; None when JAX (with a GPU) is
+    missing. Run on JAX's default device (the GPU when jaxlib has CUDA)."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    try:
+        import jax
+        import jax.numpy as jnp
+        from jax.scipy.special import erf
+    except Exception as exc:                                   # noqa: BLE001 - reported, not fatal
+        print(f"gpu_check: no JAX comparison ({type(exc).__name__}: {exc})")
+        return None
+    jax.config.update("jax_enable_x64", True)
+
+    def logistic(r, x0, n):
+        return jax.lax.fori_loop(0, n, lambda k, x: r * x * (1.0 - x), x0)
+
+    def black_scholes(s, k, t, sigma, rate):
+        sq = jnp.sqrt(t)
+        d1 = (jnp.log(s / k) + (rate + 0.5 * sigma * sigma) * t) / (sigma * sq)
+        d2 = d1 - sigma * sq
+        nd1 = 0.5 * (1.0 + erf(d1 / jnp.sqrt(2.0)))
+        nd2 = 0.5 * (1.0 + erf(d2 / jnp.sqrt(2.0)))
+        return s * nd1 - k * jnp.exp(-rate * t) * nd2
+
+    def logistic_batch(r, x0, n):
+        return jax.vmap(jax.value_and_grad(logistic, argnums=(0, 1)), (0, 0, None))(r, x0, n)
+
+    def bs_batch(s, k, t, sigma, rate):
+        v, (gs, gk, gt, gv, gr) = jax.vmap(jax.value_and_grad(black_scholes, argnums=(0, 1, 2, 3, 4)),
+                                           (0, None, None, 0, None))(s, k, t, sigma, rate)
+        return v, (gs, gk.sum(), gt.sum(), gv, gr.sum())
+
+    device = jax.devices()[0]
+    return {"logistic": jax.jit(logistic_batch, static_argnums=2), "bs": jax.jit(bs_batch),
+            "put": lambda a: jax.device_put(a, device), "platform": device.platform,
+            "ready": jax.block_until_ready}
+
+
+def _time_jax(jx, key, args, batched, repeat):
+    """JAX's median seconds per call on inputs already on its device, and its values."""
+    put = [jx["put"](a) if b else a for a, b in zip(args, batched)]
+    fn = jx[key]
+    out = jx["ready"](fn(*put))                                # warm: compiles
+    t, _ = _median_time(lambda: jx["ready"](fn(*put)), repeat)
+    return t, np.asarray(out[0])
+
+
+def run_bench(sizes, repeat, with_cpu=True, with_jax=False):
     """Per function and size: the gradient batch's kernel time, its end-to-end time from NumPy
     arrays (copies included) and from device arrays (results left on the device), a
     hand-written CUDA primal kernel's time on the same device inputs, and the CPU batch."""
@@ -266,6 +314,7 @@ def run_bench(sizes, repeat, with_cpu=True):
     from numba import config, cuda
 
     rng = np.random.default_rng(11)
+    jx = _jax_functions() if with_jax else None
     logistic_primal, bs_primal = _primal_kernels(cuda)
     tpb = 32 if config.ENABLE_CUDASIM else 128
     cases = []
@@ -341,6 +390,14 @@ def run_bench(sizes, repeat, with_cpu=True):
                                                                  "host", "total")},
                    "device_timings": {k: _stats(tims_dev, k) for k in ("h2d", "kernel", "reduction",
                                                                        "d2h", "host", "total")}}
+            key = "logistic" if name.startswith("logistic") else "bs"
+            if jx is not None:
+                jax_s, jax_values = _time_jax(jx, key, args, gpu.batched, repeat)
+                row["jax_s"] = jax_s
+                row["jax_sets_per_s"] = B / jax_s
+                row["jax_over_coarsen_device"] = jax_s / total_dev
+                row["jax_vs_values"] = _close(jax_values, values_dev, 1e-9)
+                row["jax_platform"] = jx["platform"]
             if with_cpu:
                 cpu_t, _ = _median_time(lambda: cpu(*args), repeat)
                 row["cpu_batch_s"] = cpu_t
@@ -378,6 +435,8 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--jax", action="store_true",
+                    help="also time JAX's jit(vmap(value_and_grad)) of the same functions on its device")
     args = ap.parse_args(argv)
     if args.sim:
         if "numba" in sys.modules and not sys.modules["numba"].config.ENABLE_CUDASIM:
@@ -412,7 +471,7 @@ def main(argv=None):
                           ("local stretches", "local"), ("pass", "pass")]))
     bench = []
     if not args.no_bench:
-        bench = run_bench(sizes, repeat)
+        bench = run_bench(sizes, repeat, with_jax=args.jax)
         print()
         print("throughput (sets/s, medians; kernel: the gradient kernel alone; from host: NumPy in and out, "
               "copies included; on device: device arrays in and out; primal: a hand-written CUDA kernel "
@@ -424,6 +483,15 @@ def main(argv=None):
                              ("grad/primal on device", "grad_over_primal_device"),
                              ("primal vs values", "primal_err"), ("CPU batch", "cpu_sets_per_s"),
                              ("local stretches", "local")]))
+        if args.jax and any("jax_s" in b for b in bench):
+            print()
+            print("JAX jit(vmap(value_and_grad)) on its device, inputs already there (sets/s, medians); "
+                  "JAX time / coarsen on-device time (above 1: coarsen is faster):")
+            print(_table(bench, [("function", "function"), ("sets", "sets"), ("JAX device", "jax_platform"),
+                                 ("JAX", "jax_sets_per_s"), ("coarsen on device", "total_device_sets_per_s"),
+                                 ("coarsen kernel", "kernel_sets_per_s"),
+                                 ("JAX / coarsen", "jax_over_coarsen_device"),
+                                 ("JAX vs values", "jax_vs_values")]))
         print()
         print("end to end from host, where the time goes (ms, medians of bg.last_timings):")
         ms = [{"function": b["function"], "sets": b["sets"],
