@@ -604,10 +604,9 @@ class BatchedGradient:
         if size > TAPE_SAMPLE_FIRST:
             spread = np.linspace(0, size - 1, min(size, TAPE_SAMPLE_SPREAD)).astype(np.int64)
             idx += [int(i) for i in spread]
-        idx = sorted(set(idx))
         nf = ni = 0
-        for i in idx:
-            _, _, tape = cpu_entry(*self._set_args(conv, i))
+        for one in self._sample_args(conv, sorted(set(idx))):
+            _, _, tape = cpu_entry(*one)
             nf, ni = max(nf, int(tape[0])), max(ni, int(tape[1]))
         self.last_tape_sample = (nf, ni)
         sf = float(self.safety_factor)
@@ -629,23 +628,22 @@ class BatchedGradient:
                 nf, ni = 4 * nf, 4 * ni
         return run
 
-    def _set_args(self, conv, i):
-        """Set ``i``'s arguments as host scalars, converted like the kernel's inputs (a device
-        array's element is copied to the host)."""
-        out = []
+    def _sample_args(self, conv, idx):
+        """The arguments of sets ``idx`` as host scalars, one list per set, converted like the
+        kernel's inputs. A batched device array's elements come back in one gather
+        (``cuda_host.gather_to_host``), not one synchronous copy each."""
+        idx = np.asarray(idx, dtype=np.int64)
+        cols = []
         for a, b in zip(conv, self.batched):
-            if b:
-                v = a[i]
-                if isinstance(a, np.ndarray) and a.dtype != cuda_host.kernel_dtype(a.dtype):
-                    v = a[i:i + 1].astype(cuda_host.kernel_dtype(a.dtype))[0]
-                if isinstance(v, np.floating):
-                    v = float(v)
-                elif isinstance(v, np.integer):
-                    v = int(v)
-                out.append(v)
+            if not b:
+                cols.append(None)
+            elif isinstance(a, np.ndarray):
+                col = a[idx]
+                cols.append(col.astype(cuda_host.kernel_dtype(col.dtype), copy=False).tolist())
             else:
-                out.append(a)
-        return out
+                cols.append(cuda_host.gather_to_host(import_numba_cuda(), a, idx).tolist())
+        return [[col[j] if b else a for a, b, col in zip(conv, self.batched, cols)]
+                for j in range(idx.size)]
 
     def cuda_buffers(self):
         """The ``lowering.cuda_host.DeviceBuffers`` this CUDA batch keeps for the current
@@ -702,8 +700,8 @@ class BatchedGradient:
                                    f"workspace ({nf} floats, {ni} ints per thread)",
                                    hint="raise bg.safety_factor, or set bg.on_overflow = 'cpu' to "
                                         "recompute those sets on the CPU")
-            for i in bad:
-                v, gr, _ = cpu.entry(*self._set_args(conv, int(i)))
+            for i, one in zip(bad, self._sample_args(conv, bad)):
+                v, gr, _ = cpu.entry(*one)
                 values[int(i)] = v
                 for j, batched in enumerate(wrt_batched):
                     if batched:

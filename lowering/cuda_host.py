@@ -60,7 +60,7 @@ import time
 import numpy as np
 
 __all__ = ["DeviceBuffers", "run_batch", "is_device_array", "kernel_dtype", "current_device_id",
-           "PHASES"]
+           "PHASES", "gather_to_host"]
 
 #: the device phases ``run_batch`` times (seconds); with "launches" and "allocations" (counts)
 PHASES = ("h2d", "kernel", "reduction", "d2h")
@@ -93,6 +93,33 @@ def kernel_dtype(dtype) -> np.dtype:
     raise ValueError(f"cuda_host: no kernel dtype for {dtype}")
 
 
+#: the gather kernel of ``gather_to_host``, compiled once per ``numba.cuda`` module (the GPU's,
+#: or the simulator's)
+_GATHER_SOURCE = """
+def gather(src, idx, out):
+    i = cuda.grid(1)
+    if i < idx.shape[0]:
+        out[i] = src[idx[i]]
+"""
+_gather_kernels: dict = {}
+
+
+def gather_to_host(cuda, array, idx) -> np.ndarray:
+    """``array[idx]`` as a NumPy array, for a 1-D device array and int indices: one small kernel
+    and two small copies. (Reading the elements one by one costs a synchronous copy each: the
+    16 sampled sets of two arguments took 2-3 ms a call on an H200.)"""
+    kernel = _gather_kernels.get(id(cuda))
+    if kernel is None:
+        namespace = {"cuda": cuda}
+        exec(_GATHER_SOURCE, namespace)                       # noqa: S102 - fixed source above
+        kernel = _gather_kernels[id(cuda)] = cuda.jit(namespace["gather"])
+    idx = np.ascontiguousarray(idx, dtype=np.int64)
+    out = cuda.device_array(max(idx.size, 1), dtype=array.dtype)
+    if idx.size:
+        kernel[(idx.size + 127) // 128, 128](array, cuda.to_device(idx), out)
+    return out.copy_to_host()[:idx.size]
+
+
 class DeviceBuffers:
     """Device arrays, pinned host arrays and a stream of one batch on one device, kept across
     calls; see the module docstring."""
@@ -107,6 +134,9 @@ class DeviceBuffers:
         self.device_arrays: dict = {}
         self.pinned_arrays: dict = {}
         self._zeros: dict = {}
+        #: ``(name, dtype) -> (n, view)``: the last view handed out (a device array's slice is
+        #: a new Python object each time, which the launch then re-inspects)
+        self._views: dict = {}
 
     def device(self, name, n, dtype):
         """A view of ``n`` elements of the kept device array ``name`` (grown when too small)."""
@@ -114,10 +144,14 @@ class DeviceBuffers:
         buf = self.device_arrays.get(key)
         if buf is None or buf.shape[0] < n:
             self.device_arrays.pop(key, None)      # the old one is freed before the new one
+            self._views.pop(key, None)
             buf = self.cuda.device_array(max(int(n), 1), dtype=dtype, stream=self.stream)
             self.device_arrays[key] = buf
             self.allocations += 1
-        return buf[:n]
+        view = self._views.get(key)
+        if view is None or view[0] != n:
+            view = self._views[key] = (n, buf if buf.shape[0] == n else buf[:n])
+        return view[1]
 
     def pinned(self, name, n, dtype):
         """A view of ``n`` elements of the kept page-locked host array ``name``."""
@@ -146,6 +180,7 @@ class DeviceBuffers:
         """Drop every kept array (Numba frees the memory when nothing else refers to it)."""
         with self.lock:
             self.device_arrays.clear()
+            self._views.clear()
             self.pinned_arrays.clear()
             self._zeros.clear()
 
@@ -222,9 +257,12 @@ def _run(cuda, kernel, args, batched, wrt_batched, tpb, n_f, n_i, max_launch, bu
     for start in range(0, n_sets, chunk):
         stop = min(start + chunk, n_sets)
         m = stop - start
-        kargs = [m] + [a[start:stop] if b else a for a, b in zip(dev_args, batched)]
-        kargs += [ftape, itape, n_f, n_i, status[start:stop], values[start:stop]]
-        kargs += [o[start:stop] for o in outs] + [acc]
+        if m == n_sets:                      # one launch: the arrays themselves, no new views
+            kargs = [m] + dev_args + [ftape, itape, n_f, n_i, status, values] + outs + [acc]
+        else:
+            kargs = [m] + [a[start:stop] if b else a for a, b in zip(dev_args, batched)]
+            kargs += [ftape, itape, n_f, n_i, status[start:stop], values[start:stop]]
+            kargs += [o[start:stop] for o in outs] + [acc]
         kernel[(m + tpb - 1) // tpb, tpb, stream](*kargs)
         launches += 1
     stream.synchronize()

@@ -407,6 +407,35 @@ def run_bench(sizes, repeat, with_cpu=True, with_jax=False):
     return rows
 
 
+def _profile_calls(n_sets, repeat):
+    """The host-side functions of on-device Black-Scholes calls, by own time (cProfile)."""
+    import cProfile
+    import io
+    import pstats
+
+    import coarsen
+    from coarsen import examples as ex
+    from numba import cuda
+
+    rng = np.random.default_rng(5)
+    bg = coarsen.differentiate(ex.black_scholes_call).batch((0, None, None, 0, None), target="cuda")
+    args = [cuda.to_device(rng.uniform(80, 120, n_sets)), 100.0, 0.75,
+            cuda.to_device(rng.uniform(0.1, 0.5, n_sets)), 0.03]
+    bg(*args)
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(max(repeat, 5)):
+        bg(*args)
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(25)
+    print()
+    print(f"profile of {max(repeat, 5)} on-device Black-Scholes calls, {n_sets} sets "
+          f"(last call: {bg.last_timings}):")
+    print(out.getvalue())
+    bg.release()
+
+
 def _fmt(v):
     if isinstance(v, bool):
         return "yes" if v else "NO"
@@ -435,6 +464,8 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--profile", action="store_true",
+                    help="profile (cProfile) on-device calls of the Black-Scholes batch: where the host time goes")
     ap.add_argument("--jax", action="store_true",
                     help="also time JAX's jit(vmap(value_and_grad)) of the same functions on its device")
     args = ap.parse_args(argv)
@@ -498,6 +529,8 @@ def main(argv=None):
                **{k: 1e3 * v for k, v in b["host_timings"].items()}} for b in bench]
         print(_table(ms, [("function", "function"), ("sets", "sets"), ("h2d", "h2d"), ("kernel", "kernel"),
                           ("reduction", "reduction"), ("d2h", "d2h"), ("host", "host"), ("total", "total")]))
+    if args.profile:
+        _profile_calls(sizes[-1], repeat)
     ok_checks = all(r["pass"] for r in checks)
     ok_primal = all(b["primal_err"] <= rtol for b in bench)
     ok = ok_checks and ok_primal

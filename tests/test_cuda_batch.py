@@ -86,6 +86,18 @@ def _bs_args(n, seed=1):
     return rng.uniform(80, 120, n), 100.0, 0.75, rng.uniform(0.1, 0.5, n), 0.03
 
 
+def _same_per_set(a, b):
+    """Per-set results of the CUDA batch against the CPU batch's: the same bits in the
+    simulator (it runs the kernel's Python); on a GPU to rounding, since NVVM contracts
+    ``a * b + c`` into fused multiply-adds (an H200 gave up to 2.2e-12 relative after 100 steps
+    of the logistic map, whose rounding errors grow at each step)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if SIM:
+        assert np.array_equal(a, b)
+    else:
+        assert a.shape == b.shape and np.allclose(a, b, rtol=1e-10, atol=1e-300), np.max(np.abs(a - b))
+
+
 def _same_shared(a, b):
     # shared sums are added with one atomic per block: equal to rounding, not bit for bit
     assert isinstance(a, float) and isinstance(b, float)
@@ -242,7 +254,8 @@ def test_local_stretch_tapes_match_the_cpu():
     r, trips = _log_trips()
     v, (dr, dx0) = bg(r, 0.4, trips)
     cv, (cdr, cdx0) = g.batch((0, None, 0), target="cpu")(r, 0.4, trips)
-    assert np.array_equal(v, cv) and np.array_equal(dr, cdr)     # the same trips' code
+    _same_per_set(v, cv)                                           # the same trips' code
+    _same_per_set(dr, cdr)
     _same_shared(dx0, cdx0)
     assert bg.last_tape_size == (2 * 3, 1) and bg.last_overflow.size == 0   # 3 checkpoints at 39 trips
     rep = bg.report(file=open(os.devnull, "w"))
@@ -252,13 +265,16 @@ def test_local_stretch_tapes_match_the_cpu():
     # off: the whole tape in the workspace, the same numbers
     bg.local_tape = None
     v2, (dr2, dx02) = bg(r, 0.4, trips)
-    assert np.array_equal(v2, v) and np.array_equal(dr2, dr) and bg.last_tape_size[0] > 60
+    _same_per_set(v2, v)                     # another kernel: on a GPU, other contractions
+    _same_per_set(dr2, dr)
+    assert bg.last_tape_size[0] > 60
     assert "local stretch tapes: off" in bg.report(file=open(os.devnull, "w")).text
     # a workspace too small for the long sets' checkpoints: those rerun on the CPU
     bg.local_tape, bg.tape_size = "auto", (2, 1)
     v3, (dr3, dx03) = bg(r, 0.4, trips)
     assert sorted(bg.last_overflow.tolist()) == sorted(np.flatnonzero(trips > 32).tolist())
-    assert np.array_equal(v3, v) and np.array_equal(dr3, dr)
+    _same_per_set(v3, v)                     # the long sets computed on the CPU
+    _same_per_set(dr3, dr)
     _same_shared(dx03, dx0)
     bg.local_tape = (0, 4)
     with pytest.raises(coarsen.CoarsenError, match="local_tape"):
@@ -273,7 +289,9 @@ def test_local_stretch_tapes_pendulum_and_no_loop():
     args = (rng.uniform(-1, 1, 33), rng.uniform(-1, 1, 33), 0.3, 0.05, 21)
     v, grads = bg(*args)
     cv, cgrads = g.batch((0, 0, None, None, None), target="cpu")(*args)
-    assert np.array_equal(v, cv) and all(np.array_equal(grads[j], cgrads[j]) for j in (0, 1))
+    _same_per_set(v, cv)
+    for j in (0, 1):
+        _same_per_set(grads[j], cgrads[j])
     for j in (2, 3):
         _same_shared(grads[j], cgrads[j])
     assert bg.report(file=open(os.devnull, "w")).local_tape == (16, 4)
