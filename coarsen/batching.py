@@ -599,13 +599,13 @@ class BatchedGradient:
         from numba import config
         return 32 if config.ENABLE_CUDASIM else lowering.cuda.DEFAULT_THREADS_PER_BLOCK
 
-    def _tape_size(self, cpu_entry, conv, size):
+    def _tape_size(self, cpu_entry, conv, size, buffers=None):
         idx = list(range(min(size, TAPE_SAMPLE_FIRST)))
         if size > TAPE_SAMPLE_FIRST:
             spread = np.linspace(0, size - 1, min(size, TAPE_SAMPLE_SPREAD)).astype(np.int64)
             idx += [int(i) for i in spread]
         nf = ni = 0
-        for one in self._sample_args(conv, sorted(set(idx))):
+        for one in self._sample_args(conv, sorted(set(idx)), buffers):
             _, _, tape = cpu_entry(*one)
             nf, ni = max(nf, int(tape[0])), max(ni, int(tape[1]))
         self.last_tape_sample = (nf, ni)
@@ -628,10 +628,11 @@ class BatchedGradient:
                 nf, ni = 4 * nf, 4 * ni
         return run
 
-    def _sample_args(self, conv, idx):
+    def _sample_args(self, conv, idx, buffers=None):
         """The arguments of sets ``idx`` as host scalars, one list per set, converted like the
         kernel's inputs. A batched device array's elements come back in one gather
-        (``cuda_host.gather_to_host``), not one synchronous copy each."""
+        (``cuda_host.gather_to_host``, with the batch's kept ``buffers``), not one synchronous
+        copy each."""
         idx = np.asarray(idx, dtype=np.int64)
         cols = []
         for a, b in zip(conv, self.batched):
@@ -641,7 +642,7 @@ class BatchedGradient:
                 col = a[idx]
                 cols.append(col.astype(cuda_host.kernel_dtype(col.dtype), copy=False).tolist())
             else:
-                cols.append(cuda_host.gather_to_host(import_numba_cuda(), a, idx).tolist())
+                cols.append(cuda_host.gather_to_host(import_numba_cuda(), a, idx, buffers).tolist())
         return [[col[j] if b else a for a, b, col in zip(conv, self.batched, cols)]
                 for j in range(idx.size)]
 
@@ -667,13 +668,18 @@ class BatchedGradient:
         self._last_cuda = (types, sig)
         cpu = g.specialization(types, sig)
         conv = [a if b else _convert(a) for a, b in zip(args, self.batched)]
+        cuda = import_numba_cuda()
+        did = cuda_host.current_device_id(cuda)
+        buffers = self._cuda_buffers.get(did)
+        if buffers is None:
+            buffers = self._cuda_buffers.setdefault(did, cuda_host.DeviceBuffers(cuda))
         t_sample = time.perf_counter()
         if self.tape_size is not None:
             self.last_tape_sample = None
             nf, ni = (max(1, int(v)) for v in self.tape_size)
         else:
             nf, ni = self._tape_size(cpu.entry if twin is None else self._twin_entry(twin, local),
-                                     conv, size)
+                                     conv, size, buffers)
         t_sample = time.perf_counter() - t_sample
         self.last_tape_size = (nf, ni)
         per_set = 8 * (nf + ni)
@@ -681,11 +687,6 @@ class BatchedGradient:
         chunk = max(1, int(self.max_workspace_bytes) // per_set)
         if chunk >= tpb:
             chunk -= chunk % tpb
-        cuda = import_numba_cuda()
-        did = cuda_host.current_device_id(cuda)
-        buffers = self._cuda_buffers.get(did)
-        if buffers is None:
-            buffers = self._cuda_buffers.setdefault(did, cuda_host.DeviceBuffers(cuda))
         wrt_batched = [self.batched[g.params.index(w)] for w in ws.wrt]
         timings = {}
         values, grads, bad = cuda_host.run_batch(
@@ -700,7 +701,7 @@ class BatchedGradient:
                                    f"workspace ({nf} floats, {ni} ints per thread)",
                                    hint="raise bg.safety_factor, or set bg.on_overflow = 'cpu' to "
                                         "recompute those sets on the CPU")
-            for i, one in zip(bad, self._sample_args(conv, bad)):
+            for i, one in zip(bad, self._sample_args(conv, bad, buffers)):
                 v, gr, _ = cpu.entry(*one)
                 values[int(i)] = v
                 for j, batched in enumerate(wrt_batched):

@@ -104,20 +104,38 @@ def gather(src, idx, out):
 _gather_kernels: dict = {}
 
 
-def gather_to_host(cuda, array, idx) -> np.ndarray:
-    """``array[idx]`` as a NumPy array, for a 1-D device array and int indices: one small kernel
-    and two small copies. (Reading the elements one by one costs a synchronous copy each: the
-    16 sampled sets of two arguments took 2-3 ms a call on an H200.)"""
+def gather_to_host(cuda, array, idx, buffers=None) -> np.ndarray:
+    """``array[idx]`` as a new NumPy array, for a 1-D device array and int indices: one small
+    kernel and one small copy back. (Reading the elements one by one costs a synchronous copy
+    each: the 16 sampled sets of two arguments took 2-3 ms a call on an H200.) With
+    ``buffers`` (a ``DeviceBuffers``), the indices, the device result and its pinned staging
+    are kept there, and the indices are copied only when they change."""
     kernel = _gather_kernels.get(id(cuda))
     if kernel is None:
         namespace = {"cuda": cuda}
         exec(_GATHER_SOURCE, namespace)                       # noqa: S102 - fixed source above
         kernel = _gather_kernels[id(cuda)] = cuda.jit(namespace["gather"])
     idx = np.ascontiguousarray(idx, dtype=np.int64)
-    out = cuda.device_array(max(idx.size, 1), dtype=array.dtype)
-    if idx.size:
-        kernel[(idx.size + 127) // 128, 128](array, cuda.to_device(idx), out)
-    return out.copy_to_host()[:idx.size]
+    k = idx.size
+    if not k:
+        return np.zeros(0, dtype=array.dtype)
+    grid = (k + 127) // 128
+    if buffers is None:
+        out = cuda.device_array(k, dtype=array.dtype)
+        kernel[grid, 128](array, cuda.to_device(idx), out)
+        return out.copy_to_host()
+    with buffers.lock:
+        stream = buffers.stream
+        d_idx = buffers.device("gather_idx", k, np.int64)
+        if buffers.gather_idx is None or not np.array_equal(buffers.gather_idx, idx):
+            d_idx.copy_to_device(idx, stream=stream)
+            buffers.gather_idx = idx.copy()
+        out = buffers.device("gather_out", k, array.dtype)
+        host = buffers.pinned("gather_out", k, array.dtype)
+        kernel[grid, 128, stream](array, d_idx, out)
+        out.copy_to_host(host, stream=stream)
+        stream.synchronize()
+        return host.copy()
 
 
 class DeviceBuffers:
@@ -137,6 +155,8 @@ class DeviceBuffers:
         #: ``(name, dtype) -> (n, view)``: the last view handed out (a device array's slice is
         #: a new Python object each time, which the launch then re-inspects)
         self._views: dict = {}
+        #: the indices last copied to the kept ``gather_idx`` array (``gather_to_host``)
+        self.gather_idx = None
 
     def device(self, name, n, dtype):
         """A view of ``n`` elements of the kept device array ``name`` (grown when too small)."""
@@ -181,6 +201,7 @@ class DeviceBuffers:
         with self.lock:
             self.device_arrays.clear()
             self._views.clear()
+            self.gather_idx = None
             self.pinned_arrays.clear()
             self._zeros.clear()
 

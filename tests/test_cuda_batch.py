@@ -45,7 +45,7 @@ def test_in_the_simulator(tmp_path):
                            "-q", "-p", "no:cacheprovider"], capture_output=True, text=True, env=env,
                           timeout=600, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert "8 passed" in proc.stdout and "failed" not in proc.stdout, proc.stdout[-4000:]
+    assert "9 passed" in proc.stdout and "failed" not in proc.stdout, proc.stdout[-4000:]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -355,3 +355,18 @@ def test_torch_cuda_tensors_in(g_log):
     assert np.array_equal(torch.as_tensor(vd, device="cuda").cpu().numpy(), v)
     with pytest.raises(coarsen.CoarsenError, match="detach"):
         bg(torch.from_numpy(r).cuda().requires_grad_(), x0, 20)
+
+
+@in_process
+def test_gather_to_host_reads_the_sampled_sets():
+    # the tape sample of device arrays: one gather, indices kept on the device between calls
+    from coarsen.lowering.cuda_host import DeviceBuffers, gather_to_host
+    a = np.arange(50, dtype=np.float64) * 1.5
+    flags = np.arange(50) % 3 == 0
+    d, dflags = cuda.to_device(a), cuda.to_device(flags)
+    buf = DeviceBuffers(cuda)
+    for idx in ([0, 1, 2, 49], [0, 1, 2, 49], [7, 7, 3], []):
+        got = gather_to_host(cuda, d, idx, buf)
+        assert got.dtype == a.dtype and np.array_equal(got, a[idx])
+        assert np.array_equal(gather_to_host(cuda, dflags, idx, buf), flags[idx])
+        assert np.array_equal(gather_to_host(cuda, d, idx), a[idx])
