@@ -503,8 +503,8 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset(), liv
     return ClosedFormLoop(partials=partials, jac=jac, carried=[sym.name for sym in cf.finals],
                           finals=finals, finals_n={s.name: e for s, e in cf.finals_n.items()},
                           n_symbol=cf.n_symbol, trip_count=cf.trip_count,
-                          singular=[_near(c, cf.trip_count) for c in
-                                    sorted(set(singular), key=sympy.default_sort_key)],
+                          singular=[_near(c, cf.trip_count) if widen else c for c, widen in
+                                    sorted(set(singular), key=lambda cw: sympy.default_sort_key(cw[0]))],
                           formula=cf.description)
 
 
@@ -514,9 +514,12 @@ def _singular_points(expr, active, out):
 
     A guard ``a == c`` on a differentiated variable has a zero derivative on the guarded point
     (wrong for a removable singularity such as ``(a**n - 1)/(a - 1)`` at ``a = 1``); a symbolic
-    power of a differentiated base breaks at base 0.  Such points are appended to ``out``: at
-    run time the gradient takes the loop (one coarse step per trip) when one holds, and the
-    closed form everywhere else, so it is exact on the whole domain."""
+    power of a differentiated base breaks at base 0.  Such points are appended to ``out`` as
+    ``(Eq, widen)``: at run time the gradient takes the loop (one coarse step per trip) when
+    one holds, and the closed form everywhere else, so it is exact on the whole domain. A
+    guard's point is widened to its neighbourhood (``_near``: the closed form cancels there);
+    a zero base is not (``x / p`` near ``p = 0`` cancels nothing, and ``|p| <= 1/n`` is no
+    neighbourhood of anything whatever the units of ``p``)."""
     for node in sympy.preorder_traversal(expr):
         if isinstance(node, sympy.Piecewise) or S.is_branch_phi(node):
             conds = [c for _, c in node.args] if isinstance(node, sympy.Piecewise) else [node.args[0]]
@@ -524,7 +527,7 @@ def _singular_points(expr, active, out):
                 if isinstance(c, bool) or not (getattr(c, "free_symbols", set()) & active):
                     continue
                 if isinstance(c, sympy.Eq):
-                    out.append(c)
+                    out.append((c, True))
                 elif c == sympy.true:
                     continue
                 else:
@@ -532,7 +535,7 @@ def _singular_points(expr, active, out):
         if isinstance(node, sympy.Pow):
             base, e = node.args
             if base.free_symbols & active and (e.free_symbols or (e.is_number and e < 0)):
-                out.append(sympy.Eq(base, 0))
+                out.append((sympy.Eq(base, 0), False))
     return None
 
 

@@ -181,8 +181,10 @@ class CallMixin:
                 if fv is None:
                     raise self.err(node, "np.full needs a fill value")
                 extra = [self.lower_expr(fv)]
-            dt = self.dtype_of(args[2] if op == "full" and len(args) > 2 else
-                               (args[1] if op != "full" and len(args) > 1 else kw.get("dtype")))
+            dt_node = args[2] if op == "full" and len(args) > 2 else \
+                (args[1] if op != "full" and len(args) > 1 else kw.get("dtype"))
+            # np.full without a dtype takes the fill value's (type inference reads it)
+            dt = "fill" if op == "full" and dt_node is None else self.dtype_of(dt_node)
             attrs = (("dtype", "f64" if isinstance(dt, DtypeLike) else dt), ("ndim", len(dimops)))
             if isinstance(dt, DtypeLike):
                 # dtype=x.dtype: the same array built ``*_like`` an array of the shape, with x's

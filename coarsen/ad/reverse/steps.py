@@ -172,14 +172,46 @@ class SegmentMixin:
             # at the closed form's singular points the loop runs, one coarse step per trip
             import sympy
             guard = self.sym_expr(sympy.Or(*info.singular))
-            names |= {nm for nm in names_read([guard]) if nm in self.types}
             loop_fwd, loop_rev = self.stmt(info.loop)
-            fwd = [B.if_(guard, loop_fwd, fwd)]
+            written = {st.target for st in walk(seg.stmts) if isinstance(st, Assign)}
+            if written & set(names_read([guard])):
+                # the guard reads an entry value the loop overwrites: the reverse sweep, which
+                # reaches this point with the exit values, takes the forward sweep's decision
+                # from a flag (saved like a while loop's trip count when the flag is
+                # overwritten before the reverse sweep reads it)
+                fwd, rev, guard_pre, guard_post = self.guard_flag(guard, loop_fwd, fwd, loop_rev, rev)
+            else:
+                names |= {nm for nm in names_read([guard]) if nm in self.types}
+                fwd = [B.if_(guard, loop_fwd, fwd)]
+                rev = [B.if_(self.sym_expr(sympy.Or(*info.singular)), loop_rev or [gast.Pass()], rev)]
+                guard_pre = guard_post = []
             fwd[0].coarsen_comment = "exact closed form, except at its singular points (the loop)"
-            rev = [B.if_(self.sym_expr(sympy.Or(*info.singular)), loop_rev or [gast.Pass()], rev)]
+            fwd = guard_pre + fwd
+            rev = rev + guard_post
         for nm in names:
             self.reads_at.setdefault(nm, []).append(seg)
         return fwd, rev
+
+    def guard_flag(self, guard, loop_fwd, closed_fwd, loop_rev, closed_rev):
+        """A closed form's singular-point guard evaluated once, into a fresh flag that both
+        sweeps branch on: ``(fwd, rev, before fwd, after rev)``. Inside a loop the flag's
+        previous value is pushed before it is set and popped after its reverse branch."""
+        flag = self.fresh("_near")
+        self.types[flag] = Scalar("bool")
+        self.f.defs[flag] = 1
+        if self.depth > 0:
+            self.f.in_loop.add(flag)
+        self.tbr.add(flag)
+        self.made.add(flag)
+        self.extra_inits.append((flag, Scalar("bool")))
+        pre, post = [], []
+        if self.taped(flag):
+            pre += self.push(flag)
+            post += self.pop(flag)
+        pre.append(B.assign(flag, guard))
+        fwd = [B.if_(B.name(flag), loop_fwd, closed_fwd)]
+        rev = [B.if_(B.name(flag), loop_rev or [gast.Pass()], closed_rev)]
+        return fwd, rev, pre, post
 
     def sym_expr(self, expr, subst=None):
         """A SymPy expression as a gast expression (recomputable element reads re-read;

@@ -18,7 +18,18 @@ def _shape_type(c, s, ts):
     rank = s.attr("ndim")
     for d in s.args[:rank]:
         c.expect_int(d, s, "array shapes")
-    return make(s.attr("dtype"), rank)
+    dtype = s.attr("dtype")
+    if dtype == "fill":
+        # np.full(shape, v) without a dtype: NumPy's dtype of v (np.full(3, 2) is an int array,
+        # and a float stored into it is truncated, so it carries no derivative)
+        if isinstance(ts[rank], Array):
+            raise err(s, "np.full with an array fill value is not supported",
+                      "fill with a scalar, or use np.empty and assign the array")
+        dtype = dt(ts[rank])
+        if dtype == "bool":
+            raise err(s, "np.full with a bool fill value makes a bool array, which is not supported",
+                      "fill with a float or an int, or give dtype=np.float64")
+    return make(dtype, rank)
 
 
 def _like_type(c, s, ts):
@@ -63,7 +74,7 @@ def _dtype_args(d):
 def _emit_shape(em, s, v):
     rank = s.attr("ndim")
     shape = B.tuple_(*v[:rank])
-    extra = _dtype_args(s.attr("dtype"))
+    extra = _dtype_args(em.types[s.target].dtype)
     if s.op == "full":
         return B.call("np.full", shape, v[rank], *extra)
     return B.call(f"np.{s.op}", shape, *extra)
