@@ -454,8 +454,10 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset(), liv
         cf = S.closed_form_loop(carried, sympy.Symbol(loop.var, integer=True), start, stop, step, budget)
         if cf is None:
             return Fallback("no closed form: one coarse step per trip")
-        cf = replace(cf, finals={v: _float_powers(e, types) for v, e in cf.finals.items()},
-                     finals_n={v: _float_powers(e, types) for v, e in cf.finals_n.items()})
+        cf = replace(cf, finals={v: _float_powers(_merge_powers(e, cf.trip_count), types)
+                                 for v, e in cf.finals.items()},
+                     finals_n={v: _float_powers(_merge_powers(e, cf.n_symbol), types)
+                               for v, e in cf.finals_n.items()})
         finals = {}
         assignments = []
         outs = []
@@ -537,6 +539,54 @@ def _singular_points(expr, active, out):
             if base.free_symbols & active and (e.free_symbols or (e.is_number and e < 0)):
                 out.append((sympy.Eq(base, 0), False))
     return None
+
+
+def _merge_powers(expr, trips):
+    """``expr`` with the powers of different bases to the trip count in one product merged
+    into one power: ``0.5**(n - 1) * 2.0**n`` becomes ``2.0 * 1.0**n``, and
+    ``0.5**(n - 1) * (2.0*r)**n`` becomes ``2.0 * (1.0*r)**n`` (exact for an integer ``n``).
+
+    The closed form of ``s = a*s + f(k)`` is ``a**n * s + a**(n - 1) * sum(a**-k f(k))``: its
+    powers grow and shrink together, and ``2.0**n`` overflowed where the loop's values are
+    moderate (``s = 0.5*s + x*k`` gave nan from n = 1015; found by a probe). Applied when
+    powers of two or more bases to the trip count appear; the sum is expanded (one level, no
+    powers of sums) and, under a ``Piecewise``, folded into its branches first."""
+    def n_power(node):
+        return isinstance(node, sympy.Pow) and node.exp.has(trips)
+
+    if len({p.base for p in expr.atoms(sympy.Pow) if n_power(p)}) < 2:
+        return expr
+
+    def split(p):
+        """``(b**c, b**a)`` with ``p = b**c * (b**a)**n`` for an integer ``a``, or None."""
+        e = sympy.expand(p.exp)
+        a = e.coeff(trips)
+        c = sympy.expand(e - a * trips)
+        if not a.is_Integer or a == 0 or c.has(trips):
+            return None
+        return p.base ** c, p.base ** a
+
+    def term(t):
+        rest, bases = [], []
+        for f in sympy.Mul.make_args(t):
+            parts = split(f) if n_power(f) else None
+            if parts is None:
+                rest.append(f)
+            else:
+                rest.append(parts[0])
+                bases.append(parts[1])
+        if len(bases) < 2:
+            return t
+        return sympy.Mul(*rest) * sympy.Pow(sympy.Mul(*bases), trips)
+
+    def one(e):
+        e = sympy.expand(e, power_exp=False, mul=True, multinomial=False, log=False, power_base=False)
+        return sympy.Add(*[term(t) for t in sympy.Add.make_args(e)])
+
+    folded = sympy.piecewise_fold(expr)
+    if isinstance(folded, sympy.Piecewise):
+        return sympy.Piecewise(*[(one(b), c) for b, c in folded.args])
+    return one(folded)
 
 
 def _float_powers(expr, types):

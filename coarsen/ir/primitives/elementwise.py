@@ -79,6 +79,16 @@ def _emit_div(em, s, v):
     return B.binop(v[0], "/", v[1])
 
 
+def _emit_pow(em, s, v):
+    """``a ** b``; of two ints typed float (a negative or variable exponent: Python's float
+    result), ``float(a) ** b``: Numba's int power would give 0 for ``2 ** -2``."""
+    if not any(em.is_arr(a) for a in s.args) and em.types[s.target].kind == "f64" \
+            and all(em.types[a.name].kind != "f64" for a in s.args if isinstance(a, _Var)) \
+            and all(not isinstance(a, _Const) or isinstance(a.value, int) for a in s.args):
+        return B.binop(B.call("float", v[0]), "**", v[1])
+    return B.binop(v[0], "**", v[1])
+
+
 def _emit_neg(em, s, v):
     return gast.UnaryOp(op=gast.USub(), operand=B.ex(v[0]))
 
@@ -157,7 +167,7 @@ def _sympy_pow(a, b):
 
 
 _binary("pow", "**", numpy=("power",), math_=("pow",), type_rule=_pow_type, sympy_=_sympy_pow,
-        infix=("**", 3, False))
+        emit=_emit_pow, infix=("**", 3, False))
 _binary("floordiv", "//", numpy=("floor_divide",), passenger=True, zero=True,
         infix=("//", 2, False))
 _binary("mod", "%", passenger=True, infix=("%", 2, False))
