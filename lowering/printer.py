@@ -21,9 +21,10 @@ Guarantees:
       module already has it. Target ``"python"``: no decorators are added. Nested functions never
       get target decorators.
     * Parallel loops: a ``gast.For`` over ``range(...)`` marked ``coarsen_parallel = True`` prints
-      as ``numba.prange(...)`` on ``"cpu"`` (and as ``range(...)`` on ``"python"``), and the
-      top-level function that contains one gets ``parallel=True`` in its decorator (only that
-      function: its callers and helpers keep the plain decorator).
+      as ``numba.prange(...)`` on ``"cpu"`` (and as ``range(...)`` on ``"python"``). On
+      ``"cpu"`` each outermost one is first outlined into a top-level function of its own
+      (``lowering.outline``), and the function that contains one gets ``parallel=True`` in its
+      decorator (only that function: its callers and helpers keep the plain decorator).
     * Numbers round-trip exactly: floats print with ``repr``; a negative number or ``-0.0`` prints
       as a unary minus applied to its magnitude (so ``(-2.0) ** 2`` keeps its parentheses, which
       ``ast.unparse`` alone loses); ``inf``/``nan`` print as ``math.inf``/``math.nan`` (Numba
@@ -44,6 +45,7 @@ import gast
 
 from .errors import LoweringError
 from .targets import check_target, function_decorator, target_imports
+from .outline import outline_parallel_loops
 
 __all__ = ["render"]
 
@@ -55,6 +57,8 @@ def render(module: gast.Module, *, target: str, header: str | None = None) -> st
     check_target(target)
     if not isinstance(module, gast.Module):
         raise LoweringError(f"render expects a gast.Module, got {type(module).__name__}")
+    if target == "cpu":
+        module = outline_parallel_loops(module)
     printer = _Printer(target)
     blocks: list[tuple[gast.stmt, list[str]]] = [
         (stmt, printer.top_level(stmt)) for stmt in module.body

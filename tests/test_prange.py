@@ -100,8 +100,9 @@ def _code(source):
 
 
 def _parallel_body(source):
-    """The code of the parallel loop (up to the serial re-run of undone blocks)."""
-    return _code(source).split("numba.prange(")[1].split("if not _done")[0]
+    """The code of the parallel loop: the function it is outlined into
+    (``lowering.outline``), up to the next function."""
+    return _code(source).split("numba.prange(")[1].split("\n@numba.njit")[0].split("if not _done")[0]
 
 
 def _bits(value, grads):
