@@ -20,7 +20,7 @@ Guarantees: ``run_batch(...)`` returns ``(values, grads, overflow)``:
 
     * ``values`` and the gradients of batched parameters: float64 arrays ``(n_sets,)``, NEW
       arrays every call (never a kept buffer, so a later call does not overwrite them): NumPy
-      arrays, or Numba device arrays with ``device_out=True``; gradients of shared parameters:
+      arrays, or Numba device arrays with ``device_out=True`` (views of one new allocation); gradients of shared parameters:
       Python floats, summed over the sets; ``grads`` a list in ``wrt`` order;
     * ``overflow``: int64 indices (ascending) of the sets whose tape did not fit; their value
       and gradients are zeros and left out of the sums (the caller recomputes them). The
@@ -249,8 +249,11 @@ def _run(cuda, kernel, args, batched, wrt_batched, tpb, n_f, n_i, max_launch, bu
     if device_out:
         # bound to the default stream (not buf.stream): the caller's later copies of them
         # (copy_to_host() without a stream) are then synchronous
-        values = cuda.device_array(n_sets, dtype=np.float64)
-        outs = [cuda.device_array(n_sets, dtype=np.float64) for _ in range(n_bw)]
+        # one new allocation holds the values and the batched gradients, each a view of it
+        # (an allocation costs more than the copy of a small batch)
+        block = cuda.device_array((1 + n_bw) * n_sets, dtype=np.float64)
+        values = block[:n_sets]
+        outs = [block[(j + 1) * n_sets:(j + 2) * n_sets] for j in range(n_bw)]
     else:
         values = buf.device("values", n_sets, np.float64)
         outs = [buf.device(f"out{j}", n_sets, np.float64) for j in range(n_bw)]
