@@ -88,3 +88,27 @@ def test_int_to_negative_int_power_is_a_float(target, coarse):
     v, d = g.value_and_grad(0.7, 6, -1)
     assert v == pytest.approx(_int_powers(0.7, 6, -1), rel=1e-15)
     assert d == pytest.approx(sum(k ** -1 + 2 ** (k - 3) for k in range(1, 6)), rel=1e-15)
+
+
+def _scaled_power(x, k):
+    return x * 2 ** (k - 5) / 3.0
+
+
+def _power_sum(x, n):
+    s = 0.0
+    for k in range(n):
+        s += x * 2 ** (k - 5) / 3.0 + x * 10 ** (k % 30) / 1e20
+    return s
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+@pytest.mark.parametrize("coarse", [True, False])
+def test_int_powers_in_preaccumulated_partials(target, coarse):
+    # the partial of a lifted segment printed 2 ** _t1 with an int _t1: Numba's int power gave
+    # 0 for a negative exponent and wrapped around past 2**63 (found by a probe)
+    g = coarsen.differentiate(_scaled_power, wrt="x", target=target, coarsen=coarse)
+    for k, want in ((2, 2.0 ** -3 / 3.0), (-3, 2.0 ** -8 / 3.0), (75, 2.0 ** 70 / 3.0)):
+        assert g(0.7, k) == pytest.approx(want, rel=1e-15)
+    g = coarsen.differentiate(_power_sum, wrt="x", target=target, coarsen=coarse)
+    want = sum(2.0 ** (k - 5) / 3.0 + 10.0 ** (k % 30) / 1e20 for k in range(40))
+    assert g(0.7, 40) == pytest.approx(want, rel=1e-14)

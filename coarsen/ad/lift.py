@@ -305,9 +305,12 @@ def _differentiate_path(seg, lifted, types, active, budget, temps):
         why = _variable_power(lifter.assignments)
         if why:
             return Fallback(why)
+        # an int's power to an int exponent in floats, as the statement computes it (Python's
+        # 2 ** -3 is 0.125; printed as is, a partial took Numba's int power: 0, or wrapped)
+        lifter.assignments = [(sym, _float_powers(e, types)) for sym, e in lifter.assignments]
         outs = {}
         for o in seg.outputs:
-            outs[o] = env.get(o, lifter.val(Var(o), env))
+            outs[o] = _float_powers(env.get(o, lifter.val(Var(o), env)), types)
         inputs = list(lifter.inputs.values())
         wrt = [sym for name, sym in lifter.inputs.items() if name in active]
         out_syms = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gast
 
-from ...ir.nodes import (Assign, Const, For, If, Scalar, Segment, Store,
+from ...ir.nodes import (Assign, Const, For, If, Segment, Store,
                          Var, While, walk)
 from .. import build as B
 from ..build import X
@@ -137,25 +137,14 @@ class ControlMixin:
             if not br:
                 body = tf + [B.if_(B.ex(X(gast.UnaryOp(op=gast.Not(), operand=B.ex(self.val(s.test))))), [B.break_()])] + bf
                 return [B.while_(B.const(True), body)] + self.rest_holders(), []
-            trips = self.fresh("_trips")
-            self.types[trips] = Scalar("i64")
-            self.f.defs[trips] = 1
-            if self.depth > 0:
-                self.f.in_loop.add(trips)
-            self.tbr.add(trips)
-            fwd = []
-            if self.taped(trips):
-                self.extra_inits.append((trips, Scalar("i64")))
-                fwd += self.push(trips)
+            trips, fwd, restore = self.saved_scalar("_trips", "i64")
             fwd.append(B.assign(trips, 0))
             body = tf + [B.if_(B.ex(X(gast.UnaryOp(op=gast.Not(), operand=B.ex(self.val(s.test))))), [B.break_()])] \
                 + bf + [B.augassign(trips, "+", 1)]
             fwd.append(B.while_(B.const(True), body))
             fwd += self.rest_holders()
             r = self.fresh("_trip")
-            rev = [B.for_range(r, [B.name(trips)], br)]
-            if self.taped(trips):
-                rev += self.pop(trips)
+            rev = [B.for_range(r, [B.name(trips)], br)] + restore
             return fwd, rev
         raise TypeError(s)
 

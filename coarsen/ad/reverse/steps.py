@@ -196,18 +196,10 @@ class SegmentMixin:
         """A closed form's singular-point guard evaluated once, into a fresh flag that both
         sweeps branch on: ``(fwd, rev, before fwd, after rev)``. Inside a loop the flag's
         previous value is pushed before it is set and popped after its reverse branch."""
-        flag = self.fresh("_near")
-        self.types[flag] = Scalar("bool")
-        self.f.defs[flag] = 1
-        if self.depth > 0:
-            self.f.in_loop.add(flag)
-        self.tbr.add(flag)
+        flag, pre, post = self.saved_scalar("_near", "bool")
         self.made.add(flag)
-        self.extra_inits.append((flag, Scalar("bool")))
-        pre, post = [], []
-        if self.taped(flag):
-            pre += self.push(flag)
-            post += self.pop(flag)
+        if not pre:
+            self.extra_inits.append((flag, Scalar("bool")))     # defined on every path
         pre.append(B.assign(flag, guard))
         fwd = [B.if_(B.name(flag), loop_fwd, closed_fwd)]
         rev = [B.if_(B.name(flag), loop_rev or [gast.Pass()], closed_rev)]

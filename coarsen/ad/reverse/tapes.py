@@ -39,6 +39,22 @@ TLF, TLI, TL_MARK = "_tlf", "_tli", "_tlmark"      # the tape-lines counters (in
 
 
 class TapeMixin:
+    def saved_scalar(self, base, kind):
+        """A fresh scalar that the forward sweep sets once per execution of a statement and the
+        reverse sweep reads at that statement's reverse: ``(name, pushes, pops)``, the pushes
+        (before setting it) and pops (after reading it) saving the value a later trip of an
+        enclosing loop overwrites; both empty outside loops."""
+        name = self.fresh(base)
+        self.types[name] = Scalar(kind)
+        self.f.defs[name] = 1
+        if self.depth > 0:
+            self.f.in_loop.add(name)
+        self.tbr.add(name)
+        if not self.taped(name):
+            return name, [], []
+        self.extra_inits.append((name, Scalar(kind)))
+        return name, self.push(name), self.pop(name)
+
     def push(self, name):
         t = self.types[name]
         if isinstance(t, Array):
