@@ -16,10 +16,12 @@ Guarantees:
 * ``mode="forward"``: one JVP sweep per input element (the column of a unit tangent; one
   direction per sweep), on the function itself, or for a tuple result on a generated wrapper
   ``np.array([r[0], ..., r[k-1]])``.  ``mode="reverse"``: one gradient sweep per output
-  element, of the generated wrapper ``np.sum(fn(...) * _seed)`` with ``_seed`` a unit array (a
-  scalar result is differentiated as it stands); the result's shape is learned from one
-  plain-Python call of ``fn`` (on copies of the arguments) per signature, array shapes and
-  integer and boolean arguments.  ``mode="auto"``: forward when the inputs have fewer
+  element, of the generated wrapper ``np.sum(fn(...) * _seed)`` (both flattened to the seed's
+  size) with ``_seed`` a unit array (a scalar result is differentiated as it stands); the
+  result's shape is learned from one plain-Python call of ``fn`` (on copies of the arguments)
+  per signature, array shapes and integer and boolean arguments, and learned again when a call
+  finds another size (a float or an int array's contents can set it: the flattening raises
+  instead of broadcasting a length-1 result against the stale seed).  ``mode="auto"``: forward when the inputs have fewer
   elements than the output, reverse otherwise.  Both modes give the same values to rounding.
   The sweeps of one call run inside one compiled function (``coarsen.sweeps``: the JVP or the
   row gradient with a driver appended that loops over the unit directions), so Python's
@@ -63,6 +65,10 @@ from .wrappers import fresh_name, make_wrapper
 __all__ = ["Jacobian", "JacobianReport", "jacobian"]
 
 MODES = ("auto", "forward", "reverse")
+
+
+class _ShapeChanged(Exception):
+    """A reverse-mode call found the result's shape changed from the one learned."""
 
 
 def tuple_length(src):
@@ -197,14 +203,18 @@ class Jacobian:
             return ()
         if self.k is not None:
             return (self.k,)
-        key = (sig.types, tuple(a.shape if isinstance(a, np.ndarray) else
-                                a if isinstance(a, (bool, int, np.integer, np.bool_)) else None
-                                for a in args))
+        key = self._shape_key(sig, args)
         shape = self._shapes.get(key)
         if shape is None:
             copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
             shape = self._shapes[key] = tuple(np.shape(self.fn(*copies)))
         return shape
+
+    @staticmethod
+    def _shape_key(sig, args):
+        return (sig.types, tuple(a.shape if isinstance(a, np.ndarray) else
+                                 a if isinstance(a, (bool, int, np.integer, np.bool_)) else None
+                                 for a in args))
 
     def _jvp(self, wrt):
         j = self._jvps.get(wrt)
@@ -227,7 +237,12 @@ class Jacobian:
                 call = f"{f}({', '.join(self.params)})"
                 row = make_wrapper("jacobian row", f"_row_{self.fn.__name__}",
                                    self.params + [seed],
-                                   [f"return {np_}.sum({call} * {seed})"],
+                                   # both flat, of the seed's size, so that a result whose
+                                   # size is not the one learned (it can depend on a float or
+                                   # an int array's contents) raises instead of broadcasting
+                                   # against the seed (_rows_of learns it again)
+                                   [f"return {np_}.sum({np_}.reshape({call}, {seed}.size) * "
+                                    f"{np_}.reshape({seed}, {seed}.size))"],
                                    {f: self.array_fn, np_: np},
                                    f"{self.fn.__module__}.{self.fn.__qualname__}")
                 g = differentiate(row.fn, wrt=wrt, target=self.target,
@@ -262,7 +277,10 @@ class Jacobian:
             J, out, inner = self._columns(wrt, sig, args, ins)
             sweeps = n_in
         else:
-            J, inner = self._rows_of(wrt, sig, args, ins, out)
+            try:
+                J, inner = self._rows_of(wrt, sig, args, ins, out)
+            except _ShapeChanged:
+                return self(*args)              # with the result's shape learned again
             sweeps = int(np.prod(out))
         self._last = (mode, inner, sweeps, out, tuple(ins))
         return self._pack(J, out, ins)
@@ -339,8 +357,16 @@ class Jacobian:
             J = np.concatenate([np.ravel(x) for x in grads])[None, :]
             return J, g
         prog = self._driver("reverse", wrt, sig, args)
-        J = prog.compiled.driver(*self._converted(prog, args), np.zeros(out),
-                                 *prog.module_arrays)
+        try:
+            J = prog.compiled.driver(*self._converted(prog, args), np.zeros(out),
+                                     *prog.module_arrays)
+        except ValueError:
+            # the result's size is not the learned one: learn it again, from this call
+            key = self._shape_key(sig, args)
+            self._shapes.pop(key, None)
+            if self._out_shape(sig, args) == out:
+                raise
+            raise _ShapeChanged() from None
         return J, prog
 
     def _pack(self, J, out, ins):

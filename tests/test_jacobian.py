@@ -217,3 +217,40 @@ def test_refusals():
     J = coarsen.jacobian(softmax, mode="reverse", target="python")
     with pytest.raises(coarsen.CoarsenError):
         J.source
+
+
+def _rows_by_float(x, a):
+    n = int(a)
+    y = np.zeros(n)
+    for i in range(n):
+        y[i] = x[i] * x[i]
+    return y
+
+
+def _segment_sums(x, labels):
+    y = np.zeros(np.max(labels) + 1)
+    for i in range(x.shape[0]):
+        y[labels[i]] += x[i] * x[i]
+    return y
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+@pytest.mark.parametrize("mode", ["reverse", "auto"])
+def test_reverse_rows_follow_a_result_shape_that_changes(mode, target):
+    # the result's shape is learned once per signature, array shapes and int values; a float or
+    # an int array's contents can change it: the stale seed broadcast a length-1 result into
+    # copies of its one row (found by a probe). The row wrapper now raises on a size change,
+    # and the shape is learned again.
+    x = np.array([1.0, 2.0, 3.0])
+    J = coarsen.jacobian(_rows_by_float, wrt="x", mode=mode, target=target)
+    for a in (3.0, 1.0, 2.0, 3.0):
+        want = np.diag(2 * x)[:int(a)]
+        got = J(x, a)
+        assert got.shape == want.shape and np.array_equal(got, want)
+    J = coarsen.jacobian(_segment_sums, wrt="x", mode=mode, target=target)
+    for labels in ([0, 1, 1], [0, 0, 0], [2, 0, 1]):
+        labels = np.array(labels)
+        want = np.zeros((labels.max() + 1, 3))
+        want[labels, np.arange(3)] = 2 * x
+        got = J(x, labels)
+        assert got.shape == want.shape and np.array_equal(got, want)
