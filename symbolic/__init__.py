@@ -29,9 +29,10 @@ from .derivatives import (LocalJacobian, derivatives, naive_derivative_ops, loca
 from .loops import ClosedForm, closed_form_loop, trip_count
 from .rewrite import stable_rewrite, tidy
 from .guarded_cse import guarded_cse
-from .printing import to_python, assignments_to_python, CoarsenPythonPrinter
+from .printing import to_python, assignments_to_python, CoarsenPythonPrinter, PowerOutOfRange
 
 __all__ = [
+    "PowerOutOfRange",
     "Budget", "BudgetExceeded", "count_ops", "gamma", "is_branch_phi",
     "LocalJacobian", "derivatives", "naive_derivative_ops", "local_step_jacobian",
     "stored_per_trip", "ClosedForm", "closed_form_loop", "trip_count",

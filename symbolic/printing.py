@@ -30,12 +30,14 @@ Guarantees (built on SymPy's ``PythonCodePrinter``, settings ``fully_qualified_m
 from __future__ import annotations
 
 import sympy
+from sympy.logic.boolalg import BooleanFunction
 from sympy.printing.pycode import PythonCodePrinter
 from sympy.printing.precedence import precedence, PRECEDENCE
 
 from .phi import gamma as _phi_gamma
 
-__all__ = ["CoarsenPythonPrinter", "to_python", "assignments_to_python"]
+__all__ = ["CoarsenPythonPrinter", "to_python", "assignments_to_python", "PowerOutOfRange",
+           "POWER_RANGE"]
 
 
 def _terminates(q: int) -> bool:
@@ -199,12 +201,32 @@ class CoarsenPythonPrinter(PythonCodePrinter):
     def _print_Exp1(self, expr):
         return "math.e"
 
+    def _print_PowerOutOfRange(self, expr):
+        b, e = (self._print(a) for a in expr.args)
+        return "((%s) != 0 and abs(%s) * abs(math.log(abs(%s))) > %r)" % (b, e, b, POWER_RANGE)
+
     def _print_log(self, expr):
         if len(expr.args) == 2:
             return "(math.log(%s)/math.log(%s))" % (self._print(expr.args[0]),
                                                     self._print(expr.args[1]))
         return "math.log(%s)" % self._print(expr.args[0])
 
+
+class PowerOutOfRange(BooleanFunction):
+    """True where ``base ** exponent`` leaves the range where float64 keeps its digits,
+    ``|exponent * log|base|| > POWER_RANGE``, printed so that it never raises (``base == 0``
+    is in range: a zero base's powers are 0, 1 or a singular point of their own). A closed form
+    holding such a power would overflow or underflow where the loop it replaces stays finite
+    (``(1/r)**n`` at ``r = 1e-200``, ``r**n`` at ``r = 10``, ``n = 400``): its guard runs the
+    loop there. Never evaluated by SymPy."""
+
+    @classmethod
+    def eval(cls, base, exponent):
+        return None
+
+
+#: the largest ``|exponent * log|base||`` of a closed form's power: e**700 is 1e304
+POWER_RANGE = 700.0
 
 _PRINTER = None
 

@@ -487,7 +487,11 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset(), liv
                     why = _singular_points(d, set(wrt), singular)
                     if why:
                         return Fallback(f"closed form kept out: its derivative {why}")
+                    _power_ranges(d, cf.trip_count, singular)
                     partial_exprs[(fin, w)] = d
+        for e in cf.finals.values():
+            _power_ranges(e, cf.trip_count, singular)
+            _value_singular_points(e, set(inputs.values()), singular)
         # shared subexpressions only where evaluating them ahead is safe (guarded_cse)
         keys = list(partial_exprs)
         reps, reduced = S.guarded_cse([partial_exprs[k] for k in keys], f"_s{seg.index}_c")
@@ -542,6 +546,30 @@ def _singular_points(expr, active, out):
             if base.free_symbols & active and (e.free_symbols or (e.is_number and e < 0)):
                 out.append((sympy.Eq(base, 0), False))
     return None
+
+
+def _value_singular_points(expr, inputs, out):
+    """Append ``(Eq, True)`` to ``out`` for each single-point guard of a ``Piecewise`` in a
+    closed form's value on any of its inputs, differentiated or not: near ``r = 1`` the value
+    ``(r**n - 1)/(r - 1)`` itself cancels (``s = s*r + c``, 10 trips, ``r = 1 + 1e-9``, ``r``
+    not differentiated: the value was off by 3.4e-9 relative), so the loop runs in the
+    neighbourhood (``_near``) whatever ``wrt`` is."""
+    for node in sympy.preorder_traversal(expr):
+        if isinstance(node, sympy.Piecewise):
+            for _, c in node.args:
+                if isinstance(c, sympy.Eq) and c.free_symbols & inputs:
+                    out.append((c, True))
+
+
+def _power_ranges(expr, trips, out):
+    """Append ``(PowerOutOfRange(b, e), False)`` to ``out`` for each power ``b**e`` of
+    ``expr`` whose exponent holds the trip count (its base not 0 or +-1): where one holds, the
+    closed form's power overflows or underflows while the loop may stay finite (``(1/r)**2`` at
+    ``r = 1e-200`` gave inf for 1.5e200; found by a probe), and the loop runs instead."""
+    for p in expr.atoms(sympy.Pow):
+        b = p.base
+        if p.exp.has(trips) and not (b.is_number and (b == 0 or abs(b) == 1)):
+            out.append((S.PowerOutOfRange(b, p.exp), False))
 
 
 def _merge_powers(expr, trips):
