@@ -729,3 +729,20 @@ def check_against_oracle(fn, args, target="python", wrt=None, *, coarse=True):
     assert_grad_close(grads, exp[0] if single else exp, err_msg=fn.__name__)
     assert_grad_close(got, exp[0] if single else exp, err_msg=fn.__name__)
     return g, value, grads
+
+
+def mp_partials(fn, args, positions, dps=50, step="1e-25"):
+    """``(value, [d value / d args[i] for i in positions])`` of a scalar function of scalars,
+    ``fn`` run on mpmath numbers at ``dps`` digits (a plain-Python recurrence keeps them), the
+    partials by central differences with the relative ``step`` there."""
+    import mpmath
+    with mpmath.workdps(dps):
+        base = [mpmath.mpf(a) if isinstance(a, float) else a for a in args]
+        h = mpmath.mpf(step)
+        out = []
+        for i in positions:
+            up, dn = list(base), list(base)
+            up[i] += h * max(1, abs(base[i]))
+            dn[i] -= h * max(1, abs(base[i]))
+            out.append(float((fn(*up) - fn(*dn)) / (up[i] - dn[i])))
+        return float(fn(*base)), out

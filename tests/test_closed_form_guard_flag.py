@@ -12,10 +12,10 @@ derivatives in 40 digits, at depth 0 and inside an outer loop, on both targets, 
 """
 from __future__ import annotations
 
-import mpmath
 import pytest
 
 import coarsen
+from tests.oracle import mp_partials
 
 
 def inv_geo(x, r, c, n):
@@ -50,19 +50,8 @@ def two_ratios(x, a, b, n):
     return s
 
 
-def _exact(fn, args, wrt):
-    """Value and partials of ``fn`` (plain Python) in 40-digit arithmetic, by central
-    differences with a tiny step."""
-    with mpmath.workdps(40):
-        base = [mpmath.mpf(a) if isinstance(a, float) else a for a in args]
-        h = mpmath.mpf("1e-15")
-        out = []
-        for i in wrt:
-            up, dn = list(base), list(base)
-            up[i] += h * max(1, abs(base[i]))
-            dn[i] -= h * max(1, abs(base[i]))
-            out.append(float((fn(*up) - fn(*dn)) / (up[i] - dn[i])))
-        return float(fn(*base)), out
+def _exact(fn, args, wrt_idx):
+    return mp_partials(fn, args, wrt_idx, dps=40, step="1e-15")
 
 
 CASES = [

@@ -9,10 +9,10 @@ derivatives by central differences there), coarse, on both targets, with ``jvp``
 """
 from __future__ import annotations
 
-import mpmath
 import pytest
 
 import coarsen
+from tests.oracle import mp_partials
 
 
 def halving(x, n):
@@ -57,16 +57,7 @@ CASES = [
 
 
 def _exact(fn, args, wrt_idx):
-    with mpmath.workdps(50):
-        base = [mpmath.mpf(a) if isinstance(a, float) else a for a in args]
-        h = mpmath.mpf("1e-25")
-        grads = []
-        for i in wrt_idx:
-            up, dn = list(base), list(base)
-            up[i] += h
-            dn[i] -= h
-            grads.append(float((fn(*up) - fn(*dn)) / (2 * h)))
-        return float(fn(*base)), grads
+    return mp_partials(fn, args, wrt_idx, dps=50, step="1e-25")
 
 
 @pytest.mark.parametrize("target", ["python", "cpu"])

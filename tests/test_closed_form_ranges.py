@@ -19,15 +19,7 @@ import mpmath
 import pytest
 
 import coarsen
-
-
-def inv_geo(x, r, c, n):
-    s = 0.0
-    p = c
-    for k in range(n):
-        s += x / p
-        p *= r
-    return s
+from tests.test_closed_form_guard_flag import inv_geo
 
 
 def geo(r, c, s0, n):
