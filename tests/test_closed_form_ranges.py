@@ -43,15 +43,17 @@ def test_powers_out_of_range_run_the_loop(args, target):
 
 
 @pytest.mark.parametrize("target", ["python", "cpu"])
-@pytest.mark.parametrize("r", [1 + 1e-9, 1 + 1e-12, 1 - 1e-7, 1 - 1e-3])
 @pytest.mark.parametrize("wrt", [("c",), ("s0",), ("r", "c")])
-def test_value_near_ratio_one_whatever_wrt(r, wrt, target):
-    with mpmath.workdps(40):
-        s = mpmath.mpf(1.0)
-        for _ in range(10):
-            s = s * mpmath.mpf(r) + mpmath.mpf(0.3)
-        want = float(s)
-    v, _ = coarsen.differentiate(geo, wrt=wrt, target=target).value_and_grad(r, 0.3, 1.0, 10)
-    assert abs(v - want) <= 4e-16 * abs(want)
-    jv, _ = coarsen.jvp(geo, wrt=wrt, target=target)(r, 0.3, 1.0, 10, tangents=(1.0,) * len(wrt))
-    assert abs(jv - want) <= 4e-16 * abs(want)
+def test_value_near_ratio_one_whatever_wrt(wrt, target):
+    g = coarsen.differentiate(geo, wrt=wrt, target=target)
+    jvp = coarsen.jvp(geo, wrt=wrt, target=target)
+    for r in (1 + 1e-9, 1 + 1e-12, 1 - 1e-7, 1 - 1e-3):
+        with mpmath.workdps(40):
+            s = mpmath.mpf(1.0)
+            for _ in range(10):
+                s = s * mpmath.mpf(r) + mpmath.mpf(0.3)
+            want = float(s)
+        v, _ = g.value_and_grad(r, 0.3, 1.0, 10)
+        assert abs(v - want) <= 4e-16 * abs(want), r
+        jv, _ = jvp(r, 0.3, 1.0, 10, tangents=(1.0,) * len(wrt))
+        assert abs(jv - want) <= 4e-16 * abs(want), r

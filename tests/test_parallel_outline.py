@@ -41,9 +41,9 @@ def softmax_loss(A, w):
 CASES = [
     (axis_sum_then_prange, lambda: (np.arange(12.0).reshape(3, 4) / 7.0,), {}),
     (stencil, lambda: (np.linspace(0.0, 1.0, 7), 0.3), {"parallel": True}),
-    (softmax_loss, lambda: (np.sin(np.arange(12.0)).reshape(3, 4), np.cos(np.arange(12.0)).reshape(3, 4)),
-     {"parallel": True}),
 ]
+# (a softmax with parallel=True crashed the same way; its case costs 10 s of compiling and
+# adds nothing the stencil does not: softmax_loss is kept for a manual check)
 
 
 @pytest.mark.parametrize("case", range(len(CASES)), ids=lambda i: CASES[i][0].__name__)
