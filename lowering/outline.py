@@ -39,7 +39,7 @@ def outline_parallel_loops(module: gast.Module) -> gast.Module:
     for st in module.body:
         if isinstance(st, gast.FunctionDef) and _has_parallel(st):
             made = []
-            count = _outline_in(st, st.body, st, made, taken, count, depth=0)
+            count = _outline_in(st, st.body, made, taken, count, depth=0)
             body.extend(made)
         body.append(st)
     module.body = body
@@ -50,7 +50,7 @@ def _has_parallel(node) -> bool:
     return any(getattr(n, "coarsen_parallel", False) for n in gast.walk(node))
 
 
-def _outline_in(fn, block, _parent, made, taken, count, depth):
+def _outline_in(fn, block, made, taken, count, depth):
     """Replace the outermost parallel loops in ``block`` (a statement list of ``fn``)."""
     for i, st in enumerate(block):
         if isinstance(st, gast.For) and getattr(st, "coarsen_parallel", False):
@@ -64,7 +64,7 @@ def _outline_in(fn, block, _parent, made, taken, count, depth):
         for field in ("body", "orelse"):
             sub = getattr(st, field, None)
             if isinstance(sub, list) and sub and isinstance(sub[0], gast.stmt):
-                count = _outline_in(fn, sub, st, made, taken, count,
+                count = _outline_in(fn, sub, made, taken, count,
                                     depth + isinstance(st, (gast.For, gast.While)))
     return count
 

@@ -173,8 +173,7 @@ class SegmentMixin:
             import sympy
             guard = self.sym_expr(sympy.Or(*info.singular))
             loop_fwd, loop_rev = self.stmt(info.loop)
-            written = {st.target for st in walk(seg.stmts) if isinstance(st, Assign)}
-            if written & set(names_read([guard])):
+            if set(inner) & set(names_read([guard])):       # inner: the loop's assignments
                 # the guard reads an entry value the loop overwrites: the reverse sweep, which
                 # reaches this point with the exit values, takes the forward sweep's decision
                 # from a flag (saved like a while loop's trip count when the flag is

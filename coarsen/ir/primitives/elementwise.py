@@ -70,11 +70,15 @@ def _emit_binop(symbol):
     return emit
 
 
+def _int_scalars(em, s):
+    """Whether the operands of ``s`` are integer (or bool) scalars: variables and constants."""
+    return not any(em.is_arr(a) for a in s.args) \
+        and all(em.types[a.name].kind != "f64" for a in s.args if isinstance(a, _Var)) \
+        and all(not isinstance(a, _Const) or isinstance(a.value, int) for a in s.args)
+
+
 def _emit_div(em, s, v):
-    if any(em.is_arr(a) for a in s.args):
-        return B.binop(v[0], "/", v[1])
-    if all(em.types[a.name].kind != "f64" for a in s.args if isinstance(a, _Var)) \
-            and all(not isinstance(a, _Const) or isinstance(a.value, int) for a in s.args):
+    if _int_scalars(em, s):
         return B.binop(B.call("float", v[0]), "/", v[1])     # Python's true division of ints
     return B.binop(v[0], "/", v[1])
 
@@ -82,9 +86,7 @@ def _emit_div(em, s, v):
 def _emit_pow(em, s, v):
     """``a ** b``; of two ints typed float (a negative or variable exponent: Python's float
     result), ``float(a) ** b``: Numba's int power would give 0 for ``2 ** -2``."""
-    if not any(em.is_arr(a) for a in s.args) and em.types[s.target].kind == "f64" \
-            and all(em.types[a.name].kind != "f64" for a in s.args if isinstance(a, _Var)) \
-            and all(not isinstance(a, _Const) or isinstance(a.value, int) for a in s.args):
+    if _int_scalars(em, s) and em.types[s.target].kind == "f64":
         return B.binop(B.call("float", v[0]), "**", v[1])
     return B.binop(v[0], "**", v[1])
 
