@@ -131,6 +131,8 @@ class ExpressionMixin:
         val = self.resolve_value(node, quiet=True)
         if isinstance(val, (int, float)) and not isinstance(val, bool):
             return Const(val)
+        if isinstance(val, GlobalArray):        # module.ARRAY: a read-only input, as ARRAY is
+            return Var(self.namer.global_array(val, self.src))
         if node.attr == "T":
             a = self.lower_expr(node.value)
             return self.op(node, target, "transpose", [a])

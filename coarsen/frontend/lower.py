@@ -21,7 +21,7 @@ from .expressions import OPERATORS, ExpressionMixin
 from .helpers_inline import TupleValue, inline_call
 from .loops import LoopMixin, contains_or_is
 from .names import Namer, identifiers
-from .source import (FunctionSource, Known, Module, UserFunction, get_source)
+from .source import (FunctionSource, GlobalArray, Known, Module, UserFunction, get_source)
 from .static_attrs import einsum_spec_strings
 
 _UNSUPPORTED_STMTS = {
@@ -510,6 +510,9 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
 
     def lower_subscript_parts(self, node):
         base = node.value
+        if isinstance(base, gast.Attribute) and isinstance(self.resolve_value(base, quiet=True), GlobalArray):
+            raise self.err(base, f"writing into the module-level array {gast.unparse(base).strip()!r} is not supported",
+                           "pass the array as a parameter, or copy it into a local array first")
         if not isinstance(base, gast.Name):
             raise self.err(base, "only subscripts of named arrays can be assigned",
                            "assign to a named array, e.g. a[i, j] = ...")

@@ -412,6 +412,8 @@ def resolve_attribute(src: FunctionSource, module: types.ModuleType, attr: str):
         src.deps.record(NameRead(owner, "attribute", name, ABSENT))
         return False, None
     src.deps.record(NameRead(owner, "attribute", name, describe(value)))
+    if isinstance(value, np.ndarray):
+        return True, GlobalArray(attr, value)
     return True, classify(value)
 
 

@@ -10,11 +10,13 @@ arrays (``a += e``) become in-place stores, as in NumPy (``coarsen.ir.inplace``)
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import CoarsenError
 from ..errors import at_stmt as _err
 from .inplace import apply_inplace
 from .nodes import (Array, Assign, BOOL, Const, F64, For, I64, If, NEWAXIS, Scalar, Slice,
-                    Store, Var, While, walk)
+                    Store, Var, While, blocks, walk)
 from .primitives import REGISTRY, dt as _dt, dtype_join as _dtype_join, nd as _nd, ops_where
 
 VIEW_OPS = ops_where(lambda p: p.view)    # results that may alias operand 0
@@ -71,6 +73,7 @@ class Inference:
         self.strict = True
         self.block(self.fn.body)
         self.fn.types = self.types
+        normalize_dims(self.fn)
         apply_inplace(self.fn)      # a op= e on arrays: in-place stores (coarsen.ir.inplace)
         self.fn.views = self.views()
         return self.types
@@ -214,6 +217,17 @@ class Inference:
                 b = base[b]
             out[v] = b
         return out
+
+
+def normalize_dims(fn):
+    """``x.shape[-k]`` as ``x.shape[ndim - k]`` (in place, ``fn`` typed): every later pass
+    (bounds proofs, reductions, scalarization) sees one spelling of each axis."""
+    for block in blocks(fn.body):
+        for n, s in enumerate(block):
+            if isinstance(s, Assign) and s.op == "dim" and isinstance(s.args[1], Const) \
+                    and s.args[1].value < 0:
+                ndim = fn.types[s.args[0].name].ndim
+                block[n] = replace(s, args=(s.args[0], Const(s.args[1].value + ndim)))
 
 
 class _Unknown(Exception):

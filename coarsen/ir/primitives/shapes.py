@@ -27,9 +27,9 @@ def _dim_type(c, s, ts):
     if not isinstance(ts[0], Array):
         raise err(s, "len()/shape of a scalar")
     k = s.args[1].value
-    if not 0 <= k < ts[0].ndim:
+    if not -ts[0].ndim <= k < ts[0].ndim:
         raise err(s, f"shape index {k} out of range for a {ts[0].ndim}-D array")
-    return I64
+    return I64     # a negative axis is made non-negative after inference (typeinfer.normalize_dims)
 
 
 def _int_type(c, s, ts):
