@@ -102,8 +102,8 @@ def test_report_and_cache_keep_modes_apart(capsys):
 
 
 def simplifies(x, y):
-    t = (x + y) - y
-    u = t * t - x * x + math.exp(math.log(y))
+    t = (x * y) / y            # SymPy: x (a sum such as (x + y) - y is kept: float rounding)
+    u = t * t * x + math.exp(math.log(y))
     return u * math.sin(x) + math.cos(t) * u
 
 

@@ -18,6 +18,8 @@ aliasing would make their values (and gradients) depend on write order.
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 
 from ..errors import at_stmt as _err
@@ -100,8 +102,16 @@ def analyze(fn, wrt):
     materialize = set()
     for s in walk(fn.body):
         if isinstance(s, Store) and s.array in views:
-            raise _err(s, f"writing into {s.array!r}, which is a view of {views[s.array]!r}",
-                       f"write into {views[s.array]!r} directly, or make a copy with .copy()")
+            if views[s.array] == s.array:
+                # the chain of aliases comes back to the array: names that trade arrays
+                raise _err(s, f"writing into {s.array!r}, which trades arrays with another name "
+                           "(a swap such as 'u, un = un, u', or 'tmp = u; u = un; un = tmp'): "
+                           "the gradient cannot follow writes into arrays that change names",
+                           f"make a new array at each step instead ({s.array} = a new array, "
+                           f"e.g. an expression or .copy()) and write into that")
+            raise _err(s, f"writing into {_shown(fn, s.array)}, which is a view of "
+                       f"{_shown(fn, views[s.array])}",
+                       f"write into {_shown(fn, views[s.array])} directly, or make a copy with .copy()")
     order, loops_of = statement_positions(fn.body)
     for s in walk(fn.body):
         if isinstance(s, Assign) and s.target in views and views[s.target] in written_roots:
@@ -110,10 +120,12 @@ def analyze(fn, wrt):
             elif not _write_after_view(s, views[s.target], views, order, loops_of, fn.body):
                 continue
             else:
-                raise _err(s, f"{s.target!r} is a view of {views[s.target]!r}, which is modified "
-                           "elsewhere in the function",
-                           f"take a snapshot with {s.target} = ....copy(), or index "
-                           f"{views[s.target]!r} directly where you need it")
+                what = _shown(fn, s.target)
+                raise _err(s, f"{what} is a view of {_shown(fn, views[s.target])}, which is "
+                           "modified elsewhere in the function",
+                           (f"take a snapshot with {s.target} = ....copy()" if what == repr(s.target)
+                            else "take a snapshot with .copy() of it where it is made") +
+                           f", or index {_shown(fn, views[s.target])} directly where you need it")
 
     # use counts and block-local single uses
     use_counts = {}
@@ -209,3 +221,17 @@ def _write_after_view(view_def, root, views, order, loops_of, body):
                 if not any(start < r < q for r in rebinds):
                     return True
     return False
+
+
+_RESULT = re.compile(r"^_(\w+?)_result\d*$")
+
+
+def _shown(fn, name):
+    """``name`` as a message shows it: the user's variable, or what a compiler variable holds
+    (the value a helper returns, a temporary value), never the compiler's spelling."""
+    m = _RESULT.match(name)
+    if m:
+        return f"the value {m.group(1)}() returns"
+    if is_temp(fn, name):
+        return "a temporary value"
+    return repr(name)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gast
 
-from ..ir.nodes import (Assign, Const, Function, If, Loc, NEWAXIS, Slice, Store, Var)
+from ..ir.nodes import (RESULT_START, Assign, Const, Function, If, Loc, NEWAXIS, Slice, Store, Var)
 from ..ir.ssa import split_webs
 from .calls import CallMixin
 from .expressions import OPERATORS, ExpressionMixin
@@ -152,11 +152,12 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
         if not tail_only:
             self.flags.ret = self.namer.fresh("_" + self.prefix + "returned" if self.prefix else "_returned")
             self.emit(Assign(self.flags.ret, "copy", (Const(False),), self.loc(node)))
-            self.emit(Assign(self.result, "copy", (Const(0.0),), self.loc(node)))
+            # the result before any return: typed as the returns are (coarsen.ir.typeinfer)
+            self.emit(Assign(self.result, "copy", (Const(0.0),), self.loc(node), attrs=RESULT_START))
         self.lower_block(body, self.out)
         if self.tuple_results is not None and not tail_only:
-            # a tuple helper with early returns: each element starts as 0.0, as _ret does
-            self.out[1:2] = [Assign(r, "copy", (Const(0.0),), self.loc(node))
+            # a tuple helper with early returns: each element starts untyped, as _ret does
+            self.out[1:2] = [Assign(r, "copy", (Const(0.0),), self.loc(node), attrs=RESULT_START)
                              for r in self.tuple_results]
         return self.out
 
@@ -411,8 +412,15 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
                 raise self.err(s, "tuple unpacking with mismatched lengths")
             vals = []
             for v in value.elts:
+                before = self.namer.count
                 op = self.lower_expr(v)
-                if isinstance(op, Var):
+                # a variable the targets may rebind before it is read (a, b = b, a) is copied
+                # first; a temporary made for this element is read by nothing else (copying
+                # it made the targets aliases of a compiler temporary, and a later write into
+                # one of them was refused as a write through a view of that temporary)
+                fresh = isinstance(op, Var) and op.name in self.namer.temps and \
+                    int(op.name[2:]) > before
+                if isinstance(op, Var) and not fresh:
                     t = self.tmp()
                     self.emit(Assign(t, "copy", (op,), self.loc(v)))
                     op = Var(t)

@@ -99,6 +99,11 @@ class Loc:
 
 
 # ------------------------------------------------------------------------------ statements
+#: the ``attrs`` of a result's value before any ``return`` of a function with early returns:
+#: ``copy(0.0)`` until inference gives it the returns' type (``typeinfer.settle_result_starts``)
+RESULT_START = (("result_start", True),)
+
+
 @dataclass
 class Assign:
     """``target = op(*args)``; ``index`` is the subscript of ``getitem``; ``attrs`` holds

@@ -16,7 +16,7 @@ from ..errors import CoarsenError
 from ..errors import at_stmt as _err
 from .inplace import apply_inplace
 from .nodes import (Array, Assign, BOOL, Const, F64, For, I64, If, NEWAXIS, Scalar, Slice,
-                    Store, Var, While, blocks, walk)
+                    Store, Var, While, blocks, uses, walk)
 from .primitives import REGISTRY, dt as _dt, dtype_join as _dtype_join, nd as _nd, ops_where
 
 VIEW_OPS = ops_where(lambda p: p.view)    # results that may alias operand 0
@@ -74,6 +74,7 @@ class Inference:
         self.block(self.fn.body)
         self.fn.types = self.types
         normalize_dims(self.fn)
+        settle_result_starts(self.fn)
         apply_inplace(self.fn)      # a op= e on arrays: in-place stores (coarsen.ir.inplace)
         self.fn.views = self.views()
         return self.types
@@ -82,6 +83,12 @@ class Inference:
 
     def block(self, stmts):
         for s in stmts:
+            if isinstance(s, Assign) and s.attr("result_start"):
+                # the result of a function with early returns, before any return: it has the
+                # type the returns give it (a float if none does: no return reaches it)
+                if s.target in self.types or self.strict:
+                    self.set(s.target, self.types.get(s.target, F64), s)
+                continue
             if isinstance(s, Assign):
                 try:
                     t = self.assign_type(s)
@@ -203,10 +210,21 @@ class Inference:
     def views(self):
         """view variable -> the array variable it aliases (transitively to the root)."""
         base = {}
+        reads = {}
+        for s in walk(self.fn.body):
+            for u in uses(s):
+                if isinstance(u, Var):
+                    reads[u.name] = reads.get(u.name, 0) + 1
+        temps = getattr(self.fn, "temps", frozenset())
         for s in walk(self.fn.body):
             if isinstance(s, Assign) and s.op in VIEW_OPS and isinstance(self.types.get(s.target), Array):
                 src = s.args[0]
                 if isinstance(src, Var) and isinstance(self.types.get(src.name), Array):
+                    if s.op == "copy" and src.name in temps and reads.get(src.name) == 1:
+                        # a, b = b.copy(), a + b: each value is made in a temporary first, then
+                        # moved into its target; the temporary is read nowhere else, so the
+                        # target owns the array (it is not a view of anything)
+                        continue
                     base[s.target] = src.name
         out = {}
         for v in base:
@@ -228,6 +246,26 @@ def normalize_dims(fn):
                     and s.args[1].value < 0:
                 ndim = fn.types[s.args[0].name].ndim
                 block[n] = replace(s, args=(s.args[0], Const(s.args[1].value + ndim)))
+
+
+def settle_result_starts(fn):
+    """The result's value before any return (``RESULT_START``), in place: a zero of the type
+    the returns gave it, an empty array for an array (never read: the ``_returned`` flag
+    guards every use), so that a helper or a JVP may return an int or an array early."""
+    for block in blocks(fn.body):
+        for n, s in enumerate(block):
+            if not (isinstance(s, Assign) and s.attr("result_start")):
+                continue
+            t = fn.types[s.target]
+            if isinstance(t, Array):
+                if t.dtype not in ("f64", "i64"):
+                    raise _err(s, f"a function with several returns that returns a {t.dtype} array",
+                               "return from one place (assign the result, then return it once)")
+                block[n] = Assign(s.target, "zeros", (Const(0),) * t.ndim, s.loc,
+                                  attrs=(("dtype", t.dtype), ("ndim", t.ndim)))
+            else:
+                zero = {"i64": 0, "bool": False}.get(getattr(t, "kind", None), 0.0)
+                block[n] = Assign(s.target, "copy", (Const(zero),), s.loc)
 
 
 class _Unknown(Exception):
