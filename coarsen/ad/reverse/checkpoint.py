@@ -76,6 +76,9 @@ from .tapes import FP, FT, IP, IT, TL_MARK, TLF, TLI
 
 #: the first argument of the MemoryError the generated code raises when the budget cannot be met
 BUDGET_MARK = "coarsen: max_tape_bytes"
+#: the last argument of that MemoryError when its number is the call's peak, not a minimum:
+#: with a checkpointed loop, or with none
+PEAK_CHECKPOINTED, PEAK_UNCHECKED = "peak", "peak, no loop checkpointed"
 #: the peak entries of the float and int tapes (checkpoints included), sampled in the forward sweep
 PEAK_F, PEAK_I = "_peakf", "_peaki"
 
@@ -88,12 +91,32 @@ def budget_error(exc, budget):
     """The ``CoarsenError`` for a ``MemoryError`` raised by generated code whose tapes cannot
     fit the budget (see the module docstring), or None for any other exception."""
     args = getattr(exc, "args", ())
-    if not (isinstance(exc, MemoryError) and len(args) == 4 and args[0] == BUDGET_MARK):
+    if not (isinstance(exc, MemoryError) and len(args) in (4, 5) and args[0] == BUDGET_MARK):
         return None
     where, need = str(args[1]), int(args[2])
     filename, _, line = where.rpartition(":")
     lineno = int(line) if line.isdigit() else None
     source = linecache.getline(filename, lineno) if lineno else None
+    if len(args) == 5:
+        # the peak of the whole call (budget_check, _REVERSE_PEAK): not a minimum
+        if args[4] == PEAK_UNCHECKED:
+            why = ("no loop of the function is checkpointed (while loops, loops with a break or "
+                   "an early return, and loops inside other loops are not), so its whole tape "
+                   "must fit")
+        else:
+            at = str(args[4]).partition(":")[2]
+            loops = (f"the loops at lines {at.replace(',', ', ')} of {filename}" if "," in at else
+                     f"the loop at {filename}:{at}" if at else f"the loop at {where}")
+            why = (f"the checkpoint strides of {loops} are chosen to fit the budget from "
+                   "their first trips, each as if it were the only tape, and later trips that "
+                   "tape more, or the code after a loop, took the tapes past it; the strides "
+                   "are chosen anew for each budget, so a budget between this one and the peak "
+                   "may fail the same way")
+        return CoarsenError(
+            f"max_tape_bytes={budget} cannot be met: this call's tapes reached {need} bytes; {why}",
+            filename=filename or None, lineno=lineno, source_line=source or None,
+            hint=f"pass max_tape_bytes=None, or a budget well above {need} bytes (check it on "
+                 "the inputs you will use), or tape less per trip")
     return CoarsenError(
         f"max_tape_bytes={budget} cannot be met: {where} needs at least {need} bytes of tape "
         "(the tape held before the loop, one checkpoint of its state and one trip's tape; or "
@@ -118,9 +141,10 @@ def budget_check(em, fn):
         lines = [ln for ln, text in em.checkpoint_notes if text.startswith("checkpointed")]
         first = min((st.loc.lineno for st in walk(fn.body)), default=0)
         where = f"{fn.filename}:{lines[-1] if lines else first}"
+        kind = f"{PEAK_CHECKPOINTED}:{','.join(map(str, lines))}" if lines else PEAK_UNCHECKED
         out += _parse(f"if 8 * (_tape_floats + _tape_ints) > {int(em.max_tape_bytes)}:\n"
                       f"    raise MemoryError({BUDGET_MARK!r}, {where!r}, "
-                      f"8 * (_tape_floats + _tape_ints), {int(em.max_tape_bytes)})")
+                      f"8 * (_tape_floats + _tape_ints), {int(em.max_tape_bytes)}, {kind!r})")
     return out
 
 
@@ -451,7 +475,7 @@ _REVERSE_PEAK = '''
 _tape_floats = max(_tape_floats, {pf})
 _tape_ints = max(_tape_ints, {pi})
 if 8 * (_tape_floats + _tape_ints) > {B}:
-    raise MemoryError({mark}, {where}, 8 * (_tape_floats + _tape_ints), {B})
+    raise MemoryError({mark}, {where}, 8 * (_tape_floats + _tape_ints), {B}, "peak")
 '''
 
 
