@@ -9,6 +9,8 @@ partial 0, and a segment with a variable exponent stays fine-grained
 (``coarsen.ad.lift._variable_power``).  Checked against hand derivatives, coarse and fine, on
 both targets, in reverse and forward mode.
 """
+import math
+
 import numpy as np
 import pytest
 
@@ -112,3 +114,20 @@ def test_int_powers_in_preaccumulated_partials(target, coarse):
     g = coarsen.differentiate(_power_sum, wrt="x", target=target, coarsen=coarse)
     want = sum(2.0 ** (k - 5) / 3.0 + 10.0 ** (k % 30) / 1e20 for k in range(40))
     assert g(0.7, 40) == pytest.approx(want, rel=1e-14)
+
+
+def neg_base(x, y):
+    return math.pow(x, y) + x ** y + x ** 2.0
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+@pytest.mark.parametrize("co", [True, False])
+def test_forward_mode_along_the_base_at_a_negative_base(target, co):
+    # (-2)**3 is defined; its partial in y, log(-2) (-2)**3, is not (nan on the cpu target,
+    # a ValueError from math.log on the python target). Along (1, 0) the JVP was nan (0 * nan)
+    # on the cpu target and raised on the python target, where reverse mode gives x's 20.0
+    j = coarsen.jvp(neg_base, target=target, coarsen=co)
+    assert j(-2.0, 3.0, tangents=(1.0, 0.0)) == (-12.0, 20.0)
+    v, t = j(2.0, 3.0, tangents=(0.5, 0.25))
+    assert t == pytest.approx(0.5 * 28.0 + 0.25 * 16.0 * math.log(2.0), rel=1e-15)
+    assert coarsen.jacobian(neg_base, wrt="x", mode="forward", target=target)(-2.0, 3.0) == 20.0

@@ -113,6 +113,13 @@ def tangent(em, s, out):
                 terms.append((1, d))
             elif _is_minus_one(pn):
                 terms.append((-1, d))
+            elif prim.name == "pow" and p == 1:
+                # x**y's partial in y, log(x) x**y, is nan at x < 0 (Python's math.log raises)
+                # where x**y itself is defined (an integer y): along a direction that does not
+                # move y the term is 0, as reverse mode leaves it out of x's adjoint
+                dx = X(d) if not isinstance(d, X) else d
+                term = X(pn, getattr(partial, "array", False)) * dx
+                terms.append((1, B.select(dx.cmp("==", 0.0), 0.0, term)))
             else:
                 terms.append((1, X(pn, getattr(partial, "array", False)) * d))
         expr = B.ex(_add(terms))
