@@ -112,6 +112,9 @@ class CallMixin:
             return self.reduction(node, target, canon, obj, axis_node, kw.get("keepdims"))
         if name == "reshape":
             self.keywords(node, ())
+            if len(node.args) == 1 and _is_shape(node.args[0]):       # x.reshape(a.shape)
+                return self.op(node, target, "reshape", [obj, self.lower_expr(node.args[0].value)],
+                               attrs=(("like", True),))
             dims = node.args[0].elts if len(node.args) == 1 and isinstance(node.args[0], gast.Tuple) else node.args
             return self.op(node, target, "reshape", [obj] + [self.lower_expr(d) for d in dims])
         if name == "transpose":
@@ -260,6 +263,9 @@ class CallMixin:
             return self.op(node, target, "transpose", [self.lower_expr(args[0])])
         if op == "reshape":
             a = self.lower_expr(args[0])
+            if len(args) == 2 and _is_shape(args[1]):                 # np.reshape(x, a.shape)
+                return self.op(node, target, "reshape", [a, self.lower_expr(args[1].value)],
+                               attrs=(("like", True),))
             dims = args[1].elts if isinstance(args[1], gast.Tuple) else args[1:]
             return self.op(node, target, "reshape", [a] + [self.lower_expr(d) for d in dims])
         if op == "copyarr":
@@ -270,3 +276,7 @@ class CallMixin:
         ops = [self.lower_expr(a) for a in args]
         return self.op(node, target, op, ops)
 
+
+def _is_shape(node):
+    """``<expr>.shape``: an array's whole shape, as an argument of ``reshape``."""
+    return isinstance(node, gast.Attribute) and node.attr == "shape"

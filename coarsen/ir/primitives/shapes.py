@@ -51,6 +51,10 @@ def _ravel_type(c, s, ts):
 
 
 def _reshape_type(c, s, ts):
+    if s.attr("like"):          # x.reshape(a.shape)
+        if not isinstance(ts[1], Array):
+            raise err(s, ".shape of a scalar")
+        return make(dt(ts[0]), ts[1].ndim)
     for d in s.args[1:]:
         c.expect_int(d, s, "reshape dimensions")
     return make(dt(ts[0]), len(s.args) - 1)
@@ -83,14 +87,21 @@ def _emit_transpose(em, s, v):
     return B.attr(f"{s.args[0].name}.T")
 
 
+def _contiguous(em, node):
+    """``node`` made contiguous for Numba's ``reshape``/``ravel``; as it is in coarsen's input
+    language (a JVP read back by reverse mode: ``coarsen.hessian``), where NumPy copies."""
+    return B.ex(node) if getattr(em, "input_language", False) else B.call("np.ascontiguousarray", node)
+
+
 def _emit_reshape(em, s, v):
-    return B.call(gast.Attribute(value=B.call("np.ascontiguousarray", v[0]), attr="reshape",
-                                 ctx=gast.Load()), B.tuple_(*v[1:]))
+    shape = gast.Attribute(value=B.ex(v[1]), attr="shape", ctx=gast.Load()) if s.attr("like") \
+        else B.tuple_(*v[1:])
+    return B.call(gast.Attribute(value=_contiguous(em, v[0]), attr="reshape", ctx=gast.Load()),
+                  shape)
 
 
 def _emit_ravel(em, s, v):
-    return B.call(gast.Attribute(value=B.call("np.ascontiguousarray", v[0]), attr="ravel",
-                                 ctx=gast.Load()))
+    return B.call(gast.Attribute(value=_contiguous(em, v[0]), attr="ravel", ctx=gast.Load()))
 
 
 def _emit_flip(em, s, v):
