@@ -473,12 +473,14 @@ class Gradient:
         kinds = art.tapes if keep else ""
         # the gradient-only entries from the GRAD_ONLY_AFTER-th gradient-only call on (_tiering)
         tier = GRAD_ONLY_AFTER if art.grad_entry is not art.entry else 0
-        # the plain entries from the PLAIN_AFTER-th call on (``tiers.fresh_taped``)
+        # the plain entries from the PLAIN_AFTER-th call on (``tiers.fresh_taped``); a
+        # countdown of its own: ``plain`` says whether the arguments need converting (reusing
+        # its name skipped the conversion of float32 and big-endian arrays on calls 2 to 64)
         fresh = fresh_taped(art)
-        plain = PLAIN_AFTER if fresh is not None else 0
+        countdown = PLAIN_AFTER if fresh is not None else 0
 
         def run(args, value=True):
-            nonlocal kinds, tier, plain
+            nonlocal kinds, tier, countdown
             gradient._last = art
             if written:
                 gradient._check_aliasing(args, written)
@@ -488,8 +490,8 @@ class Gradient:
                 entry, taped_entry = entries[True]
             else:
                 entry, taped_entry = entries[value]
-            if not kinds and plain > 0:
-                plain -= 1
+            if not kinds and countdown > 0:
+                countdown -= 1
                 entry = fresh
             try:
                 r = kept(call, taped_entry) if kinds else entry(*call)

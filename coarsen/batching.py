@@ -491,7 +491,11 @@ class BatchedGradient:
             return self._call_cuda(args, size, types, sig, on_device, t0)
         args, size, types, sig = self._split(args)
         spec, driver, _ = self._cpu_driver(types, sig)
-        conv = [_convert(a) for a in args] + list(spec.module_arrays)
+        if spec.written:
+            # as g refuses them: a set's arrays that overlap, one written, would be treated as
+            # separate arrays (a shared array that is a row of a batched one, for instance)
+            self.g._check_aliasing(tuple(args), spec.written)
+        conv = [_convert(a) for a in args] + [_convert(a) for a in spec.module_arrays]
         values, grads = driver(*conv)
         return self._result(args, spec.wrt, values, grads)
 

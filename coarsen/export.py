@@ -164,6 +164,16 @@ def kind_of_dtype(dtype):
     return "f" if dtype.startswith("float") else ("b" if dtype == "bool" else "i")
 
 
+def entry_array(a):
+    """A module-level array as the entry takes it (float64 or int64, native byte order), as
+    ``Gradient`` converts it at each call: the export computes what ``g`` computes."""
+    if a.dtype.kind == "f" and a.dtype != np.float64:
+        return a.astype(np.float64)
+    if a.dtype.kind in "iu" and a.dtype != np.int64:
+        return a.astype(np.int64)
+    return a
+
+
 def array_literal(a):
     a = np.asarray(a)
     if a.size > MAX_EMBEDDED:
@@ -313,7 +323,7 @@ def export_gradient(g, path, signature=None):
     globals_lines = [f"_SIGNATURE = {tuple(sig_text([t]) for t in parsed)!r}"]
     if art.module_arrays:
         globals_lines.append("# module-level arrays read by the function: a snapshot taken at export time")
-        lits = [array_literal(a) for a in art.module_arrays]
+        lits = [array_literal(entry_array(a)) for a in art.module_arrays]
         globals_lines.append("_MODULE_ARRAYS = (\n" + "".join(
             "    " + lit.replace("\n", "\n    ") + ",\n" for lit in lits) + ")")
     else:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from . import __version__, lowering
 from .errors import CoarsenError
-from .export import (CONVERT, array_literal, example_args, kind_of_dtype, parse_signature,
+from .export import (CONVERT, array_literal, entry_array, example_args, kind_of_dtype, parse_signature,
                      rename_identifier, sig_text, strip_leading_comments, with_imports)
 from .frontend.source import display_path
 from .sweeps import forward_driver, hessian_driver, module_text
@@ -184,7 +184,7 @@ def _globals(parsed, arrays):
     if arrays:
         lines.append("# module-level arrays read by the function: a snapshot taken at export "
                      "time")
-        lits = [array_literal(a) for a in arrays]
+        lits = [array_literal(entry_array(a)) for a in arrays]
         lines.append("_MODULE_ARRAYS = (\n" + "".join(
             "    " + lit.replace("\n", "\n    ") + ",\n" for lit in lits) + ")")
     else:

@@ -231,6 +231,13 @@ def kind_of(args):
                  for a in args)
 
 
+def converted(arrays):
+    """Module-level arrays as the entries take them (``convert_argument`` of each, at each
+    call: a float32 or big-endian one was passed as it is by the Jacobian, Hessian and batch
+    drivers, computing in float32 or failing to compile)."""
+    return [convert_argument(a) for a in arrays]
+
+
 def convert_argument(a):
     """``a`` as generated entries take it: float64 and int64 arrays, Python scalars."""
     if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.dtype != np.float64:
@@ -436,10 +443,46 @@ def check_directions(directions):
                            "got 0", hint="directions=None for one direction per call")
 
 
+class TupleJvp(Jvp):
+    """The JVP of a function returning a tuple of ``k`` floats: ``(value, tangent)`` are tuples
+    of ``k`` floats (with ``directions=K``, the tangent is a tuple of ``k`` arrays of ``K``),
+    computed by the JVP of the wrapper that returns the tuple as one array
+    (``coarsen.jacobian_api.array_form``)."""
+
+    def __init__(self, fn, wrt, target, boundscheck, directions, coarsen, *, k, original):
+        super().__init__(fn, wrt, target, boundscheck, directions, coarsen)
+        self.k = k
+        self.original = original
+
+    def __call__(self, *args, tangents=None, **kwargs):
+        value, tangent = super().__call__(*args, tangents=tangents, **kwargs)
+        t = np.asarray(tangent)
+        if self.directions:
+            return (tuple(float(v) for v in value),
+                    tuple(np.ascontiguousarray(t[:, i]) for i in range(self.k)))
+        return tuple(float(v) for v in value), tuple(float(v) for v in t)
+
+    def batch(self, in_axes, *, target=None):
+        raise self._error("batch() of the JVP of a function returning a tuple is not supported",
+                          "return an array (np.array([a, b])) to batch its JVP")
+
+    def export(self, path, signature=None):
+        raise self._error("export() of the JVP of a function returning a tuple is not supported",
+                          "return an array (np.array([a, b])) to export its JVP")
+
+
 def jvp(fn, wrt=None, *, target="cpu", boundscheck=True, directions=None, coarsen=True):
     """The forward-mode derivative of ``fn`` (see the module docstring):
     ``coarsen.jvp(fn, wrt)(*args, tangents=...) -> (value, tangent_out)``; with
     ``directions=K`` the tangents of K directions per call, along a leading axis;
     ``coarsen=False`` for fine-grained forward mode (no segment lifted)."""
     check_directions(directions)
-    return Jvp(fn, wrt, target, boundscheck, directions, coarsen)
+    from .jacobian_api import array_form, tuple_length
+    base = unwrap(fn)
+    k = tuple_length(get_source(base))
+    if k is None:
+        return Jvp(fn, wrt, target, boundscheck, directions, coarsen)
+    # a tuple of k floats (JAX's jvp of a tuple result): the JVP of the generated wrapper
+    # returning them as one array, whose value and tangent are handed back as tuples
+    return TupleJvp(array_form(base, get_source(base), [a.id for a in get_source(base).node.args.args], k),
+                    wrt, target, boundscheck, directions, coarsen, k=k, original=base)

@@ -62,7 +62,7 @@ import numpy as np
 from .api import differentiate
 from .artifact import Signature, bind_arguments, check_wrt, function_error, resolve_wrt
 from .errors import CoarsenError, at_stmt
-from .forward_api import JvpOptions, check_aliasing, compile_jvp, convert_argument
+from .forward_api import JvpOptions, check_aliasing, compile_jvp, convert_argument, converted
 from .frontend.custom_calls import custom_calls
 from .frontend.lower import lower
 from .frontend.source import get_source, unwrap
@@ -268,7 +268,7 @@ class _SecondOrder:
     def _hvp(self, prog, args, vs):
         """``H v`` (one reverse sweep), each array in its argument's dtype, as ``Gradient``
         gives it."""
-        r = prog.compiled.entry(*self._converted(prog, args), *vs, *prog.module_arrays)
+        r = prog.compiled.entry(*self._converted(prog, args), *vs, *converted(prog.module_arrays))
         out = []
         for w, g in zip(prog.wrt, r[1]):
             a = args[self.params.index(w)]
@@ -479,7 +479,7 @@ class Hessian(_SecondOrder):
         shapes = [np.shape(args[k]) for k in prog.wrt_pos]
         n = sum(math.prod(s) for s in shapes)
         if n:
-            dense = prog.compiled.driver(*self._converted(prog, args), *prog.module_arrays)
+            dense = prog.compiled.driver(*self._converted(prog, args), *converted(prog.module_arrays))
         else:
             dense = np.zeros((0, 0))
         self._last = (prog, n)

@@ -54,7 +54,7 @@ from .api import differentiate
 from .artifact import Signature, bind_arguments, check_wrt, resolve_wrt
 from .errors import CoarsenError
 from .forward_api import (JvpOptions, check_aliasing, check_directions, compile_jvp,
-                          convert_argument, jvp)
+                          convert_argument, converted, jvp)
 from .frontend.lower import lower
 from .frontend.source import get_source, unwrap
 from .ir.nodes import Array
@@ -347,7 +347,7 @@ class Jacobian:
 
     def _columns(self, wrt, sig, args, ins):
         prog = self._driver("forward", wrt, sig, args)
-        J, out = prog.compiled.driver(*self._converted(prog, args), *prog.module_arrays)
+        J, out = prog.compiled.driver(*self._converted(prog, args), *converted(prog.module_arrays))
         return J, tuple(int(x) for x in out), prog
 
     def _rows_of(self, wrt, sig, args, ins, out):
@@ -359,7 +359,7 @@ class Jacobian:
         prog = self._driver("reverse", wrt, sig, args)
         try:
             J = prog.compiled.driver(*self._converted(prog, args), np.zeros(out),
-                                     *prog.module_arrays)
+                                     *converted(prog.module_arrays))
         except ValueError:
             # the result's size is not the learned one: learn it again, from this call
             key = self._shape_key(sig, args)

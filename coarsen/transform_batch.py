@@ -61,7 +61,7 @@ import numpy as np
 from . import lowering
 from .artifact import function_error
 from .errors import CoarsenError
-from .forward_api import check_aliasing, convert_argument
+from .forward_api import check_aliasing, convert_argument, converted
 
 __all__ = ["BatchAxes", "BatchedHessian", "BatchedHvp", "BatchedJvp", "DriverPlan",
            "SetSplit", "batch_axes", "driver_source", "split_sets"]
@@ -338,7 +338,7 @@ class BatchedJvp(_Batched):
         prog = self._program(art, art.module, art.source, art.entry_name,
                              (False,) * len(art.module_arrays) + tuple(flags), ((0,), (1,)))
         conv = [convert_argument(a) for a in split.args]
-        values, tangent_out = prog.driver(*conv, *art.module_arrays, *vecs)
+        values, tangent_out = prog.driver(*conv, *converted(art.module_arrays), *vecs)
         return values, tangent_out
 
 
@@ -372,7 +372,7 @@ class BatchedHvp(_BatchedSecondOrder):
         batch = self._program(prog, mod.module, mod.source, prog.artifact.entry_name,
                               tuple(flags) + (False,) * len(prog.module_arrays),
                               tuple((1, q) for q in range(len(prog.wrt))))
-        res = batch.driver(*conv, *vecs, *prog.module_arrays)
+        res = batch.driver(*conv, *vecs, *converted(prog.module_arrays))
         out = []
         for w, r in zip(prog.wrt, res):
             a = split.args[h.params.index(w)]
@@ -397,7 +397,7 @@ class BatchedHessian(_BatchedSecondOrder):
             mod = prog.compiled
             batch = self._program(prog, mod.module, mod.source, mod.driver.__name__,
                                   (False,) * len(prog.module_arrays), ((),))
-            (dense,) = batch.driver(*conv, *prog.module_arrays)
+            (dense,) = batch.driver(*conv, *converted(prog.module_arrays))
         else:
             dense = np.zeros((split.size, 0, 0))
 

@@ -109,3 +109,63 @@ def test_forward_mode_sees_the_rounded_values():
     fine = coarsen.jvp(quant_decay, wrt=("x", "w"), coarsen=False)(7.0, 0.25, 6, tangents=(1.0, 0.0))
     assert value == quant_decay(7.0, 0.25, 6) == fine[0]
     assert tangent == pytest.approx(fine[1], rel=1e-14)
+
+
+def mul_roundtrip(x, n):
+    for i in range(n):
+        x = x * 1024.0
+        x = x / 1024.0
+    return x
+
+
+def const_products(x):
+    t = x * 0.1
+    z = t * 10.0
+    return (z - x) * 1e20 + x
+
+
+def hyp(x, y):
+    return math.hypot(x, y) * 2.0 + x
+
+
+def expm1_sum(x, n):
+    s = 0.0
+    for i in range(n):
+        s = s + math.expm1(x)
+    return s
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_products_that_cancel_are_not_folded(target):
+    with np.errstate(over="ignore"):
+        want = mul_roundtrip(1e306, 5)
+    assert want == math.inf
+    g = coarsen.differentiate(mul_roundtrip, wrt="x", target=target)
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert g.value_and_grad(1e306, 5)[0] == math.inf
+    assert g.value_and_grad(3.0, 5) == (3.0, 1.0)
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_float_constants_of_different_statements_are_not_folded(plan):
+    fine = coarsen.differentiate(const_products, coarsen=False).value_and_grad(3.0)
+    got = coarsen.differentiate(const_products, plan=plan).value_and_grad(3.0)
+    assert got == fine and got[0] == const_products(3.0)
+
+
+@pytest.mark.parametrize("plan", PLANS)
+@pytest.mark.parametrize("scale", [1e200, 1e-200, 1.0])
+def test_hypot_partials_do_not_overflow(plan, scale):
+    g = coarsen.differentiate(hyp, plan=plan)
+    value, (dx, dy) = g.value_and_grad(3.0 * scale, 4.0 * scale)
+    assert value == hyp(3.0 * scale, 4.0 * scale)
+    assert dx == pytest.approx(2.2, rel=1e-15) and dy == pytest.approx(1.6, rel=1e-15)
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_expm1_keeps_its_digits_in_a_closed_form(target):
+    g = coarsen.differentiate(expm1_sum, wrt="x", target=target)
+    for x in (1e-10, 1e-20, 0.5):
+        value, dx = g.value_and_grad(x, 5)
+        assert value == pytest.approx(expm1_sum(x, 5), rel=1e-15)
+        assert dx == pytest.approx(5 * math.exp(x), rel=1e-15)

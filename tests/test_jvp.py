@@ -315,3 +315,21 @@ def test_source_report_and_cache_namespace(capsys):
     again(*b.factory(), tangents=tuple(b.tangents(np.random.default_rng(0))))
     assert again._last.cached and again._last.cache_key == art.cache_key
     assert b.g._last.cache_key != art.cache_key
+
+
+def polar(x, y):
+    return math.hypot(x, y), math.atan2(y, x)
+
+
+def test_jvp_of_a_tuple_result():
+    # JAX's jvp of a tuple result gives tuples; coarsen refused the function ("returning a
+    # tuple is not supported") while coarsen.jacobian accepted it (found by a probe)
+    value, tangent = coarsen.jvp(polar)(0.6, 0.8, tangents=(1.0, 0.0))
+    assert value == polar(0.6, 0.8)
+    assert tangent == pytest.approx((0.6, -0.8), rel=1e-15)
+    assert coarsen.jvp(polar, wrt="y")(0.6, 0.8, tangents=1.0)[1] == pytest.approx((0.8, 0.6), rel=1e-15)
+    _, (dr, dth) = coarsen.jvp(polar, directions=2)(
+        0.6, 0.8, tangents=(np.array([1.0, 0.0]), np.array([0.0, 1.0])))
+    assert np.allclose(dr, [0.6, 0.8], rtol=1e-15) and np.allclose(dth, [-0.8, 0.6], rtol=1e-15)
+    J = coarsen.jacobian(polar)(0.6, 0.8)
+    assert J[0] == pytest.approx((0.6, 0.8), rel=1e-15) and J[1] == pytest.approx((-0.8, 0.6), rel=1e-15)

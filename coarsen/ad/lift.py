@@ -38,7 +38,9 @@ def _const(v):
         return sympy.Integer(int(v))
     if not math.isfinite(v):
         raise _Unliftable("non-finite constant")
-    return sympy.Float(v, 17)
+    # float64's 53 bits: constants that SymPy folds together round as float64 rounds them
+    # (0.1*10 is 1.0, not 1.0000000000000000555 at 17 digits)
+    return sympy.Float(v, precision=53)
 
 
 class _Unliftable(Exception):
@@ -67,6 +69,7 @@ class Lifter:
         self.counts = {}
         self.aliases = {}       # input name -> the input whose symbol it shares (same element)
         self.sums = {}          # symbol -> its value as (term, coefficient) pairs (_check_rounding)
+        self.products = {}      # symbol -> its value as (base, exponent) pairs (_check_product)
 
     def symbol_for(self, name):
         t = self.types[name]
@@ -105,6 +108,8 @@ class Lifter:
             return _const(_FLOAT_FOLDS[s.op](float(a[0]), float(a[1])))
         if s.op in ("add", "sub") and len(a) == 2:
             self._check_rounding(s, a)
+        elif s.op in ("mul", "div") and len(a) == 2:
+            self._check_product(s, a)
         if not prim.keeps_booleans:
             # booleans in arithmetic count as 0 and 1
             a = [S.gamma(x, sympy.Integer(1), sympy.Integer(0)) if isinstance(x, sympy.logic.boolalg.Boolean)
@@ -121,6 +126,36 @@ class Lifter:
             for t, k in self.sums.get(rest, ((rest, 1),)):
                 out.append((t, sign * c * k))
         return out
+
+    def _factors(self, e, sign=1):
+        """``e`` as (base, exponent) pairs, the products its symbols hold expanded."""
+        out = []
+        for arg in sympy.Mul.make_args(e):
+            b, x = arg.as_base_exp()
+            for f, k in self.products.get(b, ((b, sympy.S.One),)) if x == 1 else ((b, x),):
+                out.append((f, sign * k))
+        return out
+
+    def _check_product(self, s, a):
+        """Refuse a float product in which a factor cancels once the products it reads are
+        expanded (``(x*1024.0)/1024.0``, ``(x*y)/y``, ``x/x``): SymPy folds them exactly (to
+        ``x``, ``1``) where float64 rounds, overflows or gives nan (``x/x`` at 0).  The segment
+        stays fine-grained.  (Float constants carry float64's 53 bits, ``_const``, so that
+        ``t = x*0.1; z = t*10.0`` folds 0.1*10 to 1.0 as float64 does, not to
+        1.0000000000000000555.)"""
+        if self.types[s.target].kind != "f64":
+            return
+        factors = self._factors(a[0]) + self._factors(a[1], -1 if s.op == "div" else 1)
+        signs = {}
+        for f, k in factors:
+            if f in (1, -1) or not (k.is_positive or k.is_negative):
+                continue
+            seen = signs.setdefault(f, set())
+            seen.add(bool(k.is_positive))
+            if len(seen) == 2:
+                raise _Unliftable(f"a float product in which {sympy.sstr(f)} cancels (line "
+                                  f"{s.loc.lineno}): the code relies on float64 rounding, which "
+                                  "exact algebra would drop")
 
     def _check_rounding(self, s, a):
         """Refuse a float sum in which a term cancels once the sums it reads are expanded:
@@ -154,6 +189,9 @@ class Lifter:
                     terms = self._terms(e)
                     if len(terms) > 1:      # a sum: later sums see its terms (_check_rounding)
                         self.sums[sym] = tuple(terms)
+                    factors = self._factors(e)
+                    if len(factors) > 1:    # a product: later products see its factors
+                        self.products[sym] = tuple(factors)
                     self.assignments.append((sym, e))
                     env[s.target] = sym
             elif isinstance(s, If):

@@ -17,6 +17,7 @@ import math
 
 import gast
 import sympy
+import sympy.codegen.cfunctions as _cfunctions
 
 from ...ad import build as B
 from ...ad.build import X, fn, select
@@ -177,8 +178,12 @@ _binary("minimum", numpy=("minimum", "fmin"), emit=_emit_minmax, passenger=True)
 _binary("maximum", numpy=("maximum", "fmax"), emit=_emit_minmax, passenger=True)
 _binary("arctan2", numpy=("arctan2",), math_=("atan2",), float_result=True,
         sympy_=sympy.atan2, math_name="atan2")
+# hypot and expm1 lift as SymPy's C functions, printed as math.hypot / math.expm1, with
+# their own derivatives (x/hypot(x, y), exp(x)): as sqrt(a**2 + b**2) the partials overflowed
+# or underflowed past |a| ~ 1e154 or below ~1e-162 (d/dx hypot(3e200, 4e200) gave 1.0 for
+# 0.6), and as exp(a) - 1 a closed form lost expm1's digits near 0 (found by a probe)
 _binary("hypot", numpy=("hypot",), math_=("hypot",), float_result=True,
-        sympy_=lambda a, b: sympy.sqrt(a ** 2 + b ** 2))
+        sympy_=lambda a, b: _cfunctions.hypot(a, b))
 _binary("logaddexp", numpy=("logaddexp",), float_result=True, np_only=True)   # no math.logaddexp
 
 _unary("neg", numpy=("negative",), type_rule=_signed_type, emit=_emit_neg, sympy_=lambda a: -a,
@@ -192,7 +197,7 @@ for _name, _math, _sym in (
         ("cosh", "cosh", sympy.cosh), ("tanh", "tanh", sympy.tanh),
         ("arcsinh", "asinh", sympy.asinh), ("arccosh", "acosh", sympy.acosh),
         ("arctanh", "atanh", sympy.atanh), ("exp", "exp", sympy.exp),
-        ("expm1", "expm1", lambda a: sympy.exp(a) - 1), ("log", "log", sympy.log),
+        ("expm1", "expm1", lambda a: _cfunctions.expm1(a)), ("log", "log", sympy.log),
         ("log1p", "log1p", lambda a: sympy.log(1 + a)),
         ("log10", "log10", lambda a: sympy.log(a) / sympy.log(10)),
         ("log2", "log2", lambda a: sympy.log(a) / sympy.log(2)),
