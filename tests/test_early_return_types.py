@@ -64,22 +64,17 @@ X = np.array([1.0, -2.0, 3.0])
 A = np.array([[0.2, 1.0], [0.9, -0.5], [0.1, 0.3]])
 
 
-@pytest.mark.parametrize("target", ["python", "cpu"])
-@pytest.mark.parametrize("c", [2.0, -0.5])
-def test_helper_returns_an_array_early(target, c):
-    g = coarsen.differentiate(loss, target=target)
-    value, grads = g.value_and_grad(X, c)
-    assert value == pytest.approx(loss(X, c), rel=1e-14)
-    assert_grad_close(grads, fd_grad(loss, (X, c), (0, 1)))
+CASES = [(loss, X, 2.0), (loss, X, -0.5),                  # an array returned early
+         (loss2, A, 1.5), (loss2, A, 3.0), (loss2, A, 0.1)]   # from a loop, with a float
 
 
 @pytest.mark.parametrize("target", ["python", "cpu"])
-@pytest.mark.parametrize("c", [1.5, 3.0, 0.1])
-def test_helper_returns_from_a_loop(target, c):
-    g = coarsen.differentiate(loss2, target=target)
-    value, grads = g.value_and_grad(A, c)
-    assert value == pytest.approx(loss2(A, c), rel=1e-14)
-    assert_grad_close(grads, fd_grad(loss2, (A, c), (0, 1)))
+@pytest.mark.parametrize("fn, arr, c", CASES)
+def test_helper_returns_an_array_early(target, fn, arr, c):
+    g = coarsen.differentiate(fn, target=target)
+    value, grads = g.value_and_grad(arr, c)
+    assert value == pytest.approx(fn(arr, c), rel=1e-14)
+    assert_grad_close(grads, fd_grad(fn, (arr, c), (0, 1)))
 
 
 @pytest.mark.parametrize("target", ["python", "cpu"])
