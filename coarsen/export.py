@@ -34,6 +34,7 @@ elements are refused with a ``CoarsenError`` (pass them as parameters instead).
 """
 from __future__ import annotations
 
+import inspect
 import io
 import math
 import re
@@ -272,11 +273,46 @@ def value_and_grad_{fname}({arglist}):
 
 def grad_{fname}({arglist}):
     """Gradient of {qualname} with respect to {wrt_text} (see value_and_grad_{fname})."""
-    return value_and_grad_{fname}({arglist})[1]
+    return value_and_grad_{fname}({callargs})[1]
 
 
 __all__ = ["value_and_grad_{fname}", "grad_{fname}"]
 '''
+
+
+#: what the wrappers read besides their parameters: a parameter of one of these names would
+#: shadow it (the wrappers then take the IR's escaped names instead)
+_WRAPPER_READS = frozenset({"np", "math", "numba", "float", "int", "bool", "tuple", "range", "len",
+                            "enumerate", "isinstance", "type", "TypeError", "_PARAMS", "_KINDS",
+                            "_WRT", "_SINGLE", "_MODULE_ARRAYS", "_SIGNATURE", "_j", "_i", "_gr",
+                            "_a"})
+
+
+def _wrapper_names(g):
+    """The wrappers' parameter names: the user's, as ``g`` binds them (``grad_f(x,
+    _scale=3.0)``), or the IR's escaped names where one of the user's would shadow what the
+    wrappers read (coarsen.frontend.names.Namer: they never start with "_" nor shadow
+    math, np or numba)."""
+    names = list(g.params)
+    if any(n in _WRAPPER_READS or n.startswith(("_coarsen", "_value_and_grad_")) for n in names):
+        return list(g.ir_params)
+    return names
+
+
+def wrapper_params(g):
+    """``_wrapper_names`` with the function's defaults where they are numbers or bools (the
+    trailing run of parameters that all have such defaults), so that the exported functions
+    take the arguments ``g`` takes."""
+    names = _wrapper_names(g)
+    params = list(inspect.signature(g.fn).parameters.values())
+    out = list(names)
+    for k in range(len(params) - 1, -1, -1):
+        d = params[k].default
+        if d is inspect.Parameter.empty or not isinstance(d, (bool, int, float)) or \
+                isinstance(d, float) and not math.isfinite(d):
+            break
+        out[k] = f"{names[k]}={d!r}"
+    return out
 
 
 def rename_identifier(source, old, new):
@@ -338,10 +374,9 @@ def export_gradient(g, path, signature=None):
         globals_block="\n".join(globals_lines),
         fname=fname,
         qualname=g.fn.__qualname__,
-        # the wrappers' parameters take the IR's names, which never start with "_" nor
-        # shadow math, np or numba (coarsen.frontend.names.Namer)
-        arglist=", ".join(g.ir_params),
-        argtuple=", ".join(g.ir_params) + ("," if len(g.ir_params) == 1 else ""),
+        arglist=", ".join(wrapper_params(g)),
+        callargs=", ".join(_wrapper_names(g)),
+        argtuple=", ".join(_wrapper_names(g)) + ("," if len(g.params) == 1 else ""),
         wrt_text=", ".join(art.wrt),
         ret_note=" (a single value)" if single else " (a tuple in wrt order)",
         entry=new_entry,

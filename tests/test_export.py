@@ -174,3 +174,35 @@ def test_export_of_arrays_checks_rank_and_keeps_dtypes(tmp_path):
         mod.grad_sq_dist(np.ones((2, 2)), xs, 0.5, 4)
     with pytest.raises(TypeError, match="must be an array"):
         mod.grad_sq_dist(1.0, xs, 0.5, 4)
+
+
+def scaled(x, _scale=2.0, n=3, flip=False):
+    s = 0.0
+    for i in range(n):
+        s += _scale * x[i % x.shape[0]] ** 2
+    return -s if flip else s
+
+
+def shadowing(x, np=2.0):
+    return x[0] * np
+
+
+def test_exported_wrappers_take_the_arguments_g_takes(tmp_path):
+    # the wrappers took the IR's names without defaults: grad_scaled(x) raised TypeError
+    # (missing arguments) and _scale was u_scale (found by a probe)
+    import inspect
+    x = np.array([1.0, 2.0])
+    g = coarsen.differentiate(scaled, wrt="x")
+    g(x)
+    mod = _import_path(g.export(str(tmp_path / "scaled_grad.py")) or str(tmp_path / "scaled_grad.py"),
+                       "scaled_grad")
+    assert str(inspect.signature(mod.grad_scaled)) == "(x, _scale=2.0, n=3, flip=False)"
+    assert _same(mod.grad_scaled(x), g(x))
+    assert _same(mod.value_and_grad_scaled(x, _scale=3.0, flip=True),
+                 g.value_and_grad(x, _scale=3.0, flip=True))
+    # a parameter that would shadow what the wrappers read keeps the escaped name
+    h = coarsen.differentiate(shadowing, wrt="x")
+    h(x)
+    mod2 = _import_path(h.export(str(tmp_path / "shadow_grad.py")) or str(tmp_path / "shadow_grad.py"),
+                        "shadow_grad")
+    assert _same(mod2.grad_shadowing(x, 3.0), h(x, 3.0))
