@@ -166,13 +166,10 @@ def kind_of_dtype(dtype):
 
 
 def entry_array(a):
-    """A module-level array as the entry takes it (float64 or int64, native byte order), as
-    ``Gradient`` converts it at each call: the export computes what ``g`` computes."""
-    if a.dtype.kind == "f" and a.dtype != np.float64:
-        return a.astype(np.float64)
-    if a.dtype.kind in "iu" and a.dtype != np.int64:
-        return a.astype(np.int64)
-    return a
+    """A module-level array as the entry takes it, as ``Gradient`` converts it at each call
+    (``coarsen.forward_api.convert_argument``): the export computes what ``g`` computes."""
+    from .forward_api import convert_argument
+    return convert_argument(a)
 
 
 def array_literal(a):

@@ -449,10 +449,9 @@ class TupleJvp(Jvp):
     computed by the JVP of the wrapper that returns the tuple as one array
     (``coarsen.jacobian_api.array_form``)."""
 
-    def __init__(self, fn, wrt, target, boundscheck, directions, coarsen, *, k, original):
+    def __init__(self, fn, wrt, target, boundscheck, directions, coarsen, *, k):
         super().__init__(fn, wrt, target, boundscheck, directions, coarsen)
         self.k = k
-        self.original = original
 
     def __call__(self, *args, tangents=None, **kwargs):
         value, tangent = super().__call__(*args, tangents=tangents, **kwargs)
@@ -479,10 +478,11 @@ def jvp(fn, wrt=None, *, target="cpu", boundscheck=True, directions=None, coarse
     check_directions(directions)
     from .jacobian_api import array_form, tuple_length
     base = unwrap(fn)
-    k = tuple_length(get_source(base))
+    src = get_source(base)
+    k = tuple_length(src)
     if k is None:
         return Jvp(fn, wrt, target, boundscheck, directions, coarsen)
     # a tuple of k floats (JAX's jvp of a tuple result): the JVP of the generated wrapper
     # returning them as one array, whose value and tangent are handed back as tuples
-    return TupleJvp(array_form(base, get_source(base), [a.id for a in get_source(base).node.args.args], k),
-                    wrt, target, boundscheck, directions, coarsen, k=k, original=base)
+    return TupleJvp(array_form(base, src, [a.id for a in src.node.args.args], k),
+                    wrt, target, boundscheck, directions, coarsen, k=k)

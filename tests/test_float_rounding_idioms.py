@@ -6,7 +6,7 @@ exact, so lifting folded them (to ``0.5*x``, ``x``, ``0``): a closed-form loop t
 another value than the loop (``quant_decay(7.0, 0.25, 6)``: 0.3619 for 1.5625; found by a
 probe), and a recomputed segment differentiated at the folded value (``plan="recompute"``:
 d/dx 11.20 for 18.47). A float sum in which a term cancels now keeps its segment
-fine-grained (``coarsen.ad.lift.Lifter._check_rounding``), and two float constants fold as
+fine-grained (``coarsen.ad.float_algebra``), and two float constants fold as
 float64 folds them.
 """
 from __future__ import annotations
@@ -169,3 +169,35 @@ def test_expm1_keeps_its_digits_in_a_closed_form(target):
         value, dx = g.value_and_grad(x, 5)
         assert value == pytest.approx(expm1_sum(x, 5), rel=1e-15)
         assert dx == pytest.approx(5 * math.exp(x), rel=1e-15)
+
+
+def _round_half(x_bar):
+    return (x_bar * 0.5 + C) - C
+
+
+def quant_decay_renamed(_t1, u_y, _acc2):
+    # metamorphic: compiler-like names, the rounding step in a helper, statements reordered
+    for _near1 in range(_acc2):
+        _t1 = _round_half(_t1)
+        _t1 = _t1 + u_y
+    return _t1 * _t1
+
+
+def kahan_renamed(x_bar, _trips):
+    _cut1 = 0.0
+    _t2 = 0.0
+    for _i in range(_trips):
+        u_y = x_bar / (_i + 1) - _t2
+        _t3 = _cut1 + u_y
+        _t2 = (_t3 - _cut1) - u_y
+        _cut1 = _t3
+    return _cut1
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_renamed_and_split_rounding_idioms_give_the_same_bits(target):
+    for fn, ref, args in ((quant_decay_renamed, quant_decay, (7.0, 0.25, 6)),
+                          (kahan_renamed, kahan, (0.1, 2000))):
+        got = coarsen.differentiate(fn, wrt=0, target=target).value_and_grad(*args)
+        want = coarsen.differentiate(ref, wrt=0, target=target).value_and_grad(*args)
+        assert got == want and got[0] == ref(*args)

@@ -26,6 +26,7 @@ from ..analysis.plans import ClosedFormLoop, Fallback, LiftedSegment, VJPPath
 from ..ir.nodes import Assign, Const, If, Scalar, Var, uses, walk
 from ..ir.primitives import REGISTRY
 from .. import symbolic as S
+from .float_algebra import FloatAlgebra, fold_float_constants
 
 
 def _const(v):
@@ -47,10 +48,6 @@ class _Unliftable(Exception):
     pass
 
 
-_FLOAT_FOLDS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b,
-                "mul": lambda a, b: a * b}
-
-
 def _fallback_reason(exc):
     """Why the symbolic stage gave up on a segment (it then falls back to fine-grained AD)."""
     if isinstance(exc, S.BudgetExceeded):
@@ -68,8 +65,7 @@ class Lifter:
         self.inputs = {}
         self.counts = {}
         self.aliases = {}       # input name -> the input whose symbol it shares (same element)
-        self.sums = {}          # symbol -> its value as (term, coefficient) pairs (_check_rounding)
-        self.products = {}      # symbol -> its value as (base, exponent) pairs (_check_product)
+        self.algebra = FloatAlgebra()   # what SymPy must not fold (coarsen.ad.float_algebra)
 
     def symbol_for(self, name):
         t = self.types[name]
@@ -102,14 +98,13 @@ class Lifter:
         if prim is None or prim.sympy is None:
             raise _Unliftable(s.op)
         a = [self.val(x, env) for x in s.args]
-        if s.op in _FLOAT_FOLDS and len(a) == 2 and all(isinstance(x, sympy.Float) for x in a):
-            # two float constants: folded as float64 folds them (SymPy's Floats carry 17
-            # digits: (3.3 + C) - C would give 3.3 where the code computes 3.0)
-            return _const(_FLOAT_FOLDS[s.op](float(a[0]), float(a[1])))
-        if s.op in ("add", "sub") and len(a) == 2:
-            self._check_rounding(s, a)
-        elif s.op in ("mul", "div") and len(a) == 2:
-            self._check_product(s, a)
+        folded = fold_float_constants(s.op, a)
+        if folded is not None:
+            return _const(folded)
+        if self.types[s.target].kind == "f64":          # integer algebra is exact
+            why = self.algebra.problem(s.op, a, s.loc.lineno)
+            if why:
+                raise _Unliftable(why)
         if not prim.keeps_booleans:
             # booleans in arithmetic count as 0 and 1
             a = [S.gamma(x, sympy.Integer(1), sympy.Integer(0)) if isinstance(x, sympy.logic.boolalg.Boolean)
@@ -117,65 +112,6 @@ class Lifter:
         return prim.sympy(*a)
 
     inline = frozenset()
-
-    def _terms(self, e, sign=1):
-        """``e`` as (term, coefficient) pairs, the sums its symbols hold expanded."""
-        out = []
-        for arg in sympy.Add.make_args(e):
-            c, rest = arg.as_coeff_Mul()
-            for t, k in self.sums.get(rest, ((rest, 1),)):
-                out.append((t, sign * c * k))
-        return out
-
-    def _factors(self, e, sign=1):
-        """``e`` as (base, exponent) pairs, the products its symbols hold expanded."""
-        out = []
-        for arg in sympy.Mul.make_args(e):
-            b, x = arg.as_base_exp()
-            for f, k in self.products.get(b, ((b, sympy.S.One),)) if x == 1 else ((b, x),):
-                out.append((f, sign * k))
-        return out
-
-    def _check_product(self, s, a):
-        """Refuse a float product in which a factor cancels once the products it reads are
-        expanded (``(x*1024.0)/1024.0``, ``(x*y)/y``, ``x/x``): SymPy folds them exactly (to
-        ``x``, ``1``) where float64 rounds, overflows or gives nan (``x/x`` at 0).  The segment
-        stays fine-grained.  (Float constants carry float64's 53 bits, ``_const``, so that
-        ``t = x*0.1; z = t*10.0`` folds 0.1*10 to 1.0 as float64 does, not to
-        1.0000000000000000555.)"""
-        if self.types[s.target].kind != "f64":
-            return
-        factors = self._factors(a[0]) + self._factors(a[1], -1 if s.op == "div" else 1)
-        signs = {}
-        for f, k in factors:
-            if f in (1, -1) or not (k.is_positive or k.is_negative):
-                continue
-            seen = signs.setdefault(f, set())
-            seen.add(bool(k.is_positive))
-            if len(seen) == 2:
-                raise _Unliftable(f"a float product in which {sympy.sstr(f)} cancels (line "
-                                  f"{s.loc.lineno}): the code relies on float64 rounding, which "
-                                  "exact algebra would drop")
-
-    def _check_rounding(self, s, a):
-        """Refuse a float sum in which a term cancels once the sums it reads are expanded:
-        ``(x*0.5 + C) - C`` (rounding to an integer), ``(s + y) - s`` (Kahan's compensation),
-        ``(x + 1.0) - 1.0``.  SymPy's sums are exact, so it folds them (to ``0.5*x``, ``y``,
-        ``x``) where float64 rounds: a closed form or a recomputed value would then differ
-        from what the code computes.  The segment stays fine-grained, statement by statement."""
-        if self.types[s.target].kind != "f64":
-            return          # integer sums are exact
-        terms = self._terms(a[0]) + self._terms(a[1], -1 if s.op == "sub" else 1)
-        signs = {}
-        for t, k in terms:
-            if k.is_positive or k.is_negative:
-                seen = signs.setdefault(t, set())
-                seen.add(bool(k.is_positive))
-                if len(seen) == 2:
-                    what = "a constant" if t == 1 else f"the term {sympy.sstr(t)}"
-                    raise _Unliftable(f"a float sum in which {what} cancels (line {s.loc.lineno}): "
-                                      "the code relies on float64 rounding, which exact algebra "
-                                      "would drop")
 
     def block(self, stmts, env):
         for s in stmts:
@@ -186,12 +122,7 @@ class Lifter:
                     env[s.target] = e        # booleans and copies stay inline
                 else:
                     sym = self.fresh(s.target)
-                    terms = self._terms(e)
-                    if len(terms) > 1:      # a sum: later sums see its terms (_check_rounding)
-                        self.sums[sym] = tuple(terms)
-                    factors = self._factors(e)
-                    if len(factors) > 1:    # a product: later products see its factors
-                        self.products[sym] = tuple(factors)
+                    self.algebra.record(sym, e)
                     self.assignments.append((sym, e))
                     env[s.target] = sym
             elif isinstance(s, If):
