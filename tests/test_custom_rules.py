@@ -8,7 +8,8 @@ almost everywhere: only a rule gives the right gradient) with an implicit-functi
 rule, as a ``custom_vjp`` and as a ``custom_jvp``, and array rules (a weighted dot product
 with an int argument, called in a loop; array results: a cumulative sum, and a linear solve
 checked against coarsen's own derivative of ``np.linalg.solve``; an element-wise softplus;
-arrays written after the calls).  Gradients are checked
+arrays written after the calls; a backward rule that fills its cotangent element by element,
+which crashed while typing the rule).  Gradients are checked
 against the extended-precision oracle (``tests/oracle.py``) on both targets, coarse and fine;
 the JVP of ``coarsen.jvp`` against the gradient.  Wrong rules are refused with a
 ``CoarsenError`` naming the rule and the call site, before code is generated; a cotangent or
@@ -204,8 +205,27 @@ def cum_bwd({res}, {g}):
 cum.defvjp(cum_fwd, cum_bwd)
 
 
+@coarsen.custom_vjp
+def cube_sum(x):
+    return np.sum(x * x * x)
+
+
+def cube_sum_fwd(x):
+    return np.sum(x * x * x), x.copy()
+
+
+def cube_sum_bwd({res}, {g}):
+    {den} = np.zeros({res}.shape[0])      # a cotangent written in place, element by element
+    for i in range({res}.shape[0]):
+        {den}[i] = 3.0 * {g} * {res}[i] * {res}[i]
+    return ({den},)
+
+
+cube_sum.defvjp(cube_sum_fwd, cube_sum_bwd)
+
+
 def array_loss(w, v, c):
-    t = wdot(w, v, w.shape[0]) + np.sum(cum(c * w) * v)
+    t = wdot(w, v, w.shape[0]) + np.sum(cum(c * w) * v) + cube_sum(w * v)
     for k in range(3):
         t += wdot(w * (k + c), v, w.shape[0]) ** 2
     {y} = softplus(c * v)

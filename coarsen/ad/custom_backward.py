@@ -18,15 +18,16 @@ import copy
 
 import gast
 
-from ..ir.nodes import Array, Function, Store, walk
+from ..ir.nodes import Array, Function, Store, Var, walk
 from . import build as B
 
 
 def typed_backward(rule, residual_types, g_type):
     """A typed copy of ``rule``'s body as a ``Function`` of the residuals and ``g``."""
     from ..ir.typeinfer import infer
+    cotangents = frozenset(c.name for c in rule.cotangents if isinstance(c, Var))
     fn = Function(rule.name, list(rule.residuals) + [rule.g], copy.deepcopy(list(rule.body)),
-                  rule.g, rule.filename, temps=rule.temps)
+                  rule.g, rule.filename, temps=rule.temps, live_out=cotangents)
     infer(fn, list(residual_types) + [g_type])
     return fn
 

@@ -208,8 +208,10 @@ def _resolve_one(fn, block, k):
     if v == a:
         del block[k]
         return True
-    if v == fn.result:
-        return False    # the returned variable (an array result: forward mode) stays itself
+    if v == fn.result or v in fn.live_out:
+        # the returned variable (an array result: forward mode), or one read after the body
+        # (a backward rule's cotangent), stays itself
+        return False
     # the range in which v and a certainly name one array: up to the first statement of this
     # block that rebinds either (a block's statements run in order: the IR has no jumps)
     stop = None
@@ -241,7 +243,8 @@ def _resolve_one(fn, block, k):
         [st for st in rng if not (isinstance(st, Assign) and primitive(st.op).plain_copy
                                   and st.target == a and st.args == (Var(a),))]
     del block[k]
-    if not any(_refers(st, v) for st in walk(fn.body)) and v not in fn.params and v != fn.result:
+    if not any(_refers(st, v) for st in walk(fn.body)) and v not in fn.params and v != fn.result \
+            and v not in fn.live_out:
         fn.types.pop(v, None)
     return True
 

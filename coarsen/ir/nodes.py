@@ -179,6 +179,9 @@ class Function:
     # (array, axis, index variable) triples in range by construction: the loop nests of
     # ``coarsen.ir.scalarize`` index only the regions they were given (no bounds check)
     in_range: frozenset = frozenset()
+    # variables read after the body besides ``result`` (a custom_vjp backward rule's
+    # cotangents): passes that rename or drop assignments keep these, as they keep ``result``
+    live_out: frozenset = frozenset()
 
     def __post_init__(self):
         if self.temps is None:
