@@ -15,6 +15,7 @@ under the construct and what to do instead"), and ``str(err)`` must show them.
 import inspect
 import os
 
+import numpy as np
 import pytest
 
 import coarsen
@@ -86,3 +87,31 @@ def test_int_array_is_never_differentiated():
     with pytest.raises(CoarsenError):
         g = coarsen.differentiate(gather_int_array, wrt="idx")
         g(np.ones(5), np.array([3, 0, 3, 4, 1]))
+
+
+HELPER_TWINS = '''\
+def hw(arr, i, w):
+    arr[i] = w
+    return arr[i]
+
+
+def f(x, a):
+    {body}
+'''
+
+
+def test_twin_helpers_in_two_files_are_reported_in_their_own_file(tmp_path, monkeypatch):
+    """Two modules with the same helper at the same line: CPython's code objects compare equal
+    across files, and a source cache keyed by them reported modF's error in modE.py."""
+    import importlib
+    (tmp_path / "twin_e.py").write_text(HELPER_TWINS.format(body="return hw(a, 0, x) * 2.0"))
+    (tmp_path / "twin_f.py").write_text(
+        HELPER_TWINS.format(body="v = a[1:]\n    return hw(v, 0, x) * 2.0 + a[0]"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    e, f = importlib.import_module("twin_e"), importlib.import_module("twin_f")
+    assert e.hw.__code__ == f.hw.__code__          # what made the cache mix them up
+    a = np.ones(3)
+    assert coarsen.differentiate(e.f, target="python")(1.0, a)[0] == 2.0
+    with pytest.raises(CoarsenError) as err:
+        coarsen.differentiate(f.f, target="python")(1.0, a)
+    assert err.value.filename == str(tmp_path / "twin_f.py") and err.value.lineno == 2

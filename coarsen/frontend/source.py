@@ -235,7 +235,9 @@ def get_source(fn, deps: Dependencies | None = None) -> FunctionSource:
                            hint="define the function with `def` in a file")
     if deps is None:
         deps = Dependencies()
-    key = fn.__code__
+    # code objects compare equal across files (CPython leaves co_filename out of code
+    # equality): two modules' identical helpers would share one file's source and locations
+    key = (fn.__code__, fn.__code__.co_filename)
     cached = _SOURCE_CACHE.get(key)
     closure = {}
     if fn.__closure__:
