@@ -361,3 +361,41 @@ def test_a_peak_over_budget_is_not_called_a_minimum():
         assert v == ref[0] and all(np.array_equal(a, b) for a, b in zip(grads, ref[1]))
         assert g.tape_bytes <= budget
     assert refused
+
+
+@coarsen.custom_vjp
+def _scaled(d, r):
+    return r * d
+
+
+def _scaled_fwd(d, r):
+    return r * d, (d, r)
+
+
+def _scaled_bwd(res, g):
+    d, r = res
+    return (g * r, g * d)
+
+
+_scaled.defvjp(_scaled_fwd, _scaled_bwd)
+
+
+def residual_loop(d, r):
+    x = r.copy()
+    for t in range(6):
+        x = _scaled(d, x + r) + 0.1 * x
+    return np.sum(x * x)
+
+
+def test_a_loop_left_unchecked_is_explained_in_the_users_terms():
+    """A custom rule's residual aliases the temporary ``x + r``: the loop is not checkpointed,
+    and the report and the budget error say why without naming a compiler variable (they
+    said "it assigns or writes '_t2'")."""
+    d, r = np.linspace(0.5, 0.9, 4), np.linspace(-1.0, 1.0, 4)
+    g = coarsen.differentiate(residual_loop, target="python", max_tape_bytes=64)
+    with pytest.raises(CoarsenError) as e:
+        g(d, r)
+    text = g.report(d, r).format()
+    assert "not checkpointed: it assigns or writes a temporary value at line" in text
+    assert "x = _scaled(d, x + r) + 0.1 * x" in text
+    assert "'_t" not in text and "'_t" not in str(e.value)

@@ -109,9 +109,9 @@ def analyze(fn, wrt):
                            "the gradient cannot follow writes into arrays that change names",
                            f"make a new array at each step instead ({s.array} = a new array, "
                            f"e.g. an expression or .copy()) and write into that")
-            raise _err(s, f"writing into {_shown(fn, s.array)}, which is a view of "
-                       f"{_shown(fn, views[s.array])}",
-                       f"write into {_shown(fn, views[s.array])} directly, or make a copy with .copy()")
+            raise _err(s, f"writing into {shown(fn, s.array)}, which is a view of "
+                       f"{shown(fn, views[s.array])}",
+                       f"write into {shown(fn, views[s.array])} directly, or make a copy with .copy()")
     order, loops_of = statement_positions(fn.body)
     for s in walk(fn.body):
         if isinstance(s, Assign) and s.target in views and views[s.target] in written_roots:
@@ -120,12 +120,12 @@ def analyze(fn, wrt):
             elif not _write_after_view(s, views[s.target], views, order, loops_of, fn.body):
                 continue
             else:
-                what = _shown(fn, s.target)
-                raise _err(s, f"{what} is a view of {_shown(fn, views[s.target])}, which is "
+                what = shown(fn, s.target)
+                raise _err(s, f"{what} is a view of {shown(fn, views[s.target])}, which is "
                            "modified elsewhere in the function",
                            (f"take a snapshot with {s.target} = ....copy()" if what == repr(s.target)
                             else "take a snapshot with .copy() of it where it is made") +
-                           f", or index {_shown(fn, views[s.target])} directly where you need it")
+                           f", or index {shown(fn, views[s.target])} directly where you need it")
 
     # use counts and block-local single uses
     use_counts = {}
@@ -226,7 +226,7 @@ def _write_after_view(view_def, root, views, order, loops_of, body):
 _RESULT = re.compile(r"^_(\w+?)_result\d*$")
 
 
-def _shown(fn, name):
+def shown(fn, name):
     """``name`` as a message shows it: the user's variable, or what a compiler variable holds
     (the value a helper returns, a temporary value), never the compiler's spelling."""
     m = _RESULT.match(name)

@@ -65,6 +65,7 @@ import linecache
 
 import gast
 
+from ...analysis.activity import shown
 from ...errors import CoarsenError
 from ...ir.nodes import Array, Assign, Const, Scalar, Store, walk
 from .. import build as B
@@ -235,7 +236,9 @@ class CheckpointMixin:
         for st in walk(s.body):
             name = st.target if isinstance(st, Assign) else st.array if isinstance(st, Store) else None
             if name is not None and name in views:
-                return f"it assigns or writes {name!r}, a view or an array with views"
+                return (f"it assigns or writes {shown(self.fn, name)} at line {st.loc.lineno} "
+                        f"(`{st.loc.text.strip()}`), an array that another variable may alias "
+                        "(a view, an array with views, or a custom rule's residual)")
         exposed, surely = exposed_reads(body, {s.var})
         computed, _ = exposed_reads(body, {s.var}, pushes=False)
         stored = set().union(*(_stores(st) for st in body)) if body else set()
@@ -261,7 +264,8 @@ class CheckpointMixin:
             if not isinstance(t, Array) or t.dtype != "f64":
                 return f"it writes elements of {v!r}, which is not a float64 array"
             if v in views:
-                return f"it writes elements of {v!r}, a view or an array with views"
+                return (f"it writes elements of {shown(self.fn, v)}, an array that another "
+                        "variable may alias (a view, or an array with views)")
             inplace.append(v)
         return scalars, rebound, inplace, (once_scalars, once_arrays, [])
 
