@@ -100,6 +100,22 @@ def croot_bwd({x}, {g}):
 croot.defvjp(croot_fwd, croot_bwd)
 
 
+@coarsen.custom_vjp
+def pair(a, b):
+    return a * b
+
+
+def pair_fwd(a, b):
+    return a * b, a
+
+
+pair.defvjp(pair_fwd, croot_bwd)
+
+
+def bad_count_loss(q):
+    return pair(q, q)
+
+
 def chain_loss(qs, s=1.5):
     t = 0.0
     {x} = 0.1
@@ -107,6 +123,11 @@ def chain_loss(qs, s=1.5):
         {x} = root(b=qs[i] * s + croot({x}), a=2.0)
         t += {x} * {x}
     return t
+
+
+def int_arg_loss(q, n):
+    # one rule, one cotangent per argument: the int argument's is dropped at the int call sites
+    return root(2, q) + root(n, q * q) + root(2.0, q)
 
 
 def par_loss(qs, a):
@@ -283,6 +304,17 @@ def test_bisection_with_implicit_function_rules_matches_the_oracle(progs, target
     # without the rules the solver's derivative is zero: the rules are what make it right
     g = coarsen.differentiate(m.bisect, target="python")
     assert g(2.0, 3.0) == (0.0, 0.0)
+
+
+def test_one_rule_serves_int_and_float_arguments(progs):
+    """root_bwd returns two cotangents: the call root(2, q) has one float argument, and was
+    refused ("returns 2 cotangent(s), but root has 1 float argument(s) here")."""
+    m, _ = progs
+    for coarse in (True, False):
+        check_against_oracle(m.int_arg_loss, [0.7, 3], target="python", coarse=coarse)
+    with pytest.raises(coarsen.CoarsenError, match="croot_bwd returns 1 cotangent") as e:
+        coarsen.differentiate(m.bad_count_loss, target="python")(0.7)
+    assert "one cotangent per argument" in e.value.hint
 
 
 @pytest.mark.parametrize("target", ["python", "cpu"])

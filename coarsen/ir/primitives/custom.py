@@ -19,7 +19,8 @@ result has the wrong type:
   with k residual placeholders): ``out`` (a copy for arrays), whose adjoint ``g`` runs the
   backward rule on the residuals and ``g`` in the reverse sweep (``coarsen.ad.custom_backward``,
   once per call) and adds its k-th cotangent to the k-th float argument's adjoint.  There must
-  be one cotangent per float argument, each of the argument's type (checked here, on a typed
+  be one cotangent per float argument, or one per argument (an int or bool argument's is
+  dropped: ``float_arguments``), each float argument's of its type (checked here, on a typed
   copy of the rule) and shape (checked when it runs).  Forward mode refuses it (a
   ``CoarsenError`` at the call).
 
@@ -139,10 +140,18 @@ class BackwardRule:
 
 def float_arguments(s, types_of):
     """``{position of a float argument: index of its cotangent}`` for a ``custom_vjp_out``
-    statement ``s``; ``types_of(k)`` is operand ``k``'s type."""
-    first = 1 + len(s.attr("backward").residuals)
+    statement ``s``; ``types_of(k)`` is operand ``k``'s type.  The backward rule returns one
+    cotangent per float argument of this call, or, as JAX asks, one per argument: then the
+    cotangents of int and bool arguments (``root(2, b)`` with ``root(a, b)``) are dropped, so
+    one rule serves every call site.  None where its count is neither."""
+    bw = s.attr("backward")
+    first = 1 + len(bw.residuals)
     floats = [k for k in range(first, len(s.args)) if is_float(types_of(k))]
-    return {k: j for j, k in enumerate(floats)}
+    if len(bw.cotangents) == len(floats):
+        return {k: j for j, k in enumerate(floats)}
+    if len(bw.cotangents) == len(s.args) - first:
+        return {k: k - first for k in floats}
+    return None
 
 
 def _param(s, k):
@@ -159,12 +168,15 @@ def _vjp_out_type(c, s, ts):
     sub = typed_backward(bw, ts[1:1 + nres], ts[0])
     cts = [operand_type(sub.types, ct) for ct in bw.cotangents]
     pairs = float_arguments(s, lambda k: ts[k])
-    if len(pairs) != len(cts):
-        names = [_param(s, k) for k in pairs]
+    if pairs is None:
+        first = 1 + nres
+        names = [_param(s, k) for k in range(first, len(s.args)) if is_float(ts[k])]
         raise err(s, f"the custom_vjp rule {bw.name} returns {len(cts)} cotangent(s), but "
-                  f"{s.attr('primal')} has {len(pairs)} float argument(s) here"
-                  + (f" ({', '.join(names)})" if names else ""),
-                  "return a tuple with one cotangent per float argument, in order")
+                  f"{s.attr('primal')} has {len(names)} float argument(s) here"
+                  + (f" ({', '.join(names)})" if names else "")
+                  + f" and {len(s.args) - first} argument(s) in all",
+                  "return a tuple with one cotangent per argument (those of int arguments are "
+                  "dropped), or one per float argument, in order")
     for k, j in pairs.items():
         if cts[j] != ts[k]:
             raise err(s, f"the custom_vjp rule {bw.name} returns a cotangent for {_param(s, k)!r} "
@@ -201,7 +213,7 @@ def _vjp_vjp_out(em, s, p, g, pre_fwd, pre_rev, out):
     if em.is_arr(x):
         shape = (em.shape_of(x, pre_fwd, pre_rev) if x.name in em.f.set_temps
                  else B.attr(f"{em.bar(x.name)}.shape"))
-        problem = f"returned a cotangent for {_param(s, p)!r} whose shape is not {_param(s, p)!r}'s"
+        problem = f"returned a cotangent for {_param(s, p)!r} whose shape is not the shape of {_param(s, p)!r}"
         value = X(_shape_checked(em, s, value, _shape(value), shape, problem), True)
     em.accumulate(x.name, value, pre_fwd, pre_rev, out)
 
