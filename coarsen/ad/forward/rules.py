@@ -72,7 +72,9 @@ def check_refused(em, s):
     from the segment's partials (``coarsen.ad.forward.segments``)."""
     prim = primitive(s.op)
     if forward_rule(prim) == "refused" and active_positions(em, s):
-        raise err(s, f"forward mode cannot differentiate {s.op!r}: {prim.jvp_refused}", HINT)
+        why = prim.jvp_refused
+        raise err(s, why(s) if callable(why) else
+                  f"forward mode cannot differentiate {s.op!r}: {why}", HINT)
 
 
 def tangent(em, s, out):

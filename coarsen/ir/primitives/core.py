@@ -177,7 +177,8 @@ def deflinear(name, positions=(0,)):
 
 def refuse_jvp(name, reason):
     """Forward mode refuses ``name`` where a tangent flows in (a ``CoarsenError`` saying
-    ``reason`` at the statement, before code is generated)."""
+    ``reason`` at the statement, before code is generated; a callable ``reason`` gives the
+    whole problem for the statement, naming what the user wrote)."""
     REGISTRY[name].jvp_refused = reason
 
 

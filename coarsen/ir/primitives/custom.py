@@ -235,5 +235,7 @@ defstructural("custom_jvp_out", _vjp_jvp_out, (1,))
 defjvp("custom_jvp_out", _jvp_jvp_out)
 register(_EveryOperand("custom_vjp_out", _vjp_out_type, _emit_vjp_out))
 defstructural("custom_vjp_out", _vjp_vjp_out, ())
-refuse_jvp("custom_vjp_out", "a custom_vjp function has no forward-mode rule; give it a "
-           "custom_jvp rule instead (@coarsen.custom_jvp and f.defjvp) to use it under coarsen.jvp")
+refuse_jvp("custom_vjp_out", lambda s: (
+    f"forward mode cannot differentiate {s.attr('primal')}(): a custom_vjp function has no "
+    "forward-mode rule; give it a custom_jvp rule instead (@coarsen.custom_jvp and f.defjvp) "
+    "to use it under coarsen.jvp"))
