@@ -459,6 +459,16 @@ def not_a_pair(w, v):
     return np.sum(w * v)
 
 
+def tuple_out(w, v):
+    return (np.sum(w * v), np.sum(w)), (w, v)
+
+
+def tuple_tangent(primals, tangents):
+    z, = primals
+    dz, = tangents
+    return (z * z, z), (2.0 * z * dz, dz)
+
+
 @coarsen.custom_jvp
 def sq(z):
     return z * z
@@ -558,6 +568,14 @@ def test_other_wrong_rules_are_refused_naming_them(bad):
     m.dot.defvjp(m.not_a_pair, m.one_ct)
     e = _refusal(m.uses_dot, ARGS)
     assert "not_a_pair must return (out, residuals)" in e.problem and e.hint
+    # several outputs (JAX allows a tuple): the message says what the rule must return (the
+    # hint of the lowering, "return a flat tuple", could not be followed)
+    m.dot.defvjp(m.tuple_out, m.one_ct)
+    e = _refusal(m.uses_dot, ARGS)
+    assert "tuple_out returns a tuple as the function's output" in e.problem and "one array" in e.hint
+    m.sq.defjvp(m.tuple_tangent)
+    e = _refusal(m.uses_sq, ARGS[:1])
+    assert "tuple_tangent returns a tuple as the function's output" in e.problem
     m.sq.defjvp(m.array_tangent)
     e = _refusal(m.uses_sq, ARGS[:1])
     assert "array_tangent returns a tangent that is a 1-D f64 array, but its primal output is a float" \

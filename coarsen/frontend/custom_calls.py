@@ -63,6 +63,7 @@ def _flat_returns(shape):
             if not (isinstance(v, gast.Tuple) and len(v.elts) == 2):
                 raise src.error(ret, f"the custom_vjp forward rule {name} must return "
                                 "(out, residuals)", "return out, (r1, r2, ...)")
+            _refuse_tuple_output(src, ret, "custom_vjp forward")
             res = v.elts[1]
             tupled = isinstance(res, gast.Tuple)
             count = len(res.elts) if tupled else 1
@@ -74,6 +75,26 @@ def _flat_returns(shape):
             v.elts = [v.elts[0]] + (list(res.elts) if tupled else [res])
         return node
     return transform
+
+
+def _refuse_tuple_output(src, ret, kind):
+    """A rule's ``return (a, b), ...``: the function's output must be one value."""
+    v = ret.value
+    if isinstance(v, gast.Tuple) and v.elts and isinstance(v.elts[0], gast.Tuple):
+        raise src.error(ret, f"the {kind} rule {src.fn.__name__} returns a tuple as the "
+                        "function's output: a function with a custom rule returns one float "
+                        "or one float array",
+                        "return the outputs as one array (np.array([a, b])), or give each "
+                        "output a custom function of its own")
+
+
+def _single_output(src):
+    """A transform for ``inline_with``: a custom_jvp rule, checked by
+    ``_refuse_tuple_output`` (its ``FunctionDef`` as it is)."""
+    for ret in gast.walk(src.node):
+        if isinstance(ret, gast.Return):
+            _refuse_tuple_output(src, ret, "custom_jvp")
+    return src.node
 
 
 def _site(lw, node):
@@ -151,7 +172,8 @@ def lower_custom_call(lw, node, obj, target):
                      f"call {name}.defjvp(rule) before differentiating")
     rule = unwrap(obj.jvp)
     seeds = tuple(lw.op(node, None, "custom_seed", [x]) for x in args)
-    got = inline_with(lw, node, rule, [TupleValue(stopped, "primals"), TupleValue(seeds, "tangents")])
+    got = inline_with(lw, node, rule, [TupleValue(stopped, "primals"), TupleValue(seeds, "tangents")],
+                      transform=_single_output)
     got = _tuple_result(lw, node, got, rule, "custom_jvp", "return primal_out, tangent_out")
     if len(got) != 2:
         raise lw.err(node, f"the custom_jvp rule {rule.__name__} returns {len(got)} values",
