@@ -186,6 +186,9 @@ class X:
     def __rtruediv__(self, o):
         return self._wrap(o, binop(o, "/", self))
 
+    def __floordiv__(self, o):
+        return self._wrap(o, binop(self, "//", o))
+
     def __pow__(self, o):
         return self._wrap(o, binop(self, "**", o))
 

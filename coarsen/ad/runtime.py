@@ -194,6 +194,14 @@ def _custom_shape(v, a, b, message):
         raise ValueError(message)
     return v
 ''',
+    # an int divisor of // or %: Python raises where it is 0; Numba's numpy error model
+    # would give 0 (coarsen.ir.primitives.elementwise)
+    "_int_divisor": '''
+def _int_divisor(b):
+    if b == 0:
+        raise ZeroDivisionError("integer division or modulo by zero")
+    return b
+''',
     "_range_cont": '''
 def _range_cont(i, stop, step):
     if step > 0:

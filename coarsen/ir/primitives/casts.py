@@ -49,6 +49,8 @@ def _emit_copyarr(em, s, v):
 
 def _emit_float(em, s, v):
     a = s.args[0]
+    if isinstance(getattr(a, "value", None), bool):
+        return B.const(float(a.value))                  # float(True): 1.0
     if hasattr(a, "name") and em.types.get(a.name) == Scalar("bool"):
         return B.call("float", B.call("int", v[0]))     # Numba has no float(bool)
     return B.call("float", v[0])

@@ -78,17 +78,40 @@ def _int_scalars(em, s):
         and all(not isinstance(a, _Const) or isinstance(a.value, int) for a in s.args)
 
 
+def _float_of(em, a, v):
+    """``float(a)`` for an int or bool scalar operand ``a`` (``v``: its expression); Numba
+    has no ``float`` of a bool, so a bool constant is its float and a bool variable goes
+    through ``int``."""
+    if isinstance(a, _Const):
+        return B.const(float(a.value))
+    if em.types[a.name].kind == "bool":
+        return B.call("float", B.call("int", v))
+    return B.call("float", v)
+
+
 def _emit_div(em, s, v):
-    if _int_scalars(em, s):
-        return B.binop(B.call("float", v[0]), "/", v[1])     # Python's true division of ints
+    if _int_scalars(em, s):     # Python's true division of ints
+        return B.binop(_float_of(em, s.args[0], v[0]), "/", v[1])
     return B.binop(v[0], "/", v[1])
+
+
+def _emit_int_division(symbol):
+    """``a // b`` and ``a % b``; of two ints, with ``b`` not a nonzero constant, ``b`` goes
+    through ``_int_divisor``, which raises ``ZeroDivisionError`` at 0 as Python does (Numba's
+    numpy error model gives 0, a wrong int and through it a wrong index or trip count)."""
+    def emit(em, s, v):
+        b = s.args[1]
+        if _int_scalars(em, s) and not (isinstance(b, _Const) and b.value != 0):
+            return B.binop(v[0], symbol, B.call(em.helper("_int_divisor"), v[1]))
+        return B.binop(v[0], symbol, v[1])
+    return emit
 
 
 def _emit_pow(em, s, v):
     """``a ** b``; of two ints typed float (a negative or variable exponent: Python's float
     result), ``float(a) ** b``: Numba's int power would give 0 for ``2 ** -2``."""
     if _int_scalars(em, s) and em.types[s.target].kind == "f64":
-        return B.binop(B.call("float", v[0]), "**", v[1])
+        return B.binop(_float_of(em, s.args[0], v[0]), "**", v[1])
     return B.binop(v[0], "**", v[1])
 
 
@@ -172,8 +195,8 @@ def _sympy_pow(a, b):
 _binary("pow", "**", numpy=("power",), math_=("pow",), type_rule=_pow_type, sympy_=_sympy_pow,
         emit=_emit_pow, infix=("**", 3, False))
 _binary("floordiv", "//", numpy=("floor_divide",), passenger=True, zero=True,
-        infix=("//", 2, False))
-_binary("mod", "%", passenger=True, infix=("%", 2, False))
+        infix=("//", 2, False), emit=_emit_int_division("//"))
+_binary("mod", "%", passenger=True, infix=("%", 2, False), emit=_emit_int_division("%"))
 _binary("minimum", numpy=("minimum", "fmin"), emit=_emit_minmax, passenger=True)
 _binary("maximum", numpy=("maximum", "fmax"), emit=_emit_minmax, passenger=True)
 _binary("arctan2", numpy=("arctan2",), math_=("atan2",), float_result=True,
@@ -284,7 +307,9 @@ defvjp("minimum",
 defvjp("maximum",
        lambda x, y: select(x.cmp(">", y), 1.0, select(x.cmp("==", y), 0.5, 0.0)),
        lambda x, y: select(y.cmp(">", x), 1.0, select(x.cmp("==", y), 0.5, 0.0)))
-defvjp("mod", _one, lambda x, y: -fn("floor", x / y))
+# x % y is x - (x // y) * y with Python's (and NumPy's) quotient x // y, which is not
+# floor(x / y) where x / y rounds up to an integer (1.0 // 0.1 is 9.0, floor(1.0 / 0.1) 10)
+defvjp("mod", _one, lambda x, y: -(x // y))
 defvjp("where", None, lambda c, a, b: select(c, 1.0, 0.0), lambda c, a, b: select(c, 0.0, 1.0))
 defvjp("logaddexp", lambda x, y: fn("exp", x - fn("logaddexp", x, y)),
        lambda x, y: fn("exp", y - fn("logaddexp", x, y)))
