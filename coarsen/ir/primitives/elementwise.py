@@ -301,11 +301,13 @@ defvjp("erf", lambda x: (2.0 / math.sqrt(math.pi)) * fn("exp", -(x * x)))
 defvjp("erfc", lambda x: (-2.0 / math.sqrt(math.pi)) * fn("exp", -(x * x)))
 defvjp("arctan2", lambda y, x: x / (x * x + y * y), lambda y, x: -y / (x * x + y * y))
 defvjp("hypot", lambda x, y: x / fn("hypot", x, y), lambda x, y: y / fn("hypot", x, y))
+# max(x, y) is y where y > x and x otherwise (Python's builtin: max(1.0, nan) is 1.0), so the
+# partials follow that test; a tie gives half to each (JAX's convention)
 defvjp("minimum",
-       lambda x, y: select(x.cmp("<", y), 1.0, select(x.cmp("==", y), 0.5, 0.0)),
+       lambda x, y: select(y.cmp("<", x), 0.0, select(x.cmp("==", y), 0.5, 1.0)),
        lambda x, y: select(y.cmp("<", x), 1.0, select(x.cmp("==", y), 0.5, 0.0)))
 defvjp("maximum",
-       lambda x, y: select(x.cmp(">", y), 1.0, select(x.cmp("==", y), 0.5, 0.0)),
+       lambda x, y: select(y.cmp(">", x), 0.0, select(x.cmp("==", y), 0.5, 1.0)),
        lambda x, y: select(y.cmp(">", x), 1.0, select(x.cmp("==", y), 0.5, 0.0)))
 # x % y is x - (x // y) * y with Python's (and NumPy's) quotient x // y, which is not
 # floor(x / y) where x / y rounds up to an integer (1.0 // 0.1 is 9.0, floor(1.0 / 0.1) 10)

@@ -7,8 +7,12 @@
   uses: ``-floor(x / d)`` gave -10 at ``(1.0, 0.1)``, where ``1.0 // 0.1`` is 9.0 and the slope
   of ``x % d`` is -9 (the extended-precision finite difference);
 * a bool constant used as a number (``float(True)``, ``True / 2``) compiles on the cpu target
-  (Numba has no ``float`` of a bool literal: a TypingError).
+  (Numba has no ``float`` of a bool literal: a TypingError);
+* ``max(x, y)`` is ``y`` where ``y > x`` and ``x`` otherwise (``max(1.0, nan)`` is 1.0), and its
+  partials follow the same test: they were 0 and 0 there (neither ``x > y`` nor ``y > x``).
 """
+import math
+
 import mpmath
 import pytest
 
@@ -59,3 +63,20 @@ def test_the_divisors_derivative_of_mod_uses_pythons_quotient(target):
 def test_bool_constants_as_numbers(target):
     g = coarsen.differentiate(bool_constants, target=target)
     assert g.value_and_grad(1.5) == (bool_constants(1.5), (3.5,))
+
+
+def max_min(x, y):
+    return max(x, y) + 2.0 * min(x, y)
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_max_and_min_partials_follow_the_value_at_nan(target):
+    nan = math.nan
+    for coarse in (True, False):
+        g = coarsen.differentiate(max_min, target=target, coarsen=coarse)
+        assert g.value_and_grad(1.0, nan) == (3.0, (3.0, 0.0))     # Python: max and min are x
+        v, (gx, gy) = g.value_and_grad(nan, 1.0)                    # Python: both are nan
+        assert math.isnan(v) and (gx, gy) == (3.0, 0.0)
+        assert g.value_and_grad(1.0, 2.0) == (max_min(1.0, 2.0), (2.0, 1.0))
+        assert g.value_and_grad(2.0, 2.0) == (6.0, (1.5, 1.5))     # a tie: half to each
+    assert coarsen.jvp(max_min, wrt="x", target=target)(1.0, nan, tangents=1.0) == (3.0, 3.0)
