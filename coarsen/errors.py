@@ -7,6 +7,8 @@ line with a caret under the construct, and what to do instead, in the style of a
 """
 from __future__ import annotations
 
+import linecache
+
 
 class CoarsenError(Exception):
     """An input coarsen refuses, or a call it cannot serve, with a location when known.
@@ -63,5 +65,12 @@ def _rebuild(cls, problem, parts):
 def at_stmt(stmt, problem, hint=None):
     """A ``CoarsenError`` at an IR statement's source location (``stmt.loc``)."""
     loc = stmt.loc
+    line = loc.text
+    if loc.filename and loc.lineno and line is not None:
+        # the IR keeps the statement's text without its indentation, which the caret's
+        # column counts: the file's own line where it is that text
+        full = linecache.getline(loc.filename, loc.lineno).rstrip("\n")
+        if full.strip() == line.strip():
+            line = full
     return CoarsenError(problem, filename=loc.filename, lineno=loc.lineno, col_offset=loc.col,
-                        source_line=loc.text, hint=hint)
+                        source_line=line, hint=hint)

@@ -115,3 +115,22 @@ def test_twin_helpers_in_two_files_are_reported_in_their_own_file(tmp_path, monk
     with pytest.raises(CoarsenError) as err:
         coarsen.differentiate(f.f, target="python")(1.0, a)
     assert err.value.filename == str(tmp_path / "twin_f.py") and err.value.lineno == 2
+
+
+def float_index_deep(x, a, n):
+    s = 0.0
+    for i in range(n):
+        if i > 0:
+            s += a[x] * 2.0
+    return s
+
+
+def test_the_caret_of_an_error_found_by_type_inference_is_under_its_construct():
+    """The IR keeps a statement's text without its indentation: the caret was placed by the
+    file's column in the stripped line, past the end of a nested line."""
+    with pytest.raises(CoarsenError) as e:
+        coarsen.differentiate(float_index_deep, wrt="x", target="python")(0.5, np.ones(3), 3)
+    lines = str(e.value).splitlines()
+    shown, caret = lines[1], lines[2]
+    assert shown.strip() == "s += a[x] * 2.0"
+    assert shown[caret.index("^"):].startswith("a[x]"), str(e.value)
