@@ -134,3 +134,20 @@ def test_the_caret_of_an_error_found_by_type_inference_is_under_its_construct():
     shown, caret = lines[1], lines[2]
     assert shown.strip() == "s += a[x] * 2.0"
     assert shown[caret.index("^"):].startswith("a[x]"), str(e.value)
+
+
+def uses_round(x):
+    return round(x) * x
+
+
+def uses_sum(a, x):
+    return sum(a) * x
+
+
+def test_an_unsupported_builtin_is_named_as_one_with_what_to_write():
+    """"name 'round' is not defined" read as a typo."""
+    for fn, args, hint in ((uses_round, (1.2,), "math.floor"), (uses_sum, (np.ones(3), 1.5), "np.sum")):
+        with pytest.raises(CoarsenError) as e:
+            coarsen.differentiate(fn, target="python")(*args)
+        assert f"the builtin {fn.__name__[5:]}() is not supported" in e.value.problem
+        assert hint in e.value.hint and e.value.lineno is not None

@@ -8,6 +8,8 @@ statements that compute it; every expression outside the language raises ``Coars
 """
 from __future__ import annotations
 
+import builtins
+
 import gast
 
 from ..ir.nodes import (Assign, Const, If, Var)
@@ -19,6 +21,18 @@ from .source import (GlobalArray, Known, Module, UserModule,
 # Python's operators, spelled by the primitive registry (gast class -> primitive)
 OPERATORS = {getattr(gast, cls): op for cls, op in spellings("operator").items()}
 
+
+
+#: what to write instead of a builtin coarsen does not take
+_BUILTIN_ALTERNATIVES = {
+    "round": "use math.floor(x + 0.5) (halves up; round() takes the even neighbour of a half)",
+    "sum": "use np.sum(a), or add the elements in a loop",
+    "pow": "use a ** b or math.pow(a, b)",
+    "divmod": "use a // b and a % b",
+    "isinstance": "coarsen specializes on the argument types: write one function per type",
+    "print": "remove it: coarsen generates compiled code, without I/O",
+    "range": "use range(...) as the iterable of a for loop",
+}
 
 class ExpressionMixin:
     # ------------------------------------------------------------------ expressions
@@ -81,6 +95,11 @@ class ExpressionMixin:
             except KeyError:
                 if quiet:
                     return None
+                if hasattr(builtins, node.id):
+                    alt = _BUILTIN_ALTERNATIVES.get(node.id, "")
+                    raise self.err(node, f"the builtin {node.id}() is not supported in "
+                                   "differentiated code (the builtins are abs, min, max, float, "
+                                   "int and len)", alt or None) from None
                 raise self.err(node, f"name {node.id!r} is not defined") from None
             if kind is None and not quiet:
                 raise self.err(node, f"{node.id!r} refers to something coarsen cannot differentiate",
