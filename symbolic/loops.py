@@ -202,10 +202,12 @@ def _integer_twins(syms):
             if isinstance(s, sympy.Symbol) and not s.is_integer}
 
 
-def closed_form_loop(carried, k, start, stop, step, budget=None):
+def closed_form_loop(carried, k, start, stop, step, budget=None, avoid=frozenset()):
     """Closed form of ``for k in range(start, stop, step)`` with simultaneous updates ``carried``.
 
-    Returns a :class:`ClosedForm` or ``None``; see the module docstring.
+    Returns a :class:`ClosedForm` or ``None``; see the module docstring.  ``avoid``: names
+    the trip count's symbol must not take in the description (the function's variables,
+    which a report shows in place of the compiler's temporaries).
     """
     budget = (budget if budget is not None else Budget()).ensure_started()
     k = sympy.sympify(k)
@@ -249,7 +251,11 @@ def closed_form_loop(carried, k, start, stop, step, budget=None):
     taken = {str(v) for v in k.free_symbols | start.free_symbols | stop.free_symbols
              | step.free_symbols} | {s.name for f in carried.values() for s in f.free_symbols}
     taken |= {x.name for x in xs}
-    name = "n"
+    # the names the description shows, after ``back`` (``range(n, -n, -3)``: the user's n)
+    taken |= {str(v) for v in n.xreplace(back).free_symbols}
+    taken |= {str(v) for f in finals.values() for v in f.free_symbols}
+    taken |= set(avoid)
+    name = "trips"
     while name in taken:
         name += "_"
     nsym = sympy.Symbol(name, integer=True, nonnegative=True)

@@ -466,7 +466,8 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset(), liv
             return sympy.Symbol(op.name, integer=True)
 
         start, stop, step = bound(loop.start), bound(loop.stop), bound(loop.step)
-        cf = S.closed_form_loop(carried, sympy.Symbol(loop.var, integer=True), start, stop, step, budget)
+        cf = S.closed_form_loop(carried, sympy.Symbol(loop.var, integer=True), start, stop, step,
+                                budget, avoid=frozenset(types))
         if cf is None:
             return Fallback("no closed form: one coarse step per trip")
         cf = replace(cf, finals={v: _float_powers(_merge_powers(e, cf.trip_count), types)
