@@ -151,3 +151,20 @@ def test_an_unsupported_builtin_is_named_as_one_with_what_to_write():
             coarsen.differentiate(fn, target="python")(*args)
         assert f"the builtin {fn.__name__[5:]}() is not supported" in e.value.problem
         assert hint in e.value.hint and e.value.lineno is not None
+
+
+def zip_of_range(a, n):
+    s = 0.0
+    for i, v in zip(range(n), a):
+        s += v * i
+    return s
+
+
+def test_messages_that_can_be_followed():
+    with pytest.raises(CoarsenError) as e:
+        coarsen.differentiate(zip_of_range)
+    assert "zip takes named arrays here, not a call" in e.value.problem
+    assert "for i in range(min(n, len(a)))" in e.value.hint      # it said "assign the array to a variable"
+    from coarsen.frontend.lower import _verb
+    assert [f"{w} {_verb(w)}" for w in ("lambda expressions", "string formatting", "try/except")] \
+        == ["lambda expressions are", "string formatting is", "try/except is"]

@@ -111,6 +111,9 @@ class LoopMixin:
                            "loop over an index: for i in range(len(a)): ...")
         for q in seqs:
             if not isinstance(q, gast.Name):
+                if isinstance(q, gast.Call):
+                    raise self.err(q, f"{fname or 'a for loop'} takes named arrays here, not a call",
+                                   "loop over an index: for i in range(min(n, len(a))): v = a[i]")
                 raise self.err(q, "iterate over a named array", "assign the array to a variable first")
         idx = self.namer.fresh("_idx")
         self.local_names.add(idx)

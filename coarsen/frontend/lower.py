@@ -40,6 +40,13 @@ _UNSUPPORTED_STMTS = {
     gast.AsyncFor: ("async for", "use a plain for loop over range(...)"),
     gast.AsyncWith: ("async with", "remove it from the differentiated function"),
 }
+def _verb(what):
+    """"are" for a plural ("lambda expressions", "comprehensions"), "is" for the rest
+    ("string formatting", "a raise statement")."""
+    head = what.split(" (")[0].split(",")[0].rstrip()
+    return "are" if head.endswith("s") and not head.endswith(("ss", "formatting")) else "is"
+
+
 _UNSUPPORTED_EXPRS = {
     gast.Lambda: ("lambda expressions", "define a module-level function and call it"),
     gast.GeneratorExp: ("generator expressions", "write an explicit for loop"),
@@ -187,9 +194,7 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
                 info = _UNSUPPORTED_STMTS.get(type(sub)) or _UNSUPPORTED_EXPRS.get(type(sub))
                 if info is not None:
                     what, hint = info
-                    raise self.err(sub, f"{what} are not supported in differentiated code"
-                                   if not what.startswith(("raise", "del", "assert", "yield", "await", "lambda", "async"))
-                                   else f"{what} is not supported in differentiated code", hint)
+                    raise self.err(sub, f"{what} {_verb(what)} not supported in differentiated code", hint)
                 if isinstance(sub, gast.Attribute) and isinstance(sub.ctx, gast.Store):
                     raise self.err(sub, "attribute assignment is not supported",
                                    "use local variables or array element writes")
