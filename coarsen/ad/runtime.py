@@ -280,6 +280,8 @@ def _prod_grad(a):
 def _cumsum2(a, axis):
     n, m = a.shape
     out = np.empty((n, m), a.dtype)
+    if n == 0 or m == 0:
+        return out
     if axis == 0:
         for j in range(m):
             acc = a[0, j]
@@ -325,25 +327,24 @@ def _rcumsum2(g, axis):
     return out
 ''',
     "_diff_adj1": '''
-def _diff_adj1(g):
+def _diff_adj1(g, shape):
     n = g.shape[0]
-    out = np.zeros(n + 1)
+    out = np.zeros(shape[0])
     for i in range(n):
         out[i] -= g[i]
         out[i + 1] += g[i]
     return out
 ''',
     "_diff_adj2": '''
-def _diff_adj2(g, axis):
+def _diff_adj2(g, axis, shape):
     n, m = g.shape
+    out = np.zeros((shape[0], shape[1]))
     if axis == 0:
-        out = np.zeros((n + 1, m))
         for i in range(n):
             for j in range(m):
                 out[i, j] -= g[i, j]
                 out[i + 1, j] += g[i, j]
     else:
-        out = np.zeros((n, m + 1))
         for i in range(n):
             for j in range(m):
                 out[i, j] -= g[i, j]
@@ -530,6 +531,11 @@ def _reduce_source(op, nd, ax):
                 f"    v = {_at(nd, ax, 'k')}", f"    if v {cmp} acc or v != v:", "        acc = v",
                 f"out[{oidx}] = acc"]
     lines = [f"def _red_{op}_{nd}_{ax}(a):", f"    out = np.empty(({out_shape},))"]
+    if op != "prod":        # NumPy's error: a fiber's first element would be read past the end
+        name = "maximum" if op == "amax" else "minimum"
+        lines += [f"    if a.shape[{ax}] == 0:",
+                  f"        raise ValueError('zero-size array to reduction operation {name} which "
+                  "has no identity')"]
     lines += _fiber_loops(nd, ax, body)
     lines.append("    return out")
     return "\n".join(lines) + "\n"
@@ -549,7 +555,9 @@ def _reduce_adjoint_source(op, nd, ax, keep):
             "        cnt += 1.0", f"q = g[{gidx}] / cnt", f"for k in range(a.shape[{ax}]):",
             f"    {oat} = (1.0 if {_at(nd, ax, 'k')} == acc else 0.0) * q"]
     name = f"_red_adj_{op}_{nd}_{ax}" + ("_k" if keep else "")
-    lines = [f"def {name}(a, g):", "    out = np.empty(a.shape)"]
+    lines = [f"def {name}(a, g):", "    out = np.empty(a.shape)",
+             f"    if a.shape[{ax}] == 0:",
+             "        raise ValueError('zero-size array to reduction operation which has no identity')"]
     lines += _fiber_loops(nd, ax, body)
     lines.append("    return out")
     return "\n".join(lines) + "\n"

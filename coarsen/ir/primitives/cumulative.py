@@ -92,10 +92,13 @@ def _vjp_cumsum(em, s, p, g, pre_fwd, pre_rev, out):
 def _vjp_diff(em, s, p, g, pre_fwd, pre_rev, out):
     arg = s.args[p]
     rank, axis = _diff_axis(em, s)
+    # the argument's shape: np.diff of an axis of length 0 or 1 is empty, and its adjoint is
+    # not one element longer than it
+    shape = em.shape_of(arg, pre_fwd, pre_rev)
     if rank == 1:
-        contrib = B.call(em.helper("_diff_adj1"), g)
+        contrib = B.call(em.helper("_diff_adj1"), g, shape)
     else:
-        contrib = B.call(em.helper("_diff_adj2"), g, axis)
+        contrib = B.call(em.helper("_diff_adj2"), g, axis, shape)
     em.accumulate(arg.name, X(contrib, True), pre_fwd, pre_rev, out)
 
 
