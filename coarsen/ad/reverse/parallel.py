@@ -23,6 +23,9 @@ the number of threads or on scheduling:
   ... + p_{B-1}``.  The primal value is that blocked sum; it differs from the serial sum by
   rounding only, and it is the same for every thread count (and on both targets).
 
+A trip's scalars that only a branch or an inner loop assigns are set to zero at the trip's
+start (``definite``): Numba's parfors miscompile a variable defined on a path that may not run.
+
 Exceptions: Numba runs a ``prange`` loop whose body contains a ``raise`` serially, and may drop
 one raised on a worker thread (skipping that thread's remaining blocks).  Index checks in the
 parallel body therefore call the helper ``_index_error``; each block marks itself done, and the
@@ -35,10 +38,10 @@ import copy
 
 import gast
 
-from ...ir.nodes import Array, Store, walk
+from ...ir.nodes import Array, Scalar, Store, walk
 from .. import build as B
 from ..build import X
-from .cleanup import names_read
+from .cleanup import init_value, names_read
 from .tapes import FP, FT, IP, IT
 
 MAX_BLOCKS = 128
@@ -104,7 +107,7 @@ class ParallelMixin:
                 rename[tape], rename[pos] = self.fresh(tape), self.fresh(pos)
                 inits.append(B.assign(rename[tape], B.call("np.empty", 64, *dtype)))
                 inits.append(B.assign(rename[pos], 0))
-        trip = copy.deepcopy(trip)
+        trip = self.definite(copy.deepcopy(trip))
         _Rename(rename).visit_all(trip)
         allowed = {blk, done} | {a for _, a in owned} | {p for p in names_read(pre, gast.Store)}
         if not _private(inits + trip, allowed):
@@ -166,6 +169,23 @@ class ParallelMixin:
         self.note_loop(s, f"in parallel, in at most {MAX_BLOCKS} blocks of trips"
                        + (" (fewer when the adjoint accumulators are large)" if sizes else ""))
         return setup + [ploop, rerun] + combine
+
+    def definite(self, trip):
+        """``trip`` with every scalar that a branch or an inner loop of it assigns, and that it
+        reads, first set to a zero of its type at the trip's start.  Numba's parfors ignore
+        definitions on paths that may not run (numba#9256): a temporary assigned under
+        ``if z > 0:`` in the forward step and read under the same test in the reverse step
+        took a wrong value in the parallel body (a wrong gradient; the serial code was
+        right).  The zeros are never read: the values are the same on every target."""
+        nested = set()
+        for st in trip:
+            if isinstance(st, (gast.If, gast.For, gast.While)):
+                nested |= names_read([st], gast.Store)
+        types = dict(self.extra_inits)
+        types.update(self.types)
+        zeros = [B.assign(v, init_value(types[v])) for v in sorted(nested & names_read(trip))
+                 if isinstance(types.get(v), Scalar)]
+        return zeros + trip
 
     def raises_to_calls(self, stmts):
         """``raise IndexError(message)`` -> ``_index_error(message)`` (in place); False when
