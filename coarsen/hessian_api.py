@@ -227,7 +227,10 @@ class _SecondOrder:
         compiled = driver_module(gart.source, gart.entry_name, driver, "_hessian",
                                  f"hessian_{self.fn.__name__}", self.target)
         return HvpProgram(art, wrapper, grad, tuple(art.wrt),
-                          compiled, tuple(gart.module_arrays), frozenset(gart.written), gart,
+                          compiled, tuple(gart.module_arrays),
+                          # the gradient program copies what it writes; the function's own writes
+                          # (art.written) are what make overlapping arguments another function
+                          frozenset(gart.written) | frozenset(art.written), gart,
                           example, tuple(wrt_pos), parallel)
 
     def _converted(self, prog, args):

@@ -115,3 +115,18 @@ def test_a_written_argument_overlapping_a_module_level_array_is_refused():
     refuse(g, G[::-1])
     (got,) = g(G.copy())                               # a copy is fine
     np.testing.assert_allclose(got, [G[1] * G[0]] + list(G[1:]))
+
+
+def test_second_order_transforms_refuse_them_too():
+    """The Hessian's gradient program copies what it writes, so its own positions were empty:
+    hvp and hessian computed as if the arrays were separate, a Hessian of another function."""
+    a = np.arange(1.0, 6.0)
+    S = np.stack([a, a + 1.0])
+    for make in (lambda: coarsen.hvp(writes_second, wrt="a", target="python")(a, a, np.ones(5)),
+                 lambda: coarsen.hessian(writes_second, wrt="a", target="python")(a, a),
+                 lambda: coarsen.hessian(writes_second, wrt="a", target="python").batch((0, 0))(
+                     S, S)):
+        with pytest.raises(coarsen.CoarsenError, match="overlap"):
+            make()
+    h = coarsen.hvp(writes_second, wrt="a", target="python")(a, a.copy(), np.ones(5))
+    assert np.all(np.isfinite(h)) and np.all(a == np.arange(1.0, 6.0))
