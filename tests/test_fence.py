@@ -165,3 +165,23 @@ def test_messages_that_can_be_followed():
         coarsen.differentiate(zip_of_range)
     assert "zip takes named arrays here, not a call" in e.value.problem
     assert "for i in range(min(n, len(a)))" in e.value.hint      # it said "assign the array to a variable"
+
+
+def cond_rank(A, flag):
+    return np.sum((A[0] if flag else A) ** 2)
+
+
+def enumerate_from_one(a):
+    s = 0.0
+    for i, v in enumerate(a, 1):
+        s += i * v
+    return s
+
+
+def test_messages_name_what_the_user_wrote():
+    A = np.ones((2, 3))
+    with pytest.raises(CoarsenError) as e:
+        coarsen.differentiate(cond_rank, target="python")(A, True)
+    assert "_t" not in str(e.value) and "a 1-D f64 array on one path and a 2-D f64 array" in str(e.value)
+    with pytest.raises(CoarsenError, match="enumerate\\(\\) with a start is not supported"):
+        coarsen.differentiate(enumerate_from_one)

@@ -101,6 +101,10 @@ class LoopMixin:
         if isinstance(it, gast.Call) and fname in ("enumerate", "zip") and fname not in self.local_names \
                 and fname not in self.src.globals:
             seqs = list(it.args)
+            if fname == "enumerate" and (len(seqs) == 2 or it.keywords):
+                raise self.err(it, "enumerate() with a start is not supported",
+                               "count from 0 and add the start: for k, v in enumerate(a): "
+                               "i = k + start")
             if it.keywords or not seqs or (fname == "enumerate" and len(seqs) != 1):
                 raise self.err(it, f"{fname}() is supported with plain array arguments only")
         elif isinstance(it, gast.Name) and it.id in self.local_names:

@@ -22,7 +22,10 @@ from .primitives import REGISTRY, dt as _dt, dtype_join as _dtype_join, nd as _n
 VIEW_OPS = ops_where(lambda p: p.view)    # results that may alias operand 0
 
 
-def unify(a, b, stmt, name):
+def unify(a, b, stmt, name, temp=False):
+    """The type of a variable that is ``a`` in one place and ``b`` in another (ints join
+    floats); ``CoarsenError`` where they cannot join (``temp``: ``name`` is the compiler's,
+    the value of an expression, and the message says so instead of naming it)."""
     if a is None:
         return b
     if b is None or a == b:
@@ -31,8 +34,20 @@ def unify(a, b, stmt, name):
         return Scalar(_dtype_join(a.kind, b.kind))
     if isinstance(a, Array) and isinstance(b, Array) and a.ndim == b.ndim:
         return Array(_dtype_join(a.dtype, b.dtype), a.ndim)
+    if temp:
+        raise _err(stmt, f"this expression is {_kind(a)} on one path and {_kind(b)} on another "
+                   "(the two branches of a conditional expression, or the values a helper "
+                   "returns, differ in rank or kind)",
+                   "give both branches the same rank, e.g. index the array (A[0]) or broadcast "
+                   "the scalar, or use an if statement with a variable per kind")
     raise _err(stmt, f"variable {name!r} is {a} in one place and {b} in another",
                "use a different variable name for each")
+
+
+def _kind(t):
+    if isinstance(t, Array):
+        return f"a {t.ndim}-D {t.dtype} array"
+    return {"f64": "a float", "i64": "an int", "bool": "a bool"}.get(getattr(t, "kind", None), str(t))
 
 
 class Inference:
@@ -57,7 +72,7 @@ class Inference:
 
     def set(self, name, t, stmt):
         old = self.types.get(name)
-        new = unify(old, t, stmt, name)
+        new = unify(old, t, stmt, name, name in (self.fn.temps or ()))
         if new != old:
             self.types[name] = new
             self.changed = True
