@@ -57,3 +57,19 @@ def test_hessian_of_prod():
 def test_hessian_through_reshape():
     H = coarsen.hessian(det2, wrt="x")(np.array([1.0, 2.0, 3.0, 4.0]))
     assert np.array_equal(H, np.array([[0.0, 0, 0, 1], [0, 0, -1, 0], [0, -1, 0, 0], [1, 0, 0, 0]]))
+
+
+def ravel_function(A):
+    v = np.ravel(A)
+    return np.sum(v * v) + v[1]
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_np_ravel_as_a_function(target):
+    """README lists ravel; only the method was taken (np.ravel was "not supported")."""
+    A = np.arange(6.0).reshape(2, 3)
+    for X in (A, A.T):
+        value, (g,) = coarsen.differentiate(ravel_function, target=target).value_and_grad(X)
+        expect = 2.0 * X
+        expect[np.unravel_index(1, X.shape)] += 1.0
+        assert value == ravel_function(X) and np.array_equal(g, expect)

@@ -148,7 +148,7 @@ register(Primitive("ndim", _int_type, _emit_ndim, arity=1, zero=True))
 register(Primitive("transpose", _transpose_type, _emit_transpose, arity=1, view=True,
                    numpy=("transpose",)))
 register(Primitive("reshape", _reshape_type, _emit_reshape, view=True, numpy=("reshape",)))
-register(Primitive("ravel", _ravel_type, _emit_ravel, arity=1, view=True))
+register(Primitive("ravel", _ravel_type, _emit_ravel, arity=1, view=True, numpy=("ravel",)))
 register(Primitive("flip", _same_type, _emit_flip, arity=1, view=True, shape_like=True,
                    numpy=("flip",)))
 register(Primitive("expand_dims", _expand_dims_type, _emit_expand_dims, arity=1, view=True,
