@@ -603,21 +603,23 @@ class Gradient:
                                "call it once (or use g.source_for(*args)) before reading g.source")
         return self._last.source
 
-    def source_for(self, *args):
-        return self._artifact(self._signature(args)).source
+    def source_for(self, *args, **kwargs):
+        return self._artifact(self._signature(self._bind(args, kwargs))).source
 
-    def ir(self, *args):
-        """The IR text of the function specialized for ``args``."""
-        return self._artifact(self._signature(args)).ir_text
+    def ir(self, *args, **kwargs):
+        """The IR text of the function specialized for ``args`` (bound as ``g`` binds them)."""
+        return self._artifact(self._signature(self._bind(args, kwargs))).ir_text
 
-    def report(self, *args, file=None, tape_lines=False):
-        """The segment plan of the specialization for ``args`` (default: the last call's):
-        prints it and returns a ``Report`` (a list of one dict per segment of interest).
+    def report(self, *args, file=None, tape_lines=False, **kwargs):
+        """The segment plan of the specialization for ``args`` (default: the last call's;
+        positional, keyword and default arguments bound as ``g`` binds them): prints it and
+        returns a ``Report`` (a list of one dict per segment of interest).
         ``tape_lines=True`` (``args`` needed) also runs an instrumented build once on ``args``
         and reports the tape bytes per source line (``coarsen.tape_lines``)."""
-        if tape_lines and not args:
+        if tape_lines and not (args or kwargs):
             raise CoarsenError("report(*args, tape_lines=True) runs the gradient on args: pass them")
-        if args:
+        if args or kwargs:
+            args = self._bind(args, kwargs)
             art = self._artifact(self._signature(args))
             self._last = art
         elif self._last is not None:

@@ -415,17 +415,17 @@ class Jvp:
                                "call it once (or use j.source_for(*args)) before reading j.source")
         return self._last.source
 
-    def source_for(self, *args):
-        return self._artifact(self._signature(args)).source
+    def source_for(self, *args, **kwargs):
+        return self._artifact(self._signature(self._bind(args, kwargs))).source
 
-    def ir(self, *args):
-        return self._artifact(self._signature(args)).ir_text
+    def ir(self, *args, **kwargs):
+        return self._artifact(self._signature(self._bind(args, kwargs))).ir_text
 
-    def report(self, *args, file=None):
+    def report(self, *args, file=None, **kwargs):
         """Prints and returns the ``JvpReport`` of the specialization for ``args`` (default:
-        the last call's)."""
-        if args:
-            self._last = self._artifact(self._signature(args))
+        the last call's; bound as the call binds them)."""
+        if args or kwargs:
+            self._last = self._artifact(self._signature(self._bind(args, kwargs)))
         if self._last is None:
             raise CoarsenError("call the jvp once (or pass example arguments to report) first")
         art = self._last

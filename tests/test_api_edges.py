@@ -206,3 +206,21 @@ def test_an_element_updated_in_place_is_not_a_view():
     # bh typed as a matrix: bh[i] is a row, a view, and a += ... may write it
     assert written_positions(fn_ir, (Array("f64", 2), Array("f64", 2))) == frozenset({0})
     assert written_positions(fn_ir, (Array("f64", 1), Array("f64", 2))) == frozenset()
+
+
+def ema_default(c, beta=0.9, n=5):
+    s = 0.0
+    for _ in range(n):
+        s = beta * s + (1.0 - beta) * c
+    return s
+
+
+def test_report_and_source_bind_arguments_as_the_call_does():
+    """g(2.5) took the defaults; g.report(2.5) said "takes 3 arguments, got 1"."""
+    import io
+    g = coarsen.differentiate(ema_default, wrt="c", target="python")
+    j = coarsen.jvp(ema_default, wrt="c", target="python")
+    for rep in (g.report(2.5, file=io.StringIO()), g.report(c=2.5, n=3, file=io.StringIO()),
+                j.report(2.5, file=io.StringIO())):
+        assert rep is not None
+    assert g.source_for(2.5) == g.source_for(2.5, 0.9, 5) and "ema_default" in j.source_for(c=2.5)
