@@ -295,3 +295,17 @@ def test_alpha_renamed_gradient_is_bit_identical(k, target, coarse):
                 problems.append(f"gradient {j}: {_describe(b, a)}\n  original {a!r}\n  renamed  {b!r}")
     assert not problems, (f"{label}: renamed copy differs from the original\n"
                           + "\n".join(problems) + f"\nrenaming {top}\n--- copy ---\n{source}")
+
+
+def dunder_prefixed(x, __scale=2.0):
+    __y = 0.0
+    for __i in range(3):
+        __y = __y * 0.5 + x * __scale
+    return __y
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_double_underscore_names_are_escaped_like_single_ones(target):
+    """README: "Names: any"; a leading __ was refused as reserved (it is mangled only in classes)."""
+    value, grads = coarsen.differentiate(dunder_prefixed, target=target).value_and_grad(0.7)
+    assert value == dunder_prefixed(0.7) and grads == (3.5, 0.7 * 1.75)

@@ -204,8 +204,10 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
                                    "remove string handling from the differentiated function")
                 if isinstance(sub, gast.Constant) and isinstance(sub.value, complex):
                     raise self.err(sub, "complex numbers are not supported", "split into real and imaginary parts")
-                if isinstance(sub, gast.Name) and sub.id.startswith("__"):
-                    raise self.err(sub, "names starting with '__' are reserved", "rename the variable")
+                if isinstance(sub, gast.Name) and sub.id.startswith("__") and sub.id.endswith("__"):
+                    # Python's own (__name__, __debug__); a local __y is escaped as _y is
+                    raise self.err(sub, "names starting and ending with '__' are Python's",
+                                   "rename the variable")
 
     # ------------------------------------------------------------------ blocks
     def lower_block(self, stmts, out):
