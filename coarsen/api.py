@@ -414,7 +414,7 @@ class Gradient:
         try:
             r = first(*conv)
         except MemoryError as exc:
-            raise _budget_error(exc, art) from None
+            return self._over_budget(exc, art, args)
         value, grads, tape = r[:3]
         self._tape = tape
         out = []
@@ -456,6 +456,26 @@ class Gradient:
         res = out[0] if self._single else tuple(out)
         return float(value), res
 
+    def _over_budget(self, exc, art, args):
+        """``(value, gradient)`` of a call whose checkpointed tapes went over
+        ``max_tape_bytes``, from the gradient without checkpoints where its tapes keep within
+        the budget (the checkpoints hold the loops' state, which that tape does not: a budget
+        between the two peaks was refused though the plain gradient met it; the numbers are
+        the same bits); else the budget's ``CoarsenError``."""
+        err = _budget_error(exc, art)
+        if not isinstance(err, CoarsenError):
+            raise err from None
+        if getattr(self, "_unbudgeted", None) is None:
+            o = self.options
+            self._unbudgeted = Gradient(self.fn, o.wrt, o.coarsen, o.target, o.boundscheck,
+                                        o.plan, o.scalarize, None, o.parallel)
+        plain = self._unbudgeted
+        result = plain.value_and_grad(*args)
+        if plain.tape_bytes > self.options.max_tape_bytes:
+            raise err from None
+        self._tape = plain._tape
+        return result
+
     def _runner(self, art, plain, raw, casts, keep):
         """The fast path of one kind of arguments that needs more than a direct hit: a
         function of the arguments giving ``(value, gradient)``.
@@ -496,7 +516,7 @@ class Gradient:
             try:
                 r = kept(call, taped_entry) if kinds else entry(*call)
             except MemoryError as exc:
-                raise _budget_error(exc, art) from None
+                return gradient._over_budget(exc, art, args)
             if not kinds:
                 if taped is not None and (r[2][0] + r[2][1] > KEEP_TAPES_ABOVE
                                           or r[2][-1] > scratch_limit):
