@@ -14,7 +14,8 @@ order, each raveled (``packed``); or a ``NotAProgram`` saying why the gradient i
   to carry tangents of the tapes and their growth);
 * module-level arrays (the entry takes them as extra parameters), parallel loops;
 * a call of a generated helper (the runtime's broadcasting and product helpers, which check
-  shapes with ``raise``);
+  shapes with ``raise``), except ``_int_divisor``, read as its operand (forward mode checks the
+  divisions of the code it generates);
 * a structure other than one function ending in ``return (value, (gradient,), tape counts)``.
 
 Only the return is rewritten (to ``return <gradient>``, or the packing of several); comments
@@ -68,6 +69,7 @@ def gradient_program(art, about, ranks=(1,)):
     if entry is None or any(not isinstance(st, (ast.FunctionDef, ast.Import, ast.ImportFrom))
                             for st in tree.body):
         return NotAProgram("its module holds more than its entry")
+    entry = _Unchecked().visit(entry)
     for node in ast.walk(entry):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                 and node.func.id not in BUILTINS:
@@ -89,6 +91,17 @@ def gradient_program(art, about, ranks=(1,)):
     wrapper = make_wrapper("gradient", f"grad_{art.entry_name}", list(params), lines,
                            {"math": math, "np": np}, about)
     return GradientProgram(wrapper, params, tuple(art.wrt), len(grads) > 1)
+
+
+class _Unchecked(ast.NodeTransformer):
+    """``_int_divisor(b)`` as ``b``: the check of an int divisor (it raises Python's
+    ``ZeroDivisionError``) is made again by the code forward mode generates from the program."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "_int_divisor" and len(node.args) == 1:
+            return node.args[0]
+        return node
 
 
 def _gradients_of(ret, n):

@@ -101,7 +101,10 @@ def _emit_int_division(symbol):
     numpy error model gives 0, a wrong int and through it a wrong index or trip count)."""
     def emit(em, s, v):
         b = s.args[1]
-        if _int_scalars(em, s) and not (isinstance(b, _Const) and b.value != 0):
+        # not in the input language (a JVP that reverse mode reads back, raise-free): the
+        # code generated from it checks its own divisions
+        if _int_scalars(em, s) and not (isinstance(b, _Const) and b.value != 0) \
+                and not getattr(em, "input_language", False):
             return B.binop(v[0], symbol, B.call(em.helper("_int_divisor"), v[1]))
         return B.binop(v[0], symbol, v[1])
     return emit

@@ -61,7 +61,11 @@ def _emit_reduction(em, s, v):
             return B.call("np.full", B.tuple_(*([1] * rank)), red)
         return red
     if op in ("prod", "amax", "amin") and rank > 1:
-        red = B.call(em.helper(R.reduce_axis(op, rank, axis)), v[0])
+        # NumPy's call in the input language (a JVP that reverse mode reads back: its loop
+        # helper raises on an empty axis, and a raise is not in the language); Numba has no
+        # axis= for these, hence the loop helper elsewhere
+        red = B.call(fname, v[0], axis=axis) if getattr(em, "input_language", False) else \
+            B.call(em.helper(R.reduce_axis(op, rank, axis)), v[0])
         return B.call("np.expand_dims", red, axis) if keep else red
     count = B.subscript(B.attr(f"{a.name}.shape"), axis)
     if rank == 1:
