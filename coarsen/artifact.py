@@ -198,6 +198,12 @@ def check_wrt(spec, params, fname):
         else:
             raise CoarsenError(f"wrt entries must be parameter names or positions, got {it!r}",
                                hint=f"parameters are {', '.join(params)}")
+    named = [params[it] if _is_position(it) else it for it in items]
+    twice = sorted({n for n in named if named.count(n) > 1})
+    if twice:
+        raise CoarsenError(f"wrt names {', '.join(repr(n) for n in twice)} more than once "
+                           f"(parameters of {fname}: {', '.join(params)})",
+                           hint="name each parameter once")
 
 
 def resolve_wrt(spec, params, types, fname):

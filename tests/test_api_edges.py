@@ -71,10 +71,17 @@ def test_wrong_bindings_are_refused_like_the_function():
     ((0, 7), "wrt position 7 is out of range"),
     ((), "wrt is empty"),
     ((1.5,), "parameter names or positions"),
+    (("w", "w"), "wrt names 'w' more than once"),
+    ((1, "b"), "wrt names 'b' more than once"),
 ])
 def test_bad_wrt_is_refused_by_differentiate(wrt, match):
     with pytest.raises(coarsen.CoarsenError, match=match):
         coarsen.differentiate(model, wrt=wrt, target="python")
+    # every transform checks it where it is made (a repeated one crashed with a SyntaxError
+    # from the generated code)
+    for transform in (coarsen.jvp, coarsen.jacobian, coarsen.hessian, coarsen.hvp):
+        with pytest.raises(coarsen.CoarsenError, match=match):
+            transform(model, wrt=wrt, target="python")
 
 
 def test_good_wrt_by_name_and_position_still_work():
