@@ -4,3 +4,4 @@ import numpy as np
 COEF = np.array([1.0, -2.0, 0.5])
 WEIGHTS = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
 SCALE = 2.5
+DOUBLE = True

@@ -77,3 +77,17 @@ def test_negative_shape_axis_out_of_range_is_refused():
         return A.shape[-3] * x[0]
     with pytest.raises(coarsen.CoarsenError, match="shape index -3 out of range for a 2-D array"):
         coarsen.differentiate(f, wrt="x")(A, X)
+
+
+def flagged(x):
+    s = x * consts.SCALE
+    if consts.DOUBLE:
+        s = s * 2.0
+    return s
+
+
+def test_module_bool_attribute():
+    """``consts.DOUBLE`` was refused ("attribute .DOUBLE is not supported here") where the same
+    bool read by name was taken."""
+    g = coarsen.differentiate(flagged, target="python")
+    assert g.value_and_grad(1.5) == (flagged(1.5), (5.0,))

@@ -148,7 +148,7 @@ class ExpressionMixin:
 
     def expr_Attribute(self, node, target):
         val = self.resolve_value(node, quiet=True)
-        if isinstance(val, (int, float)) and not isinstance(val, bool):
+        if isinstance(val, (int, float)):       # bools too (consts.FLAG), as a name's value
             return Const(val)
         if isinstance(val, GlobalArray):        # module.ARRAY: a read-only input, as ARRAY is
             return Var(self.namer.global_array(val, self.src))
