@@ -348,3 +348,30 @@ def test_rebinding_a_module_level_array_after_differentiate_is_refused(modules):
         g(1.0)
     assert coarsen.differentiate(m.f, target="python")(1.0)[0] == pytest.approx(2.0)
     assert np.all(m.W == 2.0)
+
+
+def test_a_file_edited_after_its_import_is_refused(tmp_path, monkeypatch):
+    """coarsen reads the file; Python runs what it imported.  Edited in between (an editor
+    beside a notebook), the gradient was the new text's (f(2) = 8 with gradient 5 from
+    `10 * x`), or, where lines moved, another function's."""
+    import importlib
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "edited_mod.py"
+    helper = tmp_path / "edited_helper.py"
+    helper.write_text("def helper(t):\n    return t * t * t\n")
+    path.write_text("from edited_helper import helper\n\n\ndef f(x):\n    return helper(x) + x\n\n\n"
+                    "def h(x):\n    return 5.0 * x\n\n\ndef k(x):\n    return 3.0 * x\n")
+    mod = importlib.import_module("edited_mod")
+    assert coarsen.differentiate(mod.h, target="python")(2.0) == (5.0,)
+    helper.write_text("def helper(t):\n    return 10.0 * t\n")
+    with pytest.raises(coarsen.CoarsenError, match="helper in edited_helper.py is not the code"):
+        coarsen.differentiate(mod.f, target="python")(2.0)
+    # lines moved: k's first line now holds h (read before the edit, h is as it was)
+    path.write_text("from edited_helper import helper\n\n\ndef f(x):\n    return helper(x) + x\n\n\n\n\n\n"
+                    "def h(x):\n    return 5.0 * x\n\n\ndef k(x):\n    return 3.0 * x\n")
+    with pytest.raises(coarsen.CoarsenError, match="k in edited_mod.py is not the code") as e:
+        coarsen.differentiate(mod.k, target="python")
+    assert "importlib.reload" in e.value.hint
+    importlib.reload(sys.modules["edited_helper"])
+    mod = importlib.reload(mod)
+    assert coarsen.differentiate(mod.f, target="python").value_and_grad(2.0) == (22.0, (11.0,))

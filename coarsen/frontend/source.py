@@ -279,6 +279,7 @@ def _read_source(fn):
         raise CoarsenError(f"cannot find the definition of {fn.__qualname__}", filename=filename,
                            lineno=first)
     node = fdefs[0]
+    _check_current(fn, dedented, filename, first)
     _shift(node, first - 1, indent)
     try:
         all_lines = inspect.getsourcelines(inspect.getmodule(fn))[0] if inspect.getmodule(fn) else None
@@ -293,6 +294,35 @@ def _read_source(fn):
                            source_line=all_lines[node.lineno - 1] if node.lineno <= len(all_lines) else None,
                            hint="write a plain `def` function")
     return node, filename, all_lines, first, hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _code_text(code):
+    """What a function's code object says it computes: its bytecode, constants and names."""
+    return (code.co_code, tuple(c for c in code.co_consts if not isinstance(c, types.CodeType)),
+            code.co_names, code.co_varnames)
+
+
+def _check_current(fn, text, filename, first):
+    """``CoarsenError`` where the file's text of ``fn`` is not the code Python runs: the file
+    was edited after the module was imported (coarsen would differentiate the new text while
+    ``fn`` runs the old one).  Module-level functions only (a nested function compiled alone
+    reads its closure differently); a text that does not compile alone is not compared."""
+    code = fn.__code__
+    if "<locals>" in fn.__qualname__ or code.co_freevars:
+        return
+    try:
+        compiled = compile(text, filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return
+    defs = [c for c in compiled.co_consts if isinstance(c, types.CodeType)]
+    mine = [c for c in defs if c.co_name == code.co_name]
+    # lines that moved put another def at the function's first line
+    if (len(mine) == 1 and _code_text(mine[0]) != _code_text(code)) or (defs and not mine):
+        raise CoarsenError(f"the source of {fn.__qualname__} in {os.path.basename(filename)} is not "
+                           "the code Python runs: the file changed after the module was imported",
+                           filename=filename, lineno=first,
+                           hint="reload the module (importlib.reload) or restart, so that the "
+                                "function and its file agree")
 
 
 def display_path(fn) -> str:
