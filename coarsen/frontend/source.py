@@ -279,12 +279,13 @@ def _read_source(fn):
         raise CoarsenError(f"cannot find the definition of {fn.__qualname__}", filename=filename,
                            lineno=first)
     node = fdefs[0]
-    _check_current(fn, dedented, filename, first)
     _shift(node, first - 1, indent)
     try:
         all_lines = inspect.getsourcelines(inspect.getmodule(fn))[0] if inspect.getmodule(fn) else None
     except (OSError, TypeError):
         all_lines = None
+    if all_lines is not None and os.path.exists(filename):
+        _check_current(fn, "".join(all_lines), filename)
     if all_lines is None:
         all_lines = [""] * (first - 1) + lines
     all_lines = [ln.rstrip("\n") for ln in all_lines]
@@ -302,25 +303,28 @@ def _code_text(code):
             code.co_names, code.co_varnames)
 
 
-def _check_current(fn, text, filename, first):
+def _check_current(fn, module_text, filename):
     """``CoarsenError`` where the file's text of ``fn`` is not the code Python runs: the file
     was edited after the module was imported (coarsen would differentiate the new text while
-    ``fn`` runs the old one).  Module-level functions only (a nested function compiled alone
-    reads its closure differently); a text that does not compile alone is not compared."""
+    ``fn`` runs the old one).  The whole file is compiled, as the import compiled it (a
+    function's text compiled alone can give other bytecode), and its function of the same
+    name and first line compared with ``fn``'s code.  Module-level functions only; a file that
+    does not compile is not compared."""
     code = fn.__code__
-    if "<locals>" in fn.__qualname__ or code.co_freevars:
+    if "<locals>" in fn.__qualname__ or code.co_freevars or module_text is None:
         return
     try:
-        compiled = compile(text, filename, "exec", dont_inherit=True)
+        compiled = compile(module_text, filename, "exec", dont_inherit=True)
     except (SyntaxError, ValueError):
         return
-    defs = [c for c in compiled.co_consts if isinstance(c, types.CodeType)]
-    mine = [c for c in defs if c.co_name == code.co_name]
-    # lines that moved put another def at the function's first line
-    if (len(mine) == 1 and _code_text(mine[0]) != _code_text(code)) or (defs and not mine):
+    defs = [c for c in compiled.co_consts if isinstance(c, types.CodeType) and c.co_name == code.co_name]
+    if not defs:
+        return          # not a module-level def (made by a decorator, exec...): not compared
+    if not any(c.co_firstlineno == code.co_firstlineno and _code_text(c) == _code_text(code)
+               for c in defs):
         raise CoarsenError(f"the source of {fn.__qualname__} in {os.path.basename(filename)} is not "
                            "the code Python runs: the file changed after the module was imported",
-                           filename=filename, lineno=first,
+                           filename=filename, lineno=code.co_firstlineno,
                            hint="reload the module (importlib.reload) or restart, so that the "
                                 "function and its file agree")
 
