@@ -131,3 +131,20 @@ def test_forward_mode_along_the_base_at_a_negative_base(target, co):
     v, t = j(2.0, 3.0, tangents=(0.5, 0.25))
     assert t == pytest.approx(0.5 * 28.0 + 0.25 * 16.0 * math.log(2.0), rel=1e-15)
     assert coarsen.jacobian(neg_base, wrt="x", mode="forward", target=target)(-2.0, 3.0) == 20.0
+
+
+def power(x, y):
+    return x ** y + math.pow(x, y)
+
+
+@pytest.mark.parametrize("method", ["auto", "reverse-over-forward"])
+def test_the_hessian_at_a_zero_exponent_is_symmetric(method):
+    """The partial in x was ``0 if y == 0 else y x**(y-1)``: right, but its derivative in y
+    (the mixed second derivative, 1/x) was 0 there, and the Hessian asymmetric
+    ([[0, 0], [1.0, 0.96]] at (2, 0)). Only x = y = 0 is guarded now."""
+    H = coarsen.hessian(power, target="python", method=method)(2.0, 0.0)
+    exact = [[0.0, 1.0], [1.0, 2.0 * math.log(2.0) ** 2]]
+    assert np.allclose(np.array(H, dtype=float), exact, rtol=1e-14, atol=0.0)
+    assert coarsen.hvp(power, target="python")(2.0, 0.0, (1.0, 0.0)) == (0.0, 1.0)
+    # the conventions at x = 0 stand
+    assert coarsen.differentiate(power, target="python")(0.0, 0.0) == (0.0, 0.0)

@@ -260,8 +260,11 @@ def _pow_base(x, y, consts=(None, None)):
             return 0.5 / fn("sqrt", x)
         return X(float(yconst)) * x ** X(float(yconst - 1) if isinstance(yconst, float) else yconst - 1)
     # a variable exponent: x**0 is constant, and 0.0**(0 - 1.0) would make 0 * inf (a nan;
-    # Python raises) where x is 0 (``c[k] * x**k`` at x = 0, k = 0)
-    return select(y.cmp("==", 0.0), 0.0, y * x ** (y - 1.0))
+    # Python raises) where x is 0 (``c[k] * x**k`` at x = 0, k = 0).  Only there: elsewhere
+    # y * x**(y - 1) is 0 at y = 0 already, and the Hessian differentiates it in y (1/x; a
+    # select on y == 0 alone made that mixed partial 0, an asymmetric Hessian)
+    d = y * x ** (y - 1.0)
+    return select(x.cmp("==", 0.0), select(y.cmp("==", 0.0), 0.0, d), d)
 
 
 def _pow_exponent(x, y, consts=None):
