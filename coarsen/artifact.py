@@ -103,7 +103,9 @@ class Options:
                     or self.max_tape_bytes < 1:
                 raise CoarsenError(f"max_tape_bytes must be a positive integer or None, not {self.max_tape_bytes!r}",
                                    hint="pass the tape budget in bytes, e.g. max_tape_bytes=100_000_000")
-            object.__setattr__(self, "max_tape_bytes", int(self.max_tape_bytes))
+            # the code compares tapes with it as an int64 (a budget past 2**63 did not compile on
+            # the cpu target); tapes stop at 8 GiB anyway, so 2**62 is no limit either
+            object.__setattr__(self, "max_tape_bytes", min(int(self.max_tape_bytes), 2 ** 62))
         object.__setattr__(self, "workspace", bool(self.workspace))
         if self.local_tape is not None:
             sizes = tuple(int(v) for v in self.local_tape)

@@ -287,13 +287,13 @@ _WRAPPER_READS = frozenset({"np", "math", "numba", "float", "int", "bool", "tupl
 
 def _wrapper_names(g):
     """The wrappers' parameter names: the user's, as ``g`` binds them (``grad_f(x,
-    _scale=3.0)``), or the IR's escaped names where one of the user's would shadow what the
+    _scale=3.0)``), or the IR's escaped name of each one that would shadow what the
     wrappers read (coarsen.frontend.names.Namer: they never start with "_" nor shadow
     math, np or numba)."""
-    names = list(g.params)
-    if any(n in _WRAPPER_READS or n.startswith(("_coarsen", "_value_and_grad_")) for n in names):
-        return list(g.ir_params)
-    return names
+    # each name on its own: one parameter named math took the IR's names for all of them
+    # (x_bar_v for x_bar); the IR's escapes are names no identifier of the function uses
+    return [ir if n in _WRAPPER_READS or n.startswith(("_coarsen", "_value_and_grad_")) else n
+            for n, ir in zip(g.params, g.ir_params)]
 
 
 def wrapper_params(g):

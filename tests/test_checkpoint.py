@@ -430,3 +430,11 @@ def test_a_budget_the_plain_gradient_meets_is_met():
         assert gb.tape_bytes <= budget
     with pytest.raises(CoarsenError, match="cannot be met"):
         coarsen.differentiate(small_state_loop, target="python", max_tape_bytes=plain - 8)(0.3, a, 5)
+
+
+def test_a_budget_past_int64_is_no_limit():
+    """max_tape_bytes=2**70 did not compile on the cpu target (an int64 comparison)."""
+    g = coarsen.differentiate(pendulum, target="cpu", max_tape_bytes=2 ** 70)
+    ref = coarsen.differentiate(pendulum, target="cpu")
+    args = (0.3, 0.1, 9.8, 0.05, 0.01, 20)
+    assert g.value_and_grad(*args) == ref.value_and_grad(*args)

@@ -183,8 +183,8 @@ def scaled(x, _scale=2.0, n=3, flip=False):
     return -s if flip else s
 
 
-def shadowing(x, np=2.0):
-    return x[0] * np
+def shadowing(x_bar, np=2.0):
+    return x_bar[0] * np
 
 
 def test_exported_wrappers_take_the_arguments_g_takes(tmp_path):
@@ -201,8 +201,10 @@ def test_exported_wrappers_take_the_arguments_g_takes(tmp_path):
     assert _same(mod.value_and_grad_scaled(x, _scale=3.0, flip=True),
                  g.value_and_grad(x, _scale=3.0, flip=True))
     # a parameter that would shadow what the wrappers read keeps the escaped name
-    h = coarsen.differentiate(shadowing, wrt="x")
+    h = coarsen.differentiate(shadowing, wrt="x_bar")
     h(x)
     mod2 = _import_path(h.export(str(tmp_path / "shadow_grad.py")) or str(tmp_path / "shadow_grad.py"),
                         "shadow_grad")
     assert _same(mod2.grad_shadowing(x, 3.0), h(x, 3.0))
+    # each name on its own: x_bar stays x_bar (one shadowing name took the IR's for all)
+    assert str(inspect.signature(mod2.grad_shadowing)) == "(x_bar, np_v=2.0)"
