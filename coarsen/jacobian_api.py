@@ -19,9 +19,10 @@ Guarantees:
   element, of the generated wrapper ``np.sum(fn(...) * _seed)`` (both flattened to the seed's
   size) with ``_seed`` a unit array (a scalar result is differentiated as it stands); the
   result's shape is learned from one plain-Python call of ``fn`` (on copies of the arguments)
-  per signature, array shapes and integer and boolean arguments, and learned again when a call
-  finds another size (a float or an int array's contents can set it: the flattening raises
-  instead of broadcasting a length-1 result against the stale seed).  ``mode="auto"``: forward when the inputs have fewer
+  per signature, array shapes, integer and boolean arguments and integer and boolean arrays'
+  contents, and learned again when a call finds another size (a float can set it: the
+  flattening raises instead of broadcasting a length-1 result against the stale seed); a
+  float that changes the shape but not the size is not seen (README: use forward mode).  ``mode="auto"``: forward when the inputs have fewer
   elements than the output, reverse otherwise.  Both modes give the same values to rounding.
   The sweeps of one call run inside one compiled function (``coarsen.sweeps``: the JVP or the
   row gradient with a driver appended that loops over the unit directions), so Python's
@@ -212,7 +213,10 @@ class Jacobian:
 
     @staticmethod
     def _shape_key(sig, args):
-        return (sig.types, tuple(a.shape if isinstance(a, np.ndarray) else
+        # an int or bool array's contents too: a result shaped by them keeps its size where
+        # (2, 3) becomes (3, 2), which the wrapper's reshape does not catch (a stale layout)
+        return (sig.types, tuple((a.shape, a.tobytes() if a.dtype.kind in "biu" else None)
+                                 if isinstance(a, np.ndarray) else
                                  a if isinstance(a, (bool, int, np.integer, np.bool_)) else None
                                  for a in args))
 

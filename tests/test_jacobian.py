@@ -254,3 +254,24 @@ def test_reverse_rows_follow_a_result_shape_that_changes(mode, target):
         want[labels, np.arange(3)] = 2 * x
         got = J(x, labels)
         assert got.shape == want.shape and np.array_equal(got, want)
+
+
+def grid_of(x, shp):
+    out = np.zeros((shp[0], shp[1]))
+    for i in range(shp[0]):
+        for j in range(shp[1]):
+            out[i, j] = x[(i + 2 * j) % x.shape[0]] * (i + 1.0) - j
+    return out
+
+
+def test_reverse_mode_relearns_a_shape_set_by_an_int_arrays_contents():
+    """(2, 3) then (3, 2): the same size, so the wrapper's reshape did not catch it, and the
+    Jacobian kept the first layout."""
+    x = np.array([0.3, -0.2, 0.8])
+    J = coarsen.jacobian(grid_of, wrt="x", mode="reverse", target="python")
+    F = coarsen.jacobian(grid_of, wrt="x", mode="forward", target="python")
+    for shp in ([2, 3], [3, 2], [1, 6], [2, 3]):
+        shp = np.array(shp)
+        got = J(x, shp)
+        assert got.shape == tuple(shp) + (3,)
+        assert np.array_equal(got, F(x, shp))
