@@ -73,7 +73,8 @@ def gradient_program(art, about, ranks=(1,)):
     for node in ast.walk(entry):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                 and node.func.id not in BUILTINS:
-            return NotAProgram(f"it calls the generated helper {node.func.id}")
+            return NotAProgram("its array code calls a runtime helper (broadcasting, matrix "
+                               f"products or reductions along an axis: {node.func.id})")
         if isinstance(node, ast.Attribute) and node.attr == "prange":
             return NotAProgram("it has parallel loops")
         if isinstance(node, ast.Return) and node is not entry.body[-1]:
