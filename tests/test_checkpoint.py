@@ -438,3 +438,21 @@ def test_a_budget_past_int64_is_no_limit():
     ref = coarsen.differentiate(pendulum, target="cpu")
     args = (0.3, 0.1, 9.8, 0.05, 0.01, 20)
     assert g.value_and_grad(*args) == ref.value_and_grad(*args)
+
+
+def index_after(x, n):
+    s = x
+    i = -1
+    for i in range(n):
+        s = 1.01 * math.sin(s) + 0.2
+    return s + 0.1 * i
+
+
+def test_a_for_loop_run_as_a_while_loop_is_named_as_written():
+    """Its index is read after it, so it runs as a while loop: the report called it "a while
+    loop", and the budget error's list of reasons did not include it."""
+    g = coarsen.differentiate(index_after, target="python", max_tape_bytes=64)
+    with pytest.raises(CoarsenError, match="loops whose index is read after them"):
+        g(0.3, 13)
+    text = g.report(0.3, 13, file=io.StringIO()).format()
+    assert "a for loop whose index is read after it, run as a while loop" in text

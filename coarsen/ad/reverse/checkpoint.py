@@ -102,8 +102,9 @@ def budget_error(exc, budget):
         # the peak of the whole call (budget_check, _REVERSE_PEAK): not a minimum
         if args[4] == PEAK_UNCHECKED:
             why = ("no loop of the function is checkpointed (while loops, loops with a break or "
-                   "an early return, and loops inside other loops are not), so its whole tape "
-                   "must fit")
+                   "an early return, loops whose index is read after them, loops inside other "
+                   "loops and loops that write arrays other variables may alias are not: "
+                   "g.report() says why for each), so its whole tape must fit")
         else:
             at = str(args[4]).partition(":")[2]
             loops = (f"the loops at lines {at.replace(',', ', ')} of {filename}" if "," in at else

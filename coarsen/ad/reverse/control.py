@@ -123,8 +123,13 @@ class ControlMixin:
             return fwd, rev
         if isinstance(s, While):
             if self.max_tape_bytes is not None and not self.depth and not self.in_fused:
-                self.note_checkpoint(s, "not checkpointed: a while loop (its trips are not "
-                                        "known before it runs); taped in full")
+                text = (s.loc.text or "").lstrip()
+                self.note_checkpoint(s, "not checkpointed: a for loop whose index is read after "
+                                        "it, run as a while loop; taped in full (read the last "
+                                        "index from the range instead)"
+                                     if text.startswith("for ") else
+                                     "not checkpointed: a while loop (its trips are not "
+                                     "known before it runs); taped in full")
             self.depth += 1
             tf, tr = self.block(s.test_body)
             saved = self.enter_region()
