@@ -26,6 +26,7 @@ package (``mypkg/model.py``), for headers of generated and exported code; never 
 from __future__ import annotations
 
 import builtins
+import functools
 import hashlib
 import inspect
 import json
@@ -303,6 +304,17 @@ def _code_text(code):
             code.co_names, code.co_varnames)
 
 
+@functools.lru_cache(maxsize=32)
+def _module_defs(module_text, filename):
+    """The code objects of a module text's top-level functions, compiled once per text (the
+    function and its helpers in one file share it); none where it does not compile."""
+    try:
+        compiled = compile(module_text, filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return ()
+    return tuple(c for c in compiled.co_consts if isinstance(c, types.CodeType))
+
+
 def _check_current(fn, module_text, filename):
     """``CoarsenError`` where the file's text of ``fn`` is not the code Python runs: the file
     was edited after the module was imported (coarsen would differentiate the new text while
@@ -313,11 +325,7 @@ def _check_current(fn, module_text, filename):
     code = fn.__code__
     if "<locals>" in fn.__qualname__ or code.co_freevars or module_text is None:
         return
-    try:
-        compiled = compile(module_text, filename, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):
-        return
-    defs = [c for c in compiled.co_consts if isinstance(c, types.CodeType) and c.co_name == code.co_name]
+    defs = [c for c in _module_defs(module_text, filename) if c.co_name == code.co_name]
     if not defs:
         return          # not a module-level def (made by a decorator, exec...): not compared
     if not any(c.co_firstlineno == code.co_firstlineno and _code_text(c) == _code_text(code)

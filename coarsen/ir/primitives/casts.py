@@ -47,13 +47,19 @@ def _emit_copyarr(em, s, v):
     return B.call(gast.Attribute(value=B.ex(v[0]), attr="copy", ctx=gast.Load()))
 
 
+def float_of(em, a, v):
+    """``float(a)`` for a scalar operand ``a`` (``v``: its expression): a constant is its float
+    (``float(True)``: 1.0), a bool variable goes through ``int`` (Numba has no ``float`` of a
+    bool).  The ``float`` cast and Python's true division and powers of ints use it."""
+    if hasattr(a, "value"):
+        return B.const(float(a.value))
+    if em.types.get(a.name) == Scalar("bool"):
+        return B.call("float", B.call("int", v))
+    return B.call("float", v)
+
+
 def _emit_float(em, s, v):
-    a = s.args[0]
-    if isinstance(getattr(a, "value", None), bool):
-        return B.const(float(a.value))                  # float(True): 1.0
-    if hasattr(a, "name") and em.types.get(a.name) == Scalar("bool"):
-        return B.call("float", B.call("int", v[0]))     # Numba has no float(bool)
-    return B.call("float", v[0])
+    return float_of(em, s.args[0], v[0])
 
 
 def _emit_int(em, s, v):

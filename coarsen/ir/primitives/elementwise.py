@@ -21,6 +21,7 @@ import sympy.codegen.cfunctions as _cfunctions
 
 from ...ad import build as B
 from ...ad.build import X, fn, select
+from .casts import float_of
 from .core import Primitive, defvjp, defvjp_result, dt, dtype_join, err, make, nd, register
 
 
@@ -78,20 +79,9 @@ def _int_scalars(em, s):
         and all(not isinstance(a, _Const) or isinstance(a.value, int) for a in s.args)
 
 
-def _float_of(em, a, v):
-    """``float(a)`` for an int or bool scalar operand ``a`` (``v``: its expression); Numba
-    has no ``float`` of a bool, so a bool constant is its float and a bool variable goes
-    through ``int``."""
-    if isinstance(a, _Const):
-        return B.const(float(a.value))
-    if em.types[a.name].kind == "bool":
-        return B.call("float", B.call("int", v))
-    return B.call("float", v)
-
-
 def _emit_div(em, s, v):
     if _int_scalars(em, s):     # Python's true division of ints
-        return B.binop(_float_of(em, s.args[0], v[0]), "/", v[1])
+        return B.binop(float_of(em, s.args[0], v[0]), "/", v[1])
     return B.binop(v[0], "/", v[1])
 
 
@@ -114,7 +104,7 @@ def _emit_pow(em, s, v):
     """``a ** b``; of two ints typed float (a negative or variable exponent: Python's float
     result), ``float(a) ** b``: Numba's int power would give 0 for ``2 ** -2``."""
     if _int_scalars(em, s) and em.types[s.target].kind == "f64":
-        return B.binop(_float_of(em, s.args[0], v[0]), "**", v[1])
+        return B.binop(float_of(em, s.args[0], v[0]), "**", v[1])
     return B.binop(v[0], "**", v[1])
 
 
