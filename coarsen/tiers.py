@@ -15,7 +15,10 @@ Guarantees: ``fresh_taped(art)`` calls the taped entry on fresh small tapes, whi
 plain entry's numbers bit for bit (it is what the plain entry does), or is None where there is
 no taped entry.  ``Tiers(hit, remember).hit()`` is the hit whose value-and-gradient slot runs
 ``fresh_taped`` for ``PLAIN_AFTER`` calls and then the plain entry, and whose gradient-only slot
-runs what the first slot runs for ``GRAD_ONLY_AFTER`` calls and then the gradient-only entry;
+runs what the first slot runs for ``GRAD_ONLY_AFTER`` calls and then the gradient-only entry
+(``Tiers(hit, remember, offer=k)``: counted for ``k`` calls more, through a closure, before the
+final hit, which is the kind's offer to direct mode, ``coarsen.direct_call``; with
+``settled=True`` only that count, for a kind whose entries are compiled);
 each switch passes the new hit to ``remember``, so once both are done the calls reach Numba's
 entries with nothing in between.  A kind called a few times (a test, an optimizer's first
 steps) compiles the taped entry only; a hot loop gets the fastest entries.  The counters are not
@@ -54,18 +57,23 @@ def fresh_taped(art):
 class Tiers:
     """A direct hit's two slots while they are tiered (see the module docstring)."""
 
-    def __init__(self, hit, remember):
+    def __init__(self, hit, remember, offer=0, settled=False):
         self.base, self.remember = hit, remember
         art = hit[0]
         self.fresh = fresh_taped(art)
-        self.full_left = PLAIN_AFTER if self.fresh is not None else 0
-        self.grad_left = GRAD_ONLY_AFTER if art.grad_entry is not art.entry else 0
+        # settled: the entries were compiled before (a kind offered direct mode again)
+        self.full_left = PLAIN_AFTER if self.fresh is not None and not settled else 0
+        self.grad_left = GRAD_ONLY_AFTER if art.grad_entry is not art.entry and not settled else 0
+        # then this many gradient-only calls more, counted, before the final hit: the kind's
+        # offer to direct mode (``coarsen.direct_call``), for kinds that may take it
+        self.offer_left = offer
 
     def hit(self):
         """The hit as it stands: its two slots for the calls still left in their tiers."""
         art, entry, grad_entry = self.base[:3]
         full = self._full() if self.full_left > 0 else entry
-        grad = self._grad() if self.grad_left > 0 else grad_entry
+        grad = self._grad() if self.grad_left > 0 else \
+            self._offer() if self.offer_left > 0 else grad_entry
         return (art, full, grad) + self.base[3:]
 
     def _full(self):
@@ -86,4 +94,15 @@ class Tiers:
             if self.grad_left == 0:
                 self.remember(self.hit())
             return self.fresh(*args) if self.full_left > 0 else entry(*args)
+        return call
+
+    def _offer(self):
+        entry = self.base[2]
+        fresh_first = entry is self.base[1]     # one entry: the taped tier still applies
+
+        def call(*args):
+            self.offer_left -= 1
+            if self.offer_left == 0:
+                self.remember(self.hit())
+            return self.fresh(*args) if fresh_first and self.full_left > 0 else entry(*args)
         return call

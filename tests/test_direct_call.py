@@ -1,0 +1,171 @@
+"""Direct mode (``coarsen.direct_call``): a hot kind of arguments' ``g(*args)`` goes straight
+into a Numba dispatcher.  Its results are the general path's bit for bit, for the kind and for
+the kinds Numba types alike (``np.float64``, ``np.int64``, other layouts); any other call leaves
+it for the general path, which binds and refuses as before; ``tape_bytes`` and ``report`` keep
+following the last call."""
+import io
+import math
+
+import numpy as np
+import pytest
+
+import coarsen
+from coarsen import direct_call
+from coarsen.tiers import GRAD_ONLY_AFTER
+
+
+def series(a, r, x, n):
+    s = 0.0
+    p = 1.0
+    for i in range(n):
+        s += a * i * i + x * p
+        p *= r
+    return s
+
+
+def logistic(r, x, n):
+    for i in range(n):
+        x = r * x * (1.0 - x)
+    return x
+
+
+def loss(w, X, y):
+    s = 0.0
+    for i in range(X.shape[0]):
+        z = 0.0
+        for j in range(X.shape[1]):
+            z += X[i, j] * w[j]
+        s += math.log1p(math.exp(-y[i] * z))
+    return s / X.shape[0] + 0.5 * np.sum(w * w)
+
+
+@pytest.fixture
+def soon(monkeypatch):
+    """Direct mode offered right after the gradient-only tier (the tests' calls stay few)."""
+    monkeypatch.setattr(direct_call, "DIRECT_AFTER", GRAD_ONLY_AFTER + 2)
+
+
+def _direct(g):
+    return getattr(type(g), "_direct_mode", None) is not None
+
+
+def _hot(g, *args):
+    """Calls of one kind until direct mode takes it, then one in direct mode."""
+    for _ in range(GRAD_ONLY_AFTER + 8):
+        g(*args)
+        if _direct(g):
+            break
+    assert _direct(g)
+    return g(*args)
+
+
+def _reference(fn, wrt, *args):
+    g = coarsen.differentiate(fn, wrt=wrt)
+    direct_call.ENABLED = False
+    try:
+        return g(*args), g.value_and_grad(*args), g
+    finally:
+        direct_call.ENABLED = True
+
+
+def _same(x, y):
+    xs = x if isinstance(x, tuple) else (x,)
+    ys = y if isinstance(y, tuple) else (y,)
+    return len(xs) == len(ys) and all(
+        type(p) is type(q) and np.array_equal(np.asarray(p), np.asarray(q)) for p, q in zip(xs, ys))
+
+
+def test_scalar_kind_is_served_directly_bit_for_bit(soon):
+    g = coarsen.differentiate(series, wrt=("a", "r", "x"))
+    args = (0.5, 0.999, 1.5, 10000)
+    out = _hot(g, *args)
+    want, _, _ = _reference(series, ("a", "r", "x"), *args)
+    assert _same(out, want)
+    # the kinds Numba types alike: served directly, the same bits
+    assert _same(g(np.float64(0.5), 0.999, np.float64(1.5), np.int64(10000)), want)
+    assert _direct(g)
+    # another point of the same kind (the singular branch, which runs the loop)
+    assert _same(g(0.5, 1.0, 1.5, 7), _reference(series, ("a", "r", "x"), 0.5, 1.0, 1.5, 7)[0])
+    assert _direct(g)
+
+
+def test_other_calls_leave_for_the_general_path(soon):
+    g = coarsen.differentiate(series, wrt=("a", "r", "x"))
+    args = (0.5, 0.9, 1.5, 20)
+    _hot(g, *args)
+    want = _reference(series, ("a", "r", "x"), *args)[0]
+    # keywords: bound as the function binds them, by the general path
+    assert _same(g(0.5, 0.9, 1.5, n=20), want)
+    assert not _direct(g)
+    _hot(g, *args)
+    # another kind (a float32 scalar, which Numba types apart): the general path, as before
+    a32 = np.float32(0.5)
+    assert _same(g(a32, 0.9, 1.5, 20), _reference(series, ("a", "r", "x"), a32, 0.9, 1.5, 20)[0])
+    assert not _direct(g)
+    _hot(g, *args)
+    # fewer arguments: the general path's refusal
+    with pytest.raises(coarsen.CoarsenError, match="missing a required argument: 'n'"):
+        g(0.5, 0.9, 1.5)
+    _hot(g, *args)
+    with pytest.raises(TypeError, match="expected 4 arguments, got 5"):
+        g(0.5, 0.9, 1.5, 20, 1)
+
+
+def test_tape_bytes_and_report_follow_the_last_call(soon):
+    g = coarsen.differentiate(logistic, wrt=("r", "x"))
+    _hot(g, 3.7, 0.3, 5)
+    ref = coarsen.differentiate(logistic, wrt=("r", "x"))
+    for n in (5, 40, 3):
+        assert _same(g(3.7, 0.3, n), ref(3.7, 0.3, n))
+        assert g.tape_bytes == ref.tape_bytes == 8 * n
+    assert _direct(g)
+    # the general path's call (value_and_grad) is the last one, then the direct one again
+    assert _same(g.value_and_grad(3.7, 0.3, 17), ref.value_and_grad(3.7, 0.3, 17))
+    assert g.tape_bytes == 8 * 17
+    assert _same(g(3.7, 0.3, 9), ref(3.7, 0.3, 9))
+    assert g.tape_bytes == 8 * 9
+    assert g.report(file=io.StringIO()).tape_bytes == 8 * 9
+    assert g.source == ref.source
+    assert _direct(g)
+
+
+def test_arrays_layouts_and_dtypes(soon):
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((12, 4))
+    y = np.sign(rng.standard_normal(12))
+    w = 0.1 * rng.standard_normal(4)
+    g = coarsen.differentiate(loss, wrt="w")
+    out = _hot(g, w, X, y)
+    want = _reference(loss, "w", w, X, y)[0]
+    assert _same(out, want)
+    # the same kind in other layouts: compiled for them, served directly, the same bits
+    Xf = np.asfortranarray(X)
+    assert _same(g(w, Xf, y), want)
+    wide = np.zeros(8)
+    wide[::2] = w
+    assert _same(g(wide[::2], X, y), want)
+    ro = X.copy()
+    ro.flags.writeable = False
+    assert _same(g(w, ro, y), want)
+    assert _direct(g)
+    # float32: another kind (the general path converts, and casts the gradient back)
+    w32 = w.astype(np.float32)
+    got = g(w32, X, y)
+    assert got.dtype == np.float32
+    assert _same(got, _reference(loss, "w", w32, X, y)[0])
+    assert not _direct(g)
+
+
+def test_offered_only_where_it_may_take(monkeypatch):
+    monkeypatch.setattr(direct_call, "DIRECT_AFTER", GRAD_ONLY_AFTER + 2)
+    monkeypatch.setattr(direct_call, "ENABLED", False)
+    g = coarsen.differentiate(series, wrt=("a", "r", "x"))
+    for _ in range(GRAD_ONLY_AFTER + 5):
+        g(0.5, 0.9, 1.5, 20)
+    assert not _direct(g)
+    monkeypatch.setattr(direct_call, "ENABLED", True)
+    p = coarsen.differentiate(series, wrt=("a", "r", "x"), target="python")
+    for _ in range(GRAD_ONLY_AFTER + 5):
+        p(0.5, 0.9, 1.5, 20)
+    assert not _direct(p)
+    assert direct_call.check()
