@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .analysis.plans import PLANS
-from .errors import CoarsenError
+from .errors import CoarsenArgumentError, CoarsenError
 from .ir.nodes import Array, Assign, Const, Scalar, Store, Var, walk
 from .ir.typeinfer import VIEW_OPS
 
@@ -127,10 +127,22 @@ def arg_type(name, value):
     if isinstance(value, (bool, np.bool_)):
         return Scalar("bool"), "bool"
     if isinstance(value, (int, np.integer)):
+        if not -2 ** 63 <= value < 2 ** 63:
+            raise CoarsenError(f"parameter {name!r}: {value} does not fit in a 64-bit int, the "
+                               "compiled code's integers",
+                               hint="pass an int between -2**63 and 2**63 - 1, or a float")
         return Scalar("i64"), "int64"
     if isinstance(value, (float, np.floating)):
         return Scalar("f64"), "float64" if not isinstance(value, np.float32) else "float32"
     if isinstance(value, np.ndarray):
+        if type(value) is not np.ndarray and not isinstance(value, np.memmap):
+            # np.matrix (``*`` is a matrix product), masked arrays (masks), and any subclass
+            # that may change what operations mean: the gradient computes on plain arrays
+            raise CoarsenError(f"parameter {name!r}: {type(value).__module__}."
+                               f"{type(value).__qualname__} is a subclass of np.ndarray whose "
+                               "operations may differ from plain arrays'",
+                               hint=f"pass np.asarray({name}) (a plain array), and write "
+                                    "the function for plain arrays (e.g. @ for matrix products)")
         kind = value.dtype.kind
         if kind == "f" and value.dtype.itemsize in (4, 8):
             dt = "f64"
@@ -373,7 +385,7 @@ def bind_arguments(fn, pysig, params, args, kwargs):
     try:
         bound = pysig.bind(*args, **kwargs)
     except TypeError as exc:
-        raise CoarsenError(f"{fn.__name__} takes {len(params)} arguments {pysig}, "
+        raise CoarsenArgumentError(f"{fn.__name__} takes {len(params)} arguments {pysig}, "
                            f"got {len(args) + len(kwargs)}: {exc}",
                            hint="pass each parameter once, by position or by name") from None
     bound.apply_defaults()

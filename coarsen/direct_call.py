@@ -20,13 +20,17 @@ scratch_limit)``, the number of parameters and the gradient's ``keys_of(args)``.
 
 Guarantees:
 
-* a call whose arguments are of the kind (the same ``keys_of``: types, arrays' dtypes and
-  ranks) runs the kind's gradient-only entry, as the general path does: the same numbers, bit
-  for bit.  Numba's types are finer than the kind (an array's layout, read-only flag) or merge
-  Python types the kind tells apart but the artifacts do not (``float`` and ``np.float64``,
-  ``int`` and ``np.int64``, ``bool`` and ``np.bool_``: one ``Signature`` each, and the general
-  path converts the NumPy scalars to what the entry then sees);
-* any other call (another kind; keywords; fewer arguments) leaves direct mode and goes to the
+* only kinds of scalars take it (floats, ints, bools: ``Signature`` types all ``Scalar``).
+  Numba types an ndarray subclass as the plain array (``np.matrix``, whose ``*`` is a matrix
+  product, would be served as a plain array, where the general path refuses it), so kinds with
+  arrays stay on the general path, whose key is the argument's Python type;
+* the dispatcher holds one specialization, compiled at the first direct call from arguments of
+  the kind; a call that Numba types as it runs the kind's gradient-only entry, as the general
+  path does: the same numbers, bit for bit.  Numba merges Python types the kind tells apart but
+  the artifacts do not (``float`` and ``np.float64``, ``int`` and ``np.int64``, ``bool`` and
+  ``np.bool_``: one ``Signature`` each, and the general path converts the NumPy scalars to what
+  the entry then sees);
+* any other call (another kind; keywords; fewer arguments; an int past int64) leaves direct mode and goes to the
   general ``__call__``, which binds and refuses arguments as before; the kind left is offered
   direct mode again after as many calls of it as the first time (its dispatcher kept).  More positional
   arguments than parameters raise Numba's ``TypeError`` (``f expected 4 arguments, got 5``)
@@ -48,6 +52,7 @@ import weakref
 
 import numpy as np
 
+from .ir.nodes import Scalar
 from .tiers import GRAD_ONLY_AFTER
 
 __all__ = ["DIRECT_AFTER", "DIRECT_MAX_LINES", "ENABLED", "DirectMode", "check", "enter", "leave",
@@ -166,9 +171,9 @@ class DirectMode:
     def route(self, args, kwargs):
         """What the dispatcher does with a call it has no specialization for."""
         gradient = self.ref()
-        if gradient is not None and not kwargs and len(args) == self.nparams \
-                and self.keys_of(args) == self.keys:
-            return True
+        if gradient is not None and not self.dispatcher.overloads and not kwargs and \
+                len(args) == self.nparams and self.keys_of(args) == self.keys:
+            return True         # the first direct call: the one specialization compiled
         return self.fallback
 
     def fallback(self, *args, **kwargs):
@@ -212,7 +217,8 @@ def offer(hit):
     generated code longer than ``DIRECT_MAX_LINES``)."""
     art = hit[0]
     if not ENABLED or hit[3] or art.options.build_target != "cpu" or \
-            art.source.count("\n") > DIRECT_MAX_LINES:
+            art.source.count("\n") > DIRECT_MAX_LINES or \
+            not all(isinstance(t, Scalar) for t in art.types):
         return 0
     return max(1, DIRECT_AFTER - (GRAD_ONLY_AFTER if art.grad_entry is not art.entry else 0))
 

@@ -58,6 +58,12 @@ class CoarsenError(Exception):
         return "\n".join(parts)
 
 
+class CoarsenArgumentError(CoarsenError, TypeError):
+    """Arguments that do not bind to the function's parameters (missing, extra, unknown or
+    repeated): a ``TypeError`` too, as Python raises for the function itself, so that
+    ``except TypeError`` catches it."""
+
+
 def _rebuild(cls, problem, parts):
     return cls(problem, **parts)
 

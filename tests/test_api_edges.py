@@ -231,3 +231,13 @@ def test_report_and_source_bind_arguments_as_the_call_does():
                 j.report(2.5, file=io.StringIO())):
         assert rep is not None
     assert g.source_for(2.5) == g.source_for(2.5, 0.9, 5) and "ema_default" in j.source_for(c=2.5)
+
+
+def test_wrong_bindings_are_type_errors_too():
+    """As Python's own for the function: ``except TypeError`` catches them (cpu target's
+    fast path included)."""
+    g = coarsen.differentiate(model, wrt="w")
+    with pytest.raises(TypeError, match="missing a required argument: 'x'"):
+        g(W, 0.3)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'y'"):
+        g(W, 0.3, XS, y=1.0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 
 import numpy as np
+import pytest
 
 import coarsen
 from tests import module_f32 as mod
@@ -89,3 +90,20 @@ def test_batch_refuses_overlapping_written_arrays_as_g_does():
         g.batch((0, None))(Z, Z[0])
     values, _ = g.batch((0, None))(Z, Z[0].copy())
     assert values[1] == g.value_and_grad(Z[1].copy(), Z[0].copy())[0]
+
+
+def _matrix_square(A):
+    return np.sum(A * A)
+
+
+@pytest.mark.parametrize("make", [np.asmatrix, lambda a: np.ma.masked_array(a, mask=a < 0)],
+                         ids=["matrix", "masked"])
+def test_ndarray_subclasses_are_refused(make):
+    """np.matrix's ``*`` is a matrix product and a masked array's masked entries take no part:
+    the gradient would compute on plain arrays, so they are refused (np.memmap is a plain
+    array in a file, and is accepted)."""
+    for target in ("python", "cpu"):
+        g = coarsen.differentiate(_matrix_square, target=target)
+        with pytest.raises(coarsen.CoarsenError, match="subclass of np.ndarray") as err:
+            g(make(np.array([[1.0, -2.0], [3.0, 4.0]])))
+        assert "np.asarray(A)" in str(err.value)
