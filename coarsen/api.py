@@ -69,6 +69,7 @@ from .artifact import (
 from .errors import CoarsenError
 from . import direct_call
 from .fast_path import arity_class, array_key, type_key
+from .module_arrays import ModuleArrays
 from .report import Report  # noqa: F401  (coarsen.api.Report, as before)
 from .frontend.lower import lower
 from .frontend.source import display_path, get_source, unwrap
@@ -289,6 +290,8 @@ class Gradient:
         # module-level arrays the function reads enter as extra read-only arguments
         fn_ir, _ = lower(self.fn)
         self._global_arrays = tuple(fn_ir.global_arrays)
+        # checked at every call where there are any (a name rebound since: CoarsenError)
+        self._module_arrays = ModuleArrays.of(fn_ir, self.fn.__name__)
         # the parameters' names in the IR and the generated code: the user's, escaped where
         # they look like compiler names or shadow a module the generated code imports
         self.ir_params = list(fn_ir.params[:len(self.params)])
@@ -429,6 +432,8 @@ class Gradient:
         """The first call of a kind of arguments: its signature, artifact and conversions,
         then what later calls of the same kind take (``_remember``).  It runs the full entry
         (``value`` is for the signature of the fast path's callables)."""
+        if self._module_arrays:
+            self._module_arrays.check()
         art, conv = self._prepare(args)
         if art.written:
             self._check_aliasing(args, art.written)
@@ -466,7 +471,8 @@ class Gradient:
             # the first call's tapes, grown to this kind's size, are the ones kept
             for kind, t in zip(art.tapes, r[3:]):
                 setattr(self._tapes, kind, t)
-        if raw and not art.written and not keep and art.options.max_tape_bytes is None:
+        if raw and not art.written and not keep and art.options.max_tape_bytes is None \
+                and not self._module_arrays:
             limit = KEEP_TAPES_ABOVE if art.taped_entry is not None else NEVER
             hit = (art, art.entry, art.grad_entry, self._global_arrays, self._single, limit,
                    _scratch_limit(art, tape))
@@ -522,8 +528,12 @@ class Gradient:
         fresh = fresh_taped(art)
         countdown = PLAIN_AFTER if fresh is not None else 0
 
+        module_arrays = self._module_arrays
+
         def run(args, value=True):
             nonlocal kinds, tier, countdown
+            if module_arrays:
+                module_arrays.check()
             gradient._last = art
             if written:
                 gradient._check_aliasing(args, written)

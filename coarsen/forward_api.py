@@ -54,6 +54,7 @@ from .ad.forward import jvp_ir
 from .analysis.activity import analyze
 from .artifact import TARGETS, Signature, bind_arguments, check_wrt, function_error
 from .errors import CoarsenError
+from .module_arrays import ModuleArrays
 from .frontend.lower import lower
 from .frontend.source import display_path, get_source, unwrap
 from .pipeline import code_fingerprint, lower_for, typed_ir
@@ -281,6 +282,7 @@ class Jvp:
         check_wrt(self.options.wrt, self.params, self.fn.__name__)
         fn_ir, _ = lower(self.fn)          # the fence runs now
         self._global_arrays = tuple(fn_ir.global_arrays)
+        self._module_arrays = ModuleArrays.of(fn_ir, self.fn.__name__)   # checked per call
         self.ir_params = list(fn_ir.params[:len(self.params)])  # the generated code's names
         self._artifacts = {}
         self._fast = {}                    # sweeps.kind_of(args) -> JvpArtifact
@@ -356,6 +358,8 @@ class Jvp:
                               "call j(*args, tangents=...)")
         if kwargs or len(args) != len(self.params):
             args = self._bind(args, kwargs)
+        if self._module_arrays:
+            self._module_arrays.check()
         kind = kind_of(args)
         art = self._fast.get(kind)
         if art is None:

@@ -62,6 +62,7 @@ import numpy as np
 from .api import differentiate
 from .artifact import Signature, bind_arguments, check_wrt, function_error, resolve_wrt
 from .errors import CoarsenError, at_stmt
+from .module_arrays import ModuleArrays
 from .forward_api import JvpOptions, check_aliasing, compile_jvp, convert_argument, converted
 from .frontend.custom_calls import custom_calls
 from .frontend.lower import lower
@@ -136,6 +137,7 @@ class _SecondOrder:
         self._pysig = inspect.signature(self.fn)
         fn_ir, _ = lower(self.fn)               # the fence runs now
         self._global_arrays = tuple(fn_ir.global_arrays)
+        self._module_arrays = ModuleArrays.of(fn_ir, self.fn.__name__)   # checked per call
         self.ir_params = list(fn_ir.params[:len(self.params)])  # the generated code's names
         self._programs = {}
         self._fast = {}                         # kind_of(args) -> HvpProgram
@@ -370,6 +372,8 @@ class Hvp(_SecondOrder):
             args, v = args[:-1], args[-1]
         if kwargs or len(args) != len(self.params):
             args = self._bind(args, kwargs)
+        if self._module_arrays:
+            self._module_arrays.check()
         prog = self._program(args)
         out = self._hvp(prog, args, self._vectors(prog, args, v))
         self._last = (prog, 1)
@@ -466,6 +470,8 @@ class Hessian(_SecondOrder):
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != len(self.params):
             args = self._bind(args, kwargs)
+        if self._module_arrays:
+            self._module_arrays.check()
         if self.method != "reverse-over-forward":
             fr = self._forward_over_reverse(args)
             if isinstance(fr, ForwardOverReverse):

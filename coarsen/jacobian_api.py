@@ -54,6 +54,7 @@ import numpy as np
 from .api import differentiate
 from .artifact import Signature, bind_arguments, check_wrt, resolve_wrt
 from .errors import CoarsenError
+from .module_arrays import ModuleArrays
 from .forward_api import (JvpOptions, check_aliasing, check_directions, compile_jvp,
                           convert_argument, converted, jvp)
 from .frontend.lower import lower
@@ -171,6 +172,7 @@ class Jacobian:
         self.array_fn = array_form(self.fn, self.src, self.params, self.k)
         fn_ir, _ = lower(self.array_fn)         # the fence runs now
         self._global_arrays = tuple(fn_ir.global_arrays)
+        self._module_arrays = ModuleArrays.of(fn_ir, self.fn.__name__)   # checked per call
         self._jvps, self._rows, self._results, self._shapes = {}, {}, {}, {}
         self._drivers = {}                      # (mode, wrt, types) -> SweepProgram
         self._kinds = {}                        # sweeps.kind_of(args) -> (Signature, wrt)
@@ -258,6 +260,8 @@ class Jacobian:
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != len(self.params):
             args = self._bind(args, kwargs)
+        if self._module_arrays:
+            self._module_arrays.check()
         kind = kind_of(args)
         hit = self._kinds.get(kind)
         if hit is None:

@@ -601,6 +601,8 @@ def lower(fn) -> tuple[Function, list]:
     body = lw.lower_function()
     fn_ir = Function(src.fn.__name__, params + list(namer.globals), body, lw.result, src.filename)
     fn_ir.global_arrays = [obj for obj, _ in namer.globals.values()]
+    # where each was read (``GlobalArray.where``), for the check that it is not rebound
+    fn_ir.global_array_origins = [(ga.name, ga.where) for _, ga in namer.globals.values()]
     fn_ir.temps = frozenset(namer.temps)
     fn_ir = split_webs(fn_ir)
     fn_ir.dependencies = src.deps       # every read this lowering made (source.Dependencies)

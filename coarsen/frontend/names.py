@@ -92,7 +92,7 @@ class Namer:
             if obj is ga.value:
                 return name
         name = self.user_fresh("g_" + ga.name.lower().strip("_"))
-        self.globals[name] = (ga.value, ga.name)
+        self.globals[name] = (ga.value, ga)
         return name
 
     def inline_count(self, fname):

@@ -384,9 +384,13 @@ class Known:
 
 @dataclass(frozen=True)
 class GlobalArray:
-    """A NumPy array bound to a module-level name: a read-only input of the gradient."""
+    """A NumPy array bound to a module-level name: a read-only input of the gradient.
+    ``where``: the namespace (a module's or function's globals dict) and the name it was read
+    under, for the check that it is not rebound later (``coarsen.module_arrays``); None for a
+    closure's cell."""
     name: str
     value: object = field(compare=False, hash=False)
+    where: object = field(default=None, compare=False, hash=False)
 
 
 @dataclass(frozen=True)
@@ -457,7 +461,7 @@ def resolve_attribute(src: FunctionSource, module: types.ModuleType, attr: str):
         return False, None
     src.deps.record(NameRead(owner, "attribute", name, describe(value)))
     if isinstance(value, np.ndarray):
-        return True, GlobalArray(attr, value)
+        return True, GlobalArray(attr, value, (vars(module), attr))
     return True, classify(value)
 
 
@@ -468,7 +472,8 @@ def resolve(src: FunctionSource, name: str):
         if name in scope:
             value = scope[name]
             if isinstance(value, np.ndarray):
-                return GlobalArray(name, value), value
+                where = (src.fn.__globals__, name) if scope is src.globals else None
+                return GlobalArray(name, value, where), value
             return classify(value), value
     if hasattr(builtins, name) and name in BUILTIN_FUNCS:
         return Known(BUILTIN_FUNCS[name], "builtin"), getattr(builtins, name)
