@@ -50,7 +50,10 @@ class CallMixin:
             if kw.arg is None:
                 raise self.err(node, "**kwargs in calls are not supported")
             if kw.arg not in allowed:
-                raise self.err(kw.value, f"keyword argument {kw.arg!r} is not supported here")
+                known = f" (it takes {', '.join(sorted(allowed))} by keyword)" if allowed else ""
+                raise self.err(kw.value, f"keyword argument {kw.arg!r} is not supported here{known}",
+                               "pass it by position, as the README's function list writes it "
+                               "(e.g. np.clip(a, lo, hi))")
             out[kw.arg] = kw.value
         return out
 
@@ -272,7 +275,9 @@ class CallMixin:
             return self.op(node, target, "copyarr", [self.lower_expr(args[0])])
         arity = primitive(op).arity or 1
         if len(args) != arity:
-            raise self.err(node, f"{op} takes {arity} argument(s) here")
+            hint = "nest the calls: math.hypot(math.hypot(x, y), z)" if op == "hypot" else \
+                f"call {op} with {arity} argument(s)"
+            raise self.err(node, f"{op} takes {arity} argument(s) here, got {len(args)}", hint)
         ops = [self.lower_expr(a) for a in args]
         return self.op(node, target, op, ops)
 

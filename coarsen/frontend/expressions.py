@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 
 import gast
+import numpy as np
 
 from ..ir.nodes import (Assign, Const, If, Var)
 from ..ir.primitives import REGISTRY, spelled, spellings
@@ -79,11 +80,28 @@ class ExpressionMixin:
             return Var(self.name(node.id))
         val = self.resolve_value(node)
         if isinstance(val, GlobalArray):
-            return Var(self.namer.global_array(val, self.src))
+            return Var(self.namer.global_array(self.usable_array(node, val), self.src))
         if isinstance(val, bool) or isinstance(val, (int, float)):
             return Const(val)
         raise self.err(node, f"{node.id!r} cannot be used as a value here",
                        "only numbers, arrays and local variables are values in differentiated code")
+
+    def usable_array(self, node, ga):
+        """``ga`` where the compiled code can take it as an argument; else refused here, with
+        its name (not at the first call, as an anonymous argument)."""
+        a = ga.value
+        if a.ndim == 0:
+            raise self.err(node, f"the module-level array {ga.name!r} is 0-d",
+                           f"make it a number ({ga.name} = float(...)), or a 1-element array "
+                           f"read as {ga.name}[0]")
+        if not (a.dtype.kind in "iub" or (a.dtype.kind == "f" and a.dtype.itemsize in (4, 8))):
+            raise self.err(node, f"the module-level array {ga.name!r} has dtype {a.dtype}",
+                           "use float64, float32, integer or bool arrays")
+        if type(a) is not np.ndarray and not isinstance(a, np.memmap):
+            raise self.err(node, f"the module-level array {ga.name!r} is a "
+                           f"{type(a).__qualname__}, a subclass of np.ndarray whose operations "
+                           "may differ from plain arrays'", f"bind {ga.name} to np.asarray(...)")
+        return ga
 
     def resolve_value(self, node, quiet=False):
         """Static meaning of a non-local name or module attribute."""
@@ -103,7 +121,8 @@ class ExpressionMixin:
                 raise self.err(node, f"name {node.id!r} is not defined") from None
             if kind is None and not quiet:
                 raise self.err(node, f"{node.id!r} refers to something coarsen cannot differentiate",
-                               "use numbers, NumPy arrays, math/NumPy functions and plain functions")
+                               "use numbers, NumPy arrays, math/NumPy functions and plain "
+                               "functions (a tuple of numbers: make it a NumPy array)")
             return kind
         if isinstance(node, gast.Attribute):
             base = self.resolve_value(node.value, quiet=True)
@@ -151,7 +170,7 @@ class ExpressionMixin:
         if isinstance(val, (int, float)):       # bools too (consts.FLAG), as a name's value
             return Const(val)
         if isinstance(val, GlobalArray):        # module.ARRAY: a read-only input, as ARRAY is
-            return Var(self.namer.global_array(val, self.src))
+            return Var(self.namer.global_array(self.usable_array(node, val), self.src))
         if node.attr == "T":
             a = self.lower_expr(node.value)
             return self.op(node, target, "transpose", [a])
@@ -212,8 +231,10 @@ class ExpressionMixin:
     def expr_Compare(self, node, target):
         ops = [OPERATORS.get(type(o)) for o in node.ops]
         if None in ops:
-            raise self.err(node, "only < <= > >= == != comparisons are supported",
-                           "`in`, `is` and their negations are not supported")
+            raise self.err(node, "only < <= > >= == != comparisons are supported "
+                           "(`in`, `is` and their negations are not)",
+                           "for an optional argument, use a number as the default instead of "
+                           "None (e.g. scale=1.0) and compare with ==")
         left = self.lower_expr(node.left)
         if len(ops) == 1:
             right = self.lower_expr(node.comparators[0])
@@ -267,5 +288,7 @@ class ExpressionMixin:
         return self.op(node, target, "getitem", [arr], index=index)
 
     def expr_Tuple(self, node, target):
-        raise self.err(node, "tuples are supported only in unpacking assignments and shapes")
+        raise self.err(node, "tuples are supported only in unpacking assignments and shapes",
+                       "index with the numbers themselves (B[1, -1], not idx = (1, -1); "
+                       "B[idx]), and unpack tuples into names (a, b = t)")
 

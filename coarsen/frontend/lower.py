@@ -28,7 +28,9 @@ _UNSUPPORTED_STMTS = {
     gast.Try: ("try/except", "handle errors outside the differentiated function"),
     gast.With: ("with blocks", "move the context manager outside the differentiated function"),
     gast.Raise: ("raise", "validate inputs before calling the gradient"),
-    gast.Global: ("global declarations", "pass the value as a parameter and return results"),
+    gast.Global: ("global declarations", "module-level numbers and arrays are read without "
+                  "one: remove the `global` statement; to change one, pass the value as a "
+                  "parameter and return results"),
     gast.Nonlocal: ("nonlocal declarations", "pass the value as a parameter"),
     gast.Delete: ("del", "let the variable go out of scope instead"),
     gast.Assert: ("assert", "check the condition before calling the gradient"),
@@ -200,8 +202,10 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
                                    "use local variables or array element writes")
                 if isinstance(sub, gast.Constant) and isinstance(sub.value, (str, bytes)) \
                         and not (isinstance(stmt, gast.Expr) and stmt.value is sub):
-                    raise self.err(sub, "strings are not supported in differentiated code",
-                                   "remove string handling from the differentiated function")
+                    hint = "remove string handling from the differentiated function"
+                    if sub.value in ("inf", "-inf", "nan", "infinity", "-infinity"):
+                        hint = "write math.inf, -math.inf or math.nan instead of float('...')"
+                    raise self.err(sub, "strings are not supported in differentiated code", hint)
                 if isinstance(sub, gast.Constant) and isinstance(sub.value, complex):
                     raise self.err(sub, "complex numbers are not supported", "split into real and imaginary parts")
                 if isinstance(sub, gast.Name) and sub.id.startswith("__") and sub.id.endswith("__"):
