@@ -114,7 +114,9 @@ def _vjp_sum_mean(em, s, p, g, pre_fwd, pre_rev, out):
             count = B.subscript(shp, axis % rank) if axis is not None else \
                 B.call("np.prod", B.call("np.array", shp))
         gg = g / X(count)
-    if axis is not None and not s.attr("keepdims"):
+    if axis is not None and rank > 1 and not s.attr("keepdims"):
+        # the reduced axis put back so the adjoint broadcasts; a 1-D operand's result is a
+        # number, which broadcasts as it is (Numba has no expand_dims of a number)
         gg = X(B.call("np.expand_dims", gg, axis % rank), True)
     em.broadcast_into(arg, gg, pre_fwd, pre_rev, out)
 
@@ -124,7 +126,7 @@ def _vjp_var_std(em, s, p, g, pre_fwd, pre_rev, out):
     a = em.val(arg)
     rank = em.nd(arg)
     axis = s.attr("axis")
-    if axis is None:
+    if axis is None or rank == 1:    # a 1-D operand: its only axis is all of it, as in forward
         n = X(B.attr(f"{arg.name}.size"))
         mean = X(B.binop(B.call("np.sum", a), "/", B.attr(f"{arg.name}.size")))
         gg = g
@@ -137,7 +139,7 @@ def _vjp_var_std(em, s, p, g, pre_fwd, pre_rev, out):
     if s.op == "var":
         contrib = gg * (2.0 * dev / n)
     else:
-        if axis is None:
+        if axis is None or rank == 1:
             sd = X(B.call("np.sqrt", B.binop(B.call("np.sum", B.binop(dev, "*", dev)), "/", n)))
         else:
             sd = X(B.call("np.expand_dims", B.call("np.sqrt", B.binop(
