@@ -146,7 +146,7 @@ class Jacobian:
     """The Jacobian of a function; see ``coarsen.jacobian``."""
 
     def __init__(self, fn, wrt=None, mode="auto", target="cpu", boundscheck=True,
-                 parallel=False, directions=None, coarsen=True):
+                 parallel=False, directions=None, coarsen=True, *, simd=False):
         if mode not in MODES:
             raise CoarsenError(f"unknown mode {mode!r}", hint=f"use one of {MODES}")
         # checks the target and the number of directions
@@ -164,6 +164,8 @@ class Jacobian:
         self.parallel = bool(parallel)
         # coarse forward mode and coarse row gradients (``coarsen=False``: fine-grained)
         self.coarsen = bool(coarsen)
+        # with directions=K: the vector JVP in its SIMD form (``JvpOptions.simd``)
+        self.simd = bool(simd) and bool(self.directions)
         self._single = wrt is not None and not isinstance(wrt, (tuple, list))
         check_wrt(wrt, self.params, self.fn.__name__)
         self._pysig = inspect.signature(self.fn)
@@ -309,7 +311,8 @@ class Jacobian:
             art = compile_jvp(self.array_fn, sig, JvpOptions(wrt=wrt, target=self.target,
                                                             boundscheck=self.boundscheck,
                                                             directions=lanes,
-                                                            coarsen=self.coarsen),
+                                                            coarsen=self.coarsen,
+                                                            simd=self.simd),
                               module_arrays=self._global_arrays)
             parallel = self._parallel_for(art.source)
             text = forward_driver(art.entry_name, len(self.params), len(art.module_arrays),
