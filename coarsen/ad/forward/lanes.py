@@ -1,8 +1,8 @@
 """SIMD lanes for the vector JVP of forward over reverse: a Numba type ``Lanes(K)`` holding the
-tangents of K directions of one float as one LLVM vector ``<K x double>``, so that the K lanes
-of a tangent statement are K-wide vector instructions (Numba's LLVM keeps the vector in
-registers across loop iterations; Numba runs no SLP vectorizer, so K unrolled scalar lanes
-stay scalar code).
+tangents of K directions of one float as LLVM vectors (``K / 8`` vectors ``<8 x double>``
+where 8 divides K, else one ``<K x double>``), so that the K lanes of a tangent statement are
+vector instructions (Numba's LLVM keeps the vectors in registers across loop iterations;
+Numba runs no SLP vectorizer, so K unrolled scalar lanes stay scalar code).
 
 Requires: Numba and llvmlite (this module registers the type, its operators and the
 functions below with Numba when it is imported; the generated modules that use it import it).
@@ -37,35 +37,61 @@ _I32 = ir.IntType(32)
 
 
 class Lanes(types.Type):
-    """K float64 lanes (one LLVM vector)."""
+    """K float64 lanes: ``K / 8`` LLVM vectors of 8 where 8 divides K, else one vector of K
+    (Numba's LLVM makes a single vector of 24 lanes into scalar code; chunks of 8, one
+    AVX-512 register each, stay vectors)."""
 
     def __init__(self, n):
         self.n = int(n)
         super().__init__(name=f"Lanes({self.n})")
 
+    @property
+    def width(self):
+        return 8 if self.n % 8 == 0 else self.n
+
+    @property
+    def chunks(self):
+        return self.n // self.width
+
+
+def _vector_type(lanes):
+    return ir.VectorType(_F64, lanes.width)
+
 
 @register_model(Lanes)
 class _LanesModel(models.PrimitiveModel):
     def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, ir.VectorType(_F64, fe_type.n))
+        super().__init__(dmm, fe_type, ir.ArrayType(_vector_type(fe_type), fe_type.chunks))
 
 
 def _scalar_ok(t):
     return isinstance(t, (types.Float, types.Integer)) and not isinstance(t, types.Boolean)
 
 
-def _broadcast(builder, n, val, fromty):
-    """``val`` (a ``Lanes`` value, or a number of type ``fromty``) as a vector of ``n``."""
+def _chunks(builder, lanes, val):
+    return [builder.extract_value(val, i) for i in range(lanes.chunks)]
+
+
+def _pack(builder, lanes, chunks):
+    out = ir.Constant(ir.ArrayType(_vector_type(lanes), lanes.chunks), ir.Undefined)
+    for i, c in enumerate(chunks):
+        out = builder.insert_value(out, c, i)
+    return out
+
+
+def _broadcast(builder, lanes, val, fromty):
+    """The chunks of ``val``: a ``Lanes`` value's, or a number of type ``fromty`` splat."""
     if isinstance(fromty, Lanes):
-        return val
+        return _chunks(builder, lanes, val)
     if isinstance(fromty, types.Integer):
         val = (builder.sitofp if fromty.signed else builder.uitofp)(val, _F64)
     elif fromty.bitwidth < 64:
         val = builder.fpext(val, _F64)
-    vt = ir.VectorType(_F64, n)
+    vt = _vector_type(lanes)
     v = builder.insert_element(ir.Constant(vt, ir.Undefined), val, ir.Constant(_I32, 0))
-    return builder.shuffle_vector(v, ir.Constant(vt, ir.Undefined),
-                                  ir.Constant(ir.VectorType(_I32, n), [0] * n))
+    v = builder.shuffle_vector(v, ir.Constant(vt, ir.Undefined),
+                               ir.Constant(ir.VectorType(_I32, lanes.width), [0] * lanes.width))
+    return [v] * lanes.chunks
 
 
 def _register_binop(op, inst):
@@ -84,10 +110,10 @@ def _register_binop(op, inst):
     infer_global(op)(_Typing)
 
     def _lower(context, builder, sig, args):
-        n = sig.return_type.n
-        x = _broadcast(builder, n, args[0], sig.args[0])
-        y = _broadcast(builder, n, args[1], sig.args[1])
-        return getattr(builder, inst)(x, y)
+        lanes = sig.return_type
+        xs = _broadcast(builder, lanes, args[0], sig.args[0])
+        ys = _broadcast(builder, lanes, args[1], sig.args[1])
+        return _pack(builder, lanes, [getattr(builder, inst)(x, y) for x, y in zip(xs, ys)])
 
     for pair in ((Lanes, Lanes), (Lanes, types.Number), (types.Number, Lanes)):
         lower_builtin(op, *pair)(_lower)
@@ -109,8 +135,9 @@ class _NegTyping(AbstractTemplate):
 @lower_builtin(operator.neg, Lanes)
 def _neg(context, builder, sig, args):
     # as Numba negates a float: -0.0 - x
-    n = sig.return_type.n
-    return builder.fsub(ir.Constant(ir.VectorType(_F64, n), [-0.0] * n), args[0])
+    lanes = sig.return_type
+    zero = ir.Constant(_vector_type(lanes), [-0.0] * lanes.width)
+    return _pack(builder, lanes, [builder.fsub(zero, x) for x in _chunks(builder, lanes, args[0])])
 
 
 @intrinsic
@@ -121,7 +148,8 @@ def lanes_zeros(typingctx, n):
     lanes = Lanes(n.literal_value)
 
     def codegen(context, builder, sig, args):
-        return ir.Constant(ir.VectorType(_F64, lanes.n), [0.0] * lanes.n)
+        zero = ir.Constant(_vector_type(lanes), [0.0] * lanes.width)
+        return ir.Constant(ir.ArrayType(_vector_type(lanes), lanes.chunks), [zero] * lanes.chunks)
     return lanes(n), codegen
 
 
@@ -138,8 +166,8 @@ def _index_ok(arr, idx):
     return all(isinstance(t, types.Integer) for t in ints) and len(ints) == arr.ndim - 1
 
 
-def _lane_pointer(context, builder, arrty, arr, idxty, idx, n):
-    """The pointer to ``arr[idx + (0,)]`` as a pointer to ``<n x double>``."""
+def _lane_pointers(context, builder, arrty, arr, idxty, idx, lanes):
+    """The pointers to the chunks of ``arr[idx + (0,)]`` on (pointers to vectors)."""
     ary = context.make_array(arrty)(context, builder, arr)
     inds = [context.cast(builder, v, t, types.intp) for v, t in zip(
         _index_values(builder, idxty, idx),
@@ -150,7 +178,8 @@ def _lane_pointer(context, builder, arrty, arr, idxty, idx, n):
     # a negative index counts from the end, as Numba's own indexing reads it
     ptr = cgutils.get_item_pointer2(context, builder, ary.data, shapes, strides, arrty.layout,
                                     inds, wraparound=True)
-    return builder.bitcast(ptr, ir.PointerType(ir.VectorType(_F64, n)))
+    ptr = builder.bitcast(ptr, ir.PointerType(_vector_type(lanes)))
+    return [builder.gep(ptr, [ir.Constant(ir.IntType(64), i)]) for i in range(lanes.chunks)]
 
 
 @intrinsic
@@ -161,9 +190,9 @@ def lanes_at(typingctx, arr, idx, n):
     lanes = Lanes(n.literal_value)
 
     def codegen(context, builder, sig, args):
-        ptr = _lane_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1],
-                            lanes.n)
-        return builder.load(ptr, align=8)
+        ptrs = _lane_pointers(context, builder, sig.args[0], args[0], sig.args[1], args[1],
+                              lanes)
+        return _pack(builder, lanes, [builder.load(p, align=8) for p in ptrs])
     return lanes(arr, idx, n), codegen
 
 
@@ -174,8 +203,9 @@ def lanes_put(typingctx, arr, idx, v):
         return None
 
     def codegen(context, builder, sig, args):
-        ptr = _lane_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1], v.n)
-        builder.store(args[2], ptr, align=8)
+        ptrs = _lane_pointers(context, builder, sig.args[0], args[0], sig.args[1], args[1], v)
+        for p, c in zip(ptrs, _chunks(builder, v, args[2])):
+            builder.store(c, p, align=8)
         return context.get_dummy_value()
     return types.none(arr, idx, v), codegen
 
