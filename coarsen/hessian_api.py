@@ -6,8 +6,12 @@ Forward over reverse (``Hessian``, ``method="auto"`` or ``"forward-over-reverse"
 gradient of ``fn`` generated for the python target without index checks is read back as a
 program (``coarsen.gradient_program``: no tape, ``wrt`` floats or float64 arrays (several:
 packed into one flat array), no runtime helpers, no parallel loops, no module-level arrays) and ``coarsen.jacobian`` of it, forward
-mode with ``LANES`` directions per sweep, is the Hessian: each sweep runs the gradient once
-with ``LANES`` tangent lanes.  Where the gradient is not such a program, ``"auto"`` falls
+mode with K directions per sweep, is the Hessian: each sweep runs the gradient once with K
+tangent lanes.  On the cpu target the vector JVP is first asked for in its SIMD form
+(``JvpOptions.simd``: each float tangent K lanes in vector registers, array tangents
+lane-last; K from ``simd_lanes``), else (a tangent form the rewrite refuses, or the python
+target) ``LANES`` unrolled scalar lanes; both give the same Hessian, bit for bit (each lane
+is the single-direction JVP's column).  Where the gradient is not such a program, ``"auto"`` falls
 back to reverse over forward (the report says why) and ``"forward-over-reverse"`` raises
 ``CoarsenError`` with the reason at the first call; ``parallel=True`` means reverse over
 forward.  ``h.method_used`` names the last call's method.  The rest of this docstring is

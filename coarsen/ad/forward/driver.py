@@ -21,6 +21,11 @@ directions packed along a leading axis (``<name>_dots``, shape ``(K,) + shape``)
 ``(value, tangents of the result)`` with the same leading axis: the primal runs once and each
 statement's tangent code is emitted once per direction (lanes ``<name>_dot<k>_``), so lane k
 computes what ``directions=0`` computes for direction k, operation for operation.  With
+``directions=K`` and ``simd=True`` the entry is the same, but its body is the single-direction
+code made K lanes wide (``coarsen.ad.forward.simd``: float tangents ``Lanes(K)`` vectors, array
+tangents lane-last, the packed tangents transposed in the prologue and back in the epilogue;
+``NotVectorized`` where the rewrite does not know a tangent form), lane k still operation for
+operation the single-direction code.  With
 ``input_language=True`` matrix products, ``solve`` and ``einsum`` are emitted as NumPy calls
 (``a @ b``, ``np.linalg.solve``, ``np.einsum``), not as the runtime helpers whose shape checks
 ``raise``, so that the module is in coarsen's input language (``coarsen.hessian`` reads it back

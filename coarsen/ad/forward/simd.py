@@ -158,9 +158,10 @@ class _Rewrite:
             return B.call("_lanes_at", base, self.element_index(parts), B.const(self.k)), L
         self.primal_only(node)
         if isinstance(base, gast.Name) and isinstance(self.types.get(base.id), Array):
-            parts, sliced = self.index_parts(node)
-            if not sliced and len(parts) == self.types[base.id].ndim:
-                return node, S
+            elts = node.slice.elts if isinstance(node.slice, gast.Tuple) else [node.slice]
+            if len(elts) == self.types[base.id].ndim and all(
+                    not isinstance(e, gast.Slice) and self.expr(e)[1] == S for e in elts):
+                return node, S              # an element of a primal array
         return node, U
 
     @staticmethod
