@@ -396,17 +396,19 @@ LANES = 8
 
 
 #: lanes times columns of one SIMD sweep: a lane-last tangent array of ``size`` elements and K
-#: lanes takes 8 K size bytes, 20 KiB at this bound (two of them in a 48 KiB L1 data cache)
-SIMD_BUDGET = 2560
+#: lanes takes 8 K size bytes, 16 KiB at this bound (two of them, the gradient's read and its
+#: accumulated tangents, in a 48 KiB L1 data cache with room to spare)
+SIMD_BUDGET = 2048
 
 
 def simd_lanes(size):
     """The lanes per sweep of the SIMD form for ``size`` columns: a multiple of 8 (one
     AVX-512 vector per chunk of 8 lanes) from 8 to 32; one sweep where 32 lanes cover the
     columns, else as few sweeps as cover them with at most ``SIMD_BUDGET // size`` lanes each
-    (at least 8), the lanes spread evenly.  Logistic regression, 100 features (medians of 60
-    interleaved calls, all bit for bit the same Hessian): 8 unrolled lanes 1.10 ms, SIMD 16
-    lanes 533 us, 24 lanes 466 us, 32 lanes 558 us (its tangent arrays spill out of L1)."""
+    (at least 8), the lanes spread evenly.  Logistic regression, 100 features, medians of
+    interleaved calls on a busy 2-core machine (every one the same Hessian, bit for bit):
+    8 unrolled lanes 0.90 to 1.10 ms; SIMD 16 lanes 450 to 545 us, 24 lanes 465 to 585 us,
+    32 lanes 560 to 735 us (its tangent arrays no longer fit in L1)."""
     if size <= 32:
         return -(-size // 8) * 8
     most = max(8, min(32, SIMD_BUDGET // size // 8 * 8))

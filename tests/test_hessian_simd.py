@@ -101,7 +101,7 @@ def _unrolled(monkeypatch):
     monkeypatch.setattr(hessian_api, "simd_lanes", off)
 
 
-@pytest.mark.parametrize("d", [5, 20, 70])      # one sweep of 8, of 32; 5 sweeps of 16
+@pytest.mark.parametrize("d", [5, 20, 70])      # one sweep of 8, of 24; 3 sweeps of 24
 def test_simd_hessian_is_the_unrolled_lanes_bit_for_bit(d, monkeypatch):
     args = _logreg_args(d)
     h = coarsen.hessian(loop_logreg, wrt="w")
