@@ -242,6 +242,10 @@ def export_jvp(j, path, signature=None):
 def export_jacobian(J, path, signature=None):
     """Write the Jacobian ``J`` specialized on ``signature`` at ``path`` (forward mode); see
     the module docstring."""
+    if getattr(J, "simd", False):
+        # its module imports coarsen's Lanes type: not standalone
+        raise CoarsenError("export of a Jacobian in the SIMD form (simd=True) is not supported",
+                           hint="export the Jacobian made without simd")
     parsed = _signature(J, signature, "Jacobian")
     prog, wrt = J.forward_program(example_args(parsed))
     fname = J.fn.__name__

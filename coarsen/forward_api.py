@@ -51,6 +51,7 @@ import numpy as np
 
 from . import __version__, lowering
 from .ad.forward import jvp_ir
+from .ad.forward.simd import NotVectorized
 from .analysis.activity import analyze
 from .artifact import TARGETS, Signature, bind_arguments, check_wrt, function_error
 from .errors import CoarsenError
@@ -81,6 +82,10 @@ class JvpOptions:
     #: coarse forward mode: tangents through lifted segments' local Jacobians and closed forms
     #: (``jvp_ir``'s ``coarsen``); False: fine-grained, one tangent statement per statement
     coarsen: bool = True
+    #: with ``directions=K``: the SIMD form (``coarsen.ad.forward.simd``: each tangent K lanes
+    #: wide, one vector per float), the same entry and the same numbers; ``compile_jvp``
+    #: raises ``CoarsenError`` where the tangent code has a form it does not rewrite
+    simd: bool = False
 
     def __post_init__(self):
         if self.target not in TARGETS:
@@ -99,6 +104,7 @@ class JvpOptions:
             object.__setattr__(self, "wrt", tuple(self.wrt))
         object.__setattr__(self, "boundscheck", bool(self.boundscheck))
         object.__setattr__(self, "coarsen", bool(self.coarsen))
+        object.__setattr__(self, "simd", bool(self.simd) and self.directions > 0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,7 +143,7 @@ def compile_jvp(fn, signature, options, *, module_arrays=None):
              "module_arrays": list(low.array_texts), "wrt": list(wrt),
              "target": options.target, "boundscheck": options.boundscheck,
              "input_language": options.input_language, "directions": options.directions,
-             "coarsen": options.coarsen,
+             "coarsen": options.coarsen, "simd": options.simd,
              "version": __version__, "code": code_fingerprint(),
              "toolchain": dict(sorted(toolchain_versions().items()))}
     cache_key = lowering.cache_key(**parts)
@@ -154,9 +160,15 @@ def compile_jvp(fn, signature, options, *, module_arrays=None):
                          float_arrays=True)
         wrt_ir = tuple(fn_ir.params[params.index(w)] for w in wrt)
         facts = analyze(fn_ir, wrt_ir)
-        module, em = jvp_ir(fn_ir, wrt_ir, facts, entry_name, boundscheck=options.boundscheck,
-                            input_language=options.input_language,
-                            directions=options.directions, coarsen=options.coarsen)
+        try:
+            module, em = jvp_ir(fn_ir, wrt_ir, facts, entry_name,
+                                boundscheck=options.boundscheck,
+                                input_language=options.input_language,
+                                directions=options.directions, coarsen=options.coarsen,
+                                simd=options.simd)
+        except NotVectorized as exc:
+            raise CoarsenError(f"the SIMD form of the vector JVP of {fn.__qualname__} is not "
+                               f"available: {exc}", hint="use the vector JVP without simd")
         lifted = [seg.plan for seg in em.segments if seg.plan.lifted is not None]
         stats = {"active": len(facts.active), "tangent_statements": em.tangent_statements,
                  "coarsen": options.coarsen, "segments": len(em.segments),

@@ -34,6 +34,9 @@ Guarantees:
   primal once per block, each column the single-direction sweep's, bit for bit; its code
   holds K copies of the tangent code, so Numba compiles longer (ADBench's dense BA Jacobian
   at size s, K = 8: 8.4 s to 15.5 s to the first result, cold; 88 us to 73 us per call).
+  ``Jacobian(..., directions=K, simd=True)`` (what ``coarsen.hessian`` uses): the vector JVP
+  in its SIMD form (``JvpOptions.simd``), the same columns bit for bit; a tangent form the
+  rewrite does not know raises ``CoarsenError`` at the first call; not exported.
 * Unsupported input raises ``CoarsenError`` (file, line, column, hint) before code is
   generated, as ``jvp`` and ``differentiate`` do; a result that is not float (an integer
   array, a tuple with an array in it) is refused at the first call.  The caller's arrays are
@@ -45,6 +48,7 @@ from __future__ import annotations
 
 import inspect
 import io
+import math
 import sys
 from dataclasses import dataclass
 
@@ -147,7 +151,7 @@ class Jacobian:
     """The Jacobian of a function; see ``coarsen.jacobian``."""
 
     def __init__(self, fn, wrt=None, mode="auto", target="cpu", boundscheck=True,
-                 parallel=False, directions=None, coarsen=True):
+                 parallel=False, directions=None, coarsen=True, *, simd=False):
         if mode not in MODES:
             raise CoarsenError(f"unknown mode {mode!r}", hint=f"use one of {MODES}")
         # checks the target and the number of directions
@@ -165,6 +169,8 @@ class Jacobian:
         self.parallel = bool(parallel)
         # coarse forward mode and coarse row gradients (``coarsen=False``: fine-grained)
         self.coarsen = bool(coarsen)
+        # with directions=K: the vector JVP in its SIMD form (``JvpOptions.simd``)
+        self.simd = bool(simd) and bool(self.directions)
         self._single = wrt is not None and not isinstance(wrt, (tuple, list))
         check_wrt(wrt, self.params, self.fn.__name__)
         self._pysig = inspect.signature(self.fn)
@@ -272,7 +278,7 @@ class Jacobian:
         sig, wrt = hit
         self._last_signature = sig.texts
         ins = [np.shape(args[self.params.index(w)]) for w in wrt]
-        n_in = sum(int(np.prod(s)) for s in ins)
+        n_in = sum(math.prod(s) for s in ins)
         mode = self.mode
         if mode != "forward":
             out = self._out_shape(sig, args)
@@ -313,7 +319,8 @@ class Jacobian:
             art = compile_jvp(self.array_fn, sig, JvpOptions(wrt=wrt, target=self.target,
                                                             boundscheck=self.boundscheck,
                                                             directions=lanes,
-                                                            coarsen=self.coarsen),
+                                                            coarsen=self.coarsen,
+                                                            simd=self.simd),
                               module_arrays=self._global_arrays)
             parallel = self._parallel_for(art.source)
             text = forward_driver(art.entry_name, len(self.params), len(art.module_arrays),
@@ -379,6 +386,11 @@ class Jacobian:
 
     def _pack(self, J, out, ins):
         """JAX's layout of the dense ``(out size, in size)`` matrix ``J``."""
+        if self.k is None and len(ins) == 1:
+            # one wrt parameter (the Hessian's forward over reverse): J itself, reshaped
+            b = J.reshape(tuple(out) + tuple(ins[0]))
+            b = float(b) if b.ndim == 0 else b
+            return b if self._single else (b,)
         starts = np.cumsum([0] + [int(np.prod(s)) for s in ins])
 
         def layout(rows, oshape):

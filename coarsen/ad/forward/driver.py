@@ -21,6 +21,11 @@ directions packed along a leading axis (``<name>_dots``, shape ``(K,) + shape``)
 ``(value, tangents of the result)`` with the same leading axis: the primal runs once and each
 statement's tangent code is emitted once per direction (lanes ``<name>_dot<k>_``), so lane k
 computes what ``directions=0`` computes for direction k, operation for operation.  With
+``directions=K`` and ``simd=True`` the entry is the same, but its body is the single-direction
+code made K lanes wide (``coarsen.ad.forward.simd``: float tangents ``Lanes(K)`` vectors, array
+tangents lane-last, the packed tangents transposed in the prologue and back in the epilogue;
+``NotVectorized`` where the rewrite does not know a tangent form), lane k still operation for
+operation the single-direction code.  With
 ``input_language=True`` matrix products, ``solve`` and ``einsum`` are emitted as NumPy calls
 (``a @ b``, ``np.linalg.solve``, ``np.einsum``), not as the runtime helpers whose shape checks
 ``raise``, so that the module is in coarsen's input language (``coarsen.hessian`` reads it back
@@ -39,11 +44,13 @@ from .. import build as B
 from ..reverse.cleanup import comment_pass
 from ..lift_planned import lift_planned, lifted_names
 from ..runtime import helper_source
+from . import lanes
 from .emitter import ForwardEmitter, tangent_names
+from .simd import LANE_HELPERS, NotVectorized, simd_body
 
 
 def jvp_ir(fn, wrt, facts, entry_name, *, boundscheck=True, input_language=False,
-           directions=0, coarsen=False, budget_seconds=10.0):
+           directions=0, coarsen=False, budget_seconds=10.0, simd=False):
     """The JVP module of ``fn`` (see the module docstring) and its emitter (``names``: the
     tangents' names; ``tangent_statements``, ``zero_tangents``, ``loop_notes`` for reports;
     ``segments``: the planned segments, ``timed_out``: the locations of those whose symbolic
@@ -56,6 +63,12 @@ def jvp_ir(fn, wrt, facts, entry_name, *, boundscheck=True, input_language=False
         segments, budgets = lift_planned(fn, facts, budget_seconds)
         names = lifted_names(segments)
     bounds = plan_bounds(fn) if boundscheck else None
+    if simd and directions:
+        # the single-direction code, its tangents then made K lanes wide (raises
+        # NotVectorized where it cannot be)
+        if coarsen:
+            raise NotVectorized("coarse forward mode")
+        return _simd_module(fn, wrt, facts, entry_name, bounds, input_language, directions)
     em = ForwardEmitter(fn, wrt, facts, bounds, input_language, directions)
     em.lifted_names = names
     em.segments = segments
@@ -114,15 +127,91 @@ def jvp_ir(fn, wrt, facts, entry_name, *, boundscheck=True, input_language=False
         ret = B.return_(B.tuple_(B.call("float", fn.result), B.call("float", result_dot)))
     params = list(fn.params) + [packed[w] if directions else em.dot(w) for w in wrt]
     func = B.funcdef(entry_name, params, prologue + body + epilogue + [ret])
+    return _module(func, em), em
+
+
+def _module(func, em, imports=""):
+    """The module of the entry ``func``: its imports and the runtime helpers it calls."""
     helpers = helper_source(sorted(em.helpers)) if em.helpers else ""
     helper_mod = gast.parse(helpers) if helpers else gast.Module(body=[], type_ignores=[])
     used = {n.id for node in [func] + list(helper_mod.body) for n in gast.walk(node)
             if isinstance(n, gast.Name)}
     header = gast.parse("".join(line for mod, line in (("math", "import math\n"),
                                                        ("np", "import numpy as np\n"))
-                                if mod in used) or "\n")
-    module = gast.Module(body=header.body + helper_mod.body + [func], type_ignores=[])
-    return module, em
+                                if mod in used) + imports or "\n")
+    return gast.Module(body=header.body + helper_mod.body + [func], type_ignores=[])
+
+
+def _simd_module(fn, wrt, facts, entry_name, bounds, input_language, k):
+    """The vector JVP of ``k`` directions in its SIMD form (``coarsen.ad.forward.simd``):
+    the same entry as ``directions=k`` (packed tangents in, packed tangents out), each
+    tangent K lanes wide inside."""
+    em = ForwardEmitter(fn, wrt, facts, bounds, input_language, 0)
+    em.lifted_names, em.segments, em.timed_out = {}, [], ()
+    body = em.block(fn.body)
+    comment_pass(body)
+    body = simd_body(body, em, k)
+    types = fn.types
+    taken = set(em.types) | set(fn.params)
+    packed = tangent_names(fn, wrt, "_dots", taken)
+    K = B.const(k)
+
+    def lane_last(packed_name, like):
+        # (K,) + shape -> shape + (K,), C-contiguous
+        rows = B.call(gast.Attribute(value=B.name(packed_name), attr="reshape", ctx=gast.Load()),
+                      B.tuple_(K, B.attr(f"{like}.size")))
+        cols = B.call("np.ascontiguousarray", gast.Attribute(value=rows, attr="T",
+                                                             ctx=gast.Load()))
+        return B.call(gast.Attribute(value=cols, attr="reshape", ctx=gast.Load()),
+                      B.binop(B.attr(f"{like}.shape"), "+", B.tuple_(K)))
+
+    prologue = []
+    for p in fn.params:
+        arr = isinstance(types.get(p), Array)
+        if arr and p in facts.stored:
+            prologue.append(B.assign(p, _copy(B.name(p))))
+        if p in em.wrt:
+            prologue.append(B.assign(em.dot(p), lane_last(packed[p], p) if arr else
+                                     B.call("_lanes_at", B.name(packed[p]), B.tuple_(), K)))
+        elif p in em.active:
+            prologue.append(B.assign(em.dot(p), B.call("np.zeros", B.binop(
+                B.attr(f"{p}.shape"), "+", B.tuple_(K))) if arr else
+                B.call("_lanes_zeros", K)))
+    if prologue:
+        prologue[0].coarsen_comment = ("prologue: copies of written inputs, the tangents of "
+                                       f"{k} directions, lanes last")
+    if body:
+        first = getattr(body[0], "coarsen_comment", None)
+        body[0].coarsen_comment = (f"tangent sweep: the primal and its tangents, {k} lanes "
+                                   "each, in one pass" + (f"\n{first}" if first else ""))
+    r = fn.result
+    result_arr = isinstance(types.get(r), Array)
+    out = em.fresh("_dots_out")
+    epilogue = []
+    if r in em.active and result_arr:
+        flat = B.call(gast.Attribute(value=B.call("np.ascontiguousarray", B.name(em.dot(r))),
+                                     attr="reshape", ctx=gast.Load()),
+                      B.tuple_(B.attr(f"{r}.size"), K))
+        rows = B.call("np.ascontiguousarray", gast.Attribute(value=flat, attr="T",
+                                                             ctx=gast.Load()))
+        epilogue.append(B.assign(out, B.call(gast.Attribute(value=rows, attr="reshape",
+                                                            ctx=gast.Load()),
+                                             B.binop(B.tuple_(K), "+", B.attr(f"{r}.shape")))))
+    else:
+        shape = B.binop(B.tuple_(K), "+", B.attr(f"{r}.shape")) if result_arr else B.tuple_(K)
+        epilogue.append(B.assign(out, B.call("np.zeros", shape)))
+        if r in em.active:
+            epilogue.append(gast.Expr(value=B.call("_lanes_put", B.name(out), B.tuple_(),
+                                                   B.name(em.dot(r)))))
+    value = B.call("np.copy", B.name(r)) if result_arr else B.call("float", r)
+    ret = B.return_(B.tuple_(value, B.name(out)))
+    params = list(fn.params) + [packed[w] for w in wrt]
+    func = B.funcdef(entry_name, params, prologue + body + epilogue + [ret])
+    used = {n.id for n in gast.walk(func) if isinstance(n, gast.Name)}
+    names = [f"{fname} as {alias}" for alias, fname in sorted(LANE_HELPERS.items())
+             if alias in used]
+    imports = f"from {lanes.__name__} import {', '.join(names)}\n" if names else ""
+    return _module(func, em, imports), em
 
 
 def _copy(node):
