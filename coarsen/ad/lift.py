@@ -470,9 +470,9 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset(), liv
                                 budget, avoid=frozenset(types))
         if cf is None:
             return Fallback("no closed form: one coarse step per trip")
-        cf = replace(cf, finals={v: _float_powers(_merge_powers(e, cf.trip_count), types)
+        cf = replace(cf, finals={v: _floats(_merge_powers(e, cf.trip_count), cf.trip_count, v, types)
                                  for v, e in cf.finals.items()},
-                     finals_n={v: _float_powers(_merge_powers(e, cf.n_symbol), types)
+                     finals_n={v: _floats(_merge_powers(e, cf.n_symbol), cf.n_symbol, v, types)
                                for v, e in cf.finals_n.items()})
         finals = {}
         assignments = []
@@ -657,6 +657,17 @@ def _float_powers(expr, types):
         return node
 
     return expr.replace(lambda e: isinstance(e, sympy.Pow), fix)
+
+
+def _floats(expr, trips, v, types):
+    """``_float_powers`` of ``expr``, the final value of ``v``; for a float ``v``, its trip
+    count and integer symbols then taken in floats (``S.in_floats``: ``n*n*n*r**n`` of int64s
+    wrapped around at 2**63 in Numba, where the loop's ``c*i*i*i*p`` is a float product)."""
+    expr = _float_powers(expr, types)
+    if types[v.name].kind != "f64":
+        return expr
+    return S.in_floats(expr, trips, lambda s: s.is_integer or
+                       getattr(types.get(s.name), "kind", None) == "i64")
 
 
 def _near(point, trips):
