@@ -88,3 +88,34 @@ def test_in_floats_prints_the_integers_as_floats():
     for nv in range(12):
         assert eval(text, {}, {"n": nv, "c": 1.0}) == nv * (nv - 1) * (2 * nv - 1) // 6
     assert float_of(sympy.Integer(7)) == 7 and float_of(n).diff(n) == 0
+
+
+def geo(x, r, n):
+    s = 0.0
+    p = 1.0
+    for i in range(n):
+        s += x * p
+        p *= r
+    return s + x
+
+
+def geo_div(x, r, n):
+    s = 0.0
+    p = 1.0
+    for i in range(n):
+        s += x * p
+        p /= r
+    return s + x
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_no_trips_take_the_loop(target):
+    """At zero trips a guarded closed form evaluated its ratio all the same: ``(r**0 - 1)/(r - 1)``
+    is nan at ``r = nan`` and ``0 *`` that was nan (geo(0.5, nan, 0) gave nan for 0.5; found by a
+    probe); ``1/r**2`` at ``r = 1e-200`` gave d/dr nan for 0.  The loop runs there now."""
+    for fn, args in [(geo, (0.5, float("nan"), 0)), (geo_div, (0.7, 1e-200, 0)), (geo, (0.5, 2.0, -3))]:
+        g = coarsen.differentiate(fn, wrt=("x", "r"), target=target)
+        v, (d_x, d_r) = g.value_and_grad(*args)
+        assert (v, d_x, d_r) == (args[0], 1.0, 0.0), (fn.__name__, args, v, d_x, d_r)
+        v, (d_x, d_r) = g.value_and_grad(args[0], 1.5, 5)     # a closed form elsewhere
+        assert "in closed form" in g.source and v == pytest.approx(fn(args[0], 1.5, 5), rel=1e-14)

@@ -505,6 +505,8 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset(), liv
         for e in cf.finals.values():
             _power_ranges(e, cf.trip_count, singular)
             _value_singular_points(e, set(inputs.values()), singular)
+        if singular and isinstance(sympy.Eq(cf.trip_count, 0), sympy.Eq):   # no trips, no 0*nan
+            singular.append((sympy.Eq(cf.trip_count, 0), False))
         # shared subexpressions only where evaluating them ahead is safe (guarded_cse)
         keys = list(partial_exprs)
         reps, reduced = S.guarded_cse([partial_exprs[k] for k in keys], f"_s{seg.index}_c")
@@ -660,9 +662,8 @@ def _float_powers(expr, types):
 
 
 def _floats(expr, trips, v, types):
-    """``_float_powers`` of ``expr``, the final value of ``v``; for a float ``v``, its trip
-    count and integer symbols then taken in floats (``S.in_floats``: ``n*n*n*r**n`` of int64s
-    wrapped around at 2**63 in Numba, where the loop's ``c*i*i*i*p`` is a float product)."""
+    """``_float_powers`` of ``v``'s final value; for a float ``v``, its integers in floats too
+    (``S.in_floats``: int64 ``n*n*n*r**n`` wrapped at 2**63 where the loop's are floats)."""
     expr = _float_powers(expr, types)
     if types[v.name].kind != "f64":
         return expr
