@@ -212,6 +212,8 @@ class CoarsenPythonPrinter(PythonCodePrinter):
 
     def _print_PowerOutOfRange(self, expr):
         b, e = (self._print(a) for a in expr.args)
+        if expr.args[0] == sympy.E:
+            return "(abs(%s) > %r)" % (e, POWER_RANGE)
         return "((%s) != 0 and abs(%s) * abs(math.log(abs(%s))) > %r)" % (b, e, b, POWER_RANGE)
 
     def _print_log(self, expr):
@@ -224,7 +226,8 @@ class CoarsenPythonPrinter(PythonCodePrinter):
 class PowerOutOfRange(BooleanFunction):
     """True where ``base ** exponent`` leaves the range where float64 keeps its digits,
     ``|exponent * log|base|| > POWER_RANGE``, printed so that it never raises (``base == 0``
-    is in range: a zero base's powers are 0, 1 or a singular point of their own). A closed form
+    is in range: a zero base's powers are 0, 1 or a singular point of their own; base ``E``,
+    for ``exp(exponent)``, prints as ``abs(exponent) > POWER_RANGE``). A closed form
     holding such a power would overflow or underflow where the loop it replaces stays finite
     (``(1/r)**n`` at ``r = 1e-200``, ``r**n`` at ``r = 10``, ``n = 400``): its guard runs the
     loop there. Never evaluated by SymPy."""

@@ -577,14 +577,14 @@ def _value_singular_points(expr, inputs, out):
 
 
 def _power_ranges(expr, trips, out):
-    """Append ``(PowerOutOfRange(b, e), False)`` to ``out`` for each power ``b**e`` of
-    ``expr`` whose exponent holds the trip count (its base not 0 or +-1): where one holds, the
+    """Append ``(PowerOutOfRange(b, e), False)`` to ``out`` for each power ``b**e`` (``exp(e)``:
+    ``b = E``) of ``expr`` whose exponent holds the trip count (its base not 0 or +-1): there the
     closed form's power overflows or underflows while the loop may stay finite (``(1/r)**2`` at
-    ``r = 1e-200`` gave inf for 1.5e200; found by a probe), and the loop runs instead."""
-    for p in expr.atoms(sympy.Pow):
-        b = p.base
-        if p.exp.has(trips) and not (b.is_number and (b == 0 or abs(b) == 1)):
-            out.append((S.PowerOutOfRange(b, p.exp), False))
+    ``r = 1e-200`` gave inf for 1.5e200, ``exp(a*n)`` an OverflowError; found by probes)."""
+    for p in expr.atoms(sympy.Pow, sympy.exp):
+        b, e = (sympy.E, p.args[0]) if isinstance(p, sympy.exp) else p.args
+        if e.has(trips) and not (b.is_number and (b == 0 or abs(b) == 1)):
+            out.append((S.PowerOutOfRange(b, e), False))
 
 
 def _merge_powers(expr, trips):
