@@ -19,6 +19,7 @@ Modules:
 * ``loops``: :func:`closed_form_loop` returning :class:`ClosedForm` (mu-phi recurrences);
 * ``rewrite``: :func:`stable_rewrite` (expm1/log1p/logaddexp), :func:`tidy`;
 * ``guarded_cse``: :func:`guarded_cse`, CSE that never hoists a guarded division;
+* ``float_of``: :class:`float_of` (an integer value in floating point), :func:`in_floats`;
 * ``printing``: :func:`to_python`, :func:`assignments_to_python`.
 """
 from .budget import Budget, BudgetExceeded
@@ -29,10 +30,11 @@ from .derivatives import (LocalJacobian, derivatives, naive_derivative_ops, loca
 from .loops import ClosedForm, closed_form_loop, trip_count
 from .rewrite import stable_rewrite, tidy
 from .guarded_cse import guarded_cse
+from .float_of import float_of, in_floats, integer_valued
 from .printing import to_python, assignments_to_python, CoarsenPythonPrinter, PowerOutOfRange
 
 __all__ = [
-    "PowerOutOfRange",
+    "PowerOutOfRange", "float_of", "in_floats", "integer_valued",
     "Budget", "BudgetExceeded", "count_ops", "gamma", "is_branch_phi",
     "LocalJacobian", "derivatives", "naive_derivative_ops", "local_step_jacobian",
     "stored_per_trip", "ClosedForm", "closed_form_loop", "trip_count",

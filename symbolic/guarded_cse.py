@@ -15,8 +15,8 @@ before it and the inputs' symbols), ``reduced`` the expressions over them, one p
 that substituting the replacements back gives the input expressions (``xreplace``, no
 simplification; SymPy's own evaluation may regroup a sign there, ``-(a - 1)`` as ``1 - a``).  A replacement is kept only when evaluating it unconditionally, ahead of
 every expression, evaluates nothing the expressions did not already evaluate unconditionally,
-or only additions, multiplications, ``Max`` and ``Min`` of symbols and finite numbers (which
-raise nothing, in Python or in Numba).  Integer-valued replacements are never products or
+or only additions, multiplications, ``Max``, ``Min`` and ``float_of`` of symbols and finite
+numbers (which raise nothing, in Python or in Numba).  Integer-valued replacements are never products or
 powers (their type would make the product an integer one, which can overflow, where the
 original expression computed in floating point).  Names are ``{prefix}0``, ``{prefix}1``, ...
 skipping ``taken``; a replacement symbol is an integer symbol when its value is an integer,
@@ -26,6 +26,8 @@ replacements are ordered by their values, not by the hash seed that orders `cse`
 from __future__ import annotations
 
 import sympy
+
+from .float_of import float_of
 
 __all__ = ["guarded_cse"]
 
@@ -47,15 +49,15 @@ def _unconditional(exprs):
 
 
 def _raises_nothing(e):
-    """Additions, multiplications, Max and Min of symbols and finite numbers (no division, no
-    power, no function): never an exception, in Python floats or in Numba."""
+    """Additions, multiplications, Max, Min and ``float_of`` of symbols and finite numbers (no
+    division, no power, no other function): never an exception, in Python floats or in Numba."""
     if e.is_Symbol:
         return True
     if e.is_Number:
         return bool(e.is_finite)
     if isinstance(e, (sympy.Add, sympy.Max, sympy.Min)):
         return all(_raises_nothing(a) for a in e.args)
-    if isinstance(e, sympy.Mul):
+    if isinstance(e, (sympy.Mul, float_of)):
         return all(_raises_nothing(a) for a in e.args)
     return False
 

@@ -17,6 +17,7 @@ Guarantees (built on SymPy's ``PythonCodePrinter``, settings ``fully_qualified_m
   terminate; Floats as ``repr(float)``; integers as integers; a product of such a rational
   ``p/q`` with integer-valued factors multiplies those first, in floats, then by ``p``, then
   divides by ``q`` (``(float(n)*(n - 1)*1/6)``: exact while the product is below 2**53);
+  ``float_of(n)`` (``float_of`` module) prints as ``float(n)`` and counts as integer-valued there;
 * powers: ``x**2``, ``x**3`` as ``(x*x)``, ``(x*x*x)``; ``x**-1``..``x**-3`` as ``(1.0/x)``,
   ``(1.0/(x*x))``...; ``x**0.5`` as ``math.sqrt(x)``, ``x**-0.5`` as ``(1.0/math.sqrt(x))``; any
   other power as ``x**n`` (parenthesized as needed);
@@ -34,6 +35,7 @@ from sympy.logic.boolalg import BooleanFunction
 from sympy.printing.pycode import PythonCodePrinter
 from sympy.printing.precedence import precedence, PRECEDENCE
 
+from .float_of import float_of, integer_valued
 from .phi import gamma as _phi_gamma
 
 __all__ = ["CoarsenPythonPrinter", "to_python", "assignments_to_python", "PowerOutOfRange",
@@ -121,16 +123,23 @@ class CoarsenPythonPrinter(PythonCodePrinter):
         # cannot overflow as an int64 one would
         c, rest = expr.as_coeff_Mul()
         if isinstance(c, sympy.Rational) and not c.is_Integer and not _terminates(int(c.q)):
-            ints = [f for f in sympy.Mul.make_args(rest) if f.is_integer]
+            ints = [f for f in sympy.Mul.make_args(rest) if integer_valued(f)]
             if ints:
-                others = [f for f in sympy.Mul.make_args(rest) if not f.is_integer]
-                head = "*".join([f"float({self._print(ints[0])})"] +
+                others = [f for f in sympy.Mul.make_args(rest) if not integer_valued(f)]
+                if ints[0].has(float_of):           # float(n) - 1 is a float already
+                    first = self.parenthesize(ints[0], PRECEDENCE["Mul"])
+                else:
+                    first = f"float({self._print(ints[0])})"
+                head = "*".join([first] +
                                 [self.parenthesize(f, PRECEDENCE["Mul"]) for f in ints[1:]])
                 text = f"({head}*{int(c.p)}/{int(c.q)})"
                 if others:
                     text = f"({text}*{self._print(sympy.Mul(*others))})"
                 return text
         return super()._print_Mul(expr)
+
+    def _print_float_of(self, expr):
+        return "float(%s)" % self._print(expr.args[0])
 
     def _print_gamma(self, expr):
         if isinstance(expr, _phi_gamma):
@@ -203,6 +212,8 @@ class CoarsenPythonPrinter(PythonCodePrinter):
 
     def _print_PowerOutOfRange(self, expr):
         b, e = (self._print(a) for a in expr.args)
+        if expr.args[0] == sympy.E:
+            return "(abs(%s) > %r)" % (e, POWER_RANGE)
         return "((%s) != 0 and abs(%s) * abs(math.log(abs(%s))) > %r)" % (b, e, b, POWER_RANGE)
 
     def _print_log(self, expr):
@@ -215,7 +226,8 @@ class CoarsenPythonPrinter(PythonCodePrinter):
 class PowerOutOfRange(BooleanFunction):
     """True where ``base ** exponent`` leaves the range where float64 keeps its digits,
     ``|exponent * log|base|| > POWER_RANGE``, printed so that it never raises (``base == 0``
-    is in range: a zero base's powers are 0, 1 or a singular point of their own). A closed form
+    is in range: a zero base's powers are 0, 1 or a singular point of their own; base ``E``,
+    for ``exp(exponent)``, prints as ``abs(exponent) > POWER_RANGE``). A closed form
     holding such a power would overflow or underflow where the loop it replaces stays finite
     (``(1/r)**n`` at ``r = 1e-200``, ``r**n`` at ``r = 10``, ``n = 400``): its guard runs the
     loop there. Never evaluated by SymPy."""

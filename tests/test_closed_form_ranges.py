@@ -57,3 +57,33 @@ def test_value_near_ratio_one_whatever_wrt(wrt, target):
         assert abs(v - want) <= 4e-16 * abs(want), r
         jv, _ = jvp(r, 0.3, 1.0, 10, tangents=(1.0,) * len(wrt))
         assert abs(jv - want) <= 4e-16 * abs(want), r
+
+
+def growth(x, a, n):
+    s = 0.0
+    p = 1.0
+    for k in range(n):
+        s += x * p
+        p *= math.exp(a)
+    return s
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_exp_of_the_trip_count_out_of_range_runs_the_loop(target):
+    """``p *= exp(a)`` has the closed form ``exp(a*n)``, which had no range guard: at ``a*n``
+    = 710 the python target raised OverflowError (the loop's value is 1.06e306), at 705 the d/da
+    was nan for 1.0006e306 (found by a probe).  ``exp(e)`` now joins the guard as ``|e| > 700``."""
+    g = coarsen.differentiate(growth, wrt=("x", "a"), target=target)
+    fine = coarsen.differentiate(growth, wrt=("x", "a"), target=target, coarsen=False)
+    for n in (141, 142):
+        with mpmath.workdps(40):
+            want = 0.7 * mpmath.fsum(mpmath.e ** (5 * k) for k in range(n))
+            want_a = float(0.7 * mpmath.fsum(k * mpmath.e ** (5 * k) for k in range(n)))
+        v, (d_x, d_a) = g.value_and_grad(0.7, 5.0, n)
+        assert abs(v - float(want)) <= 1e-13 * float(want)
+        fv, (fd_x, _) = fine.value_and_grad(0.7, 5.0, n)
+        assert v == fv and d_x == fd_x          # the loop ran
+        if n == 141:
+            assert abs(d_a - want_a) <= 1e-13 * want_a, (d_a, want_a)
+    g.value_and_grad(0.7, 0.01, 50)
+    assert "in closed form" in g.source and "abs(a * float(" in g.source

@@ -470,9 +470,9 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset(), liv
                                 budget, avoid=frozenset(types))
         if cf is None:
             return Fallback("no closed form: one coarse step per trip")
-        cf = replace(cf, finals={v: _float_powers(_merge_powers(e, cf.trip_count), types)
+        cf = replace(cf, finals={v: _floats(_merge_powers(e, cf.trip_count), cf.trip_count, v, types)
                                  for v, e in cf.finals.items()},
-                     finals_n={v: _float_powers(_merge_powers(e, cf.n_symbol), types)
+                     finals_n={v: _floats(_merge_powers(e, cf.n_symbol), cf.n_symbol, v, types)
                                for v, e in cf.finals_n.items()})
         finals = {}
         assignments = []
@@ -505,6 +505,8 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset(), liv
         for e in cf.finals.values():
             _power_ranges(e, cf.trip_count, singular)
             _value_singular_points(e, set(inputs.values()), singular)
+        if singular and isinstance(sympy.Eq(cf.trip_count, 0), sympy.Eq):   # no trips, no 0*nan
+            singular.append((sympy.Eq(cf.trip_count, 0), False))
         # shared subexpressions only where evaluating them ahead is safe (guarded_cse)
         keys = list(partial_exprs)
         reps, reduced = S.guarded_cse([partial_exprs[k] for k in keys], f"_s{seg.index}_c")
@@ -575,14 +577,14 @@ def _value_singular_points(expr, inputs, out):
 
 
 def _power_ranges(expr, trips, out):
-    """Append ``(PowerOutOfRange(b, e), False)`` to ``out`` for each power ``b**e`` of
-    ``expr`` whose exponent holds the trip count (its base not 0 or +-1): where one holds, the
+    """Append ``(PowerOutOfRange(b, e), False)`` to ``out`` for each power ``b**e`` (``exp(e)``:
+    ``b = E``) of ``expr`` whose exponent holds the trip count (its base not 0 or +-1): there the
     closed form's power overflows or underflows while the loop may stay finite (``(1/r)**2`` at
-    ``r = 1e-200`` gave inf for 1.5e200; found by a probe), and the loop runs instead."""
-    for p in expr.atoms(sympy.Pow):
-        b = p.base
-        if p.exp.has(trips) and not (b.is_number and (b == 0 or abs(b) == 1)):
-            out.append((S.PowerOutOfRange(b, p.exp), False))
+    ``r = 1e-200`` gave inf for 1.5e200, ``exp(a*n)`` an OverflowError; found by probes)."""
+    for p in expr.atoms(sympy.Pow, sympy.exp):
+        b, e = (sympy.E, p.args[0]) if isinstance(p, sympy.exp) else p.args
+        if e.has(trips) and not (b.is_number and (b == 0 or abs(b) == 1)):
+            out.append((S.PowerOutOfRange(b, e), False))
 
 
 def _merge_powers(expr, trips):
@@ -657,6 +659,16 @@ def _float_powers(expr, types):
         return node
 
     return expr.replace(lambda e: isinstance(e, sympy.Pow), fix)
+
+
+def _floats(expr, trips, v, types):
+    """``_float_powers`` of ``v``'s final value; for a float ``v``, its integers in floats too
+    (``S.in_floats``: int64 ``n*n*n*r**n`` wrapped at 2**63 where the loop's are floats)."""
+    expr = _float_powers(expr, types)
+    if types[v.name].kind != "f64":
+        return expr
+    return S.in_floats(expr, trips, lambda s: s.is_integer or
+                       getattr(types.get(s.name), "kind", None) == "i64")
 
 
 def _near(point, trips):

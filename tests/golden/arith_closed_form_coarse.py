@@ -9,7 +9,7 @@ def value_and_grad_arith(a, n):
     _t1 = n
     # loop (line 10) in closed form: s = a*trips*(trips - 1)/2 + s  where trips = Max(0, n)
     _n1 = int(max(0, _t1))
-    _closed2 = float(0.5 * a * _n1 * (_n1 - 1) + s)
+    _closed2 = float(0.5 * a * (float(_n1) - 1) * float(_n1) + s)
     s = _closed2
     # return s
     _ret = s
@@ -23,7 +23,7 @@ def value_and_grad_arith(a, n):
     # return s
     s_bar += _ret_bar
     # segment 1 (line 10), one preaccumulated step: s = a*trips*(trips - 1)/2 + s  where trips = Max(0, n)
-    a_bar += s_bar * (0.5 * (max(0, _t1) - 1) * max(0, _t1))
+    a_bar += s_bar * (0.5 * (float(max(0, _t1)) - 1) * float(max(0, _t1)))
     # s = 0.0
     s_bar = 0.0
     return (_value, (a_bar,), (_tape_floats, _tape_ints))
