@@ -347,8 +347,8 @@ class Gradient:
                 a = a.astype(np.int64)
             elif isinstance(a, (np.floating,)):
                 a = float(a)
-            elif isinstance(a, np.integer):
-                a = int(a)
+            elif isinstance(a, np.integer) or (isinstance(a, int) and type(a) not in (int, bool)):
+                a = int(a)          # an IntEnum member, which Numba types apart, too
             conv.append(a)
         return tuple(conv)
 
@@ -416,9 +416,13 @@ class Gradient:
                 if mode is None:
                     # left direct mode: offered again after as many calls of the kind
                     rearm = lambda: self._remember(None, self._tiers(keys, h, True), keys)  # noqa: E731
-                    mode = self._direct_modes[keys] = direct_call.DirectMode(
-                        self, keys, h, self._nparams, self._keys, rearm)
-                direct_call.enter(self, mode)
+                    try:
+                        mode = direct_call.DirectMode(self, keys, h, self.params, rearm)
+                    except Exception:       # noqa: BLE001 (its compile failed: the general
+                        mode = False        # path, which served the kind so far, goes on)
+                    self._direct_modes[keys] = mode
+                if mode:
+                    direct_call.enter(self, mode)
         return Tiers(hit, remember, offer, settled).hit()
 
     def _keep_tapes(self, args, art):

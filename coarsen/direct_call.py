@@ -9,14 +9,14 @@ kind's gradient-only entry and returns the gradient, and writes the tape counts 
 the ``Gradient`` owns.  Numba's own type dispatch, in C, replaces the Python one; no Python
 frame runs per call.
 
-Requires: Numba's CPU dispatcher as of 0.6x (``CPUDispatcher``: a subclass may set
-``_fold_args = False``, and the C dispatcher calls ``_compile_for_args`` for arguments whose
-Numba types match no compiled specialization, then calls what it returns with the
+Requires: Numba's CPU dispatcher as of 0.6x (``CPUDispatcher``: the C dispatcher binds keywords
+and defaults by the function's parameters, then calls ``_compile_for_args`` for arguments
+whose Numba types match no compiled specialization, and calls what it returns with the
 arguments); ``check()`` verifies that once per process and disables direct mode where it does
-not hold.  ``enter`` takes the gradient (``coarsen.api.Gradient``, whose ``_last`` and ``_tape`` it serves
-as properties while in direct mode, as ``coarsen.fast_path`` reads them), the kind's keys, the
-kind's final direct hit ``(artifact, entry, gradient-only entry, module arrays, single, limit,
-scratch_limit)``, the number of parameters and the gradient's ``keys_of(args)``.
+not hold.  ``DirectMode`` takes the gradient (``coarsen.api.Gradient``, whose ``_last`` and
+``_tape`` it serves as properties while in direct mode, as ``coarsen.fast_path`` reads them),
+the kind's keys, the kind's final direct hit ``(artifact, entry, gradient-only entry, module
+arrays, single, limit, scratch_limit)``, the parameters' names and a ``rearm`` callback.
 
 Guarantees:
 
@@ -24,17 +24,19 @@ Guarantees:
   Numba types an ndarray subclass as the plain array (``np.matrix``, whose ``*`` is a matrix
   product, would be served as a plain array, where the general path refuses it), so kinds with
   arrays stay on the general path, whose key is the argument's Python type;
-* the dispatcher holds one specialization, compiled at the first direct call from arguments of
-  the kind; a call that Numba types as it runs the kind's gradient-only entry, as the general
-  path does: the same numbers, bit for bit.  Numba merges Python types the kind tells apart but
+* the dispatcher holds one specialization, compiled when the mode is made for the kind's exact
+  Numba types (float64, int64, boolean); a call that Numba types as them runs the kind's
+  gradient-only entry, as the general path does: the same numbers, bit for bit.  Numba merges Python types the kind tells apart but
   the artifacts do not (``float`` and ``np.float64``, ``int`` and ``np.int64``, ``bool`` and
   ``np.bool_``: one ``Signature`` each, and the general path converts the NumPy scalars to what
   the entry then sees);
-* any other call (another kind; keywords; fewer arguments; an int past int64) leaves direct mode and goes to the
-  general ``__call__``, which binds and refuses arguments as before; the kind left is offered
-  direct mode again after as many calls of it as the first time (its dispatcher kept).  More positional
-  arguments than parameters raise Numba's ``TypeError`` (``f expected 4 arguments, got 5``)
-  in direct mode, the general path's ``CoarsenError`` otherwise;
+* the dispatcher's function has the user's parameters, so keyword arguments bind as they bind
+  for the function; any other call (another kind; an omitted default; an int past int64
+  raises Numba's ``OverflowError``) leaves direct mode and goes to the general ``__call__``,
+  which binds and refuses arguments as before; the kind left is offered direct mode again
+  after as many calls of it as the first time (its dispatcher kept).  Arguments that do not
+  bind (too many, too few, unknown keywords) raise Numba's ``TypeError`` in direct mode, whose
+  message may differ from the general path's ``CoarsenArgumentError`` (a ``TypeError`` too);
 * ``_last`` and ``_tape`` (``report``, ``source``, ``tape_bytes``) stay the last call's: the
   class's properties read the buffer while a direct call ran last; what the general path sets
   clears that;
@@ -93,11 +95,10 @@ def _make_bare_class():
         return sig, codegen
 
     class Bare(CPUDispatcher):
-        """A dispatcher that binds positions only (``_fold_args = False``) and hands calls
-        it has no specialization for to ``route`` (``_compile_for_args``): ``route(args,
-        kwargs)`` returns True to compile one (the kind's arguments in new Numba types) or a
-        callable that serves the call."""
-        _fold_args = False
+        """A dispatcher that hands calls it has no specialization for to ``route``
+        (``_compile_for_args``): ``route(args, kwargs)`` returns True to compile one, or a
+        callable that serves the call.  Numba binds keywords and defaults by the function's
+        parameters first (an omitted default is an ``OmittedArg``, typed apart)."""
         route = None
 
         def _compile_for_args(self, *args, **kws):
@@ -106,6 +107,7 @@ def _make_bare_class():
                 return super()._compile_for_args(*args, **kws)
             return answer
 
+    _NUMBA_SCALARS.update({"f64": types.float64, "i64": types.int64, "bool": types.boolean})
     return Bare, int64_pointer, numba.carray, numba.literal_unroll
 
 
@@ -116,18 +118,24 @@ def _bare_parts():
     return parts
 
 
+#: the Numba type of a scalar kind's argument (``Scalar.kind``)
+_NUMBA_SCALARS = {}
+
+
 def check():
     """Whether direct mode works with the installed Numba (tried once per process on a
     one-line function: a kind's call served, another kind's call routed)."""
     if _STATE["checked"] is None:
         try:
+            from numba.core import types
             Bare = _bare_parts()[0]
             scope = {}
-            exec("def probe(a0):\n    return a0 + 1.0\n", scope)
+            exec("def probe(a0, a1=2.0):\n    return a0 + a1\n", scope)
             d = Bare(scope["probe"], targetoptions={"nopython": True})
-            d.route = lambda args, kws: True if not kws and type(args[0]) is float else \
-                (lambda *a, **k: "routed")
-            ok = d(1.0) == 2.0 and d(1) == "routed" and d(a0=1.0) == "routed" and \
+            d.route = lambda args, kws: (lambda *a, **k: ("routed",) + a)
+            d.compile((types.float64, types.float64))
+            ok = d(1.0, 2.5) == 3.5 and d(a1=2.5, a0=1.0) == 3.5 and \
+                d(1, 2.5) == ("routed", 1, 2.5) and d(1.0)[0] == "routed" and \
                 len(d.overloads) == 1
         except Exception:       # noqa: BLE001 (any failure: the general path serves)
             ok = False
@@ -140,46 +148,63 @@ class DirectMode:
     the dispatcher and its buffer, made once; ``rearm()`` offers the kind direct mode again
     after it left."""
 
-    def __init__(self, gradient, keys, hit, nparams, keys_of, rearm):
+    def __init__(self, gradient, keys, hit, params, rearm):
         art, _, grad_entry, _, single, _, _ = hit
-        self.art, self.keys, self.nparams, self.keys_of = art, keys, nparams, keys_of
+        self.art, self.keys = art, keys
         self.rearm = rearm
         self.cls = None             # the gradient's class in this mode (``enter``)
         self.ref = weakref.ref(gradient)
         self.buffer = np.zeros(_CAPACITY, np.int64)
         Bare, int64_pointer, carray, literal_unroll = _bare_parts()
-        params = ", ".join(f"a{k}" for k in range(nparams))
-        name = gradient.fn.__name__ if gradient.fn.__name__.isidentifier() else "gradient"
-        text = (f"def {name}({params}):\n"
-                f"    r = entry({params})\n"
-                f"    c = carray(int64_pointer(ADDRESS), {_CAPACITY})\n"
-                f"    k = 0\n"
-                f"    for v in literal_unroll(r[2]):\n"
-                f"        if k < {_CAPACITY - 2}:\n"
-                f"            c[2 + k] = v\n"
-                f"        k += 1\n"
-                f"    c[1] = min(k, {_CAPACITY - 2})\n"
-                f"    c[0] = 1\n"
-                f"    return r[1]{'[0]' if single else ''}\n")
-        scope = {"entry": grad_entry, "carray": carray, "int64_pointer": int64_pointer,
-                 "literal_unroll": literal_unroll, "ADDRESS": int(self.buffer.ctypes.data),
-                 "BUFFER": self.buffer}        # BUFFER: the address's array lives as long
-        exec(compile(text, f"<coarsen direct call of {name}>", "exec"), scope)
-        self.dispatcher = Bare(scope[name], targetoptions={"nopython": True})
+        # the dispatcher's function has the user's parameters (Numba binds keywords and
+        # defaults by them) and refers to its helpers under names none of them shadows
+        taken = set(params)
+
+        def fresh(base):
+            while base in taken:
+                base += "_"
+            taken.add(base)
+            return base
+        entry, ca, ptr, unroll, address, r, c, k, v = (fresh(n) for n in (
+            "entry", "carray", "int64_pointer", "literal_unroll", "ADDRESS", "r", "c", "k", "v"))
+        plist = ", ".join(params)
+        text = (f"def direct({plist}):\n"
+                f"    {r} = {entry}({plist})\n"
+                f"    {c} = {ca}({ptr}({address}), {_CAPACITY})\n"
+                f"    {k} = 0\n"
+                f"    for {v} in {unroll}({r}[2]):\n"
+                f"        if {k} < {_CAPACITY - 2}:\n"
+                f"            {c}[2 + {k}] = {v}\n"
+                f"        {k} += 1\n"
+                f"    {c}[1] = {k} if {k} < {_CAPACITY - 2} else {_CAPACITY - 2}\n"
+                f"    {c}[0] = 1\n"
+                f"    return {r}[1]{'[0]' if single else ''}\n")
+        fn = gradient.fn
+        scope = {entry: grad_entry, ca: carray, ptr: int64_pointer, unroll: literal_unroll,
+                 address: int(self.buffer.ctypes.data),
+                 "__coarsen_buffer__": self.buffer}     # the address's array lives as long
+        exec(compile(text, f"<coarsen direct call of {fn.__qualname__}>", "exec"), scope)
+        direct = scope["direct"]
+        direct.__defaults__ = fn.__defaults__
+        direct.__name__, direct.__qualname__ = fn.__name__, fn.__qualname__
+        self.dispatcher = Bare(direct, targetoptions={"nopython": True})
         self.dispatcher.route = self.route
+        # its one specialization, compiled now for the kind's exact Numba types: a call
+        # Numba types otherwise (an int past int64 is uint64; an omitted default) is routed
+        self.dispatcher.compile(tuple(_NUMBA_SCALARS[t.kind] for t in art.types))
 
     def route(self, args, kwargs):
-        """What the dispatcher does with a call it has no specialization for."""
-        gradient = self.ref()
-        if gradient is not None and not self.dispatcher.overloads and not kwargs and \
-                len(args) == self.nparams and self.keys_of(args) == self.keys:
-            return True         # the first direct call: the one specialization compiled
+        """What the dispatcher does with a call it has no specialization for: the general
+        path, out of direct mode."""
         return self.fallback
 
     def fallback(self, *args, **kwargs):
-        """Another kind's call: leave direct mode, then the general path."""
+        """Another kind's call: leave direct mode, then the general path (defaults that
+        Numba bound are its ``OmittedArg`` markers: their values)."""
         gradient = self.ref()
         leave(gradient)
+        args = tuple(getattr(a, "value", a) if type(a).__name__ == "OmittedArg" else a
+                     for a in args)
         return gradient(*args, **kwargs)
 
     def ran_last(self):
@@ -195,9 +220,18 @@ def _last_get(self):
     return mode.art if mode.ran_last() else self.__dict__.get("_last")
 
 
+def _settle(self):
+    """The last call's ``_last`` and ``_tape`` as plain attributes, where a direct call ran
+    last (before the general path sets either, so the other stays the last call's)."""
+    mode = type(self)._direct_mode
+    if mode.ran_last():
+        self.__dict__["_last"], self.__dict__["_tape"] = mode.art, mode.tape()
+        mode.buffer[0] = 0
+
+
 def _last_set(self, value):
+    _settle(self)
     self.__dict__["_last"] = value
-    type(self)._direct_mode.buffer[0] = 0
 
 
 def _tape_get(self):
@@ -206,8 +240,8 @@ def _tape_get(self):
 
 
 def _tape_set(self, value):
+    _settle(self)
     self.__dict__["_tape"] = value
-    type(self)._direct_mode.buffer[0] = 0
 
 
 def offer(hit):

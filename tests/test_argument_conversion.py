@@ -10,6 +10,7 @@ by every transform (found by a probe):
 """
 from __future__ import annotations
 
+import enum
 import importlib.util
 
 import numpy as np
@@ -107,3 +108,22 @@ def test_ndarray_subclasses_are_refused(make):
         with pytest.raises(coarsen.CoarsenError, match="subclass of np.ndarray") as err:
             g(make(np.array([[1.0, -2.0], [3.0, 4.0]])))
         assert "np.asarray(A)" in str(err.value)
+
+
+class Trips(enum.IntEnum):
+    FEW = 3
+
+
+def trips_loop(x, n):
+    s = 0.0
+    for i in range(n):
+        s += x * i * x
+    return s
+
+
+def test_int_subclasses_are_ints():
+    """An IntEnum member (which Numba types apart from int64) passed for an int parameter:
+    converted as NumPy ints are (the cpu target raised Numba's TypingError)."""
+    g = coarsen.differentiate(trips_loop, target="cpu")
+    assert same(g.value_and_grad(0.7, Trips.FEW), g.value_and_grad(0.7, 3))
+    assert g.value_and_grad(0.7, Trips.FEW)[0] == trips_loop(0.7, 3)

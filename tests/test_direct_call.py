@@ -89,26 +89,52 @@ def test_scalar_kind_is_served_directly_bit_for_bit(soon):
     assert _direct(g)
 
 
-def test_other_calls_leave_for_the_general_path(soon):
+def entry(x, n, min=2.0):
+    """Named as the direct dispatcher's helpers once were (a user probe's crash: its own
+    name replaced them); a parameter named as a builtin the dispatcher's code avoids."""
+    s = 0.0
+    for i in range(n):
+        s += x * i * min
+    return s
+
+
+def test_keywords_bind_and_other_calls_leave_for_the_general_path(soon):
     g = coarsen.differentiate(series, wrt=("a", "r", "x"))
     args = (0.5, 0.9, 1.5, 20)
     _hot(g, *args)
     want = _reference(series, ("a", "r", "x"), *args)[0]
-    # keywords: bound as the function binds them, by the general path
+    # keywords: bound by the function's parameters, served directly
     assert _same(g(0.5, 0.9, 1.5, n=20), want)
-    assert not _direct(g)
-    _hot(g, *args)
+    assert _same(g(n=20, x=1.5, r=0.9, a=0.5), want)
+    assert _direct(g)
+    # an int past int64: never served as another Numba type (uint64 gave a number)
+    with pytest.raises(OverflowError):
+        g(0.5, 0.9, 1.5, 2 ** 63 + 3)
     # another kind (a float32 scalar, which Numba types apart): the general path, as before
     a32 = np.float32(0.5)
     assert _same(g(a32, 0.9, 1.5, 20), _reference(series, ("a", "r", "x"), a32, 0.9, 1.5, 20)[0])
     assert not _direct(g)
-    _hot(g, *args)
-    # fewer arguments: the general path's refusal
+    # fewer arguments: the general path's refusal, a TypeError too
     with pytest.raises(coarsen.CoarsenError, match="missing a required argument: 'n'"):
         g(0.5, 0.9, 1.5)
     _hot(g, *args)
-    with pytest.raises(TypeError, match="expected 4 arguments, got 5"):
-        g(0.5, 0.9, 1.5, 20, 1)
+    # arguments that do not bind: a TypeError in either mode (Numba's message in direct mode)
+    for bad in ((0.5, 0.9, 1.5), (0.5, 0.9, 1.5, 20, 1), (0.5, 0.9, 1.5, 20)):
+        with pytest.raises(TypeError):
+            g(*bad, **({"n": 4} if len(bad) == 4 else {}))
+    with pytest.raises(TypeError):
+        g(0.5, 0.9, 1.5, 20, bogus=1.0)
+
+
+def test_defaults_and_the_dispatchers_own_names(soon):
+    g = coarsen.differentiate(entry)
+    want = _reference(entry, None, 1.5, 4)[0]
+    assert _same(_hot(g, 1.5, 4), want)
+    assert _same(g(1.5, 4, 2.0), _reference(entry, None, 1.5, 4, 2.0)[0])
+    assert _direct(g)
+    # an omitted default: bound by the general path, out of direct mode
+    assert _same(g(x=1.5, n=4), want)
+    assert not _direct(g)
 
 
 def test_tape_bytes_and_report_follow_the_last_call(soon):
@@ -125,6 +151,10 @@ def test_tape_bytes_and_report_follow_the_last_call(soon):
     assert _same(g(3.7, 0.3, 9), ref(3.7, 0.3, 9))
     assert g.tape_bytes == 8 * 9
     assert g.report(file=io.StringIO()).tape_bytes == 8 * 9
+    # a report for other arguments keeps the last call's tape (it reset it to an older one)
+    g(3.7, 0.3, 60)
+    g.report(3.7, 0.3, 5, file=io.StringIO())
+    assert g.tape_bytes == 8 * 60
     assert g.source == ref.source
     assert _direct(g)
 
