@@ -4,39 +4,21 @@ the kinds Numba types alike (``np.float64``, ``np.int64``, other layouts); any o
 it for the general path, which binds and refuses as before; ``tape_bytes`` and ``report`` keep
 following the last call."""
 import io
-import math
 
 import numpy as np
 import pytest
 
 import coarsen
 from coarsen import direct_call
+from apps.series import objective as series  # the closed form whose calls are all overhead
 from coarsen.tiers import GRAD_ONLY_AFTER
-
-
-def series(a, r, x, n):
-    s = 0.0
-    p = 1.0
-    for i in range(n):
-        s += a * i * i + x * p
-        p *= r
-    return s
+from tests.test_grad_only import loss
 
 
 def logistic(r, x, n):
     for i in range(n):
         x = r * x * (1.0 - x)
     return x
-
-
-def loss(w, X, y):
-    s = 0.0
-    for i in range(X.shape[0]):
-        z = 0.0
-        for j in range(X.shape[1]):
-            z += X[i, j] * w[j]
-        s += math.log1p(math.exp(-y[i] * z))
-    return s / X.shape[0] + 0.5 * np.sum(w * w)
 
 
 @pytest.fixture
