@@ -354,7 +354,8 @@ class _SecondOrder:
         prog, sweeps = self._last
         if isinstance(prog, ForwardOverReverse):
             how = ("as SIMD vectors of its lanes (lane-last tangent arrays)" if prog.simd
-                   else "with the tangents of its lanes")
+                   else "with the tangents of its lanes" +
+                   (f" (not SIMD vectors: {prog.not_simd})" if prog.not_simd else ""))
             rep = SecondOrderReport(self.fn.__qualname__, self.transform, sweeps, prog.wrt,
                                     f"{prog.lanes} per sweep, each sweep the gradient once "
                                     + how, prog.method)
@@ -431,6 +432,7 @@ class ForwardOverReverse:
     lanes: int
     method: str = "forward over reverse"
     simd: bool = False      # the vector JVP's SIMD form (``coarsen.ad.forward.simd``)
+    not_simd: str = ""      # on the cpu target, why the unrolled lanes run instead
 
 
 class Hessian(_SecondOrder):
@@ -487,6 +489,7 @@ class Hessian(_SecondOrder):
         # forward mode over the generated gradient, fine-grained: the gradient's adjoint
         # steps were coarsened already, and lifting them again gains nothing measured; first
         # the SIMD form (K-lane vectors), else K unrolled scalar lanes
+        why = ""
         if self.target == "cpu":
             try:
                 lanes = simd_lanes(size)
@@ -494,8 +497,11 @@ class Hessian(_SecondOrder):
                                False, lanes, coarsen=False, simd=True)
                 jac(*args)
                 return ForwardOverReverse(prog, jac, grad, names, lanes, simd=True)
-            except (CoarsenError, NumbaError):
-                pass
+            except CoarsenError as exc:
+                # the rewrite's reason, without the generated wrapper's name
+                why = exc.problem.split(" is not available: ")[-1]
+            except NumbaError as exc:
+                why = f"Numba did not compile it ({type(exc).__name__})"
         lanes = min(size, LANES)
         try:
             # read back, generated and compiled now: a refusal falls back (a parallel
@@ -506,7 +512,7 @@ class Hessian(_SecondOrder):
             jac(*args)
         except CoarsenError as exc:
             return NotAProgram(f"forward mode cannot read it back ({exc.problem})")
-        return ForwardOverReverse(prog, jac, grad, names, lanes)
+        return ForwardOverReverse(prog, jac, grad, names, lanes, not_simd=why)
 
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != len(self.params):
