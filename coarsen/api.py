@@ -50,6 +50,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import __version__, lowering
+from .aliasing import alias_error, overlap
 from .ad.reverse import differentiate_ir
 from .ad.reverse.checkpoint import budget_error
 from .ad.reverse.driver import taped_name
@@ -70,7 +71,7 @@ from .errors import CoarsenError
 from . import direct_call
 from .fast_path import arity_class, array_key, type_key
 from .module_arrays import ModuleArrays
-from .report import Report  # noqa: F401  (coarsen.api.Report, as before)
+from .report import Report, plan_entry  # noqa: F401  (coarsen.api.Report, as before)
 from .frontend.lower import lower
 from .frontend.source import display_path, get_source, unwrap
 from .pipeline import code_fingerprint, lower_for, typed_ir
@@ -152,7 +153,7 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
                                       max_tape_bytes=options.max_tape_bytes,
                                       parallel=options.parallel, local_tape=options.local_tape,
                                       scaled_adds=options.build_target == "cpu")
-        plan = [_plan_entry(seg) for seg in em.segments] + [
+        plan = [plan_entry(seg) for seg in em.segments] + [
             {"kind": "loop run", "lines": [line, line], "how": how} for line, how in em.parallel_notes] + [
             {"kind": "loop checkpoint", "lines": [line, line], "how": how}
             for line, how in em.checkpoint_notes]
@@ -400,13 +401,11 @@ class Gradient:
         elif len(self._fast) < 64:
             self._fast[key] = hit
 
-    def _tiering(self, keys, hit):
+    def _tiering(self, keys, hit, settled=False):
         """A direct hit whose entries Numba compiles when they are needed (``tiers.Tiers``);
         each switch of a tier remembers the hit anew for these keys, and the hit whose
-        gradient-only slot is final is offered to direct mode (``coarsen.direct_call``)."""
-        return self._tiers(keys, hit, False)
-
-    def _tiers(self, keys, hit, settled):
+        gradient-only slot is final is offered to direct mode (``coarsen.direct_call``).
+        ``settled``: the entries are compiled (a kind offered direct mode again)."""
         offer = direct_call.offer(hit)
 
         def remember(h):
@@ -415,7 +414,7 @@ class Gradient:
                 mode = self._direct_modes.get(keys)
                 if mode is None:
                     # left direct mode: offered again after as many calls of the kind
-                    rearm = lambda: self._remember(None, self._tiers(keys, h, True), keys)  # noqa: E731
+                    rearm = lambda: self._remember(None, self._tiering(keys, h, True), keys)  # noqa: E731
                     try:
                         mode = direct_call.DirectMode(self, keys, h, self.params, rearm)
                     except Exception:       # noqa: BLE001 (its compile failed: the general
@@ -605,33 +604,10 @@ class Gradient:
 
     def _check_aliasing(self, args, written):
         """Refuse array arguments (module-level arrays included) that overlap in memory when the
-        function writes either: the generated code copies written arrays at entry, so it would
-        not see one write through the other as the function itself does."""
-        arrays = [(i, a) for i, a in enumerate(args) if isinstance(a, np.ndarray)]
-        if self._global_arrays:
-            arrays += [(self._nparams + k, a) for k, a in enumerate(self._global_arrays)]
-        n = len(arrays)
-        if n < 2:
-            return
-        for x in range(n):
-            i, a = arrays[x]
-            for y in range(x + 1, n):
-                j, b = arrays[y]
-                if (i in written or j in written) and np.may_share_memory(a, b) \
-                        and np.shares_memory(a, b):
-                    raise self._alias_error(i, j, written)
-
-    def _alias_error(self, i, j, written):
-        fname = self.fn.__name__
-
-        def what(k):
-            return f"parameter {self.params[k]!r}" if k < self._nparams else \
-                f"a module-level array that {fname} reads"
-        names = [self.params[k] for k in (i, j) if k < self._nparams and k in written]
-        return CoarsenError(
-            f"{what(i)} and {what(j)} of {fname} overlap in memory, and {fname} writes "
-            f"{' and '.join(repr(n) for n in names)}; the gradient would treat them as separate arrays",
-            hint=f"pass a copy of one of them (e.g. {self.params[j if j < self._nparams else i]}.copy())")
+        function writes either (``coarsen.aliasing``)."""
+        pair = overlap(args, self._global_arrays, written)
+        if pair is not None:
+            raise alias_error(self.fn.__name__, self.params, *pair, written)
 
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != self._nparams:
@@ -750,37 +726,6 @@ def _budget_error(exc, art):
     """A tape budget that cannot be met as a ``CoarsenError`` (``checkpoint.budget_error``);
     any other ``MemoryError`` as it was."""
     return budget_error(exc, art.options.max_tape_bytes) or exc
-
-
-def _plan_entry(seg):
-    """One segment of interest as plain data (JSON-serializable, cached with the source)."""
-    plan = seg.plan
-    lifted = plan.lifted
-    jac = lifted.jac if lifted is not None else None
-    formula = lifted.formula if lifted is not None else None
-    entry = {
-        "segment": seg.index,
-        "lines": list(plan.lines),
-        "kind": plan.kind,
-        "inputs": list(seg.inputs),
-        "outputs": list(seg.outputs),
-        "ops_before": int(jac.ops_before) if jac is not None else None,
-        "ops_after": int(jac.ops_after) if jac is not None else None,
-        "closed_form": formula if plan.kind == "loop" else None,
-        "closed_form_fallback": plan.closed_form_fallback,
-        "fallback": plan.fallback,
-        "formula": formula,
-        "strategy": plan.strategy or ("closed form" if plan.kind == "loop" and jac is not None
-                                      else "fine" if plan.fallback else "recompute"),
-        "costs": None if plan.costs is None else {
-            "recompute": plan.costs.recompute, "cut": plan.costs.cut,
-            "preaccumulate": plan.costs.preaccumulate,
-            "fine": plan.costs.fine, "why": plan.costs.why},
-    }
-    if entry["kind"] == "loop" and jac is not None:
-        # a closed form replaces a loop: fine AD would pay per trip; count one trip's worth
-        entry["ops_before"] = None
-    return entry
 
 
 def ir_text(fn, *args):

@@ -95,17 +95,14 @@ def _make_bare_class():
         return sig, codegen
 
     class Bare(CPUDispatcher):
-        """A dispatcher that hands calls it has no specialization for to ``route``
-        (``_compile_for_args``): ``route(args, kwargs)`` returns True to compile one, or a
-        callable that serves the call.  Numba binds keywords and defaults by the function's
+        """A dispatcher whose specializations are compiled explicitly (``compile``): a call
+        that matches none goes to ``fallback`` (what ``_compile_for_args`` returns, Numba then
+        calls with the arguments).  Numba binds keywords and defaults by the function's
         parameters first (an omitted default is an ``OmittedArg``, typed apart)."""
-        route = None
+        fallback = None
 
         def _compile_for_args(self, *args, **kws):
-            answer = self.route(args, kws) if self.route is not None else None
-            if answer is True:
-                return super()._compile_for_args(*args, **kws)
-            return answer
+            return self.fallback
 
     _NUMBA_SCALARS.update({"f64": types.float64, "i64": types.int64, "bool": types.boolean})
     return Bare, int64_pointer, numba.carray, numba.literal_unroll
@@ -132,7 +129,7 @@ def check():
             scope = {}
             exec("def probe(a0, a1=2.0):\n    return a0 + a1\n", scope)
             d = Bare(scope["probe"], targetoptions={"nopython": True})
-            d.route = lambda args, kws: (lambda *a, **k: ("routed",) + a)
+            d.fallback = lambda *a, **k: ("routed",) + a
             d.compile((types.float64, types.float64))
             ok = d(1.0, 2.5) == 3.5 and d(a1=2.5, a0=1.0) == 3.5 and \
                 d(1, 2.5) == ("routed", 1, 2.5) and d(1.0)[0] == "routed" and \
@@ -188,15 +185,10 @@ class DirectMode:
         direct.__defaults__ = fn.__defaults__
         direct.__name__, direct.__qualname__ = fn.__name__, fn.__qualname__
         self.dispatcher = Bare(direct, targetoptions={"nopython": True})
-        self.dispatcher.route = self.route
+        self.dispatcher.fallback = self.fallback
         # its one specialization, compiled now for the kind's exact Numba types: a call
-        # Numba types otherwise (an int past int64 is uint64; an omitted default) is routed
+        # Numba types otherwise (an int past int64 is uint64; an omitted default) falls back
         self.dispatcher.compile(tuple(_NUMBA_SCALARS[t.kind] for t in art.types))
-
-    def route(self, args, kwargs):
-        """What the dispatcher does with a call it has no specialization for: the general
-        path, out of direct mode."""
-        return self.fallback
 
     def fallback(self, *args, **kwargs):
         """Another kind's call: leave direct mode, then the general path (defaults that

@@ -1,15 +1,17 @@
 """``Report``: the segment plan of one specialization, as ``Gradient.report`` prints it.
 
-Requires: the plan entries ``coarsen.api`` builds (``_plan_entry``: one dict per segment of
+Requires: the plan entries ``coarsen.api`` builds (``plan_entry``, here: one dict per segment of
 interest, plus ``"loop run"`` and ``"loop checkpoint"`` entries).
-Guarantees: ``Report`` is a list-like of the segment entries (``loops`` and ``checkpoints``
-apart), ``format()`` the text ``g.report()`` prints; nothing here compiles or runs code.
+Guarantees: ``plan_entry(seg)`` is one segment of interest as plain data (JSON-serializable,
+cached with the source); ``Report`` is a list-like of the segment entries (``loops`` and
+``checkpoints`` apart), ``format()`` the text ``g.report()`` prints; nothing here compiles or
+runs code.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Report"]
+__all__ = ["Report", "plan_entry"]
 
 
 @dataclass
@@ -93,3 +95,34 @@ class Report:
         if self.tape_lines is not None:
             out.append(self.tape_lines.format())
         return "\n".join(out)
+
+
+def plan_entry(seg):
+    """One segment of interest as plain data (JSON-serializable, cached with the source)."""
+    plan = seg.plan
+    lifted = plan.lifted
+    jac = lifted.jac if lifted is not None else None
+    formula = lifted.formula if lifted is not None else None
+    entry = {
+        "segment": seg.index,
+        "lines": list(plan.lines),
+        "kind": plan.kind,
+        "inputs": list(seg.inputs),
+        "outputs": list(seg.outputs),
+        "ops_before": int(jac.ops_before) if jac is not None else None,
+        "ops_after": int(jac.ops_after) if jac is not None else None,
+        "closed_form": formula if plan.kind == "loop" else None,
+        "closed_form_fallback": plan.closed_form_fallback,
+        "fallback": plan.fallback,
+        "formula": formula,
+        "strategy": plan.strategy or ("closed form" if plan.kind == "loop" and jac is not None
+                                      else "fine" if plan.fallback else "recompute"),
+        "costs": None if plan.costs is None else {
+            "recompute": plan.costs.recompute, "cut": plan.costs.cut,
+            "preaccumulate": plan.costs.preaccumulate,
+            "fine": plan.costs.fine, "why": plan.costs.why},
+    }
+    if entry["kind"] == "loop" and jac is not None:
+        # a closed form replaces a loop: fine AD would pay per trip; count one trip's worth
+        entry["ops_before"] = None
+    return entry
