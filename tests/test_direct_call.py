@@ -182,3 +182,23 @@ def test_offered_only_where_it_may_take(monkeypatch):
         p(0.5, 0.9, 1.5, 20)
     assert not _direct(p)
     assert direct_call.check()
+
+
+def series_renamed(_t1, x_bar, u_y, n):
+    """``apps.series``' objective with its variables renamed to the compiler's spellings."""
+    _ret = 0.0
+    s_bar = 1.0
+    for _acc in range(n):
+        _ret += _t1 * _acc * _acc + u_y * s_bar
+        s_bar *= x_bar
+    return _ret
+
+
+def test_renamed_variables_give_the_same_bits_in_direct_mode(soon):
+    """Metamorphic: the same function under the compiler's names, both in direct mode."""
+    args = (0.5, 0.999, 1.5, 10000)
+    g = coarsen.differentiate(series, wrt=("a", "r", "x"))
+    h = coarsen.differentiate(series_renamed, wrt=("_t1", "x_bar", "u_y"))
+    assert _same(_hot(g, *args), _hot(h, *args))
+    assert _same(g(0.5, 1.0, 1.5, 7), h(0.5, 1.0, 1.5, 7))
+    assert g.tape_bytes == h.tape_bytes

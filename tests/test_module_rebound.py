@@ -13,6 +13,11 @@ def attribute_read(a):
     return np.sum(a * a * mr.V)
 
 
+def through_helper(a):
+    """Metamorphic: ``weighted`` split into a helper of its module, which reads W there."""
+    return mr.weighted(a)
+
+
 A = np.array([0.3, -1.2, 2.0])
 
 
@@ -35,8 +40,9 @@ def _transforms(fn):
     }
 
 
-@pytest.mark.parametrize("fn,name", [(mr.weighted, "W"), (attribute_read, "V")],
-                         ids=["bare-name", "attribute"])
+@pytest.mark.parametrize("fn,name", [(mr.weighted, "W"), (attribute_read, "V"),
+                                     (through_helper, "W")],
+                         ids=["bare-name", "attribute", "helper"])
 def test_rebound_after_the_first_call_is_refused(restore, fn, name):
     transforms = _transforms(fn)
     for t, call in transforms.values():
