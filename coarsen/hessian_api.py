@@ -64,6 +64,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba.core.errors import NumbaError
 
+from .ad.forward import jam
 from .api import differentiate
 from .artifact import Signature, bind_arguments, check_wrt, function_error, resolve_wrt
 from .errors import CoarsenError, at_stmt
@@ -353,7 +354,9 @@ class _SecondOrder:
             raise CoarsenError(f"call the {self.transform} once before asking for its report")
         prog, sweeps = self._last
         if isinstance(prog, ForwardOverReverse):
-            how = ("as SIMD vectors of its lanes (lane-last tangent arrays)" if prog.simd
+            how = ("as SIMD vectors of its lanes (lane-last tangent arrays)" + (
+                       f"; {prog.jammed} loop(s) {jam.JAM} {jam.MARK} (unroll and jam)"
+                       if prog.jammed else "") if prog.simd
                    else "with the tangents of its lanes" +
                    (f" (not SIMD vectors: {prog.not_simd})" if prog.not_simd else ""))
             rep = SecondOrderReport(self.fn.__qualname__, self.transform, sweeps, prog.wrt,
@@ -433,6 +436,7 @@ class ForwardOverReverse:
     method: str = "forward over reverse"
     simd: bool = False      # the vector JVP's SIMD form (``coarsen.ad.forward.simd``)
     not_simd: str = ""      # on the cpu target, why the unrolled lanes run instead
+    jammed: int = 0         # loops of the SIMD form run ``jam.JAM`` trips at a time
 
 
 class Hessian(_SecondOrder):
@@ -496,7 +500,8 @@ class Hessian(_SecondOrder):
                 jac = Jacobian(prog.wrapper.fn, wrt, "forward", self.target, self.boundscheck,
                                False, lanes, coarsen=False, simd=True)
                 jac(*args)
-                return ForwardOverReverse(prog, jac, grad, names, lanes, simd=True)
+                return ForwardOverReverse(prog, jac, grad, names, lanes, simd=True,
+                                          jammed=jac.source.count(jam.MARK))
             except CoarsenError as exc:
                 # the rewrite's reason, without the generated wrapper's name
                 why = exc.problem.split(" is not available: ")[-1]

@@ -46,6 +46,7 @@ from ..lift_planned import lift_planned, lifted_names
 from ..runtime import helper_source
 from . import lanes
 from .emitter import ForwardEmitter, tangent_names
+from . import jam
 from .simd import LANE_HELPERS, NotVectorized, simd_body
 
 
@@ -206,7 +207,10 @@ def _simd_module(fn, wrt, facts, entry_name, bounds, input_language, k):
     value = B.call("np.copy", B.name(r)) if result_arr else B.call("float", r)
     ret = B.return_(B.tuple_(value, B.name(out)))
     params = list(fn.params) + [packed[w] for w in wrt]
-    func = B.funcdef(entry_name, params, prologue + body + epilogue + [ret])
+    stmts = prologue + body + epilogue + [ret]
+    taken = {n.id for s in stmts for n in gast.walk(s) if isinstance(n, gast.Name)}
+    stmts, em.jammed = jam.jam_loops(stmts, taken | set(params), jam.JAM)
+    func = B.funcdef(entry_name, params, stmts)
     used = {n.id for n in gast.walk(func) if isinstance(n, gast.Name)}
     names = [f"{fname} as {alias}" for alias, fname in sorted(LANE_HELPERS.items())
              if alias in used]

@@ -1,0 +1,612 @@
+"""Unroll and jam of the trips of a loop that meet only through accumulations, for the SIMD
+form of forward over reverse: ``U`` consecutive trips run together, each inner loop they share
+running once with the ``U`` trips' bodies side by side, so that the trips' tangent chains
+(``z_dot = z_dot + X[i, j] * w_dot[j]``, one chain of dependent vector adds per trip) overlap
+instead of waiting on each other, and an inner loop's loads of a lane-last tangent row serve
+``U`` trips.
+
+Requires: the statements of a function body (gast, as ``simd_body`` leaves them) and the set
+of every name in the function.
+Guarantees: ``jam_loops(stmts, taken, factor)`` returns new statements (the input is not
+mutated) and the plans of the loops it jammed.  A top-level ``for i in range(a, b)`` loop is
+jammed only where every value the trips share is an *accumulation* and the jammed code
+performs every floating-point operation of the original, on the same values, with each
+accumulation's updates in the original order, so the results are the original's bit for
+bit:
+
+* a name assigned in the body is either *private* (every read of it in a trip follows a
+  definite assignment in that trip, and no statement after the loop reads it before
+  assigning it) or a scalar accumulator (it occurs only as ``s = s + e``, ``s = s - e`` or
+  ``s += e`` with ``e`` free of ``s``);
+* an array written in the body is an accumulator: a fresh ``np.zeros``/``np.empty`` array
+  (no other name can alias it) written only as ``a[idx] += e``,
+  ``a[idx] = a[idx] + e`` or ``_lanes_put(a, idx, _lanes_at(a, idx, K) + e)`` and otherwise
+  read only for its ``shape``, ``size`` or ``ndim``;
+* each accumulator is updated in one statement of the body's top level; where that statement
+  is an inner loop that is jammed, it is not a scalar, and every update's index has the inner
+  loop's variable (counting up from 0 or more) at one position, so each element is updated
+  in one iteration, where the trips run in order;
+* an inner loop is jammed only where its ``range(n)`` bound is the same in every trip (built
+  from names the loop does not assign, and trip-invariant assignments of them) and its body
+  has no loop; other statements run trip after trip, as written;
+* the body holds only assignments, ``if``, ``for``, ``raise`` and ``_lanes_put`` calls,
+  and calls only to ``math``, the lane helpers and a few pure builtins.
+
+Trip ``i + c`` of a group runs with its private names renamed (fresh names); the trips left
+over (``(b - a) % U``) run after in the loop as written.  Anything else leaves the loop as it
+is.  A trip that raises ``IndexError`` may do so after later trips of its group have run part
+of their bodies (an exception leaves no result to compare).
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import gast
+
+from .. import build as B
+
+__all__ = ["JamPlan", "jam_loops", "JAM", "MARK"]
+
+#: trips run together
+JAM = 4
+#: how the generated code says a loop is jammed (after the number of trips)
+MARK = "trips at a time, side by side"
+
+_ALLOWED_STMTS = (gast.Assign, gast.AugAssign, gast.If, gast.For, gast.Raise, gast.Pass,
+                  gast.Expr)
+_PURE_CALLS = {"float", "int", "abs", "min", "max", "bool", "_lanes_at", "_lanes_zeros",
+               "IndexError"}
+_SHAPE_ATTRS = {"shape", "size", "ndim"}
+_FRESH = {"np.zeros", "np.empty"}
+_ACC_OPS = (gast.Add, gast.Sub)
+
+
+class NotJammed(Exception):
+    """Why a loop is left as written."""
+
+
+@dataclass(frozen=True)
+class JamPlan:
+    """One jammed loop: its variable, the trips per group, its private names and the
+    positions (in its body) of the inner loops run once for the group."""
+    var: str
+    factor: int
+    privates: frozenset
+    jammed: tuple
+    chained: tuple = ()         # (position, arrays updated through registers) per jammed loop
+    once: frozenset = frozenset()   # positions of index checks the same in every trip
+
+
+def jam_loops(stmts, taken, factor=JAM):
+    """``stmts`` with each top-level loop that qualifies jammed (see the module docstring),
+    and the plans of those loops."""
+    taken = set(taken)
+    out, plans = [], []
+    if factor < 2:
+        return list(stmts), plans
+    for p, st in enumerate(stmts):
+        if isinstance(st, gast.For):
+            try:
+                plan = _plan(st, stmts[:p], stmts[p + 1:], factor)
+            except NotJammed:
+                plan = None
+            if plan is not None and plan.jammed:
+                out.extend(_emit(st, plan, taken))
+                plans.append(plan)
+                continue
+        out.append(st)
+    return out, plans
+
+
+# ---------------------------------------------------------------------- names
+def _loads(node):
+    return [n.id for n in gast.walk(node) if isinstance(n, gast.Name)
+            and isinstance(n.ctx, gast.Load)]
+
+
+def _stores(node):
+    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)
+            and isinstance(n.ctx, gast.Store)}
+
+
+def _call_name(call):
+    f = call.func
+    parts = []
+    while isinstance(f, gast.Attribute):
+        parts.append(f.attr)
+        f = f.value
+    if not isinstance(f, gast.Name):
+        return None
+    return ".".join([f.id] + parts[::-1])
+
+
+def _range_args(loop):
+    it = loop.iter
+    if (not isinstance(loop.target, gast.Name) or loop.orelse
+            or not isinstance(it, gast.Call) or _call_name(it) != "range" or it.keywords
+            or not 1 <= len(it.args) <= 2):
+        raise NotJammed("not a loop over range(a, b)")
+    return it.args
+
+
+def _same(a, b):
+    return gast.dump(a) == gast.dump(b)
+
+
+# ---------------------------------------------------------------------- the plan
+def _plan(loop, before, after, factor):
+    _range_args(loop)
+    body = loop.body
+    var = loop.target.id
+    _check_forms(body)
+    written = _stores(gast.Module(body=body, type_ignores=[])) | {var}
+    scalars = {n for n in written - {var} if _is_scalar_accumulator(n, body)}
+    privates = frozenset(written - scalars)
+    arrays = _array_accumulators(body, written, before)
+    # each accumulator updated in one top-level statement of the body
+    home = {}
+    for k, st in enumerate(body):
+        for n in _updated(st, scalars, arrays):
+            if home.setdefault(n, k) != k:
+                raise NotJammed(f"{n} is updated in two places")
+    _Definite(body, privates, var)
+    _check_dead_after(after, privates)
+    invariant = _invariant_names(body, written, set(arrays))
+    jammed = tuple(k for k, st in enumerate(body)
+                   if isinstance(st, gast.For)
+                   and _jammable_inner(st, written, invariant, scalars, arrays))
+    chained = tuple((k, _chained(body[k], written, invariant, arrays)) for k in jammed)
+    once = frozenset(k for k, st in enumerate(body) if _invariant_check(st, written, invariant))
+    return JamPlan(var, factor, privates, jammed, chained, once)
+
+
+def _chained(loop, written, invariant, arrays):
+    """The arrays whose updates in a jammed loop can be chained in registers: updated only
+    by top-level statements of its body, all of one form and at one index that is the same
+    in every trip (built from the loop's variable and trip-invariant names), so that the
+    trips' updates of an element are one load, the original adds in trip order, one store."""
+    ok = _Outside(written, invariant | {loop.target.id})
+    top = {id(st) for st in loop.body}
+    sites = {}
+    for node in gast.walk(gast.Module(body=loop.body, type_ignores=[])):
+        if isinstance(node, gast.stmt):
+            v = _array_update(node)
+            if v is not None and v[0] in arrays:
+                sites.setdefault(v[0], []).append(node)
+    out = []
+    for a, nodes in sites.items():
+        first = _array_update(nodes[0])[1]
+        if all(id(st) in top and type(st) is type(nodes[0])
+               and _same(_array_update(st)[1], first) for st in nodes) \
+                and _pure(first, ok, arrays):
+            out.append(a)
+    return frozenset(out)
+
+
+def _invariant_check(st, written, invariant):
+    """``if <trip-invariant test>: raise ...``: the same in every trip of a group."""
+    return (isinstance(st, gast.If) and not st.orelse and len(st.body) == 1
+            and isinstance(st.body[0], gast.Raise)
+            and _pure(st.test, _Outside(written, invariant), ())
+            and all(isinstance(n, (gast.Constant, gast.Call, gast.Name, gast.Raise))
+                    or not isinstance(n, gast.expr) for n in gast.walk(st.body[0])
+                    if n is not st.body[0]) and _raise_is_constant(st.body[0]))
+
+
+def _raise_is_constant(st):
+    exc = st.exc
+    return (st.cause is None and isinstance(exc, gast.Call) and isinstance(exc.func, gast.Name)
+            and all(isinstance(a, gast.Constant) for a in exc.args) and not exc.keywords)
+
+
+def _check_forms(body):
+    for node in gast.walk(gast.Module(body=body, type_ignores=[])):
+        if isinstance(node, gast.stmt) and not isinstance(node, _ALLOWED_STMTS):
+            raise NotJammed(f"a {type(node).__name__} statement")
+        if isinstance(node, gast.Expr) and not (isinstance(node.value, gast.Call)
+                                                and _call_name(node.value) == "_lanes_put"):
+            raise NotJammed("an expression statement")
+        if isinstance(node, gast.For):
+            _range_args(node)
+        if isinstance(node, gast.Call):
+            fn = _call_name(node)
+            if fn is None or not (fn in _PURE_CALLS or fn in _FRESH or fn == "range"
+                                  or fn == "_lanes_put" or fn.startswith("math.")):
+                raise NotJammed(f"a call of {fn}")
+        if isinstance(node, (gast.Lambda, gast.ListComp, gast.GeneratorExp, gast.Starred,
+                             gast.NamedExpr, gast.Yield, gast.Await)):
+            raise NotJammed(f"a {type(node).__name__}")
+
+
+def _scalar_update(st):
+    """``(name, e)`` where ``st`` is ``s = s + e``, ``s = s - e`` or ``s += e``."""
+    if (isinstance(st, gast.AugAssign) and isinstance(st.target, gast.Name)
+            and isinstance(st.op, _ACC_OPS)):
+        return st.target.id, st.value
+    if (isinstance(st, gast.Assign) and len(st.targets) == 1
+            and isinstance(st.targets[0], gast.Name) and isinstance(st.value, gast.BinOp)
+            and isinstance(st.value.op, _ACC_OPS) and isinstance(st.value.left, gast.Name)
+            and st.value.left.id == st.targets[0].id):
+        return st.targets[0].id, st.value.right
+    return None
+
+
+def _is_scalar_accumulator(n, body):
+    seen = 0
+    updates = 0
+    for node in gast.walk(gast.Module(body=body, type_ignores=[])):
+        if isinstance(node, gast.Name) and node.id == n:
+            seen += 1
+        if isinstance(node, gast.stmt):
+            u = _scalar_update(node)
+            if u is not None and u[0] == n:
+                if n in _loads(u[1]):
+                    return False
+                updates += 1
+    # an update holds two occurrences of the name (its target and its read, or the
+    # augmented target once)
+    count = 0
+    for node in gast.walk(gast.Module(body=body, type_ignores=[])):
+        if isinstance(node, gast.stmt):
+            u = _scalar_update(node)
+            if u is not None and u[0] == n:
+                count += 1 if isinstance(node, gast.AugAssign) else 2
+    return updates > 0 and seen == count
+
+
+def _array_update(st):
+    """``(array, index, e)`` where ``st`` accumulates ``e`` into one element."""
+    if (isinstance(st, gast.AugAssign) and isinstance(st.target, gast.Subscript)
+            and isinstance(st.op, _ACC_OPS) and isinstance(st.target.value, gast.Name)):
+        return st.target.value.id, st.target.slice, st.value
+    if (isinstance(st, gast.Assign) and len(st.targets) == 1
+            and isinstance(st.targets[0], gast.Subscript)
+            and isinstance(st.targets[0].value, gast.Name) and isinstance(st.value, gast.BinOp)
+            and isinstance(st.value.op, _ACC_OPS)
+            and isinstance(st.value.left, gast.Subscript)
+            and _same(st.value.left, gast.Subscript(value=st.targets[0].value,
+                                                    slice=st.targets[0].slice,
+                                                    ctx=gast.Load()))):
+        return st.targets[0].value.id, st.targets[0].slice, st.value.right
+    if (isinstance(st, gast.Expr) and isinstance(st.value, gast.Call)
+            and _call_name(st.value) == "_lanes_put" and len(st.value.args) == 3):
+        a, idx, v = st.value.args
+        if (isinstance(a, gast.Name) and isinstance(v, gast.BinOp) and isinstance(v.op, gast.Add)
+                and isinstance(v.left, gast.Call) and _call_name(v.left) == "_lanes_at"
+                and len(v.left.args) == 3 and isinstance(v.left.args[0], gast.Name)
+                and v.left.args[0].id == a.id and _same(v.left.args[1], idx)):
+            return a.id, idx, v.right
+    return None
+
+
+def _array_accumulators(body, written, before):
+    """The arrays the body writes, each an accumulator (else ``NotJammed``)."""
+    arrays = {}
+    mod = gast.Module(body=body, type_ignores=[])
+    update_targets = set()
+    for node in gast.walk(mod):
+        if isinstance(node, gast.stmt):
+            u = _array_update(node)
+            if u is not None:
+                a, idx, e = u
+                if a in written or a in _loads(e) or a in _loads(idx) or any(
+                        isinstance(s, gast.Slice) for s in gast.walk(idx)):
+                    raise NotJammed(f"{a} is written otherwise")
+                arrays.setdefault(a, []).append(node)
+                if not isinstance(node, gast.Expr):
+                    target = node.target if isinstance(node, gast.AugAssign) else node.targets[0]
+                    update_targets.add(id(target))
+                continue
+        if isinstance(node, gast.Subscript) and isinstance(node.ctx, gast.Store) \
+                and id(node) not in update_targets:
+            raise NotJammed("an array element is assigned")
+        if isinstance(node, gast.Expr):
+            raise NotJammed("a lane store that is not an accumulation")
+    for a, sites in arrays.items():
+        allowed = set()
+        for st in sites:
+            targets = ([st.target.value] if isinstance(st, gast.AugAssign) else
+                       [st.targets[0].value, st.value.left.value] if isinstance(st, gast.Assign)
+                       else [st.value.args[0], st.value.args[2].left.args[0]])
+            allowed.update(id(t) for t in targets)
+        shape_reads = {id(n.value) for n in gast.walk(mod) if isinstance(n, gast.Attribute)
+                       and n.attr in _SHAPE_ATTRS and isinstance(n.value, gast.Name)}
+        for n in gast.walk(mod):
+            if (isinstance(n, gast.Name) and n.id == a and id(n) not in allowed
+                    and id(n) not in shape_reads):
+                raise NotJammed(f"{a} is read in the loop")
+        _check_fresh(a, before)
+    return arrays
+
+
+def _check_fresh(a, before):
+    """``a`` was last bound to a fresh array and nothing since could alias it."""
+    for st in reversed(before):
+        if a in _stores(st):
+            if not (isinstance(st, gast.Assign) and len(st.targets) == 1
+                    and isinstance(st.targets[0], gast.Name) and isinstance(st.value, gast.Call)
+                    and _call_name(st.value) in _FRESH):
+                raise NotJammed(f"{a} may alias another array")
+            return
+        shapes = {id(n.value) for n in gast.walk(st) if isinstance(n, gast.Attribute)
+                  and n.attr in _SHAPE_ATTRS}
+        if any(isinstance(n, gast.Name) and n.id == a and id(n) not in shapes
+               for n in gast.walk(st)):
+            raise NotJammed(f"{a} is used before the loop")
+    raise NotJammed(f"{a} is not made before the loop")
+
+
+def _updated(st, scalars, arrays):
+    out = set()
+    for node in gast.walk(st):
+        if isinstance(node, gast.stmt):
+            u = _scalar_update(node)
+            if u is not None and u[0] in scalars:
+                out.add(u[0])
+            v = _array_update(node)
+            if v is not None and v[0] in arrays:
+                out.add(v[0])
+    return out
+
+
+#: what holds after a ``raise``: every name (nothing after it runs)
+_ALL = None
+
+
+def _meet(a, b):
+    return b if a is _ALL else a if b is _ALL else a & b
+
+
+
+class _Definite:
+    """Every read of a private name follows a definite assignment in the trip.  A branch
+    ``if t:`` at the body's top level, with ``t`` assigned once in the body, tells a later
+    ``if t:`` what its branches may take as assigned (the tangent code assigns a partial in
+    one branch and reads it under the same test)."""
+
+    def __init__(self, body, privates, var):
+        self.privates = privates
+        stores = [n.id for n in gast.walk(gast.Module(body=body, type_ignores=[]))
+                  if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)]
+        self.once = {n for n in stores if stores.count(n) == 1}
+        self.facts = {}
+        self.block(body, {var}, top=True)
+
+    def block(self, stmts, defined, top=False):
+        for st in stmts:
+            if defined is _ALL:
+                return _ALL
+            defined = self.stmt(st, defined, top)
+        return defined
+
+    def need(self, node, defined):
+        for n in _loads(node):
+            if n in self.privates and n not in defined:
+                raise NotJammed(f"{n} is carried from trip to trip")
+
+    def stmt(self, st, defined, top):
+        if isinstance(st, (gast.Assign, gast.AugAssign)):
+            self.need(st.value, defined)
+            for t in (st.targets if isinstance(st, gast.Assign) else [st.target]):
+                self.need(t, defined)       # the index of an element store
+                if (isinstance(st, gast.AugAssign) and isinstance(t, gast.Name)
+                        and t.id in self.privates and t.id not in defined):
+                    raise NotJammed(f"{t.id} is carried from trip to trip")
+            return defined | _stores(st)
+        if isinstance(st, gast.If):
+            self.need(st.test, defined)
+            key = st.test.id if (isinstance(st.test, gast.Name) and top
+                                 and st.test.id in self.once) else None
+            yes = self.block(st.body, defined | self.facts.get((key, True), set()))
+            no = self.block(st.orelse, defined | self.facts.get((key, False), set()))
+            if key is not None:
+                for branch, out in ((True, yes), (False, no)):
+                    if out is not _ALL:
+                        self.facts[(key, branch)] = self.facts.get((key, branch), set()) | out
+            return _meet(yes, no)
+        if isinstance(st, gast.For):
+            self.need(st.iter, defined)
+            self.block(st.body, defined | _stores(st.target))
+            return defined
+        self.need(st, defined)
+        return _ALL if isinstance(st, gast.Raise) else defined
+
+
+def _check_dead_after(after, privates):
+    live = set(privates)
+    for st in after:
+        if not live:
+            return
+        read = live & set(_loads(st))
+        if read:
+            raise NotJammed(f"{sorted(read)[0]} is read after the loop")
+        if isinstance(st, gast.Assign):
+            live -= _stores(st)
+
+
+def _pure(node, ok_names, arrays):
+    for n in gast.walk(node):
+        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load) and n.id not in ok_names:
+            return False
+        if isinstance(n, (gast.Call, gast.IfExp, gast.Lambda)):
+            return False
+        if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name) \
+                and n.value.id in arrays:
+            return False
+    return True
+
+
+class _Outside(set):
+    """Names not written by the loop, plus those known trip-invariant."""
+
+    def __init__(self, written, invariant):
+        super().__init__()
+        self.written, self.invariant = written, invariant
+
+    def __contains__(self, n):
+        return n not in self.written or n in self.invariant
+
+
+def _invariant_names(body, written, arrays):
+    """Private names assigned once, at the body's top level, from trip-invariant values."""
+    invariant = set()
+    counts = {}
+    for node in gast.walk(gast.Module(body=body, type_ignores=[])):
+        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
+            counts[node.id] = counts.get(node.id, 0) + 1
+    ok = _Outside(written, invariant)
+    for st in body:
+        if (isinstance(st, gast.Assign) and len(st.targets) == 1
+                and isinstance(st.targets[0], gast.Name)
+                and counts.get(st.targets[0].id) == 1 and _pure(st.value, ok, arrays)):
+            invariant.add(st.targets[0].id)
+    return invariant
+
+
+def _jammable_inner(loop, written, invariant, scalars, arrays):
+    args = loop.iter.args
+    if len(args) == 2 and not (isinstance(args[0], gast.Constant)
+                               and type(args[0].value) is int and args[0].value >= 0):
+        return False
+    if not _pure(args[-1], _Outside(written, invariant), arrays):
+        return False
+    j = loop.target.id
+    inner = gast.Module(body=loop.body, type_ignores=[])
+    if j in _stores(inner):
+        return False
+    if any(isinstance(n, (gast.For, gast.While)) for n in gast.walk(inner)):
+        return False
+    position = {}
+    for node in gast.walk(inner):
+        if not isinstance(node, gast.stmt):
+            continue
+        u = _scalar_update(node)
+        if u is not None and u[0] in scalars:
+            return False
+        v = _array_update(node)
+        if v is not None and v[0] in arrays:
+            a, idx, _ = v
+            elts = idx.elts if isinstance(idx, gast.Tuple) else [idx]
+            at = [k for k, e in enumerate(elts) if isinstance(e, gast.Name) and e.id == j]
+            if not at or position.setdefault(a, at[0]) != at[0]:
+                return False
+    return True
+
+
+# ---------------------------------------------------------------------- the code
+class _Rename(gast.NodeTransformer):
+    def __init__(self, names):
+        self.names = names
+
+    def visit_Name(self, node):
+        if node.id in self.names:
+            return gast.Name(id=self.names[node.id], ctx=node.ctx, annotation=None,
+                             type_comment=None)
+        return node
+
+
+def _fresh(base, taken):
+    k = 1
+    while f"{base}_j{k}" in taken:
+        k += 1
+    taken.add(f"{base}_j{k}")
+    return f"{base}_j{k}"
+
+
+def _copy_of(stmts, names):
+    out = [copy.deepcopy(s) for s in stmts]
+    if names:
+        out = [_Rename(names).visit(s) for s in out]
+    return out
+
+
+def _emit(loop, plan, taken):
+    U = plan.factor
+    var = plan.var
+    args = loop.iter.args
+    lo, hi, mid = _fresh("_lo", taken), _fresh("_hi", taken), _fresh("_mid", taken)
+    start = args[0] if len(args) == 2 else B.const(0)
+    renames = [{}] + [{n: _fresh(n, taken) for n in sorted(plan.privates)}
+                      for _ in range(1, U)]
+    head = [B.assign(lo, copy.deepcopy(start)), B.assign(hi, copy.deepcopy(args[-1])),
+            B.assign(mid, B.binop(lo, "+", B.binop(B.binop(B.call("max", B.binop(hi, "-", lo), 0),
+                                                         "//", U), "*", U)))]
+    head[0].coarsen_comment = (f"{U} {MARK} (trips meet only through accumulations, each "
+                               "updated in trip order)")
+    group = [B.assign(renames[c][var], B.binop(var, "+", c)) for c in range(1, U)]
+    chained = dict(plan.chained)
+    for k, st in enumerate(loop.body):
+        if k in plan.jammed:
+            j = st.target.id
+            inner = [B.assign(renames[c][j], j) for c in range(1, U)]
+            inner += _jammed_body(st.body, chained.get(k, ()), renames, taken)
+            jl = gast.For(target=B.name(j, store=True), iter=copy.deepcopy(st.iter),
+                          body=inner, orelse=[], type_comment=None)
+            if getattr(st, "coarsen_comment", None):
+                jl.coarsen_comment = st.coarsen_comment
+            group.append(jl)
+        elif k in plan.once:
+            group += _copy_of([st], {})
+        else:
+            for c in range(U):
+                group += _copy_of([st], renames[c])
+    main = B.for_range(var, [B.name(lo), B.name(mid), B.const(U)], group)
+    rest = B.for_range(var, [B.name(mid), B.name(hi)], _copy_of(loop.body, {}))
+    rest.coarsen_comment = "the trips left over, one at a time"
+    return head + [main, rest]
+
+
+def _jammed_body(body, chained, renames, taken):
+    """The trips' copies of a jammed loop's body, one after another; each update of a
+    chained array becomes its contribution (a fresh name), and after the copies each such
+    element is loaded once, given the contributions in trip order (the original adds), and
+    stored once."""
+    U = len(renames)
+    sites = [st for st in body if isinstance(st, gast.stmt) and
+             (_array_update(st) or (None,))[0] in chained]
+    parts = {id(st): [_fresh("_part", taken) for _ in range(U)] for st in sites}
+    out = []
+    for c in range(U):
+        for st in body:
+            if id(st) in parts:
+                _, _, e = _array_update(st)
+                out.append(B.assign(parts[id(st)][c], _copy_of([gast.Expr(value=e)],
+                                                               renames[c])[0].value))
+            else:
+                out += _copy_of([st], renames[c])
+    for a in sorted(chained, key=lambda n: [(_array_update(st) or (None,))[0]
+                                            for st in sites].index(n)):
+        mine = [st for st in sites if _array_update(st)[0] == a]
+        acc = None
+        for c in range(U):
+            for st in mine:
+                op = "-" if isinstance(getattr(st, "op", None) or
+                                       getattr(st.value, "op", None), gast.Sub) else "+"
+                if isinstance(st, gast.Expr):
+                    op = "+"
+                if acc is None:
+                    acc = _load_of(st)
+                acc = B.binop(acc, op, B.name(parts[id(st)][c]))
+        out.append(_store_of(mine[0], acc))
+    return out
+
+
+def _load_of(st):
+    """The element an update reads, as written in the original trip."""
+    if isinstance(st, gast.Expr):
+        return copy.deepcopy(st.value.args[2].left)
+    target = st.target if isinstance(st, gast.AugAssign) else st.targets[0]
+    return gast.Subscript(value=copy.deepcopy(target.value), slice=copy.deepcopy(target.slice),
+                          ctx=gast.Load())
+
+
+def _store_of(st, value):
+    if isinstance(st, gast.Expr):
+        a, idx, _ = st.value.args
+        return gast.Expr(value=B.call("_lanes_put", copy.deepcopy(a), copy.deepcopy(idx), value))
+    target = st.target if isinstance(st, gast.AugAssign) else st.targets[0]
+    return gast.Assign(targets=[gast.Subscript(value=copy.deepcopy(target.value),
+                                               slice=copy.deepcopy(target.slice),
+                                               ctx=gast.Store())],
+                       value=value, type_comment=None)
