@@ -32,10 +32,14 @@ bit:
 * the body holds only assignments, ``if``, ``for``, ``raise`` and ``_lanes_put`` calls,
   and calls only to ``math``, the lane helpers and a few pure builtins.
 
-Trip ``i + c`` of a group runs with its private names renamed (fresh names); the trips left
-over (``(b - a) % U``) run after in the loop as written.  Anything else leaves the loop as it
-is.  A trip that raises ``IndexError`` may do so after later trips of its group have run part
-of their bodies (an exception leaves no result to compare).
+Trip ``i + c`` of a group runs with its private names renamed (fresh names); an index check
+whose test is the same in every trip (``if n > a.shape[0]: raise IndexError(...)``) runs once
+per group; in a jammed inner loop, the updates of an array at one trip-invariant index are
+chained: the element is loaded once, given each trip's contribution in trip order (the same
+adds), and stored once.  The trips left over (``(b - a) % U``) run after, in the loop as
+written.  Anything else, or a body of more than ``MAX_STATEMENTS`` statements, leaves the loop
+as it is.  A trip that raises ``IndexError`` may do so after later trips of its group have run
+part of their bodies (an exception leaves no result to compare).
 """
 from __future__ import annotations
 
@@ -50,6 +54,9 @@ __all__ = ["JamPlan", "jam_loops", "JAM", "MARK"]
 
 #: trips run together
 JAM = 4
+#: the longest loop body (statements, nested ones counted) copied: Numba's compile time grows
+#: with the copies (logistic regression's gradient loop: 78 statements)
+MAX_STATEMENTS = 300
 #: how the generated code says a loop is jammed (after the number of trips)
 MARK = "trips at a time, side by side"
 
@@ -138,6 +145,10 @@ def _same(a, b):
 def _plan(loop, before, after, factor):
     _range_args(loop)
     body = loop.body
+    size = sum(isinstance(n, gast.stmt) for n in gast.walk(gast.Module(body=body,
+                                                                        type_ignores=[])))
+    if size > MAX_STATEMENTS:
+        raise NotJammed(f"{size} statements: too long to copy {factor} times")
     var = loop.target.id
     _check_forms(body)
     written = _stores(gast.Module(body=body, type_ignores=[])) | {var}
