@@ -12,6 +12,7 @@ import pytest
 import coarsen
 import coarsen.hessian_api as hessian_api
 from apps.logreg import objective as loop_logreg
+from coarsen.ad.forward import jam
 from coarsen.errors import CoarsenError
 from coarsen.jacobian_api import Jacobian
 
@@ -111,6 +112,9 @@ def test_simd_hessian_is_the_unrolled_lanes_bit_for_bit(d, monkeypatch):
     rep = h.report(file=io.StringIO())
     assert h.method_used == "forward over reverse" and "SIMD" in rep.format()
     assert "_lanes_at" in h.source
+    # the sample loop runs 4 trips at a time (coarsen.ad.forward.jam): the comparison with the
+    # unrolled lanes below pins it, with 23 samples (three left over)
+    assert f"{jam.JAM} {jam.MARK}" in h.source
     X = args[2]
     z = X @ args[0] + args[1]
     s = 1.0 / (1.0 + np.exp(-z))
