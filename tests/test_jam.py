@@ -95,7 +95,45 @@ def f(X, w):
 """
 
 
-@pytest.mark.parametrize("src", [LOGISTIC, TWO_COLUMNS, SUBSCRIPTS])
+READ_SHARED = """
+def f(X, w):
+    s = 0.0
+    g = np.zeros(X.shape[1])
+    for i in range(X.shape[0]):
+        for j in range(X.shape[1]):
+            g[j] += X[i, j] * w[j]
+        if s > 1.0:
+            s = s * 0.5
+        s = s + X[i, 0] * X[i, 0]
+    return g, s
+"""
+
+CHAIN = """
+def f(X, w):
+    d = X.shape[1]
+    loss = 0.0
+    g = np.zeros(d)
+    last = 0.0
+    for i in range(X.shape[0]):
+        z = 0.0
+        for j in range(d):
+            z = z + X[i, j] * w[j]
+        if z > 0.0:
+            loss_2 = loss + math.exp(-z)
+        else:
+            loss_2 = loss + z * z
+        loss = loss_2 - 0.25 * z
+        tmp = np.zeros(d)
+        for j in range(d):
+            tmp[j] = z * X[i, j]
+        for j in range(d):
+            g[j] = g[j] + tmp[j] * w[j]
+        last = z
+    return loss, g, last
+"""
+
+
+@pytest.mark.parametrize("src", [LOGISTIC, TWO_COLUMNS, SUBSCRIPTS, READ_SHARED, CHAIN])
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 5, 7, 8, 9, 33])
 def test_jammed_loop_gives_the_same_bits(src, n):
     fj, plans, code = _jammed(src)
@@ -138,18 +176,6 @@ def f(X, w):
         for j in range(3):
             g[j] += s * w[j]
     return g
-""",
-    "an accumulator read in the loop": """
-def f(X, w):
-    s = 0.0
-    g = np.zeros(3)
-    for i in range(X.shape[0]):
-        for j in range(3):
-            g[j] += X[i, j] * w[j]
-        if s > 1.0:
-            s = s + 1.0
-        s = s + X[i, 0]
-    return g, s
 """,
     "a scratch array written in the loop": """
 def f(X, w):

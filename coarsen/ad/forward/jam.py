@@ -1,45 +1,50 @@
-"""Unroll and jam of the trips of a loop that meet only through accumulations, for the SIMD
-form of forward over reverse: ``U`` consecutive trips run together, each inner loop they share
-running once with the ``U`` trips' bodies side by side, so that the trips' tangent chains
-(``z_dot = z_dot + X[i, j] * w_dot[j]``, one chain of dependent vector adds per trip) overlap
-instead of waiting on each other, and an inner loop's loads of a lane-last tangent row serve
-``U`` trips.
+"""Unroll and jam of the trips of a loop, for the SIMD form of forward over reverse: ``U``
+consecutive trips run together, each inner loop they share running once with the ``U`` trips'
+bodies side by side, so that the trips' tangent chains (``z_dot = z_dot + X[i, j] *
+w_dot[j]``, one chain of dependent vector adds per trip) overlap instead of waiting on each
+other, and an inner loop's loads of a lane-last tangent row serve ``U`` trips.
 
 Requires: the statements of a function body (gast, as ``simd_body`` leaves them) and the set
 of every name in the function.
 Guarantees: ``jam_loops(stmts, taken, factor)`` returns new statements (the input is not
-mutated) and the plans of the loops it jammed.  A top-level ``for i in range(a, b)`` loop is
-jammed only where every value the trips share is an *accumulation* and the jammed code
-performs every floating-point operation of the original, on the same values, with each
-accumulation's updates in the original order, so the results are the original's bit for
-bit:
+mutated) and the plans of the loops it jammed.  The jammed code performs every operation of
+the original on the same values, and every value the trips share is read and written in the
+original order, so the results are the original's bit for bit.  For a top-level
+``for i in range(a, b)`` loop (``b - a`` trips, any remainder run after in the loop as
+written):
 
-* a name assigned in the body is either *private* (every read of it in a trip follows a
-  definite assignment in that trip, and no statement after the loop reads it before
-  assigning it) or a scalar accumulator (it occurs only as ``s = s + e``, ``s = s - e`` or
-  ``s += e`` with ``e`` free of ``s``);
-* an array written in the body is an accumulator: a fresh ``np.zeros``/``np.empty`` array
-  (no other name can alias it) written only as ``a[idx] += e``,
-  ``a[idx] = a[idx] + e`` or ``_lanes_put(a, idx, _lanes_at(a, idx, K) + e)`` and otherwise
-  read only for its ``shape``, ``size`` or ``ndim``;
-* each accumulator is updated in one statement of the body's top level; where that statement
-  is an inner loop that is jammed, it is not a scalar, and every update's index has the inner
-  loop's variable (counting up from 0 or more) at one position, so each element is updated
-  in one iteration, where the trips run in order;
-* an inner loop is jammed only where its ``range(n)`` bound is the same in every trip (built
-  from names the loop does not assign, and trip-invariant assignments of them) and its body
-  has no loop; other statements run trip after trip, as written;
+* the names the body assigns are *private* (every read of it in a trip follows a definite
+  assignment in that trip, and no statement after the loop reads it before assigning it:
+  renamed in each trip of a group) or *shared* (carried from trip to trip, such as an
+  accumulator ``loss``, or read after the loop: never renamed); the loop's variable is
+  private;
+* an array the body writes is shared, made fresh before the loop (``np.zeros``/``np.empty``,
+  untouched since but for its ``shape``: no other name can alias it) and read or written
+  only element by element (no slices, never bound to another name), or private, bound in the
+  trip only to fresh arrays;
+* the top-level statements of the body that touch a shared name (from the first to the last
+  that does, overlapping spans merged) run as a *unit*, trip after trip, so every shared
+  value sees its reads and writes in trip order; the other statements touch only private
+  names and names the loop does not write, so the trips' copies of them may run side by
+  side;
+* an inner ``for j in range(n)`` outside the units is *jammed* (run once per group, the trips'
+  bodies one after another in each iteration) where ``n`` is the same in every trip (built
+  from names the loop does not assign and trip-invariant assignments of them) and its body
+  has no loop; a shared array may be written in it alone (it is then no unit) where every
+  occurrence is an accumulation ``a[idx] += e`` (``a[idx] = a[idx] + e``,
+  ``_lanes_put(a, idx, _lanes_at(a, idx, K) + e)``) whose index has ``j`` at one position,
+  so that each element is updated in one iteration, where the trips run in order;
+* at least one inner loop is jammed (else nothing is gained and the loop is left as written);
 * the body holds only assignments, ``if``, ``for``, ``raise`` and ``_lanes_put`` calls,
-  and calls only to ``math``, the lane helpers and a few pure builtins.
+  and calls only to ``math``, the lane helpers, ``np.zeros``/``np.empty`` and a few pure
+  builtins; it has at most ``MAX_STATEMENTS`` statements.
 
 Trip ``i + c`` of a group runs with its private names renamed (fresh names); an index check
 whose test is the same in every trip (``if n > a.shape[0]: raise IndexError(...)``) runs once
-per group; in a jammed inner loop, the updates of an array at one trip-invariant index are
-chained: the element is loaded once, given each trip's contribution in trip order (the same
-adds), and stored once.  The trips left over (``(b - a) % U``) run after, in the loop as
-written.  Anything else, or a body of more than ``MAX_STATEMENTS`` statements, leaves the loop
-as it is.  A trip that raises ``IndexError`` may do so after later trips of its group have run
-part of their bodies (an exception leaves no result to compare).
+per group; in a jammed inner loop, the accumulations of an array at one trip-invariant index
+are chained: the element is loaded once, given each trip's contribution in trip order (the
+same adds), and stored once.  A trip that raises ``IndexError`` may do so after later trips
+of its group have run part of their bodies (an exception leaves no result to compare).
 """
 from __future__ import annotations
 
@@ -75,14 +80,16 @@ class NotJammed(Exception):
 
 @dataclass(frozen=True)
 class JamPlan:
-    """One jammed loop: its variable, the trips per group, its private names and the
-    positions (in its body) of the inner loops run once for the group."""
+    """One jammed loop: its variable, the trips per group, its private names, the positions
+    (in its body) of the inner loops run once per group, the arrays each of those chains in
+    registers, the index checks run once per group and the units run trip after trip."""
     var: str
     factor: int
     privates: frozenset
     jammed: tuple
-    chained: tuple = ()         # (position, arrays updated through registers) per jammed loop
+    chained: tuple = ()             # (position, arrays) per jammed loop
     once: frozenset = frozenset()   # positions of index checks the same in every trip
+    units: tuple = ()               # (first, last) positions run trip after trip
 
 
 def jam_loops(stmts, taken, factor=JAM):
@@ -145,70 +152,59 @@ def _same(a, b):
 def _plan(loop, before, after, factor):
     _range_args(loop)
     body = loop.body
-    size = sum(isinstance(n, gast.stmt) for n in gast.walk(gast.Module(body=body,
-                                                                        type_ignores=[])))
+    mod = gast.Module(body=body, type_ignores=[])
+    size = sum(isinstance(n, gast.stmt) for n in gast.walk(mod))
     if size > MAX_STATEMENTS:
         raise NotJammed(f"{size} statements: too long to copy {factor} times")
     var = loop.target.id
     _check_forms(body)
-    written = _stores(gast.Module(body=body, type_ignores=[])) | {var}
-    scalars = {n for n in written - {var} if _is_scalar_accumulator(n, body)}
-    privates = frozenset(written - scalars)
-    arrays = _array_accumulators(body, written, before)
-    # each accumulator updated in one top-level statement of the body
-    home = {}
-    for k, st in enumerate(body):
-        for n in _updated(st, scalars, arrays):
-            if home.setdefault(n, k) != k:
-                raise NotJammed(f"{n} is updated in two places")
-    _Definite(body, privates, var)
-    _check_dead_after(after, privates)
-    invariant = _invariant_names(body, written, set(arrays))
-    jammed = tuple(k for k, st in enumerate(body)
-                   if isinstance(st, gast.For)
-                   and _jammable_inner(st, written, invariant, scalars, arrays))
+    written = _stores(mod) | {var}
+    carried = _Definite(body, written, var).carried
+    live = _read_after(after, written)
+    if var in carried | live:
+        raise NotJammed(f"the loop's variable {var} is read before or after its trips")
+    shared = (carried | live) - {var}
+    privates = frozenset(written - shared)
+    arrays = _shared_arrays(body, written, privates, before)
+    invariant = _invariant_names(body, written, arrays)
+    candidates = {k for k, st in enumerate(body) if isinstance(st, gast.For)
+                  and _jammable_inner(st, written, invariant, arrays)}
+    spans = []
+    for n in sorted(shared | arrays):
+        ks = [k for k, st in enumerate(body) if _touches(st, n, n in arrays)]
+        if not ks:
+            continue
+        if len(ks) == 1 and ks[0] in candidates and n in arrays and _pinned(body[ks[0]], n):
+            continue
+        spans.append((ks[0], ks[-1]))
+    units = _merged(spans)
+    inside = {k for a, b in units for k in range(a, b + 1)}
+    jammed = tuple(sorted(candidates - inside))
     chained = tuple((k, _chained(body[k], written, invariant, arrays)) for k in jammed)
-    once = frozenset(k for k, st in enumerate(body) if _invariant_check(st, written, invariant))
-    return JamPlan(var, factor, privates, jammed, chained, once)
+    once = frozenset(k for k, st in enumerate(body)
+                     if k not in inside and _invariant_check(st, written, invariant))
+    return JamPlan(var, factor, privates, jammed, chained, once, units)
 
 
-def _chained(loop, written, invariant, arrays):
-    """The arrays whose updates in a jammed loop can be chained in registers: updated only
-    by top-level statements of its body, all of one form and at one index that is the same
-    in every trip (built from the loop's variable and trip-invariant names), so that the
-    trips' updates of an element are one load, the original adds in trip order, one store."""
-    ok = _Outside(written, invariant | {loop.target.id})
-    top = {id(st) for st in loop.body}
-    sites = {}
-    for node in gast.walk(gast.Module(body=loop.body, type_ignores=[])):
-        if isinstance(node, gast.stmt):
-            v = _array_update(node)
-            if v is not None and v[0] in arrays:
-                sites.setdefault(v[0], []).append(node)
+def _merged(spans):
     out = []
-    for a, nodes in sites.items():
-        first = _array_update(nodes[0])[1]
-        if all(id(st) in top and type(st) is type(nodes[0])
-               and _same(_array_update(st)[1], first) for st in nodes) \
-                and _pure(first, ok, arrays):
-            out.append(a)
-    return frozenset(out)
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return tuple(out)
 
 
-def _invariant_check(st, written, invariant):
-    """``if <trip-invariant test>: raise ...``: the same in every trip of a group."""
-    return (isinstance(st, gast.If) and not st.orelse and len(st.body) == 1
-            and isinstance(st.body[0], gast.Raise)
-            and _pure(st.test, _Outside(written, invariant), ())
-            and all(isinstance(n, (gast.Constant, gast.Call, gast.Name, gast.Raise))
-                    or not isinstance(n, gast.expr) for n in gast.walk(st.body[0])
-                    if n is not st.body[0]) and _raise_is_constant(st.body[0]))
+def _shape_reads(node):
+    return {id(n.value) for n in gast.walk(node) if isinstance(n, gast.Attribute)
+            and n.attr in _SHAPE_ATTRS and isinstance(n.value, gast.Name)}
 
 
-def _raise_is_constant(st):
-    exc = st.exc
-    return (st.cause is None and isinstance(exc, gast.Call) and isinstance(exc.func, gast.Name)
-            and all(isinstance(a, gast.Constant) for a in exc.args) and not exc.keywords)
+def _touches(st, name, array):
+    skip = _shape_reads(st) if array else set()
+    return any(isinstance(n, gast.Name) and n.id == name and id(n) not in skip
+               for n in gast.walk(st))
 
 
 def _check_forms(body):
@@ -228,42 +224,6 @@ def _check_forms(body):
         if isinstance(node, (gast.Lambda, gast.ListComp, gast.GeneratorExp, gast.Starred,
                              gast.NamedExpr, gast.Yield, gast.Await)):
             raise NotJammed(f"a {type(node).__name__}")
-
-
-def _scalar_update(st):
-    """``(name, e)`` where ``st`` is ``s = s + e``, ``s = s - e`` or ``s += e``."""
-    if (isinstance(st, gast.AugAssign) and isinstance(st.target, gast.Name)
-            and isinstance(st.op, _ACC_OPS)):
-        return st.target.id, st.value
-    if (isinstance(st, gast.Assign) and len(st.targets) == 1
-            and isinstance(st.targets[0], gast.Name) and isinstance(st.value, gast.BinOp)
-            and isinstance(st.value.op, _ACC_OPS) and isinstance(st.value.left, gast.Name)
-            and st.value.left.id == st.targets[0].id):
-        return st.targets[0].id, st.value.right
-    return None
-
-
-def _is_scalar_accumulator(n, body):
-    seen = 0
-    updates = 0
-    for node in gast.walk(gast.Module(body=body, type_ignores=[])):
-        if isinstance(node, gast.Name) and node.id == n:
-            seen += 1
-        if isinstance(node, gast.stmt):
-            u = _scalar_update(node)
-            if u is not None and u[0] == n:
-                if n in _loads(u[1]):
-                    return False
-                updates += 1
-    # an update holds two occurrences of the name (its target and its read, or the
-    # augmented target once)
-    count = 0
-    for node in gast.walk(gast.Module(body=body, type_ignores=[])):
-        if isinstance(node, gast.stmt):
-            u = _scalar_update(node)
-            if u is not None and u[0] == n:
-                count += 1 if isinstance(node, gast.AugAssign) else 2
-    return updates > 0 and seen == count
 
 
 def _array_update(st):
@@ -291,44 +251,73 @@ def _array_update(st):
     return None
 
 
-def _array_accumulators(body, written, before):
-    """The arrays the body writes, each an accumulator (else ``NotJammed``)."""
-    arrays = {}
+def _update_names(st):
+    """The two occurrences of the array in an accumulation ``st`` (its store and its read)."""
+    if isinstance(st, gast.AugAssign):
+        return [st.target.value]
+    if isinstance(st, gast.Assign):
+        return [st.targets[0].value, st.value.left.value]
+    return [st.value.args[0], st.value.args[2].left.args[0]]
+
+
+def _mutated(body):
+    """The names of the arrays the body writes (``NotJammed`` where one is not a name)."""
+    out = set()
+    for node in gast.walk(gast.Module(body=body, type_ignores=[])):
+        base = None
+        if isinstance(node, gast.Subscript) and isinstance(node.ctx, gast.Store):
+            base = node.value
+        elif isinstance(node, gast.Call) and _call_name(node) == "_lanes_put":
+            base = node.args[0] if node.args else None
+        else:
+            continue
+        if not isinstance(base, gast.Name):
+            raise NotJammed("a write into an array that is not a name")
+        out.add(base.id)
+    return out
+
+
+def _shared_arrays(body, written, privates, before):
+    """The arrays the body writes that the trips share (see the module docstring); a private
+    one must be bound only to fresh arrays, a shared one made fresh before the loop and used
+    element by element."""
     mod = gast.Module(body=body, type_ignores=[])
-    update_targets = set()
-    for node in gast.walk(mod):
-        if isinstance(node, gast.stmt):
-            u = _array_update(node)
-            if u is not None:
-                a, idx, e = u
-                if a in written or a in _loads(e) or a in _loads(idx) or any(
-                        isinstance(s, gast.Slice) for s in gast.walk(idx)):
-                    raise NotJammed(f"{a} is written otherwise")
-                arrays.setdefault(a, []).append(node)
-                if not isinstance(node, gast.Expr):
-                    target = node.target if isinstance(node, gast.AugAssign) else node.targets[0]
-                    update_targets.add(id(target))
-                continue
-        if isinstance(node, gast.Subscript) and isinstance(node.ctx, gast.Store) \
-                and id(node) not in update_targets:
-            raise NotJammed("an array element is assigned")
-        if isinstance(node, gast.Expr):
-            raise NotJammed("a lane store that is not an accumulation")
-    for a, sites in arrays.items():
-        allowed = set()
-        for st in sites:
-            targets = ([st.target.value] if isinstance(st, gast.AugAssign) else
-                       [st.targets[0].value, st.value.left.value] if isinstance(st, gast.Assign)
-                       else [st.value.args[0], st.value.args[2].left.args[0]])
-            allowed.update(id(t) for t in targets)
-        shape_reads = {id(n.value) for n in gast.walk(mod) if isinstance(n, gast.Attribute)
-                       and n.attr in _SHAPE_ATTRS and isinstance(n.value, gast.Name)}
-        for n in gast.walk(mod):
-            if (isinstance(n, gast.Name) and n.id == a and id(n) not in allowed
-                    and id(n) not in shape_reads):
-                raise NotJammed(f"{a} is read in the loop")
+    shared = set()
+    for a in _mutated(body):
+        if a in privates:
+            for node in gast.walk(mod):
+                if isinstance(node, gast.Assign) and a in _stores(node) and not (
+                        len(node.targets) == 1 and isinstance(node.targets[0], gast.Name)
+                        and isinstance(node.value, gast.Call)
+                        and _call_name(node.value) in _FRESH):
+                    raise NotJammed(f"{a} may alias another array")
+            continue
+        if a in written:
+            raise NotJammed(f"{a} is rebound and written in place")
         _check_fresh(a, before)
-    return arrays
+        shared.add(a)
+    if shared:
+        _check_element_uses(mod, shared)
+    return shared
+
+
+def _check_element_uses(mod, arrays):
+    """Each occurrence of a shared array is its ``shape``, an element (no slice, not bound
+    as it is to a name: a row of a 2-D array would be a view) or a lane helper's array."""
+    ok = _shape_reads(mod)
+    for node in gast.walk(mod):
+        if isinstance(node, gast.Call) and _call_name(node) in ("_lanes_at", "_lanes_put") \
+                and node.args and isinstance(node.args[0], gast.Name):
+            ok.add(id(node.args[0]))
+        if isinstance(node, gast.Subscript) and isinstance(node.value, gast.Name) \
+                and node.value.id in arrays \
+                and not any(isinstance(s, gast.Slice) for s in gast.walk(node.slice)):
+            ok.add(id(node.value))
+        if isinstance(node, gast.Assign) and isinstance(node.value, gast.Subscript):
+            ok.discard(id(node.value.value))
+    for node in gast.walk(mod):
+        if isinstance(node, gast.Name) and node.id in arrays and id(node) not in ok:
+            raise NotJammed(f"{node.id} is used other than element by element")
 
 
 def _check_fresh(a, before):
@@ -340,25 +329,73 @@ def _check_fresh(a, before):
                     and _call_name(st.value) in _FRESH):
                 raise NotJammed(f"{a} may alias another array")
             return
-        shapes = {id(n.value) for n in gast.walk(st) if isinstance(n, gast.Attribute)
-                  and n.attr in _SHAPE_ATTRS}
+        shapes = _shape_reads(st)
         if any(isinstance(n, gast.Name) and n.id == a and id(n) not in shapes
                for n in gast.walk(st)):
             raise NotJammed(f"{a} is used before the loop")
     raise NotJammed(f"{a} is not made before the loop")
 
 
-def _updated(st, scalars, arrays):
-    out = set()
-    for node in gast.walk(st):
+def _pinned(loop, a):
+    """Every occurrence of ``a`` in the inner ``loop`` is an accumulation whose index has the
+    loop's variable at one position (each element updated in one iteration only)."""
+    j = loop.target.id
+    inner = gast.Module(body=loop.body, type_ignores=[])
+    allowed, position = set(), None
+    for node in gast.walk(inner):
+        if not isinstance(node, gast.stmt):
+            continue
+        v = _array_update(node)
+        if v is None or v[0] != a:
+            continue
+        _, idx, e = v
+        if a in _loads(e) or a in _loads(idx):
+            return False
+        elts = idx.elts if isinstance(idx, gast.Tuple) else [idx]
+        at = [k for k, x in enumerate(elts) if isinstance(x, gast.Name) and x.id == j]
+        if not at or (position is not None and position != at[0]):
+            return False
+        position = at[0]
+        allowed.update(id(n) for n in _update_names(node))
+    skip = _shape_reads(inner)
+    return position is not None and all(
+        id(n) in allowed or id(n) in skip for n in gast.walk(inner)
+        if isinstance(n, gast.Name) and n.id == a)
+
+
+def _chained(loop, written, invariant, arrays):
+    """The arrays whose updates in a jammed loop can be chained in registers: updated only
+    by top-level statements of its body, all of one form and at one index that is the same
+    in every trip (built from the loop's variable and trip-invariant names), so that the
+    trips' updates of an element are one load, the original adds in trip order, one store."""
+    ok = _Outside(written, invariant | {loop.target.id})
+    top = {id(st) for st in loop.body}
+    sites = {}
+    for node in gast.walk(gast.Module(body=loop.body, type_ignores=[])):
         if isinstance(node, gast.stmt):
-            u = _scalar_update(node)
-            if u is not None and u[0] in scalars:
-                out.add(u[0])
             v = _array_update(node)
             if v is not None and v[0] in arrays:
-                out.add(v[0])
-    return out
+                sites.setdefault(v[0], []).append(node)
+    out = []
+    for a, nodes in sites.items():
+        first = _array_update(nodes[0])[1]
+        if _pinned(loop, a) and all(id(st) in top and type(st) is type(nodes[0])
+                                    and _same(_array_update(st)[1], first) for st in nodes) \
+                and _pure(first, ok, arrays):
+            out.append(a)
+    return frozenset(out)
+
+
+def _invariant_check(st, written, invariant):
+    """``if <trip-invariant test>: raise E('...')``: the same in every trip of a group."""
+    if not (isinstance(st, gast.If) and not st.orelse and len(st.body) == 1
+            and isinstance(st.body[0], gast.Raise)):
+        return False
+    exc = st.body[0].exc
+    return (st.body[0].cause is None and isinstance(exc, gast.Call)
+            and isinstance(exc.func, gast.Name) and not exc.keywords
+            and all(isinstance(a, gast.Constant) for a in exc.args)
+            and _pure(st.test, _Outside(written, invariant), ()))
 
 
 #: what holds after a ``raise``: every name (nothing after it runs)
@@ -369,15 +406,15 @@ def _meet(a, b):
     return b if a is _ALL else a if b is _ALL else a & b
 
 
-
 class _Definite:
-    """Every read of a private name follows a definite assignment in the trip.  A branch
-    ``if t:`` at the body's top level, with ``t`` assigned once in the body, tells a later
-    ``if t:`` what its branches may take as assigned (the tangent code assigns a partial in
-    one branch and reads it under the same test)."""
+    """The written names some trip reads before a definite assignment in it (``carried``).  A
+    branch ``if t:`` at the body's top level, with ``t`` assigned once in the body, tells a
+    later ``if t:`` what its branches may take as assigned (the tangent code assigns a
+    partial in one branch and reads it under the same test)."""
 
-    def __init__(self, body, privates, var):
-        self.privates = privates
+    def __init__(self, body, written, var):
+        self.written = written
+        self.carried = set()
         stores = [n.id for n in gast.walk(gast.Module(body=body, type_ignores=[]))
                   if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)]
         self.once = {n for n in stores if stores.count(n) == 1}
@@ -393,8 +430,8 @@ class _Definite:
 
     def need(self, node, defined):
         for n in _loads(node):
-            if n in self.privates and n not in defined:
-                raise NotJammed(f"{n} is carried from trip to trip")
+            if n in self.written and n not in defined:
+                self.carried.add(n)
 
     def stmt(self, st, defined, top):
         if isinstance(st, (gast.Assign, gast.AugAssign)):
@@ -402,8 +439,8 @@ class _Definite:
             for t in (st.targets if isinstance(st, gast.Assign) else [st.target]):
                 self.need(t, defined)       # the index of an element store
                 if (isinstance(st, gast.AugAssign) and isinstance(t, gast.Name)
-                        and t.id in self.privates and t.id not in defined):
-                    raise NotJammed(f"{t.id} is carried from trip to trip")
+                        and t.id in self.written and t.id not in defined):
+                    self.carried.add(t.id)
             return defined | _stores(st)
         if isinstance(st, gast.If):
             self.need(st.test, defined)
@@ -424,16 +461,14 @@ class _Definite:
         return _ALL if isinstance(st, gast.Raise) else defined
 
 
-def _check_dead_after(after, privates):
-    live = set(privates)
+def _read_after(after, written):
+    """The written names a statement after the loop may read before assigning them."""
+    live, out = set(written), set()
     for st in after:
-        if not live:
-            return
-        read = live & set(_loads(st))
-        if read:
-            raise NotJammed(f"{sorted(read)[0]} is read after the loop")
+        out |= live & set(_loads(st))
         if isinstance(st, gast.Assign):
             live -= _stores(st)
+    return out
 
 
 def _pure(node, ok_names, arrays):
@@ -475,34 +510,17 @@ def _invariant_names(body, written, arrays):
     return invariant
 
 
-def _jammable_inner(loop, written, invariant, scalars, arrays):
+def _jammable_inner(loop, written, invariant, arrays):
     args = loop.iter.args
     if len(args) == 2 and not (isinstance(args[0], gast.Constant)
                                and type(args[0].value) is int and args[0].value >= 0):
         return False
     if not _pure(args[-1], _Outside(written, invariant), arrays):
         return False
-    j = loop.target.id
     inner = gast.Module(body=loop.body, type_ignores=[])
-    if j in _stores(inner):
+    if loop.target.id in _stores(inner):
         return False
-    if any(isinstance(n, (gast.For, gast.While)) for n in gast.walk(inner)):
-        return False
-    position = {}
-    for node in gast.walk(inner):
-        if not isinstance(node, gast.stmt):
-            continue
-        u = _scalar_update(node)
-        if u is not None and u[0] in scalars:
-            return False
-        v = _array_update(node)
-        if v is not None and v[0] in arrays:
-            a, idx, _ = v
-            elts = idx.elts if isinstance(idx, gast.Tuple) else [idx]
-            at = [k for k, e in enumerate(elts) if isinstance(e, gast.Name) and e.id == j]
-            if not at or position.setdefault(a, at[0]) != at[0]:
-                return False
-    return True
+    return not any(isinstance(n, (gast.For, gast.While)) for n in gast.walk(inner))
 
 
 # ---------------------------------------------------------------------- the code
@@ -543,12 +561,20 @@ def _emit(loop, plan, taken):
     head = [B.assign(lo, copy.deepcopy(start)), B.assign(hi, copy.deepcopy(args[-1])),
             B.assign(mid, B.binop(lo, "+", B.binop(B.binop(B.call("max", B.binop(hi, "-", lo), 0),
                                                          "//", U), "*", U)))]
-    head[0].coarsen_comment = (f"{U} {MARK} (trips meet only through accumulations, each "
-                               "updated in trip order)")
+    head[0].coarsen_comment = (f"{U} {MARK} (what the trips share is read and written in "
+                               "trip order)")
     group = [B.assign(renames[c][var], B.binop(var, "+", c)) for c in range(1, U)]
     chained = dict(plan.chained)
+    units = dict(plan.units)
+    inside = {k for a, b in plan.units for k in range(a + 1, b + 1)}
     for k, st in enumerate(loop.body):
-        if k in plan.jammed:
+        if k in inside:
+            continue
+        if k in units:
+            # statements that touch what the trips share: trip after trip
+            for c in range(U):
+                group += _copy_of(loop.body[k:units[k] + 1], renames[c])
+        elif k in plan.jammed:
             j = st.target.id
             inner = [B.assign(renames[c][j], j) for c in range(1, U)]
             inner += _jammed_body(st.body, chained.get(k, ()), renames, taken)
