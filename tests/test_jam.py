@@ -133,7 +133,29 @@ def f(X, w):
 """
 
 
-@pytest.mark.parametrize("src", [LOGISTIC, TWO_COLUMNS, SUBSCRIPTS, READ_SHARED, CHAIN])
+# p is assigned under the old value of t and read under the new one: carried from trip to
+# trip (a branch on t tells a later one nothing once t is assigned in between)
+RETESTED = """
+def f(X, w):
+    g = np.zeros(3)
+    p = 0.5
+    t = False
+    for i in range(X.shape[0]):
+        if t:
+            p = X[i, 1]
+        t = X[i, 0] > 0.0
+        if t:
+            q = p
+        else:
+            q = 1.0
+        for j in range(3):
+            g[j] += q * w[j] * X[i, j]
+    return g
+"""
+
+
+@pytest.mark.parametrize("src", [LOGISTIC, TWO_COLUMNS, SUBSCRIPTS, READ_SHARED, CHAIN,
+                                 RETESTED])
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 5, 7, 8, 9, 33])
 def test_jammed_loop_gives_the_same_bits(src, n):
     fj, plans, code = _jammed(src)
@@ -235,6 +257,17 @@ def f(X, w):
         for j2 in range(3):
             g[j2] += last * w[j2]
     return g
+""",
+    "a shared array's element bound to a name (a row of a 2-D array is a view)": """
+def f(X, w):
+    g = np.zeros((3, 2))
+    s = np.zeros(3)
+    for i in range(X.shape[0]):
+        g[i % 3, 0] += X[i, 0]
+        r = g[(i + 1) % 3]
+        for j in range(3):
+            s[j] += r[0] * w[j]
+    return g, s
 """,
     "a break": """
 def f(X, w):

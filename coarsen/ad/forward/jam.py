@@ -211,6 +211,8 @@ def _check_forms(body):
     for node in gast.walk(gast.Module(body=body, type_ignores=[])):
         if isinstance(node, gast.stmt) and not isinstance(node, _ALLOWED_STMTS):
             raise NotJammed(f"a {type(node).__name__} statement")
+        if isinstance(node, gast.Attribute) and not isinstance(node.ctx, gast.Load):
+            raise NotJammed("an attribute is assigned")
         if isinstance(node, gast.Expr) and not (isinstance(node.value, gast.Call)
                                                 and _call_name(node.value) == "_lanes_put"):
             raise NotJammed("an expression statement")
@@ -305,6 +307,7 @@ def _check_element_uses(mod, arrays):
     """Each occurrence of a shared array is its ``shape``, an element (no slice, not bound
     as it is to a name: a row of a 2-D array would be a view) or a lane helper's array."""
     ok = _shape_reads(mod)
+    bound = set()
     for node in gast.walk(mod):
         if isinstance(node, gast.Call) and _call_name(node) in ("_lanes_at", "_lanes_put") \
                 and node.args and isinstance(node.args[0], gast.Name):
@@ -314,9 +317,10 @@ def _check_element_uses(mod, arrays):
                 and not any(isinstance(s, gast.Slice) for s in gast.walk(node.slice)):
             ok.add(id(node.value))
         if isinstance(node, gast.Assign) and isinstance(node.value, gast.Subscript):
-            ok.discard(id(node.value.value))
+            bound.add(id(node.value.value))
     for node in gast.walk(mod):
-        if isinstance(node, gast.Name) and node.id in arrays and id(node) not in ok:
+        if isinstance(node, gast.Name) and node.id in arrays and (id(node) not in ok
+                                                                  or id(node) in bound):
             raise NotJammed(f"{node.id} is used other than element by element")
 
 
@@ -408,8 +412,8 @@ def _meet(a, b):
 
 class _Definite:
     """The written names some trip reads before a definite assignment in it (``carried``).  A
-    branch ``if t:`` at the body's top level, with ``t`` assigned once in the body, tells a
-    later ``if t:`` what its branches may take as assigned (the tangent code assigns a
+    branch ``if t:`` at the body's top level, with ``t`` assigned once in the body and before
+    it in the trip, tells a later ``if t:`` what its branches may take as assigned (the tangent code assigns a
     partial in one branch and reads it under the same test)."""
 
     def __init__(self, body, written, var):
@@ -444,8 +448,10 @@ class _Definite:
             return defined | _stores(st)
         if isinstance(st, gast.If):
             self.need(st.test, defined)
+            # a test assigned once and already in this trip keeps its value to the end
             key = st.test.id if (isinstance(st.test, gast.Name) and top
-                                 and st.test.id in self.once) else None
+                                 and st.test.id in self.once
+                                 and st.test.id in defined) else None
             yes = self.block(st.body, defined | self.facts.get((key, True), set()))
             no = self.block(st.orelse, defined | self.facts.get((key, False), set()))
             if key is not None:
