@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import gast
 
@@ -228,11 +229,28 @@ def _check_forms(body):
             raise NotJammed(f"a {type(node).__name__}")
 
 
+class Update(NamedTuple):
+    """An accumulation into one element of an array: ``array[index] op= value``."""
+    array: str
+    index: object       # the index expression
+    value: object       # the value added or subtracted
+    op: str             # "+" or "-"
+    names: tuple        # the array's occurrences in the statement (its store and its read)
+    load: object        # the element read, as the statement writes it
+
+
+def _op(node):
+    return "+" if isinstance(node, gast.Add) else "-"
+
+
 def _array_update(st):
-    """``(array, index, e)`` where ``st`` accumulates ``e`` into one element."""
+    """The ``Update`` where ``st`` accumulates into one element (``a[idx] += e``,
+    ``a[idx] = a[idx] - e``, ``_lanes_put(a, idx, _lanes_at(a, idx, K) + e)``), else None."""
     if (isinstance(st, gast.AugAssign) and isinstance(st.target, gast.Subscript)
             and isinstance(st.op, _ACC_OPS) and isinstance(st.target.value, gast.Name)):
-        return st.target.value.id, st.target.slice, st.value
+        t = st.target
+        return Update(t.value.id, t.slice, st.value, _op(st.op), (t.value,),
+                      gast.Subscript(value=t.value, slice=t.slice, ctx=gast.Load()))
     if (isinstance(st, gast.Assign) and len(st.targets) == 1
             and isinstance(st.targets[0], gast.Subscript)
             and isinstance(st.targets[0].value, gast.Name) and isinstance(st.value, gast.BinOp)
@@ -241,7 +259,9 @@ def _array_update(st):
             and _same(st.value.left, gast.Subscript(value=st.targets[0].value,
                                                     slice=st.targets[0].slice,
                                                     ctx=gast.Load()))):
-        return st.targets[0].value.id, st.targets[0].slice, st.value.right
+        t = st.targets[0]
+        return Update(t.value.id, t.slice, st.value.right, _op(st.value.op),
+                      (t.value, st.value.left.value), st.value.left)
     if (isinstance(st, gast.Expr) and isinstance(st.value, gast.Call)
             and _call_name(st.value) == "_lanes_put" and len(st.value.args) == 3):
         a, idx, v = st.value.args
@@ -249,17 +269,8 @@ def _array_update(st):
                 and isinstance(v.left, gast.Call) and _call_name(v.left) == "_lanes_at"
                 and len(v.left.args) == 3 and isinstance(v.left.args[0], gast.Name)
                 and v.left.args[0].id == a.id and _same(v.left.args[1], idx)):
-            return a.id, idx, v.right
+            return Update(a.id, idx, v.right, _op(v.op), (a, v.left.args[0]), v.left)
     return None
-
-
-def _update_names(st):
-    """The two occurrences of the array in an accumulation ``st`` (its store and its read)."""
-    if isinstance(st, gast.AugAssign):
-        return [st.target.value]
-    if isinstance(st, gast.Assign):
-        return [st.targets[0].value, st.value.left.value]
-    return [st.value.args[0], st.value.args[2].left.args[0]]
 
 
 def _mutated(body):
@@ -350,17 +361,17 @@ def _pinned(loop, a):
         if not isinstance(node, gast.stmt):
             continue
         v = _array_update(node)
-        if v is None or v[0] != a:
+        if v is None or v.array != a:
             continue
-        _, idx, e = v
-        if a in _loads(e) or a in _loads(idx):
+        idx = v.index
+        if a in _loads(v.value) or a in _loads(idx):
             return False
         elts = idx.elts if isinstance(idx, gast.Tuple) else [idx]
         at = [k for k, x in enumerate(elts) if isinstance(x, gast.Name) and x.id == j]
         if not at or (position is not None and position != at[0]):
             return False
         position = at[0]
-        allowed.update(id(n) for n in _update_names(node))
+        allowed.update(id(n) for n in v.names)
     skip = _shape_reads(inner)
     return position is not None and all(
         id(n) in allowed or id(n) in skip for n in gast.walk(inner)
@@ -378,13 +389,13 @@ def _chained(loop, written, invariant, arrays):
     for node in gast.walk(gast.Module(body=loop.body, type_ignores=[])):
         if isinstance(node, gast.stmt):
             v = _array_update(node)
-            if v is not None and v[0] in arrays:
-                sites.setdefault(v[0], []).append(node)
+            if v is not None and v.array in arrays:
+                sites.setdefault(v.array, []).append(node)
     out = []
     for a, nodes in sites.items():
-        first = _array_update(nodes[0])[1]
+        first = _array_update(nodes[0]).index
         if _pinned(loop, a) and all(id(st) in top and type(st) is type(nodes[0])
-                                    and _same(_array_update(st)[1], first) for st in nodes) \
+                                    and _same(_array_update(st).index, first) for st in nodes) \
                 and _pure(first, ok, arrays):
             out.append(a)
     return frozenset(out)
@@ -606,45 +617,31 @@ def _jammed_body(body, chained, renames, taken):
     element is loaded once, given the contributions in trip order (the original adds), and
     stored once."""
     U = len(renames)
-    sites = [st for st in body if isinstance(st, gast.stmt) and
-             (_array_update(st) or (None,))[0] in chained]
-    parts = {id(st): [_fresh("_part", taken) for _ in range(U)] for st in sites}
+    updates = {id(st): u for st in body
+               for u in [_array_update(st)] if u is not None and u.array in chained}
+    parts = {k: [_fresh("_part", taken) for _ in range(U)] for k in updates}
     out = []
     for c in range(U):
         for st in body:
-            if id(st) in parts:
-                _, _, e = _array_update(st)
-                out.append(B.assign(parts[id(st)][c], _copy_of([gast.Expr(value=e)],
-                                                               renames[c])[0].value))
+            if id(st) in updates:
+                e = _copy_of([gast.Expr(value=updates[id(st)].value)], renames[c])[0].value
+                out.append(B.assign(parts[id(st)][c], e))
             else:
                 out += _copy_of([st], renames[c])
-    for a in sorted(chained, key=lambda n: [(_array_update(st) or (None,))[0]
-                                            for st in sites].index(n)):
-        mine = [st for st in sites if _array_update(st)[0] == a]
-        acc = None
+    # each array in the order of its first update, its updates in trip order
+    for a in dict.fromkeys(u.array for u in updates.values()):
+        mine = [(k, u) for k, u in updates.items() if u.array == a]
+        acc = copy.deepcopy(mine[0][1].load)
         for c in range(U):
-            for st in mine:
-                op = "-" if isinstance(getattr(st, "op", None) or
-                                       getattr(st.value, "op", None), gast.Sub) else "+"
-                if isinstance(st, gast.Expr):
-                    op = "+"
-                if acc is None:
-                    acc = _load_of(st)
-                acc = B.binop(acc, op, B.name(parts[id(st)][c]))
-        out.append(_store_of(mine[0], acc))
+            for k, u in mine:
+                acc = B.binop(acc, u.op, B.name(parts[k][c]))
+        out.append(_store_of(body, mine[0][0], acc))
     return out
 
 
-def _load_of(st):
-    """The element an update reads, as written in the original trip."""
-    if isinstance(st, gast.Expr):
-        return copy.deepcopy(st.value.args[2].left)
-    target = st.target if isinstance(st, gast.AugAssign) else st.targets[0]
-    return gast.Subscript(value=copy.deepcopy(target.value), slice=copy.deepcopy(target.slice),
-                          ctx=gast.Load())
-
-
-def _store_of(st, value):
+def _store_of(body, key, value):
+    """The store of ``value`` into the element the update ``key`` (an ``id``) writes."""
+    st = next(s for s in body if id(s) == key)
     if isinstance(st, gast.Expr):
         a, idx, _ = st.value.args
         return gast.Expr(value=B.call("_lanes_put", copy.deepcopy(a), copy.deepcopy(idx), value))
