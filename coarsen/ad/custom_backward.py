@@ -10,7 +10,11 @@ copies of arrays the rule writes into) and then run the body: its primal code on
 forward-mode emitter with nothing active: nothing a rule computes is differentiated), index
 checks as the function's, helpers added to the emitter's.  The cotangents are then the body's
 operands ``BackwardRule.cotangents``.  The body's variables are the frontend's fresh names,
-which no variable of the function shares.
+which no variable of the function shares, and every name its typing and emission make
+(in-place rewriting's temporaries, the forward emitter's) comes from the reverse emitter's
+supply (``coarsen.ir.fresh``), which knows every name of the gradient: the rule's block runs
+first in the reverse sweep and cannot overwrite a value the reverse of earlier statements
+still reads.
 """
 from __future__ import annotations
 
@@ -22,12 +26,15 @@ from ..ir.nodes import Array, Function, Store, Var, walk
 from . import build as B
 
 
-def typed_backward(rule, residual_types, g_type):
-    """A typed copy of ``rule``'s body as a ``Function`` of the residuals and ``g``."""
+def typed_backward(rule, residual_types, g_type, names=None):
+    """A typed copy of ``rule``'s body as a ``Function`` of the residuals and ``g``, taking
+    the names it makes (in-place rewriting) from ``names``, the supply of the module that
+    runs it (None: a typing whose code is never emitted, such as inference's check of the
+    cotangents' types, names from a supply of its own)."""
     from ..ir.typeinfer import infer
     cotangents = frozenset(c.name for c in rule.cotangents if isinstance(c, Var))
     fn = Function(rule.name, list(rule.residuals) + [rule.g], copy.deepcopy(list(rule.body)),
-                  rule.g, rule.filename, temps=rule.temps, live_out=cotangents)
+                  rule.g, rule.filename, temps=rule.temps, live_out=cotangents, names=names)
     infer(fn, list(residual_types) + [g_type])
     return fn
 
@@ -40,7 +47,7 @@ def backward_code(em, rule, residuals, g, out_type):
     from .forward.emitter import ForwardEmitter
     from ..ir.primitives.custom import operand_type
     types = [operand_type(em.types, r) for r in residuals]
-    fn = typed_backward(rule, types, out_type)
+    fn = typed_backward(rule, types, out_type, em.supply)
     written = {s.array for s in walk(fn.body) if isinstance(s, Store)}
     code = []
     for name, value in zip(fn.params, [em.val(r) for r in residuals] + [g]):
@@ -50,7 +57,7 @@ def backward_code(em, rule, residuals, g, out_type):
         code.append(B.assign(name, node))
     code[0].coarsen_comment = f"the custom_vjp rule {rule.name}"
     bounds = plan_bounds(fn) if getattr(em, "bounds", None) is not None else None
-    fe = ForwardEmitter(fn, (), analyze(fn, ()), bounds)
+    fe = ForwardEmitter(fn, (), analyze(fn, ()), bounds, supply=em.supply)
     code += fe.block(fn.body)
     em.helpers |= fe.helpers
     return code, fn.types

@@ -23,6 +23,7 @@ from .loops import LoopMixin, contains_or_is
 from .names import Namer, identifiers
 from .source import (FunctionSource, GlobalArray, Known, Module, UserFunction, get_source)
 from .static_attrs import einsum_spec_strings
+from .unbound import guard_unbound_reads
 
 _UNSUPPORTED_STMTS = {
     gast.Try: ("try/except", "handle errors outside the differentiated function"),
@@ -87,6 +88,7 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
         self.flags = _Flags()
         self.tuple_results = None      # result names of a helper that returns a tuple
         self.tuples = {}               # source name -> TupleValue (``t = helper()``, bound once)
+        self.source_names = {}         # IR name -> source name (shared with inlined helpers)
         node = src.node
         self.params = [a.id for a in node.args.args]
         self.local_names = set(self.params)
@@ -119,6 +121,7 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
         else:
             new = self.namer.user(src_name)
         self.rename[src_name] = new
+        self.source_names.setdefault(new, src_name)
         return new
 
     def _check_signature(self, node):
@@ -202,6 +205,7 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
                                    "use local variables or array element writes")
                 if isinstance(sub, gast.Constant) and isinstance(sub.value, (str, bytes)) \
                         and not (isinstance(stmt, gast.Expr) and stmt.value is sub):
+                    self.check_string_argument(stmt, sub)   # an argument: named if refused
                     hint = "remove string handling from the differentiated function"
                     if sub.value in ("inf", "-inf", "nan", "infinity", "-infinity"):
                         hint = "write math.inf, -math.inf or math.nan instead of float('...')"
@@ -447,7 +451,8 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
                 self.assign_operand(t, Var(tmp), s)
             return
         if isinstance(value, gast.Call) and self._is_shape_call(value):
-            arr = self.lower_expr(value.args[0])
+            shape_args = self.bind(value, "np.shape", frozenset({"a"}))
+            arr = self.lower_expr(shape_args["a"])
             for k, t in enumerate(elts):
                 tmp = self.tmp()
                 self.emit(Assign(tmp, "dim", (arr, Const(k)), self.loc(value)))
@@ -603,7 +608,10 @@ def lower(fn) -> tuple[Function, list]:
     for p, q in zip(lw.params, params):
         lw.rename[p] = q
     body = lw.lower_function()
-    fn_ir = Function(src.fn.__name__, params + list(namer.globals), body, lw.result, src.filename)
+    # reads of variables that may be unbound raise UnboundLocalError, as Python's do
+    body = guard_unbound_reads(body, params, lw.result, lw.source_names, namer.fresh)
+    fn_ir = Function(src.fn.__name__, params + list(namer.globals), body, lw.result, src.filename,
+                     names=namer.supply)
     fn_ir.global_arrays = [obj for obj, _ in namer.globals.values()]
     # where each was read (``GlobalArray.where``), for the check that it is not rebound
     fn_ir.global_array_origins = [(ga.name, ga.where) for _, ga in namer.globals.values()]

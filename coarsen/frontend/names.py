@@ -16,6 +16,8 @@ import builtins
 
 import gast
 
+from ..ir.fresh import NameSupply
+
 
 class Namer:
     """Hygienic, deterministic names for the IR.
@@ -29,7 +31,9 @@ class Namer:
     clash with compiler names nor with each other, whatever they are."""
 
     def __init__(self, seed=()):
-        self.used = set(seed)       # every identifier of the source function: never handed out
+        # the module's one supply (``coarsen.ir.fresh``), seeded with every identifier of the
+        # source function (never handed out); ``lower`` gives it to the ``Function``
+        self.supply = NameSupply(seed)
         self.user_map = {}
         self.count = 0
         self.inlines = {}
@@ -49,18 +53,14 @@ class Namer:
         base = base.replace("value_and_grad_", "value_and_gradv_")
         if base.endswith("_bar") or base in RESERVED_NAMES:
             base += "_v"
-        new, k = base, 1
-        while new in self.used:
-            k += 1
-            new = f"{base}{k}"
-        self.used.add(new)
-        return new
+        return self.supply.plain(base, "frontend")
 
     def user(self, name):
         """The IR name of a variable of the differentiated function itself (memoized)."""
         if name not in self.user_map:
             new = self._user_space(name)
-            self.used.add(new)
+            if new not in self.supply:
+                self.supply.take(new, "frontend")
             self.user_map[name] = new
         return self.user_map[name]
 
@@ -71,20 +71,13 @@ class Namer:
         return self.fresh(base)
 
     def temp(self):
-        self.count += 1
-        name = f"_t{self.count}"
-        self.used.add(name)
+        name = self.supply.numbered("_t", "frontend", start=self.count + 1)
+        self.count = int(name[2:])
         self.temps.add(name)
         return name
 
     def fresh(self, base):
-        name = base
-        k = 1
-        while name in self.used:
-            k += 1
-            name = f"{base}{k}"
-        self.used.add(name)
-        return name
+        return self.supply.plain(base, "frontend")
 
     def global_array(self, ga, src):
         """The parameter name under which a module-level array enters the gradient."""

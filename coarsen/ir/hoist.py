@@ -57,20 +57,14 @@ class _Hoister:
         self.types = dict(fn.types)
         self.temps = set(fn.temps)
         self.in_range = set(fn.in_range)
-        self.used = set(fn.params) | set(fn.types)
-        for st in walk(fn.body):
-            if isinstance(st, For):
-                self.used.add(st.var)
+        fn.names.reserve(set(fn.params) | set(fn.types))
+        fn.names.reserve(st.var for st in walk(fn.body) if isinstance(st, For))
         self.counter = 0
         self.changed = False
 
     def new(self, prefix, t):
-        while True:
-            self.counter += 1
-            name = f"{prefix}{self.counter}"
-            if name not in self.used:
-                break
-        self.used.add(name)
+        name = self.fn.names.numbered(prefix, "hoist", start=self.counter + 1)
+        self.counter = int(name[len(prefix):])
         self.types[name] = t
         self.temps.add(name)
         return name

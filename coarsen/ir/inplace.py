@@ -60,13 +60,15 @@ def _lower_augmented(fn):
     top = max((int(m.group(1)) for m in map(_TEMP.match, types) if m), default=0)
     counter = [top]
     parent = {}         # union-find over SSA webs: an in-place result is the array it updates
+    fn.names.reserve(types)
 
     def temp():
-        counter[0] += 1
-        while f"_t{counter[0]}" in types:
-            counter[0] += 1
-        fn.temps = fn.temps | {f"_t{counter[0]}"}
-        return f"_t{counter[0]}"
+        # from the module's supply: a custom rule typed apart (its temporaries are not in
+        # ``types``) and the function it is called from never share a temporary
+        name = fn.names.numbered("_t", "inplace", start=counter[0] + 1)
+        counter[0] = int(name[2:])
+        fn.temps = fn.temps | {name}
+        return name
 
     def root(name):
         while parent.get(name, name) != name:

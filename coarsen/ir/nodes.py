@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Tuple, Union
 
+from .fresh import NameSupply
+
 
 # ----------------------------------------------------------------------------------- types
 @dataclass(frozen=True)
@@ -182,8 +184,14 @@ class Function:
     # variables read after the body besides ``result`` (a custom_vjp backward rule's
     # cotangents): passes that rename or drop assignments keep these, as they keep ``result``
     live_out: frozenset = frozenset()
+    # the module's one fresh-name supply (``coarsen.ir.fresh``): every pass that makes a name
+    # takes it here; ``dataclasses.replace`` keeps it, so a pass's output shares its input's
+    names: NameSupply | None = None
 
     def __post_init__(self):
+        if self.names is None:
+            # IR built by hand (tests): every name it mentions is taken
+            self.names = NameSupply(names_in(self))
         if self.temps is None:
             # IR built by hand (tests) that does not say: the assignments to names spelled
             # like the frontend's temporaries (``_t<k>``); the frontend always says
@@ -309,3 +317,19 @@ def blocks(block):
             yield from blocks(s.body)
         elif isinstance(s, Segment):
             yield from blocks(s.stmts)
+
+
+def names_in(fn):
+    """Every variable name ``fn`` mentions: parameters, targets, loop variables, stores and
+    reads."""
+    out = set(fn.params) | {fn.result} | set(fn.types)
+    for st in walk(fn.body):
+        if isinstance(st, Assign):
+            out.add(st.target)
+        elif isinstance(st, Store):
+            out.add(st.array)
+        elif isinstance(st, For):
+            out.add(st.var)
+        if not isinstance(st, Segment):
+            out.update(used_vars(st))
+    return out

@@ -111,7 +111,8 @@ class _Scalarizer:
             for u in uses(st):
                 if isinstance(u, Var):
                     self.nuses[u.name] = self.nuses.get(u.name, 0) + 1
-        self.used = used
+        fn.names.reserve(used)
+        self.names = fn.names      # the module's supply: it knows the names of custom rules too
         self.shape_roots = _shape_roots(fn)
         self.lengths = {}       # an extent operand -> (shape root, axis, constant slice) or absent
         self.counter = max([int(n[2:]) for n in used if n[:2] == "_t" and n[2:].isdigit()] or [0])
@@ -120,22 +121,14 @@ class _Scalarizer:
 
     # ------------------------------------------------------------------ names
     def new(self, kind, t):
-        self.counter += 1
-        name = f"_t{self.counter}"
-        while name in self.used:
-            self.counter += 1
-            name = f"_t{self.counter}"
-        self.used.add(name)
+        name = self.names.numbered("_t", "scalarize", start=self.counter + 1)
+        self.counter = int(name[2:])
         self.types[name] = t if not isinstance(t, str) else Scalar(t)
         self.temps.add(name)
         return name
 
     def loop_var(self):
-        k = 1
-        while f"_i{k}" in self.used:
-            k += 1
-        name = f"_i{k}"
-        self.used.add(name)
+        name = self.names.numbered("_i", "scalarize")
         self.types[name] = I64
         return name
 

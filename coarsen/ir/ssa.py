@@ -169,10 +169,12 @@ def split_webs(fn: Function) -> Function:
     if not split:
         return fn
 
-    taken = set(webs)
+    # new webs' names come from the module's supply, which knows the names of code lowered
+    # apart from the body (a custom_vjp rule's) as well as the body's own
+    fn.names.reserve(webs)
     for st in walk(fn.body):
         if isinstance(st, Store):
-            taken.add(st.array)
+            fn.names.reserve([st.array])
     name_of = {}
     for var, roots in sorted(split.items()):
         # the parameter's web, else the first defined, keeps the name
@@ -180,12 +182,7 @@ def split_webs(fn: Function) -> Function:
             if k == 0:
                 name_of[root] = var
                 continue
-            j = 2
-            while f"{var}_{j}" in taken:
-                j += 1
-            new = f"{var}_{j}"
-            taken.add(new)
-            name_of[root] = new
+            name_of[root] = fn.names.numbered(var, "ssa", start=2, sep="_")
 
     def web_name(var, key):
         if var not in split:

@@ -62,8 +62,11 @@ def tangent_names(fn, names, suffix="_dot", used=None):
 
 class ForwardEmitter(ForwardSegmentMixin, OperandQueries):
     def __init__(self, fn, wrt, facts, bounds=None, input_language=False, directions=0,
-                 lanes=None, lane_active=None):
+                 lanes=None, lane_active=None, supply=None):
         self.fn = fn
+        # names from a fork of the module's supply, or from the supply of the emission this
+        # one is part of (a loop run with tangent lanes, a custom rule in the reverse sweep)
+        self.supply = fn.names.fork() if supply is None else supply
         self.input_language = input_language
         self.types = dict(fn.types)
         self.f = facts
@@ -121,7 +124,9 @@ class ForwardEmitter(ForwardSegmentMixin, OperandQueries):
 
     def fresh(self, base):
         self.counter += 1
-        name = f"{base}{self.counter}"
+        while f"{base}{self.counter}" in self.supply:
+            self.counter += 1
+        name = self.supply.take(f"{base}{self.counter}", "forward")
         self.made.add(name)
         return name
 

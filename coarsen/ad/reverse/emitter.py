@@ -32,8 +32,12 @@ from .tapes import TapeMixin
 
 class Emitter(OperandQueries, TapeMixin, AdjointMixin, SegmentMixin, ControlMixin, FusedMixin,
               CheckpointMixin, ForwardLoopMixin):
-    def __init__(self, fn, wrt, facts, tbr=frozenset(), int_recompute=None, reductions=None):
+    def __init__(self, fn, wrt, facts, tbr=frozenset(), int_recompute=None, reductions=None,
+                 supply=None):
         self.fn = fn
+        # names from a fork of the module's supply (each try of the tape fixpoint spells its
+        # names alike), or from the supply of the emission this one is part of
+        self.supply = fn.names.fork() if supply is None else supply
         self.types = fn.types
         self.wrt = list(wrt)
         self.f = facts
@@ -61,7 +65,9 @@ class Emitter(OperandQueries, TapeMixin, AdjointMixin, SegmentMixin, ControlMixi
     # ------------------------------------------------------------------ naming
     def fresh(self, base):
         self.counter += 1
-        name = f"{base}{self.counter}"
+        while f"{base}{self.counter}" in self.supply:
+            self.counter += 1
+        name = self.supply.take(f"{base}{self.counter}", "reverse")
         self.made.add(name)
         return name
 

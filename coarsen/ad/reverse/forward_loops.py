@@ -29,7 +29,7 @@ class ForwardLoopMixin:
         # the lanes' names are the plan's (fixed before emission: the same at every emission
         # of the driver's fixpoint); the emitter's own temporaries continue this one's count
         fe = ForwardEmitter(self.fn, self.wrt, self.f, self.bounds, directions=len(info.lanes),
-                            lanes=info.tangents, lane_active=info.reach)
+                            lanes=info.tangents, lane_active=info.reach, supply=self.supply)
         fe.counter = self.counter
         fwd, back = [], []
         for v in info.restore:
