@@ -13,6 +13,8 @@ memory layout (slices, transposes) and need no BLAS.  ``_cumsum2``/``_rcumsum*``
 ``_solve*`` solve by Gaussian elimination with partial pivoting (as LAPACK's ``gesv``; Numba's
 ``np.linalg`` would need SciPy), raising ``np.linalg.LinAlgError`` at an exactly zero pivot; ``_ein_<a>_<b>__<out>``
 (``einsum_helper_name``) is a loop nest generated per ``np.einsum`` spec (Numba has none).
+``_unbound_<name>`` (``unbound_error``) raises Python's ``UnboundLocalError`` for a read of the
+source variable ``name`` before any assignment (``coarsen.frontend.unbound``).
 ``_add_scaledN`` (``X += a * Y``, one shape) and ``_red_adj_<op>_N_A`` (the adjoint of
 ``max``/``min`` along an axis) are loops where the array expressions they replace, with the
 same operations and bits, cost Numba seconds of compilation each.
@@ -680,6 +682,22 @@ def reduce_adjoint(op, nd, ax, keep):
 def prod_grad_axis(nd, ax):
     """``_prod_grad_N_A``: the gradient of a product along axis A, division-free."""
     return _generated(f"_prod_grad_{nd}_{ax}", _prod_grad_axis_source, (nd, ax))
+
+
+def _unbound_source(name):
+    message = f"cannot access local variable {name!r} where it is not associated with a value"
+    return f'''
+def {unbound_error(name)}(bound):
+    if not bound:
+        raise UnboundLocalError({message!r})
+    return True
+'''
+
+
+def unbound_error(name):
+    """``_unbound_<name>``: raise Python's ``UnboundLocalError`` for the source variable
+    ``name`` unless its flag ``bound`` is set (``coarsen.frontend.unbound``)."""
+    return _generated(f"_unbound_{name}", _unbound_source, (name,))
 
 
 def einsum(a, b, out):

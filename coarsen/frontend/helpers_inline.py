@@ -130,6 +130,7 @@ def _sub_lowerer(lw, node, fn, transform=None):
         sub_src = replace(sub_src, node=transform(sub_src))
     k = lw.namer.inline_count(fn.__name__)
     sub = type(lw)(sub_src, lw.namer, prefix=f"{fn.__name__.strip('_')}{k}_", stack=lw.stack)
+    sub.source_names = lw.source_names
     return sub, sub_src
 
 
@@ -149,6 +150,7 @@ def _inline_body(lw, node, fn, sub, sub_src, args, target, discard):
             sub.rename[p] = a.name          # arrays pass by reference, as in Python
         else:
             sub.rename[p] = lw.namer.user_fresh(sub.prefix + p)
+            sub.source_names.setdefault(sub.rename[p], p)
             lw.emit(Assign(sub.rename[p], "copy", (a,), loc))
     body = sub.lower_function()
     lw.out.extend(body)

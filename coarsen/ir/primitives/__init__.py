@@ -3,7 +3,7 @@ from .core import (REGISTRY, Primitive, defjvp, deflinear, defstructural, defvjp
                    err, forward_rule, make, nd, ops_where, primitive, refuse_jvp, spelled,
                    spellings)
 from . import (elementwise, logic, casts, shapes, reductions, linalg, constructors,  # noqa: F401
-               cumulative, arrays, custom)
+               cumulative, arrays, custom, checks)
 
 __all__ = ["REGISTRY", "Primitive", "defjvp", "deflinear", "defstructural", "defvjp", "dt",
            "dtype_join", "err", "forward_rule", "make", "nd", "ops_where", "primitive",

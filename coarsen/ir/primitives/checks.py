@@ -1,0 +1,26 @@
+"""Run-time checks the frontend adds to the IR: zero derivative, no value anyone reads.
+
+Requires: ``core``, ``coarsen.ad.build``, ``coarsen.ad.runtime`` (``unbound_error``).
+Guarantees: ``unbound_check(flag)`` (``attrs``: ``name``, the user's spelling of the variable)
+raises Python's ``UnboundLocalError`` for that variable where ``flag`` is False, and is
+``True`` otherwise (``coarsen.frontend.unbound`` adds it before a read that may find its
+variable unbound).  It is not liftable, not a passenger and has no derivative, so segments end
+at it and it runs in the forward sweep, where the source reads the variable, in both modes.
+"""
+from __future__ import annotations
+
+from ...ad import build as B
+from ...ad import runtime as R
+from ..nodes import BOOL
+from .core import Primitive, register
+
+
+def _bool_type(c, s, ts):
+    return BOOL
+
+
+def _emit_unbound_check(em, s, v):
+    return B.call(em.helper(R.unbound_error(s.attr("name"))), v[0])
+
+
+register(Primitive("unbound_check", _bool_type, _emit_unbound_check, arity=1, zero=True))
