@@ -1,7 +1,10 @@
 """``np.array`` / ``np.asarray``, and dtypes taken from another array, desugared into primitives.
 
 Requires: a ``Lowerer`` (``coarsen.frontend.lower``) lowering a call that resolved to
-``np.array`` or ``np.asarray`` (the fence lets lists through only as their argument).
+``np.array`` or ``np.asarray`` (the fence lets lists through only as their argument), its
+arguments bound to NumPy's signature (``coarsen.frontend.signatures``: ``object``/``a`` and
+``dtype``, by position or keyword; every other argument, ``copy=``, ``ndmin=``..., refused
+there, naming it).
 Guarantees, before any code is generated:
 
 * ``np.array([a, b, c])`` and nested lists of equal lengths (``[[a, b], [c, d]]``, any rank) of
@@ -71,26 +74,27 @@ def _unravel(k, shape):
     return tuple(reversed(out))
 
 
-def lower_array_call(lw, node, op, target):
-    """``np.array(...)`` (``op == "array"``) or ``np.asarray(...)``; returns the operand."""
+def lower_array_call(lw, node, op, args, target):
+    """``np.array(...)`` (``op == "array"``) or ``np.asarray(...)``, its arguments ``args``
+    bound to NumPy's signature (``object``/``a`` and ``dtype``, by position or keyword); returns
+    the operand."""
     name = f"np.{op}"
-    kw = lw.keywords(node, ("dtype",))
-    if len(node.args) != 1:
-        raise lw.err(node, f"{name} takes one positional argument here (a list of scalars or an array)",
-                     "pass the dtype by keyword: dtype=np.float64")
-    obj = node.args[0]
-    dtype = lw.dtype_of(kw["dtype"]) if "dtype" in kw else None
+    obj = args["object" if op == "array" else "a"]
+    dt_node = args.get("dtype")
+    if isinstance(dt_node, gast.Constant) and dt_node.value is None:
+        dt_node = None                                  # NumPy's default
+    dtype = lw.dtype_of(dt_node) if dt_node is not None else None
     if isinstance(obj, (gast.List, gast.Tuple)):
         return _literal(lw, node, obj, dtype, target)
     val = lw.lower_expr(obj)
     if dtype is None:
         return lw.op(node, target, "copyarr" if op == "array" else "copy", [val])
     if op == "asarray":
-        raise lw.err(node, "np.asarray(x, dtype=...) of an array is not supported (NumPy returns x "
+        raise lw.err(node, f"{name}(x, dtype=...) of an array is not supported (NumPy returns x "
                      "itself or a converted copy depending on x's dtype)",
                      "write np.array(x, dtype=...) for a copy, or np.asarray(x)")
     if isinstance(dtype, DtypeLike):
-        raise lw.err(kw["dtype"], "np.array(x, dtype=y.dtype) of an array is not supported",
+        raise lw.err(dt_node, "np.array(x, dtype=y.dtype) of an array is not supported",
                      "write dtype=np.float64 or dtype=np.int64")
     return lw.op(node, target, "astype", [val], attrs=(("dtype", dtype),))
 

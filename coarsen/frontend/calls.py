@@ -1,12 +1,21 @@
 """Lowering calls: NumPy, ``math`` and builtin functions (through the primitive registry's
 spellings), methods, the frontend's sugar (``np.square``, ``np.clip``, ``np.outer``,
 ``np.linalg.norm``, ``math.log(x, base)``, n-ary ``min``/``max``, ``len``), static arguments
-(``axis``, ``keepdims``, ``dtype``) and calls of user functions (inlined; by their custom
-rules, ``coarsen.frontend.custom_calls``, where they have some).
+(``axis``, ``keepdims``, ``dtype``, ``np.transpose``'s ``axes``) and calls of user functions
+(inlined; by their custom rules, ``coarsen.frontend.custom_calls``, where they have some).
 
 Requires: a ``Lowerer`` it is mixed into (``coarsen.frontend.lower``).
-Guarantees: each call becomes primitives with static attributes, or an inlined body; anything
-else raises ``CoarsenError`` with a hint.
+Guarantees: each call of a NumPy/math/builtin function or array method is bound to its NumPy
+signature first (``coarsen.frontend.signatures``: by position or keyword, as Python binds it);
+the parameters its lowering reads are ``UNDERSTOOD[op]`` (a registry primitive not listed: its
+first ``arity`` positional parameters, or its ``*args``) or ``METHOD_UNDERSTOOD[method]``, and
+any other argument is refused with a ``CoarsenError`` naming it (``ARGUMENT_HINTS``: what to
+write instead), as is an understood argument the lowering did not read (``Bound.finish``).  So
+no argument is dropped: ``np.transpose(x, (1, 0, 2))`` permutes by its axes (the attribute
+``axes`` of ``transpose``), ``np.log(x, y)`` is refused (``y`` is NumPy's ``out``, not
+``math.log``'s base), ``np.std(x, 0, None, None, 1)`` is refused (``ddof``).  Each call becomes
+primitives with static attributes, or an inlined body; anything else raises ``CoarsenError``
+with a hint.
 """
 from __future__ import annotations
 
@@ -17,6 +26,7 @@ from ..ir.primitives import ops_where, primitive
 from .array_literals import DtypeLike, lower_array_call
 from .custom_calls import lower_custom_call
 from .source import (CustomFunction, Known, Module, UserFunction, UserModule)
+from .signatures import REDUCTION_METHODS, bind, signature_of
 from .static_attrs import STATIC_ATTR_OPS, lower_static_attr_call
 
 REDUCTIONS = ops_where(lambda p: p.reduction)
@@ -43,19 +53,6 @@ class CallMixin:
             return self.known_call(node, kind, target)
         raise self.err(f, "this call cannot be differentiated",
                        "call math/NumPy functions or plain Python functions defined in files")
-
-    def keywords(self, node, allowed):
-        out = {}
-        for kw in node.keywords:
-            if kw.arg is None:
-                raise self.err(node, "**kwargs in calls are not supported")
-            if kw.arg not in allowed:
-                known = f" (it takes {', '.join(sorted(allowed))} by keyword)" if allowed else ""
-                raise self.err(kw.value, f"keyword argument {kw.arg!r} is not supported here{known}",
-                               "pass it by position, as the README's function list writes it "
-                               "(e.g. np.clip(a, lo, hi))")
-            out[kw.arg] = kw.value
-        return out
 
     def _static_int(self, node, what):
         if node is None:
@@ -101,38 +98,110 @@ class CallMixin:
             return "i64"
         raise self.err(node, "dtype must be np.float64, np.int64, float, int or x.dtype")
 
+    def bind(self, node, spelling, understood, hints=None):
+        """The call's arguments bound to ``spelling``'s NumPy signature
+        (``coarsen.frontend.signatures``); an argument outside ``understood`` is refused,
+        naming its parameter.  The caller reads them and calls ``finish()``."""
+        op_hints = {p: h for (o, p), h in OP_ARGUMENT_HINTS.items() if spelling.endswith("." + o)}
+        return bind(self, node, spelling, understood,
+                    {**ARGUMENT_HINTS, **op_hints, **(hints or {})})
+
+    def check_string_argument(self, stmt, const):
+        """The fence, before it refuses the string constant ``const`` in ``stmt``: where it is
+        an argument of a call of a NumPy function or array method, that call's arguments are
+        bound first, so that one passed for a parameter coarsen does not understand
+        (``np.ravel(x, order='F')``) is refused naming the parameter."""
+        for call in gast.walk(stmt):
+            if isinstance(call, gast.Call) and any(
+                    a is const for a in call.args + [k.value for k in call.keywords]):
+                self.check_call_arguments(call)
+
+    def check_call_arguments(self, node):
+        """Bind a call's arguments to its signature (refusing what is not understood) without
+        lowering it; nothing for calls of anything but NumPy/math/builtin functions and the
+        array methods coarsen lowers."""
+        f = node.func
+        if isinstance(f, gast.Attribute) and not isinstance(
+                self.resolve_value(f.value, quiet=True), (Module, UserModule)):
+            if f.attr in METHOD_UNDERSTOOD:
+                self.bind(node, "." + f.attr, METHOD_UNDERSTOOD[f.attr])
+            return
+        kind = self.resolve_value(f, quiet=True)
+        if isinstance(kind, Known) and kind.origin in ("numpy", "math", "builtin") \
+                and signature_of(kind.name) is not None:
+            self.bind(node, kind.name, self.understood(kind.op, kind.name))
+
+    def _given(self, b, name):
+        """The node of ``name`` (read), or None where it is absent or the constant None
+        (NumPy's default for ``dtype``, ``axis``, ``axes``)."""
+        v = b.get(name)
+        return None if isinstance(v, gast.Constant) and v.value is None else v
+
     def method_call(self, node, target):
         f = node.func
         name = f.attr
+        if name not in METHOD_UNDERSTOOD:
+            raise self.err(f, f"method .{name}() is not supported",
+                           "supported methods: " + ", ".join(METHOD_UNDERSTOOD))
+        b = self.bind(node, "." + name, METHOD_UNDERSTOOD[name])
         obj = self.lower_expr(f.value)
+        out = self._method(node, b, name, obj, target)
+        b.finish()
+        return out
+
+    def _method(self, node, b, name, obj, target):
         if name == "copy":
-            self.keywords(node, ())
             return self.op(node, target, "copyarr", [obj])
-        if name in ("sum", "mean", "max", "min", "prod", "std", "var"):
-            kw = self.keywords(node, ("axis", "keepdims"))
-            axis_node = node.args[0] if node.args else kw.get("axis")
+        if name in REDUCTION_METHODS:
             canon = {"max": "amax", "min": "amin"}.get(name, name)
-            return self.reduction(node, target, canon, obj, axis_node, kw.get("keepdims"))
+            return self.reduction(node, target, canon, obj, b.get("axis"), b.get("keepdims"))
         if name == "reshape":
-            self.keywords(node, ())
-            if len(node.args) == 1 and _is_shape(node.args[0]):       # x.reshape(a.shape)
-                return self.op(node, target, "reshape", [obj, self.lower_expr(node.args[0].value)],
+            dims = b.get("shape") or []
+            if len(dims) == 1 and _is_shape(dims[0]):                 # x.reshape(a.shape)
+                return self.op(node, target, "reshape", [obj, self.lower_expr(dims[0].value)],
                                attrs=(("like", True),))
-            dims = node.args[0].elts if len(node.args) == 1 and isinstance(node.args[0], gast.Tuple) else node.args
+            if len(dims) == 1 and isinstance(dims[0], gast.Tuple):   # x.reshape((n, m))
+                dims = dims[0].elts
+            if not dims:
+                raise self.err(node, ".reshape() needs the new shape")
             return self.op(node, target, "reshape", [obj] + [self.lower_expr(d) for d in dims])
         if name == "transpose":
-            if node.args:
-                raise self.err(node, "transpose with axes is not supported", "use .T for 2-D arrays")
-            return self.op(node, target, "transpose", [obj])
+            axes = b.get("axes") or []
+            if len(axes) == 1 and (isinstance(axes[0], gast.Tuple) or (
+                    isinstance(axes[0], gast.Constant) and axes[0].value is None)):
+                axes = axes[0]                  # x.transpose((1, 0, 2)) or x.transpose(None)
+            return self.transpose(node, target, obj, axes or None)
         if name == "astype":
-            dt = self.dtype_of(node.args[0] if node.args else None, like_ok=False)
+            dt = self.dtype_of(b["dtype"], like_ok=False)
             return self.op(node, target, "astype", [obj], attrs=(("dtype", dt),))
         if name == "dot":
-            return self.op(node, target, "dot", [obj, self.lower_expr(node.args[0])])
-        if name == "flatten" or name == "ravel":
-            return self.op(node, target, "ravel", [obj])
-        raise self.err(f, f"method .{name}() is not supported",
-                       "supported methods: copy, sum, mean, max, min, prod, std, var, reshape, transpose, astype, dot, ravel")
+            return self.op(node, target, "dot", [obj, self.lower_expr(b["other"])])
+        return self.op(node, target, "ravel", [obj])                 # flatten, ravel
+
+    def transpose(self, node, target, arr, axes_node):
+        """``np.transpose(a, axes)``/``a.transpose(*axes)``: ``axes_node`` is None (every
+        axis reversed, ``.T``), the constant None, a tuple node of integer constants, or a
+        list of such nodes.  Explicit axes become the attribute ``axes``, a permutation with
+        negative axes counted from its length (the type rule checks it against the rank)."""
+        if axes_node is None or (isinstance(axes_node, gast.Constant) and axes_node.value is None):
+            return self.op(node, target, "transpose", [arr])
+        elts = axes_node.elts if isinstance(axes_node, gast.Tuple) else \
+            axes_node if isinstance(axes_node, list) else None
+        if elts is None:
+            raise self.err(axes_node, "the axes of a transpose must be a tuple of integer constants",
+                           "write them out: np.transpose(x, (1, 0, 2))")
+        axes = [_constant_int(e) for e in elts]
+        n = len(axes)
+        for e, a in zip(elts, axes):
+            if a is None:
+                raise self.err(e, "an axis of a transpose must be an integer constant",
+                               "write the axes as integer constants: np.transpose(x, (1, 0, 2))")
+        if not all(-n <= a < n for a in axes) or \
+                sorted(a % n for a in axes) != list(range(n)):
+            raise self.err(axes_node if not isinstance(axes_node, list) else node,
+                           f"transpose axes {tuple(axes)} are not a permutation of the axes",
+                           f"give each of the array's axes once, e.g. {tuple(reversed(range(max(n, 2))))}")
+        return self.op(node, target, "transpose", [arr], attrs=(("axes", tuple(a % n for a in axes)),))
 
     def reduction(self, node, target, op, arr, axis_node, keepdims_node):
         axis = self._static_int(axis_node, "axis")
@@ -142,38 +211,53 @@ class CallMixin:
 
     def known_call(self, node, kind, target):
         op = kind.op
-        if op in STATIC_ATTR_OPS:      # np.cumsum, np.diff, np.einsum: static arguments as attrs
-            return lower_static_attr_call(self, node, op, target)
+        if op in ("range", "prange"):
+            raise self.err(node, f"{op}() is only supported as the iterable of a for loop")
+        if op == "shape":
+            raise self.err(node, "np.shape(a) is supported only in unpacking: n, m = np.shape(a)")
         if kind.origin == "dtype":
             if op == "float32":
                 raise self.err(node.func, FLOAT32_PROBLEM, FLOAT32_HINT)
-            if op == "float64":
-                op = "float"
-            else:
+            if op != "float64":
                 raise self.err(node.func, f"np.{op}(...) is not supported here")
-        args = node.args
-        if kind.origin == "math" and op in ("floor", "ceil") and len(args) == 1 and \
-                not node.keywords:
+            op = "float"
+        b = self.bind(node, kind.name, self.understood(op, kind.name))
+        out = self._known(node, kind, op, b, target)
+        b.finish()
+        return out
+
+    def understood(self, op, spelling):
+        """The parameters the lowering of ``op`` reads: ``UNDERSTOOD[op]``, else (a registry
+        primitive called as it is) its first ``arity`` positional parameters or its ``*args``."""
+        if op in UNDERSTOOD:
+            return UNDERSTOOD[op]
+        sig = signature_of(spelling)
+        if sig is None:
+            raise self.err(None, f"internal: no signature known for {spelling}")
+        params = list(sig.parameters.values())
+        var = [p.name for p in params if p.kind == p.VAR_POSITIONAL]
+        if var:
+            return frozenset(var)
+        arity = primitive(op).arity or 1
+        return frozenset(p.name for p in params[:arity] if p.kind in (p.POSITIONAL_ONLY,
+                                                                      p.POSITIONAL_OR_KEYWORD))
+
+    def _known(self, node, kind, op, b, target):
+        if op in STATIC_ATTR_OPS:      # np.cumsum, np.diff, np.einsum: static arguments as attrs
+            return lower_static_attr_call(self, node, op, b, target)
+        if kind.origin == "math" and op in ("floor", "ceil"):
             # Python's (and Numba's) math.floor and math.ceil return an int, np.floor a float
-            rounded = self.op(node, None, op, [self.lower_expr(args[0])])
+            rounded = self.op(node, None, op, [self.lower_expr(b["x"])])
             return self.op(node, target, "int", [rounded])
         if op in REDUCTIONS:
-            kw = self.keywords(node, ("axis", "keepdims"))
-            if not args:
-                raise self.err(node, f"{op} needs an array argument")
-            if kind.origin == "builtin":
-                pass
-            arr = self.lower_expr(args[0])
-            axis_node = args[1] if len(args) > 1 else kw.get("axis")
-            return self.reduction(node, target, op, arr, axis_node, kw.get("keepdims"))
+            arr = self.lower_expr(b["a"])
+            return self.reduction(node, target, op, arr, b.get("axis"), b.get("keepdims"))
         if op in ("zeros", "ones", "empty", "full"):
-            kw = self.keywords(node, ("dtype",) + (("fill_value",) if op == "full" else ()))
-            if not args:
-                raise self.err(node, f"np.{op} needs a shape")
-            shape = args[0]
+            shape = b["shape"]
+            dt_node = self._given(b, "dtype")
             if op != "full" and isinstance(shape, gast.Attribute) and shape.attr == "shape":
                 # np.zeros(a.shape): an array shaped like a, of the dtype given (float64)
-                dt = self.dtype_of(args[1] if len(args) > 1 else kw.get("dtype"))
+                dt = self.dtype_of(dt_node)
                 like = self.lower_expr(shape.value)
                 if isinstance(dt, DtypeLike):
                     return self.op(node, target, op + "_like", [like, dt.operand],
@@ -181,14 +265,7 @@ class CallMixin:
                 return self.op(node, target, op + "_like", [like], attrs=(("dtype", dt),))
             dims = shape.elts if isinstance(shape, gast.Tuple) else [shape]
             dimops = [self.lower_expr(d) for d in dims]
-            extra = []
-            if op == "full":
-                fv = args[1] if len(args) > 1 else kw.get("fill_value")
-                if fv is None:
-                    raise self.err(node, "np.full needs a fill value")
-                extra = [self.lower_expr(fv)]
-            dt_node = args[2] if op == "full" and len(args) > 2 else \
-                (args[1] if op != "full" and len(args) > 1 else kw.get("dtype"))
+            extra = [self.lower_expr(b["fill_value"])] if op == "full" else []
             # np.full without a dtype takes the fill value's (type inference reads it)
             dt = "fill" if op == "full" and dt_node is None else self.dtype_of(dt_node)
             attrs = (("dtype", "f64" if isinstance(dt, DtypeLike) else dt), ("ndim", len(dimops)))
@@ -200,80 +277,84 @@ class CallMixin:
                                attrs=(("dtype", "like"),))
             return self.op(node, target, op, dimops + extra, attrs=attrs)
         if op in ("zeros_like", "ones_like", "empty_like", "full_like"):
-            kw = self.keywords(node, ("dtype",))
-            a = self.lower_expr(args[0])
-            extra = [self.lower_expr(args[1])] if op == "full_like" else []
-            dt = self.dtype_of(kw.get("dtype")) if "dtype" in kw else None
+            a = self.lower_expr(b["prototype"] if op == "empty_like" else b["a"])
+            extra = [self.lower_expr(b["fill_value"])] if op == "full_like" else []
+            dt_node = self._given(b, "dtype")
+            dt = self.dtype_of(dt_node) if dt_node is not None else None
             if isinstance(dt, DtypeLike):
                 return self.op(node, target, op, [a] + extra + [dt.operand], attrs=(("dtype", "like"),))
             return self.op(node, target, op, [a] + extra, attrs=(("dtype", dt),))
         if op == "eye":
-            kw = self.keywords(node, ("dtype",))
-            return self.op(node, target, "eye", [self.lower_expr(args[0])],
-                           attrs=(("dtype", self.dtype_of(kw.get("dtype"), like_ok=False)),))
+            n = b["N"] if "N" in b.given() else b["n"]
+            return self.op(node, target, "eye", [self.lower_expr(n)],
+                           attrs=(("dtype", self.dtype_of(self._given(b, "dtype"), like_ok=False)),))
         if op in ("array", "asarray"):
-            return lower_array_call(self, node, op, target)
-        self.keywords(node, ())
-        if op in ("range", "prange"):
-            raise self.err(node, f"{op}() is only supported as the iterable of a for loop")
+            return lower_array_call(self, node, op, b, target)
         if op == "len":
-            a = self.lower_expr(args[0])
-            return self.op(node, target, "dim", [a, Const(0)])
-        if op == "shape":
-            raise self.err(node, "np.shape(a) is supported only in unpacking: n, m = np.shape(a)")
+            return self.op(node, target, "dim", [self.lower_expr(b["obj"]), Const(0)])
         if op in ("min", "max"):
+            args = b.get("args") or []
             if len(args) < 2:
                 raise self.err(node, f"{op}() of one iterable is not supported",
                                f"use np.{op}(a) for arrays, or {op}(a, b) for scalars")
             acc = self.lower_expr(args[0])
             prim = "minimum" if op == "min" else "maximum"
             for k, a in enumerate(args[1:]):
-                b = self.lower_expr(a)
-                acc = self.op(node, target if k == len(args) - 2 else None, prim, [acc, b])
+                v = self.lower_expr(a)
+                acc = self.op(node, target if k == len(args) - 2 else None, prim, [acc, v])
             return acc
         if op == "bool":
-            return self.op(node, target, "truth", [self.lower_expr(args[0])])
-        if op == "log" and len(args) == 2:
-            x = self.op(node, None, "log", [self.lower_expr(args[0])])
-            base = self.op(node, None, "log", [self.lower_expr(args[1])])
+            return self.op(node, target, "truth", [self.lower_expr(b["x"])])
+        if op == "log" and "base" in b.given():              # math.log(x, base)
+            x = self.op(node, None, "log", [self.lower_expr(b["x"])])
+            base = self.op(node, None, "log", [self.lower_expr(b["base"])])
             return self.op(node, target, "div", [x, base])
         if op == "square":
-            x = self.lower_expr(args[0])
+            x = self.lower_expr(b["x"])
             return self.op(node, target, "mul", [x, x])
         if op == "clip":
-            x, lo, hi = (self.lower_expr(a) for a in args)
+            lo_node, hi_node = self._given(b, "a_min"), self._given(b, "a_max")
+            if lo_node is None or hi_node is None:
+                raise self.err(node, "np.clip needs both bounds here",
+                               "write np.maximum(a, lo) or np.minimum(a, hi) for one bound")
+            x, lo, hi = (self.lower_expr(a) for a in (b["a"], lo_node, hi_node))
             t = self.op(node, None, "maximum", [x, lo])
             return self.op(node, target, "minimum", [t, hi])
         if op == "outer":
-            a, b = (self.lower_expr(x) for x in args)
+            a, c = (self.lower_expr(x) for x in (b["a"], b["b"]))
             ra = self.op(node, None, "ravel", [a])
-            rb = self.op(node, None, "ravel", [b])
+            rb = self.op(node, None, "ravel", [c])
             col = self.op(node, None, "getitem", [ra], index=(Slice(None, None, None), NEWAXIS))
             row = self.op(node, None, "getitem", [rb], index=(NEWAXIS, Slice(None, None, None)))
             return self.op(node, target, "mul", [col, row])
         if op == "norm":
-            if len(args) != 1:
-                raise self.err(node, "np.linalg.norm is supported with one argument (the 2-norm / Frobenius norm)")
-            x = self.lower_expr(args[0])
+            x = self.lower_expr(b["x"])
             sq = self.op(node, None, "mul", [x, x])
             tot = self.op(node, None, "sum", [sq], attrs=(("axis", None), ("keepdims", False)))
             return self.op(node, target, "sqrt", [tot])
         if op == "expand_dims":
-            a = self.lower_expr(args[0])
-            ax = self._static_int(args[1], "axis")
+            a = self.lower_expr(b["a"])
+            ax = self._static_int(b["axis"], "axis")
+            if ax is None:
+                raise self.err(b["axis"], "np.expand_dims needs an integer axis")
             return self.op(node, target, "expand_dims", [a], attrs=(("axis", ax),))
         if op == "transpose":
-            return self.op(node, target, "transpose", [self.lower_expr(args[0])])
+            return self.transpose(node, target, self.lower_expr(b["a"]), b.get("axes"))
         if op == "reshape":
-            a = self.lower_expr(args[0])
-            if len(args) == 2 and _is_shape(args[1]):                 # np.reshape(x, a.shape)
-                return self.op(node, target, "reshape", [a, self.lower_expr(args[1].value)],
+            a = self.lower_expr(b["a"])
+            shape = b["shape"]
+            if _is_shape(shape):                                     # np.reshape(x, a.shape)
+                return self.op(node, target, "reshape", [a, self.lower_expr(shape.value)],
                                attrs=(("like", True),))
-            dims = args[1].elts if isinstance(args[1], gast.Tuple) else args[1:]
+            dims = shape.elts if isinstance(shape, gast.Tuple) else [shape]
             return self.op(node, target, "reshape", [a] + [self.lower_expr(d) for d in dims])
         if op == "copyarr":
-            return self.op(node, target, "copyarr", [self.lower_expr(args[0])])
+            return self.op(node, target, "copyarr", [self.lower_expr(b["a"])])
+        # a registry primitive, called with its operands (``understood``)
         arity = primitive(op).arity or 1
+        params = [p for p in signature_of(kind.name).parameters.values()
+                  if p.name in b.given()]
+        args = [a for p in params for a in (b[p.name] if p.kind == p.VAR_POSITIONAL else [b[p.name]])]
         if len(args) != arity:
             hint = "nest the calls: math.hypot(math.hypot(x, y), z)" if op == "hypot" else \
                 f"call {op} with {arity} argument(s)"
@@ -282,6 +363,70 @@ class CallMixin:
         return self.op(node, target, op, ops)
 
 
+# the parameters each lowering reads, by op (the names of every spelling of it: np.eye's N,
+# np.identity's n); a registry primitive not listed here reads its first ``arity`` positional
+# parameters, or its *args (CallMixin.understood). Anything else a call passes is refused.
+_REDUCTION_ARGS = frozenset({"a", "axis", "keepdims"})
+UNDERSTOOD = {
+    **{op: _REDUCTION_ARGS for op in REDUCTIONS},
+    "zeros": frozenset({"shape", "dtype"}), "ones": frozenset({"shape", "dtype"}),
+    "empty": frozenset({"shape", "dtype"}), "full": frozenset({"shape", "fill_value", "dtype"}),
+    "zeros_like": frozenset({"a", "dtype"}), "ones_like": frozenset({"a", "dtype"}),
+    "empty_like": frozenset({"prototype", "dtype"}),
+    "full_like": frozenset({"a", "fill_value", "dtype"}),
+    "eye": frozenset({"N", "n", "dtype"}),
+    "array": frozenset({"object", "dtype"}), "asarray": frozenset({"a", "dtype"}),
+    "len": frozenset({"obj"}), "min": frozenset({"args"}), "max": frozenset({"args"}),
+    "bool": frozenset({"x"}),
+    "log": frozenset({"x", "base"}),        # math.log(x, base); np.log's second is ``out``
+    "floor": frozenset({"x"}), "ceil": frozenset({"x"}),
+    "square": frozenset({"x"}), "clip": frozenset({"a", "a_min", "a_max"}),
+    "outer": frozenset({"a", "b"}), "norm": frozenset({"x"}),
+    "expand_dims": frozenset({"a", "axis"}), "transpose": frozenset({"a", "axes"}),
+    "reshape": frozenset({"a", "shape"}), "copyarr": frozenset({"a"}),
+    "cumsum": frozenset({"a", "axis"}), "diff": frozenset({"a", "n", "axis"}),
+    "einsum": frozenset({"operands"}), "shape": frozenset({"a"}),
+}
+
+# the array methods coarsen lowers, and the parameters each reads (without the array)
+METHOD_UNDERSTOOD = {
+    "copy": frozenset(), **{m: frozenset({"axis", "keepdims"}) for m in REDUCTION_METHODS},
+    "reshape": frozenset({"shape"}), "transpose": frozenset({"axes"}),
+    "astype": frozenset({"dtype"}), "dot": frozenset({"other"}),
+    "flatten": frozenset(), "ravel": frozenset(),
+}
+
+# what to write instead of an argument coarsen refuses, by parameter name
+ARGUMENT_HINTS = {
+    "out": "assign the result instead (y = f(x)); copy it into an array with y[...] = f(x)",
+    "dtype": "convert the operand or the result instead: x.astype(np.float64), np.float64(s)",
+    "ddof": "write it out: np.sum((x - np.mean(x)) ** 2) / (x.size - ddof)",
+    "where": "mask the operand instead: np.where(mask, x, 0.0)",
+    "initial": "combine it with the result instead: max(np.max(x), initial)",
+    "order": "remove it: coarsen's arrays are C-ordered",
+    "ord": "write the norm out: np.sum(np.abs(x) ** p) ** (1 / p), np.max(np.abs(x))",
+    "min": "write np.clip(a, lo, hi)",
+    "max": "write np.clip(a, lo, hi)",
+    "M": "build the matrix with np.zeros and element writes",
+    "k": "build the matrix with np.zeros and element writes",
+}
+# ... where one function's parameter needs its own: (the function's name, parameter)
+OP_ARGUMENT_HINTS = {
+    ("flip", "axis"): "slice instead: x[::-1] flips axis 0, x[:, ::-1] axis 1",
+    ("norm", "axis"): "write it out: np.sqrt(np.sum(x * x, axis=k))",
+}
+
+
 def _is_shape(node):
     """``<expr>.shape``: an array's whole shape, as an argument of ``reshape``."""
     return isinstance(node, gast.Attribute) and node.attr == "shape"
+
+
+def _constant_int(node):
+    """The value of an integer constant node (``-k`` too), else None."""
+    if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
+        v = _constant_int(node.operand)
+        return None if v is None else -v
+    if isinstance(node, gast.Constant) and type(node.value) is int:
+        return node.value
+    return None

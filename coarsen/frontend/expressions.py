@@ -14,7 +14,7 @@ import gast
 import numpy as np
 
 from ..ir.nodes import (Assign, Const, If, Var)
-from ..ir.primitives import REGISTRY, spelled, spellings
+from ..ir.primitives import REGISTRY, spellings
 from .helpers_inline import TupleValue, constant_index
 from .source import (GlobalArray, Known, Module, UserModule,
                      resolve, resolve_attribute)
@@ -137,10 +137,9 @@ class ExpressionMixin:
                                    "use numbers, NumPy arrays, math/NumPy functions and plain functions")
                 return kind
             if isinstance(base, Module) and base.kind == "linalg":
-                if node.attr == "norm":
-                    return Known("norm", "numpy")
-                if spelled("linalg", node.attr):
-                    return Known(spelled("linalg", node.attr), "numpy")
+                from .source import LINALG_FUNCS
+                if node.attr in LINALG_FUNCS:
+                    return Known(LINALG_FUNCS[node.attr], "numpy", "np.linalg." + node.attr)
                 if quiet:
                     return None
                 raise self.err(node, f"np.linalg.{node.attr} is not supported",
@@ -154,9 +153,10 @@ class ExpressionMixin:
                     return CONSTANTS[node.attr]
                 table = MATH_FUNCS if base.kind == "math" else NUMPY_FUNCS
                 if node.attr in table:
-                    return Known(table[node.attr], base.kind)
+                    return Known(table[node.attr], base.kind,
+                                 ("np." if base.kind == "numpy" else "math.") + node.attr)
                 if base.kind == "numpy" and node.attr in ("float64", "float32", "int64", "newaxis"):
-                    return Known(node.attr, "dtype")
+                    return Known(node.attr, "dtype", "np." + node.attr)
                 if quiet:
                     return None
                 raise self.err(node, f"{'np' if base.kind == 'numpy' else 'math'}.{node.attr} is not supported",

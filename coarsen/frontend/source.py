@@ -366,6 +366,8 @@ def display_path(fn) -> str:
 MATH_FUNCS = spellings("math")
 NUMPY_FUNCS = {**spellings("numpy"), "square": "square", "clip": "clip", "outer": "outer",
                "shape": "shape", "array": "array", "asarray": "asarray"}
+# np.linalg.<attr>: the registry's spellings and the frontend's norm
+LINALG_FUNCS = {**spellings("linalg"), "norm": "norm"}
 BUILTIN_FUNCS = {"abs": "abs", "min": "min", "max": "max", "float": "float", "int": "int",
                  "len": "len", "range": "range", "bool": "bool"}
 CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf, "tau": math.tau, "nan": math.nan}
@@ -379,7 +381,10 @@ class Module:
 @dataclass(frozen=True)
 class Known:
     op: str        # canonical primitive name
-    origin: str    # 'math' | 'numpy' | 'builtin' | 'numba' (prange)
+    origin: str    # 'math' | 'numpy' | 'builtin' | 'numba' (prange) | 'dtype'
+    # the spelling, as ``coarsen.frontend.signatures`` names it ("np.transpose", "math.log",
+    # "np.linalg.norm", "min"): the signature a call of it is bound to
+    name: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -415,13 +420,13 @@ _IDENTITY: dict = {}
 def _known_by_identity():
     if not _IDENTITY:
         for name, op in MATH_FUNCS.items():
-            _IDENTITY[id(getattr(math, name))] = Known(op, "math")
+            _IDENTITY[id(getattr(math, name))] = Known(op, "math", "math." + name)
         for name, op in NUMPY_FUNCS.items():
             obj = getattr(np, name, None)
             if obj is not None and id(obj) not in _IDENTITY:
-                _IDENTITY[id(obj)] = Known(op, "numpy")
+                _IDENTITY[id(obj)] = Known(op, "numpy", "np." + name)
         import numba        # numba.prange: a for loop's header, like range (coarsen.frontend.lower)
-        _IDENTITY[id(numba.prange)] = Known("prange", "numba")
+        _IDENTITY[id(numba.prange)] = Known("prange", "numba", "numba.prange")
     return _IDENTITY
 
 
@@ -476,5 +481,5 @@ def resolve(src: FunctionSource, name: str):
                 return GlobalArray(name, value, where), value
             return classify(value), value
     if hasattr(builtins, name) and name in BUILTIN_FUNCS:
-        return Known(BUILTIN_FUNCS[name], "builtin"), getattr(builtins, name)
+        return Known(BUILTIN_FUNCS[name], "builtin", name), getattr(builtins, name)
     raise KeyError(name)

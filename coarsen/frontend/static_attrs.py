@@ -1,21 +1,24 @@
 """Calls whose static arguments become IR attributes: ``np.cumsum``, ``np.diff``, ``np.einsum``.
 
 Requires: a ``Lowerer`` (``coarsen.frontend.lower``) lowering a call that resolved to one of
-``STATIC_ATTR_OPS`` (the registry's ``cumsum``, ``diff``, ``einsum``).
+``STATIC_ATTR_OPS`` (the registry's ``cumsum``, ``diff``, ``einsum``), its arguments bound to
+NumPy's signature (``a``, ``axis``; ``a``, ``n``, ``axis``; ``operands``) and read here only.
 Guarantees, before any code is generated:
 
 * ``np.cumsum(x)``, ``np.cumsum(x, axis)``, ``np.cumsum(x, axis=k)``: one ``cumsum`` with the
   attribute ``axis`` (``None`` or the integer constant as written);
 * ``np.diff(x)``, ``np.diff(x, n)``, ``np.diff(x, n, axis)`` (or keywords): ``n`` chained
   ``diff`` statements, each with the attribute ``axis`` (``None``: the last axis, NumPy's
-  default); ``n`` must be a positive integer constant;
+  default); ``n`` must be a positive integer constant (``None`` is 1);
 * ``np.einsum(spec, a, b)``: one ``einsum`` of ``a`` and ``b`` with the attribute ``spec``, the
   string constant as written (the registry's type rule parses it and refuses what is not
   supported);
 * the fence (``Lowerer._fence``) lets a string constant through only as the subscripts of an
   ``np.einsum`` call (``einsum_spec_strings``);
-* anything else (other keywords such as ``dtype=``, ``prepend=``, ``optimize=``, a spec that is
-  not a string constant, a wrong number of arguments) is a ``CoarsenError`` at the call.
+* anything else is a ``CoarsenError``: other arguments (``dtype``, ``out``, ``prepend``,
+  ``append``, ``optimize``) are refused by the binding to NumPy's signature
+  (``coarsen.frontend.signatures``, done by the caller), naming the argument; a spec that is not
+  a string constant or a wrong number of operands here, at the call.
 """
 from __future__ import annotations
 
@@ -50,52 +53,32 @@ def _static_int(lw, node, what):
     raise lw.err(node, f"{what} must be an integer constant")
 
 
-def _positional_or_keyword(lw, node, names):
-    """The argument nodes of ``names`` (positional in that order, or by keyword), or None."""
-    kw = lw.keywords(node, names[1:])
-    if len(node.args) > len(names):
-        raise lw.err(node, f"np.{_call_name(node)} takes at most {len(names)} arguments here")
-    got = dict(zip(names, node.args))
-    for k, v in kw.items():
-        if k in got:
-            raise lw.err(v, f"argument {k!r} given twice")
-        got[k] = v
-    if names[0] not in got:
-        raise lw.err(node, "an array argument is needed")
-    return [got.get(n) for n in names]
-
-
-def _call_name(node):
-    f = node.func
-    return f.attr if isinstance(f, gast.Attribute) else getattr(f, "id", "?")
-
-
-def lower_static_attr_call(lw, node, op, target):
-    """Lower a call of ``op`` (one of ``STATIC_ATTR_OPS``) into IR statements; return the
-    operand holding its result."""
+def lower_static_attr_call(lw, node, op, args, target):
+    """Lower a call of ``op`` (one of ``STATIC_ATTR_OPS``), whose arguments ``args`` (a
+    ``coarsen.frontend.signatures.Bound``) the caller bound to NumPy's signature, into IR
+    statements; return the operand holding its result."""
     if op == "cumsum":
-        x_node, axis_node = _positional_or_keyword(lw, node, ("a", "axis"))
-        axis = _static_int(lw, axis_node, "axis")
-        return lw.op(node, target, "cumsum", [lw.lower_expr(x_node)], attrs=(("axis", axis),))
+        axis = _static_int(lw, args.get("axis"), "axis")
+        return lw.op(node, target, "cumsum", [lw.lower_expr(args["a"])], attrs=(("axis", axis),))
     if op == "diff":
-        x_node, n_node, axis_node = _positional_or_keyword(lw, node, ("a", "n", "axis"))
+        n_node = args.get("n")
         n = _static_int(lw, n_node, "n")
         n = 1 if n is None else n
         if n < 1:
             raise lw.err(n_node, "np.diff with n < 1 is not supported", "n is 1 or more")
-        axis = _static_int(lw, axis_node, "axis")
-        acc = lw.lower_expr(x_node)
+        axis = _static_int(lw, args.get("axis"), "axis")
+        acc = lw.lower_expr(args["a"])
         for k in range(n):
             acc = lw.op(node, target if k == n - 1 else None, "diff", [acc],
                         attrs=(("axis", axis),))
         return acc
     # einsum
-    lw.keywords(node, ())
-    args = node.args
-    if not args or not (isinstance(args[0], gast.Constant) and isinstance(args[0].value, str)):
+    operands = args.get("operands") or []
+    if not operands or not (isinstance(operands[0], gast.Constant)
+                            and isinstance(operands[0].value, str)):
         raise lw.err(node, "np.einsum's subscripts must be a string constant", _EINSUM_HINT)
-    if len(args) != 3:
-        raise lw.err(node, f"np.einsum of {len(args) - 1} operand(s) is not supported",
+    if len(operands) != 3:
+        raise lw.err(node, f"np.einsum of {len(operands) - 1} operand(s) is not supported",
                      _EINSUM_HINT)
-    ops = [lw.lower_expr(a) for a in args[1:]]
-    return lw.op(node, target, "einsum", ops, attrs=(("spec", args[0].value),))
+    ops = [lw.lower_expr(a) for a in operands[1:]]
+    return lw.op(node, target, "einsum", ops, attrs=(("spec", operands[0].value),))

@@ -7,6 +7,9 @@ Requires: ``core``, ``coarsen.ad.build``.
 Guarantees: type rules (indices must be integers or slices; fancy indexing is refused), the
 emitted primal, and structural VJPs: an element or slice read scatters its adjoint into the
 region it read; reshapes reshape the adjoint back; ``flip`` and ``.T`` flip and transpose it;
+``transpose`` with the attribute ``axes`` (``np.transpose(x, axes)``: a permutation of
+``range(ndim)``, which its type rule checks against the rank) permutes the axes as NumPy does
+and its adjoint by the inverse permutation (without the attribute: all axes reversed, ``.T``);
 in forward mode each is linear (``deflinear``: the same op on the tangent).
 """
 from __future__ import annotations
@@ -39,6 +42,10 @@ def _int_type(c, s, ts):
 def _transpose_type(c, s, ts):
     if not isinstance(ts[0], Array):
         raise err(s, ".T of a scalar")
+    axes = s.attr("axes")
+    if axes is not None and len(axes) != ts[0].ndim:
+        raise err(s, f"transpose axes {axes} do not match a {ts[0].ndim}-D array",
+                  f"give each of its {ts[0].ndim} axes once")
     return ts[0]
 
 
@@ -83,7 +90,28 @@ def _emit_ndim(em, s, v):
     return B.const(em.nd(s.args[0]))
 
 
+def _permuted(node, axes):
+    """``node`` with its axes permuted by ``axes`` (None: all reversed, ``.T``)."""
+    if axes is not None and list(axes) == list(range(len(axes))):
+        return B.ex(node)                   # the identity: the array itself (a view of it)
+    if axes is None or list(axes) == list(range(len(axes)))[::-1]:
+        return gast.Attribute(value=B.ex(node), attr="T", ctx=gast.Load())
+    return B.call("np.transpose", node, B.tuple_(*(B.const(a) for a in axes)))
+
+
+def _inverse(axes):
+    """The permutation that undoes ``axes`` (None for None)."""
+    if axes is None:
+        return None
+    inv = [0] * len(axes)
+    for k, a in enumerate(axes):
+        inv[a] = k
+    return tuple(inv)
+
+
 def _emit_transpose(em, s, v):
+    if s.attr("axes") is not None:
+        return _permuted(v[0], s.attr("axes"))
     return B.attr(f"{s.args[0].name}.T")
 
 
@@ -119,7 +147,9 @@ def _vjp_getitem(em, s, p, g, pre_fwd, pre_rev, out):
 
 def _vjp_transpose(em, s, p, g, pre_fwd, pre_rev, out):
     node = B.ex(g)
-    if isinstance(node, gast.Name) and node.id == em.bar(s.target):
+    if s.attr("axes") is not None:
+        t = _permuted(node, _inverse(s.attr("axes")))
+    elif isinstance(node, gast.Name) and node.id == em.bar(s.target):
         t = B.attr(f"{em.bar(s.target)}.T")
     else:
         t = gast.Attribute(value=node, attr="T", ctx=gast.Load())
