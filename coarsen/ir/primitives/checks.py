@@ -6,6 +6,10 @@ raises Python's ``UnboundLocalError`` for that variable where ``flag`` is False,
 ``True`` otherwise (``coarsen.frontend.unbound`` adds it before a read that may find its
 variable unbound).  It is not liftable, not a passenger and has no derivative, so segments end
 at it and it runs in the forward sweep, where the source reads the variable, in both modes.
+Code generated in coarsen's input language (``input_language``: a JVP that reverse mode reads
+back for ``coarsen.hessian``) holds the flag instead of the raising helper: reading that code,
+the frontend finds the same read possibly unbound and checks it (naming the variable as the
+generated code spells it).
 """
 from __future__ import annotations
 
@@ -20,6 +24,11 @@ def _bool_type(c, s, ts):
 
 
 def _emit_unbound_check(em, s, v):
+    if getattr(em, "input_language", False):
+        # code read back as a user's (coarsen.hessian's reverse mode over a JVP): the flag
+        # itself, since a helper that raises is refused there; the reading of it finds the
+        # same read possibly unbound and checks it again
+        return B.ex(v[0])
     return B.call(em.helper(R.unbound_error(s.attr("name"))), v[0])
 
 
