@@ -9,7 +9,18 @@ maxima (as JAX does); ``prod`` uses a division-free product of the others; ``var
 use the deviations from the mean.  Forward mode (``coarsen.ad.forward``): ``sum`` and ``mean``
 are linear; ``prod`` sums the division-free product of the others times the tangent;
 ``amax``/``amin`` average the tangent over the tied extrema (the VJP's convention); ``var`` is
-``mean(2 dev * t)`` and ``std`` that over ``2 std``.
+``mean(2 dev * t)`` and ``std`` is ``sum(t * d std/d a)``.
+
+Zero variance: ``var``'s gradient ``2 (a - mean) / n`` is finite everywhere (exactly 0 along
+an axis of length 1).  ``std``'s, ``(a - mean) / (n std)``, is 0/0 where every deviation is 0
+(an axis of length 1, where the std is identically 0; a constant fiber, where it is not
+differentiable): there both modes and both targets give exactly 0, the minimum-norm
+subgradient (PyTorch's choice; JAX and autograd give nan):
+``dev / (n std + [sum |dev| == 0])``, NumPy code that forward mode reads back (forward over
+reverse).  Deviations are taken from the
+mean as the program computes it: ``[0.1, 0.1, 0.1]``, whose mean rounds to 0.1 + 1.4e-17,
+has a std of 1.4e-17 and the gradient of that (-1/3 each), not 0; deviations too small to
+square (below about 1e-154) still give inf or nan, loudly.  ``ddof`` is not accepted.
 """
 from __future__ import annotations
 
@@ -121,6 +132,17 @@ def _vjp_sum_mean(em, s, p, g, pre_fwd, pre_rev, out):
     em.broadcast_into(arg, gg, pre_fwd, pre_rev, out)
 
 
+def _std_grad(a, mean, n, red):
+    """d std / d a, ``(a - mean) / (n std)``, shaped like ``a``; ``red(e)``: ``e`` summed as
+    the std reduces, shaped to broadcast against ``a``.  Where every deviation is exactly 0
+    (an axis of length 1, a constant fiber) the denominator gets 1 and the gradient is 0;
+    deviations that merely square to 0 (below 1e-154) keep the 0/0, loud, as before."""
+    dev = a - mean
+    sd = X(B.call("np.sqrt", B.ex(red(dev * dev) / n)), dev.array)
+    flat = red(X(B.call("np.abs", dev), True)).cmp("==", 0.0)
+    return dev / (n * sd + flat)
+
+
 def _vjp_var_std(em, s, p, g, pre_fwd, pre_rev, out):
     arg = s.args[p]
     a = em.val(arg)
@@ -135,16 +157,14 @@ def _vjp_var_std(em, s, p, g, pre_fwd, pre_rev, out):
         n = X(B.subscript(B.attr(f"{arg.name}.shape"), ax))
         mean = X(B.call("np.expand_dims", B.binop(B.call("np.sum", a, axis=ax), "/", n), ax), True)
         gg = g if s.attr("keepdims") else X(B.call("np.expand_dims", g, ax), True)
-    dev = a - mean
+    # var: 2 dev / n, finite everywhere; std: dev / (n std), 0 where every deviation is 0
     if s.op == "var":
-        contrib = gg * (2.0 * dev / n)
+        contrib = gg * (2.0 * (a - mean) / n)
+    elif axis is None or rank == 1:
+        contrib = gg * _std_grad(a, mean, n, lambda e: X(B.call("np.sum", e)))
     else:
-        if axis is None or rank == 1:
-            sd = X(B.call("np.sqrt", B.binop(B.call("np.sum", B.binop(dev, "*", dev)), "/", n)))
-        else:
-            sd = X(B.call("np.expand_dims", B.call("np.sqrt", B.binop(
-                B.call("np.sum", B.binop(dev, "*", dev), axis=ax), "/", n)), ax), True)
-        contrib = gg * (dev / (n * sd))
+        contrib = gg * _std_grad(a, mean, n, lambda e: X(B.call(
+            "np.expand_dims", B.call("np.sum", e, axis=ax), ax), True))
     em.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
 
 
@@ -254,14 +274,15 @@ def _jvp_var_std(em, s, dots, out):
     n = _count_like(em, s, arg, rank)
     if axis is None or rank == 1:
         mean = X(B.call("np.sum", a)) / n
+        red = lambda e: X(B.call("np.sum", e))     # noqa: E731
     else:
         ax = axis % rank
         mean = X(B.call("np.expand_dims", B.binop(B.call("np.sum", a, axis=ax), "/", B.ex(n)), ax),
                  True)
-    dvar = _reduce_like(em, s, d * (2.0 * (a - mean)), rank) / n
+        red = lambda e: X(B.call("np.expand_dims", B.call("np.sum", e, axis=ax), ax), True)  # noqa: E731
     if s.op == "var":
-        return dvar
-    return dvar / (2.0 * out)
+        return _reduce_like(em, s, d * (2.0 * (a - mean)), rank) / n
+    return _reduce_like(em, s, d * _std_grad(a, mean, n, red), rank)
 
 
 _SPELL = {"sum": ("sum",), "mean": ("mean",), "prod": ("prod",), "amax": ("max", "amax"),
