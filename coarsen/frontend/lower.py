@@ -6,9 +6,11 @@ Guarantees: an ``ir.Function`` in A-normal form whose control flow is structured
 break, return or leak their variable become ``While`` loops with an explicit counter;
 ``and``/``or``/conditional expressions keep Python's short-circuit order; calls to other
 user functions are inlined (recursion is refused); NumPy conveniences (``mean``, ``var``,
-``std``, ``outer``, ``clip``, ``keepdims``, ``dot``) are desugared into primitives.  Every
-construct outside the language raises ``CoarsenError`` with file, line, column and a hint,
-before any code is generated (this is the fence).
+``std``, ``outer``, ``clip``, ``keepdims``, ``dot``) are desugared into primitives; a read
+that may find its variable unbound is checked, raising Python's ``UnboundLocalError``
+(``coarsen.frontend.unbound``).  Every construct outside the language raises
+``CoarsenError`` with file, line, column and a hint, before any code is generated (this is
+the fence).
 """
 from __future__ import annotations
 
