@@ -9,6 +9,8 @@ Usage (from the repository root)::
     python tests/fuzz_soak.py --count 50 --names plain       # plain names (default: drawn)
     python tests/fuzz_soak.py --count 300 --family reductions # loss-shaped reduction loops
     python tests/fuzz_soak.py --count 300 --family recurrences # filters, integrators
+    python tests/fuzz_soak.py --count 300 --family custom      # custom_vjp/custom_jvp rules
+    python tests/fuzz_soak.py --count 300 --cpu-every 4        # also every 4th program on cpu
 
 Programs have adversarial variable names (3 in 4 by default; ``--names adversarial|plain``
 forces them on or off), reuse loop variables across loops and pass arrays to a helper that
@@ -18,7 +20,13 @@ the report marks failures that happen only with adversarial names (a naming bug)
 ``names-only``.  ``--family reductions`` draws from the second family
 (``tests/progen_reductions.py``: reduction loops, nested, with scratch arrays and chains) with
 the same seeds, checks and report; ``--family recurrences`` from the third
-(``tests/progen_recurrences.py``: loops carrying state in few inputs, as filters do).
+(``tests/progen_recurrences.py``: loops carrying state in few inputs, as filters do);
+``--family custom`` from the fourth (``tests/progen_custom.py``: functions with
+``custom_vjp``/``custom_jvp`` rules written with arrays, loops and in-place updates, called from
+array code that scalarizes and updates in place).  ``--cpu-every K`` also checks programs
+``k = 0, K, 2K, ...`` on the ``cpu`` target, in one mode each (coarse and fine in turn;
+``--cpu-modes both`` for both); the custom family does so by default (``CPU_EVERY``: its rules'
+names meet the names scalarization makes on ``cpu`` only).
 
 Every program is written to ``/tmp/fuzz/prog_<hash>.py`` (``$COARSEN_FUZZ_DIR``) and checked by
 ``tests.progen.check_program``: coarse and fine gradients on the ``python`` target (and on
@@ -46,11 +54,23 @@ os.environ.setdefault("COARSEN_CACHE_DIR", os.path.join(os.environ.get("COARSEN_
 
 from tests.progen import (FUZZ_DIR, FuzzFailure, check_program, discard_kind,  # noqa: E402
                           failure_signature, generate, minimize)
+from tests.progen_custom import generate_custom, minimize_custom  # noqa: E402
 from tests.progen_recurrences import generate_recurrences  # noqa: E402
 from tests.progen_reductions import generate_reductions  # noqa: E402
 
 FAMILIES = {"mixed": generate, "reductions": generate_reductions,
-            "recurrences": generate_recurrences}
+            "recurrences": generate_recurrences, "custom": generate_custom}
+# a family's default --cpu-every (programs k = 0, K, 2K, ... also checked on cpu)
+CPU_EVERY = {"custom": 4}
+# a family's minimizer, where progen.minimize's edits could break the program's meaning (a
+# statement removed from a custom rule makes the rule wrong)
+MINIMIZERS = {"custom": minimize_custom}
+
+
+def _on_cpu(e):
+    """Did the failure ``e`` happen on the cpu target (then minimize it there)?"""
+    head = e.detail.split("\n--- g.ir(*args) ---")[0]
+    return "target=cpu" in head or e.kind == "target_vs_target"
 
 
 def main(argv=None):
@@ -58,6 +78,11 @@ def main(argv=None):
     ap.add_argument("--count", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0, help="base seed: programs seed*1_000_000 + k")
     ap.add_argument("--cpu", type=int, default=0, help="also check the first N programs on target cpu")
+    ap.add_argument("--cpu-every", type=int, default=None,
+                    help="also check programs k = 0, K, 2K, ... on target cpu, in one mode each "
+                         "(coarse, fine in turn); default: the family's (CPU_EVERY), else 0")
+    ap.add_argument("--cpu-modes", choices=("turn", "both"), default="turn",
+                    help="the modes of the --cpu-every programs on cpu: one in turn, or both")
     ap.add_argument("--one", type=int, default=None, help="check only this program seed")
     ap.add_argument("--size", type=int, default=None, help="statement budget (default: from the seed)")
     ap.add_argument("--show", action="store_true", help="print each program")
@@ -71,6 +96,8 @@ def main(argv=None):
                     help="also check coarsen.jvp against the gradient (progen.check_jvp)")
     opts = ap.parse_args(argv)
     generate = FAMILIES[opts.family]
+    minimizer = MINIMIZERS.get(opts.family, minimize)
+    every = CPU_EVERY.get(opts.family, 0) if opts.cpu_every is None else opts.cpu_every
 
     seeds = [opts.one] if opts.one is not None else [opts.seed * 1_000_000 + k for k in range(opts.count)]
     outdir = os.path.join(FUZZ_DIR, "failures")
@@ -90,8 +117,15 @@ def main(argv=None):
             print(prog.source)
             print("args:", prog.args_text())
         targets = ("python", "cpu") if k < opts.cpu else ("python",)
+        modes = (True, False)
+        if k >= opts.cpu and every and k % every == 0:
+            targets = ("python", "cpu")
+            if opts.cpu_modes == "turn":
+                modes = {"python": (True, False), "cpu": ((k // every) % 2 == 0,)}
+        if "cpu" in targets:
+            counts["checked_on_cpu"] += 1
         try:
-            out = check_program(prog, targets=targets, jvp=opts.jvp)
+            out = check_program(prog, targets=targets, modes=modes, jvp=opts.jvp)
         except FuzzFailure as e:
             counts["failed"] += 1
             sig = failure_signature(e)
@@ -102,7 +136,7 @@ def main(argv=None):
             if "adversarial_names" in prog.features:
                 plain = generate(s, opts.size, adversarial=False)
                 try:
-                    check_program(plain, targets=targets, jvp=opts.jvp)
+                    check_program(plain, targets=targets, modes=modes, jvp=opts.jvp)
                     names_only.append(s)
                     sig_note = "names-only (passes with plain names)"
                 except FuzzFailure as e2:
@@ -111,8 +145,9 @@ def main(argv=None):
                     sig_note = f"plain names: harness error {type(e2).__name__}"
                 text = f"{sig_note}\n{text}"
             if not opts.no_minimize and (first or opts.one is not None):
-                small, small_fail = minimize(prog.source, prog.make_args, prog.args_text(), sig,
-                                             targets=("python",))
+                mt = targets if _on_cpu(e) else ("python",)
+                small, small_fail = minimizer(prog.source, prog.make_args, prog.args_text(), sig,
+                                              targets=mt, max_checks=60 if "cpu" in mt else 200)
                 if small_fail is not None:
                     text += "\n\n======== minimized ========\n" + str(small_fail)
             path = os.path.join(outdir, f"{e.kind}_{s}.txt")
@@ -139,7 +174,8 @@ def main(argv=None):
             print(f"{k + 1}/{len(seeds)} programs, {time.time() - t0:.0f} s, {dict(counts)}", flush=True)
     dt = time.time() - t0
     n = max(len(seeds), 1)
-    print(f"\n{len(seeds)} programs (family {opts.family}, base seed {opts.seed}, names {opts.names}) in {dt:.0f} s: "
+    print(f"\n{len(seeds)} programs (family {opts.family}, base seed {opts.seed}, names {opts.names}, "
+          f"cpu: first {opts.cpu} and every {every or '-'}th) in {dt:.0f} s: "
           f"{dict(counts)}")
     print(f"checked against the oracle: {counts['ok_with_oracle']} ({counts['ok_with_oracle'] / n:.0%}); "
           f"coarse vs fine only (oracle refused): {counts['ok_oracle_refused']}; "

@@ -1,0 +1,1073 @@
+"""The fuzzer's custom-rule family: programs that call functions with ``coarsen.custom_vjp`` /
+``coarsen.custom_jvp`` rules written with arrays, loops and in-place updates.
+
+Requires: ``tests.progen_generate`` (``Program``, ``random_streams``, the adversarial name
+pools) and ``tests.progen`` (``minimize``'s candidates, for :func:`minimize_custom`).
+Guarantees: ``generate_custom(seed, size=None, adversarial=None)`` returns a
+:class:`~tests.progen_generate.Program` with the other families' signature (``f(x, y, a, n)``:
+two floats, a 1-D float64 array of length ``m``, an int), deterministic per ``(seed, size)``,
+drawn from its own random streams (``"custom-<seed>"``), so the same seeds, checks
+(``progen.check_program``) and soak report (``tests/fuzz_soak.py --family custom``) apply.
+``size`` is the number of statements of ``f`` (2 to 9).
+
+Why: a custom rule's body is lowered apart from the function that calls it (the backward rule
+of a ``custom_vjp`` runs in the reverse sweep, a ``custom_jvp`` rule is inlined), and the calling
+code around it is rewritten by passes that make names of their own (scalarization of array
+expressions into loop nests and in-place updates into stores on the cpu target): the names the
+rule's body took must not meet the names those passes make later.  Hand-written tests
+(``tests/test_custom_rules.py``) cover few such shapes.
+
+Each program has one or two *kernels*: a function ``K(v[, w][, c])`` of a 1-D array ``v``, maybe
+an array ``w`` of ``v``'s length and a float ``c``, decorated with ``coarsen.custom_vjp`` (with
+``K_fwd``/``K_bwd``) or ``coarsen.custom_jvp`` (with ``K_jvp``), returning a float or an array of
+``v``'s length.  The function and its rules are generated together from a small algebra, so the
+rules are CORRECT derivatives and the oracle (finite differences of the plain program, in which
+``K`` runs as itself) checks them:
+
+* a kernel is a sum of 1 to 3 *terms*, each ``coef * T``: ``T`` an element-wise map
+  ``phi(v_i, w_i, c)`` from ``TERMS`` (``v*v``, ``c*v*v``, ``sin(v)*w``, ``tanh(v)``,
+  ``log(1+v*v)``, ``v*w``, ``cos(c*v)``, ``sin(v*w + c)``, ...; each with its partials in
+  ``v``, ``w`` and ``c``) summed (float output) or kept (array output); or a *shaped* term:
+  neighbour products ``sum v_i v_{i+1}`` and a decaying recurrence ``q = 0.5*q + phi(v_i)``
+  (float output), a shift ``out[1:] += beta * v[:-1]`` and a running sum
+  ``out_i += sum_{j<=i} phi(v_j)`` (array output);
+* every function of a kernel is written in styles drawn per term: whole-array expressions
+  (``np.sum(phi(v))``), loops over ``v.shape[0]`` accumulating (``s += ...``, ``out[i] += ...``),
+  in-place updates (``t = phi(v); t *= 2.0; out += t``; ``out[1:] += ...``), ``x.copy()``;
+  ``K_fwd`` computes its output itself or by calling ``K``, saves residuals as a tuple (in any
+  order, one of them maybe a ``.copy()``, partials precomputed as arrays) or as one value;
+  ``K_bwd`` starts its cotangents from ``np.zeros``, ``np.zeros_like``, ``v * 0.0`` or the first
+  term, adds the terms with ``+=`` on whole arrays, slices and elements (reverse loops for the
+  shaped terms), sometimes without ``g`` and then ``ct *= g`` at the end, sometimes scales a
+  precomputed residual in place (``d1 *= g``); ``K_jvp`` computes the output and the tangent
+  the same ways.  ``K`` itself (what the oracle runs, in extended precision: NumPy keeps
+  ``longdouble`` where ``math`` and ``np.zeros(n)`` would round to float64) uses only ``np``
+  functions, ``np.zeros_like`` and ``.copy()``.
+
+``f`` scalarizes and updates in place around the calls: whole-array expressions
+(``np.sin(a * x) * y + 1.0``), copies updated in place (``b = a.copy(); b *= 2.0``,
+``b[1:] += 0.5 * a[:-1]``, ``b[:-1] -= 0.25 * b[1:]``, ``b[::2] *= 0.9``, element updates, loops
+over ``m`` writing elements, the input ``a`` written too), kernel calls on names, on array
+expressions (``K(np.sin(a * a) * x + 0.5, b, y)``), on slices (``K(b[1:], a[:-1], x)``), in loops
+over ``range(n)``, under a branch, twice, with a keyword argument; arrays passed to a kernel are
+written after the call; array outputs are updated in place and read.  Adversarial names
+(3 programs in 4, :func:`rename_custom`): each function's variables, the rules' included, renamed
+to names the compiler makes (``_t1``, ``_t6``, ``_i1``, ``_pa1``, ``_fpos``, ``x_bar``, a rule's
+placeholder names ``_K_bwd_res0``, ``_K_bwd_g``...) or to names another function of the program
+uses (``f``'s locals named like the rule's); kernels themselves get names like ``t1`` or ``h``.
+
+:func:`minimize_custom` shrinks a failing program without touching the kernels' rules (which
+would make them wrong): it edits ``f`` only, then drops kernels ``f`` no longer calls.
+``features`` names what each program contains.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import keyword
+
+import numpy as np
+
+from tests.progen_generate import ADVERSARIAL_NAMES, Program, _derived_names, random_streams
+
+__all__ = ["generate_custom", "minimize_custom", "rename_custom", "TERMS"]
+
+# element-wise maps phi(e, w, c) and their partials (None: zero), as templates: ``{e}`` the
+# element (or array) of v, ``{w}`` of w, ``{c}`` the float, ``{M}`` the module (np or math)
+TERMS = [
+    ("{e} * {e}", "2.0 * {e}", None, None),
+    ("{c} * {e} * {e}", "2.0 * {c} * {e}", None, "{e} * {e}"),
+    ("{M}.sin({e}) * {w}", "{M}.cos({e}) * {w}", "{M}.sin({e})", None),
+    ("{M}.tanh({e})", "1.0 - {M}.tanh({e}) * {M}.tanh({e})", None, None),
+    ("{M}.log(1.0 + {e} * {e})", "2.0 * {e} / (1.0 + {e} * {e})", None, None),
+    ("{e} * {w}", "{w}", "{e}", None),
+    ("{c} * {M}.sqrt(1.0 + {e} * {e})", "{c} * {e} / {M}.sqrt(1.0 + {e} * {e})", None,
+     "{M}.sqrt(1.0 + {e} * {e})"),
+    ("{e} * {e} * {e}", "3.0 * {e} * {e}", None, None),
+    ("{M}.exp({M}.tanh({e}))",
+     "{M}.exp({M}.tanh({e})) * (1.0 - {M}.tanh({e}) * {M}.tanh({e}))", None, None),
+    ("{M}.cos({c} * {e})", "-{c} * {M}.sin({c} * {e})", None, "-{e} * {M}.sin({c} * {e})"),
+    ("{w} * {w} * {e}", "{w} * {w}", "2.0 * {w} * {e}", None),
+    ("{M}.sin({e} * {w} + {c})", "{w} * {M}.cos({e} * {w} + {c})",
+     "{e} * {M}.cos({e} * {w} + {c})", "{M}.cos({e} * {w} + {c})"),
+    ("{e} / (1.0 + {w} * {w})", "1.0 / (1.0 + {w} * {w})",
+     "-2.0 * {e} * {w} / ((1.0 + {w} * {w}) * (1.0 + {w} * {w}))", None),
+]
+_COEFS = ["0.5", "1.5", "-0.7", "2.0", "0.25", "1.0", "-1.0"]
+_BETAS = ["0.5", "-0.25", "0.75"]
+_DECAY = "0.5"
+
+# names the compiler makes or derives (on top of progen_generate.ADVERSARIAL_NAMES): the
+# temporaries of scalarization and in-place rewriting (``_t<k>``, ``_i<k>``), the hoisting
+# pass's, forward mode's and checkpointing's, and the custom-call placeholders
+EXTRA_NAMES = ["_t4", "_t5", "_t6", "_t7", "_t8", "_t9", "_t10", "_t12", "_t15", "_i1", "_i2",
+               "_i3", "_h1", "_tab1", "_pa1", "_pa2", "_cut1", "_fpos", "_dot1", "_seed",
+               "_stop", "t_bar", "g_bar", "res", "g", "ct", "primals", "tangents"]
+# kernel names: plain, and adversarial (their rules' placeholders are ``_<rule>_res0``,
+# ``_<rule>_g``: a kernel ``t1`` has a rule ``t1_bwd``)
+PLAIN_KERNELS = ["energy", "wsum", "smooth", "penalty", "mapk", "blend"]
+ADV_KERNELS = ["t1", "h", "_t2", "g", "i1", "res", "q1", "_i1", "pa1", "fpos"]
+# f's locals: plain names, many of them the rules' own
+F_FLOATS = ["s", "q", "acc", "tan", "out", "r", "z"]
+F_ARRAYS = ["b", "d", "ct", "t", "u", "p", "e"]
+
+
+class _Lines:
+    def __init__(self):
+        self.lines = []
+
+    def emit(self, indent, text):
+        self.lines.append("    " * indent + text)
+
+
+def _fresh(expr):
+    """``expr`` as a new array: a bare name (an argument) is copied, so that in-place updates
+    of the result never write the caller's array."""
+    return f"{expr}.copy()" if expr.isidentifier() else expr
+
+
+def _scaled(coef, expr):
+    return expr if coef == "1.0" else f"{coef} * ({expr})"
+
+
+class Term:
+    """One term of a kernel: ``coef * phi`` (shape ``plain``), or a shaped term (``pair``,
+    ``decay``: float output; ``shift``, ``prefix``: array output)."""
+
+    def __init__(self, shape, tmpl, coef, module):
+        self.shape = shape
+        self.tmpl = tmpl            # index into TERMS (unused by pair and shift)
+        self.coef = coef
+        self.module = module        # "math" or "np", for element expressions in the rules
+
+    @property
+    def parts(self):
+        return TERMS[self.tmpl]
+
+    def uses(self, var):
+        if self.shape in ("pair", "shift"):
+            return False
+        return any(p is not None and "{" + var + "}" in p for p in self.parts)
+
+    def render(self, which, el, module, v="v", w="w", c="c", i="i"):
+        """The term's value (``which`` 0) or partial (1: v, 2: w, 3: c) as an array
+        expression (``el`` False) or at element ``i`` (``el`` True); None for a zero."""
+        t = self.parts[which]
+        if t is None:
+            return None
+        e, ww = (f"{v}[{i}]", f"{w}[{i}]") if el else (v, w)
+        return t.format(e=e, w=ww, c=c, M=module)
+
+
+class Kernel:
+    """A function with custom rules and its rules, generated together (module docstring)."""
+
+    def __init__(self, r, name, kind, out):
+        self.r = r
+        self.name = name
+        self.kind = kind            # "vjp" | "jvp"
+        self.out = out              # "scalar" | "array"
+        self.features = set()
+        shapes = (["plain"] * 5 + ["pair", "decay"]) if out == "scalar" else \
+            (["plain"] * 5 + ["shift", "prefix"])
+        n = r.choice([1, 1, 2, 2, 2, 3])
+        self.terms = []
+        for k in range(n):
+            shape = r.choice(shapes) if k else r.choice(shapes + ["plain"] * 2)
+            coef = r.choice(_BETAS) if shape == "shift" else r.choice(_COEFS)
+            self.terms.append(Term(shape, r.randrange(len(TERMS)), coef,
+                                   r.choice(["math", "np", "math"])))
+            self.features.add(f"term_{shape}")
+        self.has_w = any(t.uses("w") for t in self.terms)
+        self.has_c = any(t.uses("c") for t in self.terms)
+        if not self.has_c and r.random() < 0.15:
+            self.has_c = True           # a float argument with a zero derivative
+            self.features.add("kernel_unused_float")
+        self.params = ["v"] + (["w"] if self.has_w else []) + (["c"] if self.has_c else [])
+        self.features |= {f"custom_{kind}", f"kernel_{out}_out"}
+        self.lines = _Lines()
+        self.ntmp = 0
+
+    def p(self, prob):
+        return self.r.random() < prob
+
+    def tmp(self, stem):
+        self.ntmp += 1
+        name = f"{stem}{self.ntmp}"
+        return name + "_" if name == self.name else name     # the rules call the kernel
+
+    # ------------------------------------------------------------------ the value
+    def value_code(self, L, ind, result, plain_python):
+        """Statements at ``ind`` leaving the kernel's value in ``result``.  ``plain_python``:
+        the code of ``K`` itself, which the oracle runs in extended precision (``np``
+        functions only, arrays from ``zeros_like``/``copy``)."""
+        r = self.r
+        mod = (lambda t: "np") if plain_python else (lambda t: t.module)
+        if self.out == "scalar":
+            L.emit(ind, f"{result} = 0.0")
+            for t in self.terms:
+                if t.shape == "plain":
+                    style = r.choice(["whole", "whole", "loop", "inplace"])
+                    if style == "whole":
+                        L.emit(ind, f"{result} += {_scaled(t.coef, 'np.sum(' + t.render(0, False, 'np') + ')')}")
+                    elif style == "loop":
+                        self.features.add("rule_loop")
+                        L.emit(ind, "for i in range(v.shape[0]):")
+                        L.emit(ind + 1, f"{result} += {_scaled(t.coef, t.render(0, True, mod(t)))}")
+                    else:
+                        self.features.add("rule_inplace")
+                        tt = self.tmp("t")
+                        L.emit(ind, f"{tt} = {_fresh(t.render(0, False, 'np'))}")
+                        L.emit(ind, f"{tt} *= {t.coef}")
+                        L.emit(ind, f"{result} += np.sum({tt})")
+                elif t.shape == "pair":
+                    if self.p(0.5):
+                        L.emit(ind, f"{result} += {_scaled(t.coef, 'np.sum(v[1:] * v[:-1])')}")
+                    else:
+                        self.features.add("rule_loop")
+                        L.emit(ind, "for i in range(v.shape[0] - 1):")
+                        L.emit(ind + 1, f"{result} += {_scaled(t.coef, 'v[i] * v[i + 1]')}")
+                else:                   # decay
+                    self.features.add("rule_loop")
+                    q = self.tmp("q")
+                    L.emit(ind, f"{q} = 0.0")
+                    L.emit(ind, "for i in range(v.shape[0]):")
+                    L.emit(ind + 1, f"{q} = {_DECAY} * {q} + {t.render(0, True, mod(t))}")
+                    L.emit(ind, f"{result} += {_scaled(t.coef, q)}")
+            return
+        # array output
+        first = self.terms[0]
+        if first.shape == "plain" and self.p(0.5):
+            L.emit(ind, f"{result} = {_fresh(_scaled(first.coef, first.render(0, False, 'np')))}")
+            rest = self.terms[1:]
+        else:
+            L.emit(ind, f"{result} = " + (r.choice(["np.zeros_like(v)", "v * 0.0"]) if plain_python
+                                          else r.choice(["np.zeros(v.shape[0])", "np.zeros_like(v)",
+                                                         "v * 0.0"])))
+            rest = self.terms
+        for t in rest:
+            if t.shape == "plain":
+                style = r.choice(["whole", "loop", "inplace"])
+                if style == "whole":
+                    L.emit(ind, f"{result} += {_scaled(t.coef, t.render(0, False, 'np'))}")
+                elif style == "loop":
+                    self.features.add("rule_loop")
+                    L.emit(ind, "for i in range(v.shape[0]):")
+                    L.emit(ind + 1, f"{result}[i] += {_scaled(t.coef, t.render(0, True, mod(t)))}")
+                else:
+                    self.features.add("rule_inplace")
+                    tt = self.tmp("t")
+                    L.emit(ind, f"{tt} = {_fresh(t.render(0, False, 'np'))}")
+                    L.emit(ind, f"{tt} *= {t.coef}")
+                    L.emit(ind, f"{result} += {tt}")
+            elif t.shape == "shift":
+                self.features.add("rule_slice_update")
+                if self.p(0.6):
+                    L.emit(ind, f"{result}[1:] += {t.coef} * v[:-1]")
+                else:
+                    self.features.add("rule_loop")
+                    L.emit(ind, "for i in range(1, v.shape[0]):")
+                    L.emit(ind + 1, f"{result}[i] += {t.coef} * v[i - 1]")
+            else:                       # prefix
+                self.features.add("rule_loop")
+                acc = self.tmp("acc")
+                L.emit(ind, f"{acc} = 0.0")
+                L.emit(ind, "for i in range(v.shape[0]):")
+                L.emit(ind + 1, f"{acc} += {_scaled(t.coef, t.render(0, True, mod(t)))}")
+                L.emit(ind + 1, f"{result}[i] += {acc}")
+
+    # ------------------------------------------------------------------ the functions
+    def primal(self):
+        L = self.lines
+        L.emit(0, f"@coarsen.custom_{self.kind}")
+        L.emit(0, f"def {self.name}({', '.join(self.params)}):")
+        t = self.terms[0]
+        if len(self.terms) == 1 and t.shape == "plain" and self.p(0.4):
+            body = t.render(0, False, "np")
+            L.emit(1, "return " + (_scaled(t.coef, f"np.sum({body})") if self.out == "scalar"
+                                   else _fresh(_scaled(t.coef, body))))
+        else:
+            self.value_code(L, 1, "out", True)
+            L.emit(1, "return out")
+        L.lines += ["", ""]
+
+    def fwd(self):
+        """``K_fwd``: the output, and the residuals; returns what ``bwd`` unpacks."""
+        L = self.lines
+        L.emit(0, f"def {self.name}_fwd({', '.join(self.params)}):")
+        if self.p(0.3):
+            self.features.add("fwd_calls_primal")
+            L.emit(1, f"out = {self.name}({', '.join(self.params)})")
+        else:
+            self.value_code(L, 1, "out", False)
+        # residuals: the arguments (one maybe a copy), partials precomputed as arrays
+        res = []
+        for prm in self.params:
+            if prm != "c" and self.p(0.25):
+                self.features.add("res_copy")
+                L.emit(1, f"{prm}c = {prm}.copy()")
+                res.append((prm, f"{prm}c"))
+            else:
+                res.append((prm, prm))
+        self.pre = {}
+        for k, t in enumerate(self.terms):
+            if t.shape == "plain" and self.p(0.3):
+                self.features.add("res_precomputed")
+                d = f"d{k}"
+                dv = t.render(1, False, "np")
+                if self.p(0.5):
+                    L.emit(1, f"{d} = {_fresh(dv)}")
+                else:
+                    self.features.add("rule_loop")
+                    L.emit(1, f"{d} = " + self.r.choice(["np.empty(v.shape[0])", "np.zeros_like(v)",
+                                                         "v.copy()"]))
+                    L.emit(1, "for i in range(v.shape[0]):")
+                    L.emit(2, f"{d}[i] = {t.render(1, True, t.module)}")
+                self.pre[k] = d
+                res.append((d, d))
+        self.r.shuffle(res)
+        self.res = [bwd_name for bwd_name, _ in res]
+        if len(res) == 1 and self.p(0.5):
+            self.features.add("res_untupled")
+            self.res_tupled = False
+            L.emit(1, f"return out, {res[0][1]}")
+        else:
+            self.res_tupled = True
+            inner = ", ".join(x for _, x in res) + ("," if len(res) == 1 else "")
+            L.emit(1, f"return out, ({inner})")
+        L.lines += ["", ""]
+
+    def bwd(self):
+        L = self.lines
+        r = self.r
+        if self.res_tupled:
+            L.emit(0, f"def {self.name}_bwd(res, g):")
+            L.emit(1, f"{', '.join(self.res)}{',' if len(self.res) == 1 else ''} = res")
+        else:
+            L.emit(0, f"def {self.name}_bwd({self.res[0]}, g):")
+        scalar = self.out == "scalar"
+        late = scalar and self.p(0.3)        # accumulate without g, then ``ct *= g``
+        if late:
+            self.features.add("rule_late_g")
+        G = "1.0" if late else "g"
+
+        def gs(expr, el=False):
+            """``expr`` times the output's adjoint (``g``, or ``g[i]`` for an element of an
+            array output)."""
+            if scalar:
+                return expr if late else f"g * {expr}"
+            return f"g[i] * {expr}" if el else f"g * {expr}"
+
+        cts = {}
+        arrays = [p for p in ("v", "w") if p in self.params]
+        for prm in arrays:
+            ct = f"ct{prm}"
+            cts[prm] = ct
+            L.emit(1, f"{ct} = " + r.choice(["np.zeros(v.shape[0])", "np.zeros_like(v)",
+                                              f"{prm} * 0.0", "np.zeros(v.shape)"]))
+        if "c" in self.params:
+            cts["c"] = "ctc"
+            L.emit(1, "ctc = 0.0")
+        for k, t in enumerate(self.terms):
+            coef = t.coef
+            if t.shape == "plain":
+                style = r.choice(["whole", "loop", "inplace"])
+                if k in self.pre and style == "inplace":
+                    style = "pre_inplace"
+                for j, prm in ((1, "v"), (2, "w"), (3, "c")):
+                    part = t.render(j, False, "np")
+                    if part is None or prm not in cts:
+                        continue
+                    if k in self.pre and prm == "v":
+                        part = self.pre[k]
+                    ct = cts[prm]
+                    if prm == "c":
+                        if style == "loop" or (scalar and self.p(0.3)):
+                            self.features.add("rule_loop")
+                            el = t.render(j, True, t.module)
+                            L.emit(1, "for i in range(v.shape[0]):")
+                            L.emit(2, f"ctc += {gs(_scaled(coef, el), True)}")
+                        elif scalar:
+                            L.emit(1, f"ctc += {gs(_scaled(coef, 'np.sum(' + part + ')'))}")
+                        else:
+                            L.emit(1, f"ctc += {_scaled(coef, 'np.sum(g * ' + _paren(part) + ')')}")
+                        continue
+                    if style == "whole":
+                        L.emit(1, f"{ct} += {gs(_scaled(coef, part))}")
+                    elif style == "loop":
+                        self.features.add("rule_loop")
+                        el = self.pre[k] + "[i]" if (k in self.pre and prm == "v") \
+                            else t.render(j, True, t.module)
+                        L.emit(1, "for i in range(v.shape[0]):")
+                        L.emit(2, f"{ct}[i] += {gs(_scaled(coef, el), True)}")
+                    elif style == "pre_inplace" and prm == "v":
+                        self.features.add("rule_writes_residual")
+                        L.emit(1, f"{part} *= {coef if scalar and late else gs(coef)}")
+                        L.emit(1, f"{ct} += {part}")
+                    else:
+                        self.features.add("rule_inplace")
+                        tt = self.tmp("t")
+                        L.emit(1, f"{tt} = {_fresh(part)}")
+                        L.emit(1, f"{tt} *= {coef if scalar and late else gs(coef)}")
+                        L.emit(1, f"{ct} += {tt}")
+            elif t.shape == "pair":      # d/dv_i of sum v_j v_{j+1}: v_{i+1} + v_{i-1}
+                ct = cts["v"]
+                if self.p(0.5):
+                    self.features.add("rule_slice_update")
+                    L.emit(1, f"{ct}[:-1] += {gs(_scaled(coef, 'v[1:]'))}")
+                    L.emit(1, f"{ct}[1:] += {gs(_scaled(coef, 'v[:-1]'))}")
+                else:
+                    self.features.add("rule_loop")
+                    L.emit(1, "for i in range(v.shape[0] - 1):")
+                    L.emit(2, f"{ct}[i] += {gs(_scaled(coef, 'v[i + 1]'))}")
+                    L.emit(2, f"{ct}[i + 1] += {gs(_scaled(coef, 'v[i]'))}")
+            elif t.shape == "decay":     # sum_i DECAY**(m-1-i) phi(v_i): a reverse loop
+                self.features.add("rule_reverse_loop")
+                q = self.tmp("q")
+                L.emit(1, f"{q} = {_scaled(coef, G)}")
+                L.emit(1, "for i in range(v.shape[0] - 1, -1, -1):")
+                for j, prm in ((1, "v"), (2, "w"), (3, "c")):
+                    el = t.render(j, True, t.module)
+                    if el is None or prm not in cts:
+                        continue
+                    L.emit(2, f"{cts[prm]}{'' if prm == 'c' else '[i]'} += {q} * {_paren(el)}")
+                L.emit(2, f"{q} *= {_DECAY}")
+            elif t.shape == "shift":     # out_i += beta v_{i-1}
+                ct = cts["v"]
+                if self.p(0.5):
+                    self.features.add("rule_slice_update")
+                    L.emit(1, f"{ct}[:-1] += {coef} * g[1:]")
+                else:
+                    self.features.add("rule_loop")
+                    L.emit(1, "for i in range(v.shape[0] - 1):")
+                    L.emit(2, f"{ct}[i] += {coef} * g[i + 1]")
+            else:                       # prefix: out_i += sum_{j<=i} coef phi(v_j)
+                self.features.add("rule_reverse_loop")
+                q = self.tmp("q")
+                L.emit(1, f"{q} = 0.0")
+                L.emit(1, "for i in range(v.shape[0] - 1, -1, -1):")
+                L.emit(2, f"{q} += g[i]")
+                for j, prm in ((1, "v"), (2, "w"), (3, "c")):
+                    el = t.render(j, True, t.module)
+                    if el is None or prm not in cts:
+                        continue
+                    L.emit(2, f"{cts[prm]}{'' if prm == 'c' else '[i]'} += "
+                              f"{_scaled(coef, q + ' * ' + _paren(el))}")
+        if late:
+            for prm in self.params:
+                if prm == "c":
+                    L.emit(1, "ctc = ctc * g" if self.p(0.5) else "ctc *= g")
+                else:
+                    L.emit(1, f"{cts[prm]} *= g")
+        outs = [cts[p] for p in self.params]
+        L.emit(1, f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+        L.lines += ["", ""]
+        L.emit(0, f"{self.name}.defvjp({self.name}_fwd, {self.name}_bwd)")
+        L.lines += ["", ""]
+
+    def jvp(self):
+        L = self.lines
+        r = self.r
+        decorator = self.p(0.5)
+        if decorator:
+            L.emit(0, f"@{self.name}.defjvp")
+        L.emit(0, f"def {self.name}_jvp(primals, tangents):")
+        tans = {"v": "dv", "w": "dw", "c": "dc"}
+        one = "," if len(self.params) == 1 else ""
+        L.emit(1, f"{', '.join(self.params)}{one} = primals")
+        L.emit(1, f"{', '.join(tans[p] for p in self.params)}{one} = tangents")
+        if self.p(0.3):
+            self.features.add("fwd_calls_primal")
+            L.emit(1, f"out = {self.name}({', '.join(self.params)})")
+        else:
+            self.value_code(L, 1, "out", False)
+        scalar = self.out == "scalar"
+        L.emit(1, "tan = " + ("0.0" if scalar else r.choice(["np.zeros(v.shape[0])",
+                                                             "np.zeros_like(v)", "dv * 0.0"])))
+
+        def directional(t, el):
+            terms = []
+            for j, prm in ((1, "v"), (2, "w"), (3, "c")):
+                part = t.render(j, el, t.module if el else "np")
+                if part is None or prm not in self.params:
+                    continue
+                tn = tans[prm] + ("[i]" if el and prm != "c" else "")
+                terms.append(f"{_paren(part)} * {tn}")
+            return " + ".join(terms) if terms else "0.0"
+
+        for t in self.terms:
+            coef = t.coef
+            if t.shape == "plain":
+                style = r.choice(["whole", "loop", "inplace"])
+                if style == "whole":
+                    d = directional(t, False)
+                    L.emit(1, f"tan += {_scaled(coef, ('np.sum(' + d + ')') if scalar else d)}")
+                elif style == "loop":
+                    self.features.add("rule_loop")
+                    L.emit(1, "for i in range(v.shape[0]):")
+                    L.emit(2, f"tan{'' if scalar else '[i]'} += {_scaled(coef, directional(t, True))}")
+                else:
+                    # dv.copy() scaled in place by the partial in v; the other partials added
+                    self.features.add("rule_inplace")
+                    tt = self.tmp("t")
+                    L.emit(1, f"{tt} = dv.copy()")
+                    L.emit(1, f"{tt} *= {_paren(t.render(1, False, 'np'))}")
+                    for j, prm in ((2, "w"), (3, "c")):
+                        part = t.render(j, False, "np")
+                        if part is not None and prm in self.params:
+                            L.emit(1, f"{tt} += {_paren(part)} * {tans[prm]}")
+                    L.emit(1, f"{tt} *= {coef}")
+                    L.emit(1, f"tan += {'np.sum(' + tt + ')' if scalar else tt}")
+            elif t.shape == "pair":
+                L.emit(1, f"tan += {_scaled(coef, 'np.sum(dv[1:] * v[:-1] + v[1:] * dv[:-1])')}")
+            elif t.shape == "decay":
+                self.features.add("rule_loop")
+                q = self.tmp("q")
+                L.emit(1, f"{q} = 0.0")
+                L.emit(1, "for i in range(v.shape[0]):")
+                L.emit(2, f"{q} = {_DECAY} * {q} + {directional(t, True)}")
+                L.emit(1, f"tan += {_scaled(coef, q)}")
+            elif t.shape == "shift":
+                self.features.add("rule_slice_update")
+                L.emit(1, f"tan[1:] += {coef} * dv[:-1]")
+            else:
+                self.features.add("rule_loop")
+                acc = self.tmp("acc")
+                L.emit(1, f"{acc} = 0.0")
+                L.emit(1, "for i in range(v.shape[0]):")
+                L.emit(2, f"{acc} += {_scaled(coef, directional(t, True))}")
+                L.emit(2, f"tan[i] += {acc}")
+        L.emit(1, "return out, tan")
+        L.lines += ["", ""]
+        if not decorator:
+            L.emit(0, f"{self.name}.defjvp({self.name}_jvp)")
+            L.lines += ["", ""]
+
+    def write(self):
+        self.primal()
+        if self.kind == "vjp":
+            self.fwd()
+            self.bwd()
+        else:
+            self.jvp()
+        return self.lines.lines
+
+
+def _paren(expr):
+    return expr if expr.replace(".", "").replace("_", "").isalnum() else f"({expr})"
+
+
+class CallerGen:
+    """``f(x, y, a, n)``: array code that scalarizes and updates in place around kernel calls."""
+
+    def __init__(self, r, size, kernels):
+        self.r = r
+        self.size = size
+        self.kernels = kernels
+        self.features = set()
+        self.lines = _Lines()
+        self.floats = ["x", "y"]
+        self.arrays = ["a"]
+        self.scalars = []           # f's float locals (returned)
+        self.called = set()
+        self.fnames = list(F_FLOATS)
+        self.anames = list(F_ARRAYS)
+        r.shuffle(self.fnames)
+        r.shuffle(self.anames)
+        self.nf = 0
+        self.na = 0
+        self.kw = set()             # kernels called with a keyword argument
+
+    def p(self, prob):
+        return self.r.random() < prob
+
+    def emit(self, ind, text):
+        self.lines.emit(ind, text)
+
+    def new_float(self):
+        self.nf += 1
+        base = self.fnames[(self.nf - 1) % len(self.fnames)]
+        return base if self.nf <= len(self.fnames) else f"{base}{self.nf}"
+
+    def new_array(self):
+        self.na += 1
+        base = self.anames[(self.na - 1) % len(self.anames)]
+        return base if self.na <= len(self.anames) else f"{base}{self.na}"
+
+    # ------------------------------------------------------------------ expressions
+    def scalar(self, depth=1):
+        r = self.r.random()
+        if depth <= 0 or r < 0.45:
+            return self.r.choice(self.floats + ["0.5", "1.3", "-0.7"])
+        if r < 0.6:
+            return f"math.sin({self.scalar(depth - 1)})"
+        if r < 0.75:
+            arr = self.r.choice(self.arrays)
+            return self.r.choice([f"np.sum({arr})", f"{arr}[0]", f"{arr}[-1]",
+                                  f"np.sum({arr} * {arr})"])
+        return f"{self.scalar(depth - 1)} * {self.scalar(depth - 1)}"
+
+    def bounded(self):
+        """A float that stays in a modest range (a kernel's ``c``)."""
+        return self.r.choice(["x", "y", "0.5", "1.3", "math.sin(x * y)", "0.5 * x + y",
+                              f"math.tanh({self.scalar()})"])
+
+    def arr_expr(self, depth=2, sl=""):
+        """An array expression of length m (``sl`` slices every array read: its length)."""
+        A = lambda: self.r.choice(self.arrays) + sl  # noqa: E731
+        if depth <= 0 or self.p(0.2):
+            return A()
+        sub = lambda: self.arr_expr(depth - 1, sl)  # noqa: E731
+        k = self.r.randrange(9)
+        self.features.add("f_array_expr")
+        if k == 0:
+            return f"np.sin({sub()} * {self.r.choice(self.floats)}) * {self.r.choice(self.floats)} + 1.0"
+        if k == 1:
+            return f"{sub()} * {sub()} + {self.r.choice(self.floats)}"
+        if k == 2:
+            return f"np.tanh({sub()}) * {A()}"
+        if k == 3:
+            return f"np.cos({sub()}) * {self.r.choice(self.floats)} - 0.5"
+        if k == 4:
+            return f"np.exp(np.tanh({sub()}))"
+        if k == 5:
+            e = sub()
+            return f"np.sqrt(1.0 + ({e}) * ({e}))"
+        if k == 6:
+            return f"({sub()} + {sub()}) * 0.5"
+        if k == 7:
+            return f"np.sin({A()} * {A()})"
+        return f"{self.r.choice(['0.5', '-0.3', '1.5'])} * {sub()}"
+
+    def call(self, K, sl=""):
+        """A call of kernel ``K`` on arrays of length ``m`` (or ``len(a[sl])``)."""
+        args = []
+        for prm in K.params:
+            if prm == "c":
+                args.append(self.bounded())
+                continue
+            if self.p(0.4):
+                self.features.add("call_on_expression")
+                args.append(self.arr_expr(2, sl))
+            else:
+                args.append(self.r.choice(self.arrays) + sl)
+        if sl:
+            self.features.add("call_on_slice")
+        if K.name in self.called:
+            self.features.add("call_twice")
+        self.called.add(K.name)
+        if "c" in K.params and self.p(0.15):
+            self.features.add("call_keyword")
+            self.kw.add(K.name)
+            return f"{K.name}({', '.join(args[:-1] + ['c=' + args[-1]])})"
+        return f"{K.name}({', '.join(args)})"
+
+    def slice_pair(self):
+        return self.r.choice(["", "", "", "[1:]", "[:-1]", "[::2]"])
+
+    # ------------------------------------------------------------------ statements
+    def local_arrays(self):
+        return [x for x in self.arrays if x != "a"]
+
+    def inplace(self, ind, arr=None):
+        if arr is None:
+            locs = self.local_arrays()
+            arr = self.r.choice(locs) if locs and self.p(0.85) else "a"
+        if arr == "a":
+            self.features.add("f_writes_input")
+        other = self.r.choice(self.arrays)
+        ops = [f"{arr} *= {self.r.choice(['2.0', '0.5', '-0.75', 'y'])}",
+               f"{arr} += {self.r.choice(['0.5', 'x'])} * {self.arr_expr(1)}",
+               f"{arr} -= 0.25 * np.sin({arr})",
+               f"{arr}[1:] += 0.5 * {other}[:-1]",
+               f"{arr}[:-1] -= 0.25 * {arr}[1:]",
+               f"{arr}[::2] *= 0.9",
+               f"{arr}[0] += {self.scalar()}",
+               f"{arr}[-1] = {self.r.choice(self.floats)} * {arr}[0]"]
+        op = self.r.choice(ops)
+        self.features.add("f_inplace_slice" if ":" in op.split("=")[0] else
+                          "f_inplace_element" if "[" in op.split("=")[0] else "f_inplace_whole")
+        self.emit(ind, op)
+
+    def stmt(self, ind):
+        kinds = [("new_array", 2.0), ("copy_update", 1.5), ("inplace", 2.0), ("call_scalar", 3.0),
+                 ("call_array", 2.0), ("loop_call", 1.2), ("elem_loop", 1.0),
+                 ("branch_call", 0.5), ("scalar", 0.8)]
+        kinds = [(k, w) for k, w in kinds
+                 if not (k == "call_scalar" and not self.sk) and not (k == "call_array" and not self.ak)
+                 and not (k == "inplace" and not self.local_arrays() and not self.p(0.3))]
+        names, weights = zip(*kinds)
+        getattr(self, "s_" + self.r.choices(names, weights)[0])(ind)
+
+    def s_new_array(self, ind):
+        b = self.new_array()
+        self.emit(ind, f"{b} = {self.arr_expr()}")
+        self.arrays.append(b)
+
+    def s_copy_update(self, ind):
+        b = self.new_array()
+        self.features.add("f_copy")
+        self.emit(ind, f"{b} = {self.r.choice(self.arrays)}.copy()")
+        self.arrays.append(b)
+        for _ in range(self.r.randint(1, 2)):
+            self.inplace(ind, b)
+
+    def s_inplace(self, ind):
+        self.inplace(ind)
+
+    def s_scalar(self, ind):
+        s = self.new_float()
+        self.emit(ind, f"{s} = {self.scalar(2)}")
+        self.floats.append(s)
+        self.scalars.append(s)
+
+    def s_call_scalar(self, ind, K=None):
+        K = K or self.r.choice(self.sk)
+        c = self.call(K, self.slice_pair())
+        mine = [s for s in self.scalars]
+        if mine and self.p(0.5):
+            s = self.r.choice(mine)
+            self.emit(ind, self.r.choice([f"{s} += {c}", f"{s} = 0.5 * {s} + {c}",
+                                          f"{s} -= {self.r.choice(self.floats)} * {c}"]))
+        else:
+            s = self.new_float()
+            self.emit(ind, f"{s} = {c}")
+            self.floats.append(s)
+            self.scalars.append(s)
+        self.after_call(ind, c)
+
+    def after_call(self, ind, c):
+        """Sometimes write an array the call read (the rules saw it as it was)."""
+        if self.p(0.35):
+            args = [x for x in self.local_arrays() + ["a"] if f"({x}" in c or f" {x}" in c]
+            if args:
+                self.features.add("arg_written_after_call")
+                self.inplace(ind, self.r.choice(args))
+
+    def s_call_array(self, ind, K=None):
+        K = K or self.r.choice(self.ak)
+        locs = self.local_arrays()
+        r = self.r.random()
+        if locs and r < 0.25:
+            b = self.r.choice(locs)
+            sl = self.slice_pair()
+            self.features.add("array_out_added_in_place")
+            c = self.call(K, sl)
+            self.emit(ind, f"{b}{sl} += {c}")
+        else:
+            b = self.new_array()
+            c = self.call(K)
+            self.emit(ind, f"{b} = {c}")
+            self.arrays.append(b)
+            if self.p(0.5):
+                self.features.add("array_out_updated")
+                self.inplace(ind, b)
+        self.after_call(ind, c)
+
+    def s_loop_call(self, ind):
+        k = self.r.choice(["k", "i", "j"])
+        if self.sk and (not self.ak or self.p(0.6)):
+            K = self.r.choice(self.sk)
+            s = self.new_float()
+            self.emit(ind, f"{s} = 0.0")
+            self.floats.append(s)
+            self.scalars.append(s)
+            self.emit(ind, f"for {k} in range(n):")
+            self.features.add("call_in_loop")
+            saved = self.floats
+            self.floats = self.floats + [f"({k} + 0.5)"]
+            c = self.call(K, self.slice_pair())
+            self.floats = saved
+            self.emit(ind + 1, f"{s} += {c}")
+        else:
+            K = self.r.choice(self.ak)
+            locs = self.local_arrays()
+            if not locs:
+                return self.s_copy_update(ind)
+            b = self.r.choice(locs)
+            self.features.add("call_in_loop")
+            self.emit(ind, f"for {k} in range(n):")
+            c = self.call(K)
+            self.emit(ind + 1, f"{b} = 0.5 * {b} + 0.25 * {c}")
+
+    def s_elem_loop(self, ind):
+        locs = self.local_arrays()
+        k = self.r.choice(["i", "k", "j"])
+        self.features.add("f_element_loop")
+        if locs and self.p(0.6):
+            b = self.r.choice(locs)
+            o = self.r.choice(self.arrays)
+            self.emit(ind, f"for {k} in range(m):")
+            self.emit(ind + 1, self.r.choice([f"{b}[{k}] = {self.r.choice(self.floats)} * {b}[{k}] + math.sin({o}[{k}])",
+                                              f"{b}[{k}] += 0.5 * {o}[{k}] * {o}[{k}]",
+                                              f"{b}[{k}] *= 0.9"]))
+        else:
+            s = self.new_float()
+            o = self.r.choice(self.arrays)
+            self.emit(ind, f"{s} = 0.0")
+            self.emit(ind, f"for {k} in range(m):")
+            self.emit(ind + 1, f"{s} += {o}[{k}] * {self.r.choice(self.arrays)}[{k}]")
+            self.floats.append(s)
+            self.scalars.append(s)
+
+    def s_branch_call(self, ind):
+        if not self.sk:
+            return self.s_call_array(ind)
+        K = self.r.choice(self.sk)
+        s = self.new_float()
+        self.features.add("call_in_branch")
+        self.emit(ind, f"{s} = 0.0")
+        self.emit(ind, f"if {self.r.choice(self.floats)} > {self.r.choice(['0.2', '-0.4', '0.0'])}:")
+        self.emit(ind + 1, f"{s} = {self.call(K)}")
+        self.emit(ind, "else:")
+        self.emit(ind + 1, f"{s} = {self.scalar()}")
+        self.floats.append(s)
+        self.scalars.append(s)
+
+    def write(self):
+        self.sk = [K for K in self.kernels if K.out == "scalar"]
+        self.ak = [K for K in self.kernels if K.out == "array"]
+        self.emit(0, "def f(x, y, a, n):")
+        self.emit(1, "m = a.shape[0]")
+        for _ in range(self.size):
+            self.stmt(1)
+        # a call in the return statement: nothing of f after the rule (its temporaries are
+        # then the function's last)
+        sv = [K for K in self.kernels if K.out == "scalar" and K.kind == "vjp"]
+        alone = bool(sv) and self.p(0.45)
+        last = self.r.choice(sv) if alone else self.r.choice(self.kernels) if self.p(0.35) else None
+        for K in self.kernels:                 # every kernel is called at least once
+            if K.name not in self.called and K is not last:
+                (self.s_call_scalar if K.out == "scalar" else self.s_call_array)(1, K)
+        if alone:
+            # ``return K(...)``: the backward rule's temporaries are the last the function
+            # makes (what scalarization's new names on cpu must not meet); f's other values
+            # reach the call through an array it reads
+            self.features.add("call_is_return")
+            if self.scalars:
+                X = self.r.choice(self.local_arrays() or ["a"])
+                self.features.add("f_inplace_element")
+                self.emit(1, f"{X}[0] += {' + '.join(self.scalars)}")
+            sl = self.slice_pair()
+            c = self.call(last, sl)
+            self.emit(1, f"return {c}")
+            return self.lines.lines
+        terms = [f"{self.r.choice(['', '0.5 * ', '1.5 * '])}{s}" for s in self.scalars]
+        if last is not None:
+            self.features.add("call_in_return")
+            c = self.call(last, self.slice_pair() if last.out == "scalar" else "")
+            if last.out == "array":
+                c = self.r.choice([f"np.sum({c})", f"np.sum({c} * {self.r.choice(self.arrays)})",
+                                   f"{c}[0]"])
+            terms.insert(0 if self.p(0.7) else len(terms), c)
+        for b in self.local_arrays():
+            if self.p(0.6):
+                terms.append(self.r.choice([f"np.sum({b} * {b})", f"np.sum({b})", f"{b}[0]",
+                                            f"0.5 * np.sum({b} * a)"]))
+        if "f_writes_input" in self.features or self.p(0.2):
+            terms.append("0.1 * np.sum(a)")
+        if not terms:
+            terms.append("x * y")
+        self.emit(1, f"return {' + '.join(terms)}")
+        return self.lines.lines
+
+
+# ======================================================================================
+# adversarial names
+# ======================================================================================
+
+def rename_custom(source, rng, features=None, prob=0.6, frozen=None):
+    """``source`` with each function's parameters and locals renamed, consistently, each with
+    probability ``prob``: as ``progen_generate.rename_adversarially``, with the compiler's
+    names of this family's passes (``EXTRA_NAMES``, the custom calls' placeholders of the
+    program's rules) and, often, a name another function of the program uses (``f``'s locals
+    named like a rule's).  ``frozen``: function name -> names not to rename (a kernel called
+    with keyword arguments keeps its parameters).  The program means the same."""
+    tree = ast.parse(source)
+    fns = [fn for fn in tree.body if isinstance(fn, ast.FunctionDef)]
+    builtin_names = set(dir(builtins)) | set(keyword.kwlist) | {"__debug__"}
+    placeholders = []
+    for fn in fns:
+        if fn.name.endswith("_bwd"):
+            base = "_" + fn.name.strip("_")
+            placeholders += [f"{base}_res0", f"{base}_res1", f"{base}_g"]
+    pool0 = ADVERSARIAL_NAMES + EXTRA_NAMES + placeholders
+    others = set()                  # names any function of the program uses (so far)
+    for fn in fns:
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Name):
+                others.add(node.id)
+            elif isinstance(node, ast.arg):
+                others.add(node.arg)
+    for fn in fns:
+        params = [a.arg for a in fn.args.args]
+        order, loaded = list(params), set()
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Name):
+                if isinstance(node.ctx, ast.Store) and node.id not in order:
+                    order.append(node.id)
+                elif isinstance(node.ctx, ast.Load):
+                    loaded.add(node.id)
+        free = {n for n in loaded if n not in order}
+        forbidden = free | builtin_names | {fn.name}
+        keep = set((frozen or {}).get(fn.name, ()))
+        renamed = [v for v in order if v not in keep and rng.random() < prob]
+        kept = [v for v in order if v not in renamed]
+        taken = forbidden | set(kept)
+        mapping = {}
+        for v in renamed:
+            near = [d for u in kept + list(mapping.values()) for d in _derived_names(u)]
+            modules = [c for c in ("np", "math") if c not in taken]
+            roll = rng.random()
+            if modules and roll < 0.15:
+                pool = modules
+            elif roll < 0.4:
+                pool = sorted(c for c in others if c not in taken and c.isidentifier())
+            elif near and roll < 0.6:
+                pool = [c for c in near if c not in taken]
+            else:
+                pool = [c for c in pool0 if c not in taken]
+            if not pool:
+                pool = [c for c in pool0 if c not in taken]
+            new = rng.choice(pool) if pool else v
+            while new in taken:
+                new += "_"
+            mapping[v] = new
+            taken.add(new)
+        if features is not None and mapping:
+            features.add("adversarial_names")
+            news = set(mapping.values()) | set(kept)
+            if any(n + "_bar" in news for n in news):
+                features.add("name_bar_pair")
+            for mod in ("np", "math"):
+                if mod in news:
+                    features.add(f"name_{mod}_local")
+            if any(n.startswith("_") for n in mapping.values()):
+                features.add("name_compiler_like")
+            if any(n.startswith("_t") and n[2:].isdigit() for n in mapping.values()):
+                features.add("name_temp_like")
+            if any(n in placeholders for n in mapping.values()):
+                features.add("name_placeholder_like")
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Name) and node.id in mapping:
+                node.id = mapping[node.id]
+            elif isinstance(node, ast.arg) and node.arg in mapping:
+                node.arg = mapping[node.arg]
+    return ast.unparse(tree) + "\n"
+
+
+# ======================================================================================
+# the program
+# ======================================================================================
+
+def generate_custom(seed: int, size: int | None = None,
+                    adversarial: bool | None = None) -> Program:
+    """The custom-rule family's program for ``(seed, size)`` (module docstring); ``size``:
+    statements of ``f`` (default drawn in 2..9).  ``adversarial`` as for
+    ``progen_generate.generate``: the renaming (and the kernels' names) draw from their own
+    stream, so ``adversarial=False`` gives the same program with plain names."""
+    r, rn, adversarial, size = random_streams(f"custom-{seed}", f"custom-names-{seed}-{size}",
+                                              adversarial, size, 9)
+    nk = r.choice([1, 1, 2])
+    plain_names = r.sample(PLAIN_KERNELS, nk)
+    adv_names = rn.sample(ADV_KERNELS, nk)
+    names = adv_names if adversarial and rn.random() < 0.5 else plain_names
+    kernels = []
+    for k in range(nk):
+        kind = "vjp" if r.random() < 0.6 else "jvp"
+        out = "scalar" if r.random() < 0.6 else "array"
+        kernels.append(Kernel(r, names[k], kind, out))
+    lines = ["import math", "", "import numpy as np", "", "import coarsen", "", ""]
+    features = {"custom_family"}
+    for K in kernels:
+        lines += K.write()
+        features |= K.features
+    caller = CallerGen(r, size, kernels)
+    lines += caller.write()
+    features |= caller.features
+    if nk == 2:
+        features.add("two_kernels")
+    if names is adv_names:
+        features.add("kernel_names_adversarial")
+    src = "\n".join(lines) + "\n"
+    if adversarial:
+        frozen = {K.name: set(K.params) for K in kernels if K.name in caller.kw}
+        src = rename_custom(src, rn, features, frozen=frozen)
+    src = f"# coarsen fuzz program (custom rules): seed={seed} size={size}\n" + src
+    L = r.choices([1, 2, 3, 4, 5, 6], [1, 2, 3, 3, 2, 2])[0]
+    a = np.array([round(r.uniform(-1.2, 1.2), 3) for _ in range(L)])
+    x = round(r.uniform(-1.2, 1.2), 3)
+    y = round(r.uniform(-1.2, 1.2), 3)
+    n = r.randint(0, 3)
+    return Program(seed, size, src, x, y, a, n, features)
+
+
+# ======================================================================================
+# minimization that keeps the rules right
+# ======================================================================================
+
+def _split(source):
+    """(``f``'s source, the module without ``f``) of a program."""
+    tree = ast.parse(source)
+    f = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "f"]
+    if not f:
+        return None, source
+    rest = ast.Module(body=[n for n in tree.body if n is not f[0]], type_ignores=[])
+    return ast.unparse(f[0]) + "\n", ast.unparse(rest) + "\n"
+
+
+def _drop_unused_kernels(source):
+    """``source`` without the kernels (their functions and ``defvjp``/``defjvp`` lines) that
+    ``f`` no longer calls."""
+    tree = ast.parse(source)
+    f = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "f"]
+    if not f:
+        return source
+    called = {n.id for n in ast.walk(f[0]) if isinstance(n, ast.Name)}
+    kernels = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)
+               and any("custom_" in ast.unparse(d) for d in n.decorator_list)}
+    dead = kernels - called
+    if not dead:
+        return source
+
+    def owner(node):
+        text = ast.unparse(node)
+        return any(text.startswith(k + ".") or (isinstance(node, ast.FunctionDef) and
+                                                 (node.name == k or node.name.startswith(k + "_")))
+                   for k in dead)
+    tree.body = [n for n in tree.body if not owner(n)]
+    return ast.unparse(tree) + "\n"
+
+
+def minimize_custom(source, make_args, args_text, signature, *, targets=("python",),
+                    max_checks=200, log=None):
+    """``progen.minimize`` restricted to ``f``: the kernels and their rules are left as they
+    are (a statement removed from a rule would make it wrong, and the oracle would then
+    report the rule, not coarsen), and kernels ``f`` no longer calls are dropped.  Returns
+    (source, failure) as ``progen.minimize`` does."""
+    from tests.progen import FuzzFailure, _candidates, check_source, failure_signature
+    best, best_fail, checks = source, None, 0
+    progress = True
+    while progress and checks < max_checks:
+        progress = False
+        f_src, rest = _split(best)
+        if f_src is None:
+            break
+        for cand_f in _candidates(f_src):
+            cand = _drop_unused_kernels(rest + "\n\n" + cand_f)
+            if len(cand) >= len(best):
+                continue
+            checks += 1
+            try:
+                check_source(cand, make_args, args_text, targets=targets)
+            except FuzzFailure as e:
+                if failure_signature(e) == signature:
+                    best, best_fail, progress = cand, e, True
+                    if log:
+                        log(f"  minimize: {len(best)} chars after {checks} checks")
+                    break
+            except Exception:  # noqa: BLE001 - an invalid variant
+                pass
+            if checks >= max_checks:
+                break
+    return best, best_fail
