@@ -105,6 +105,31 @@ def array_branch(x, c):
     return np.sum(A) * x
 
 
+def early_return_partial(x, c):
+    # an early return on one path only: y stays unbound where c <= -2
+    if c > 0.0:
+        y = x * x
+    elif c > -2.0:
+        return x
+    return y * 2.0
+
+
+def _early_helper(x, c):
+    if c > 0.0:
+        z = x * 3.0
+    else:
+        return x
+    return z
+
+
+def helper_then_unbound(x, c):
+    # the helper's early return says nothing of the caller's y
+    if c > 0.0:
+        y = x * x
+    t = _early_helper(x, c)
+    return y + t
+
+
 #: fn -> (arguments where the read finds the variable unbound, arguments where it is bound)
 CASES = {
     branch: ((2.0, -1.0), (2.0, 1.0)),
@@ -118,6 +143,8 @@ CASES = {
     loop_in_helper: ((2.0, 0), (2.0, 3)),
     while_renamed: ((2.0, 0), (2.0, 3)),
     array_branch: ((2.0, -1.0), (2.0, 1.0)),
+    early_return_partial: ((2.0, -3.0), (2.0, 1.0)),
+    helper_then_unbound: ((2.0, -1.0), (2.0, 1.0)),
 }
 BASE = [branch, index_after_loop, loop_local, while_local]
 
@@ -238,18 +265,53 @@ def both_branches(x, c):
     return y + x
 
 
+def early_return_else(x, c):
+    # y is bound wherever the read runs: the other path has returned
+    if c > 0.0:
+        y = x * x
+    else:
+        return x
+    return y * 2.0
+
+
+def helper_early_return(x, c):
+    return _early_helper(x, c) + 1.0
+
+
+def loop_with_break(x):
+    for i in range(5):
+        y = x * i
+        if y > 3.0:
+            break
+    return y + i
+
+
+def while_true(x):
+    k = 0
+    while True:
+        z = x * k
+        k += 1
+        if k > 3:
+            break
+    return z
+
+
 def checks_in(fn):
     fn_ir = lower(fn)[0]
     return [s for s in walk(fn_ir.body) if isinstance(s, Assign) and s.op == "unbound_check"]
 
 
-@pytest.mark.parametrize("fn", [always_runs_for, always_runs_index, always_runs_while,
-                                both_branches], ids=lambda f: f.__name__)
-def test_definitely_bound_reads_get_no_flag(fn):
+@pytest.mark.parametrize("fn, args", [
+    (always_runs_for, (1.5,)), (always_runs_index, (1.5,)), (always_runs_while, (1.5,)),
+    (both_branches, (1.5, 1.0)), (early_return_else, (1.5, 1.0)),
+    (helper_early_return, (1.5, -1.0)), (loop_with_break, (1.3,)), (while_true, (1.5,))],
+    ids=lambda a: getattr(a, "__name__", ""))
+def test_definitely_bound_reads_get_no_flag(fn, args):
     assert checks_in(fn) == []
     g = coarsen.differentiate(fn, wrt=0, target="python")
-    args = (1.5,) if fn is not both_branches else (1.5, 1.0)
-    g(*args)
+    value, grad = g.value_and_grad(*args)
+    assert value == fn(*args)
+    assert grad == pytest.approx(derivative(fn, args), rel=1e-6)
     source = g.last_specialization.source
     assert "UnboundLocalError" not in source and "_bound_" not in source, source
 
