@@ -140,11 +140,11 @@ class CallMixin:
     def method_call(self, node, target):
         f = node.func
         name = f.attr
+        obj = self.lower_expr(f.value)
         if name not in METHOD_UNDERSTOOD:
             raise self.err(f, f"method .{name}() is not supported",
                            "supported methods: " + ", ".join(METHOD_UNDERSTOOD))
         b = self.bind(node, "." + name, METHOD_UNDERSTOOD[name])
-        obj = self.lower_expr(f.value)
         out = self._method(node, b, name, obj, target)
         b.finish()
         return out
