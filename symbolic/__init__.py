@@ -32,9 +32,10 @@ from .rewrite import stable_rewrite, tidy
 from .guarded_cse import guarded_cse
 from .float_of import float_of, in_floats, integer_valued
 from .printing import to_python, assignments_to_python, CoarsenPythonPrinter, PowerOutOfRange
+from .printing import PowerOverflows, PowerUnderflows, UnderflowCosts, OrElse
 
 __all__ = [
-    "PowerOutOfRange", "float_of", "in_floats", "integer_valued",
+    "PowerOutOfRange", "PowerOverflows", "PowerUnderflows", "UnderflowCosts", "OrElse", "float_of", "in_floats", "integer_valued",
     "Budget", "BudgetExceeded", "count_ops", "gamma", "is_branch_phi",
     "LocalJacobian", "derivatives", "naive_derivative_ops", "local_step_jacobian",
     "stored_per_trip", "ClosedForm", "closed_form_loop", "trip_count",

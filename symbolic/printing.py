@@ -26,6 +26,12 @@ Guarantees (built on SymPy's ``PythonCodePrinter``, settings ``fully_qualified_m
 * ``sign(x)`` as ``(0.0 if x == 0 else math.copysign(1.0, x))``; ``Heaviside(x, h0)`` as
   ``(1.0 if x > 0 else (h0 if x == 0 else 0.0))``; ``logaddexp(a, b)`` as the stable
   ``(max(a, b) + math.log1p(math.exp(-abs(a - b))))``;
+* the guards of closed forms (never evaluated by SymPy, printed so that they never raise):
+  ``PowerOutOfRange(b, e)`` as ``|e log|b|| > POWER_RANGE``, its halves ``PowerOverflows`` /
+  ``PowerUnderflows`` as ``e log|b| > POWER_RANGE`` / ``< -POWER_RANGE`` (a zero base is in
+  range), ``UnderflowCosts(slope, value)`` as the nan-safe ``not (|slope| * UNDERFLOW_SLACK <=
+  |value| * 2**-53 + UNDERFLOW_SLACK and |value| <= DBL_MAX)``, and ``OrElse(a, b, ...)`` as
+  ``a or b or ...`` in that order;
 * output is deterministic: same expression, same string.
 """
 from __future__ import annotations
@@ -39,7 +45,8 @@ from .float_of import float_of, integer_valued
 from .phi import gamma as _phi_gamma
 
 __all__ = ["CoarsenPythonPrinter", "to_python", "assignments_to_python", "PowerOutOfRange",
-           "POWER_RANGE"]
+           "POWER_RANGE", "PowerOverflows", "PowerUnderflows", "UnderflowCosts", "OrElse",
+           "UNDERFLOW_SLACK"]
 
 
 def _terminates(q: int) -> bool:
@@ -216,6 +223,26 @@ class CoarsenPythonPrinter(PythonCodePrinter):
             return "(abs(%s) > %r)" % (e, POWER_RANGE)
         return "((%s) != 0 and abs(%s) * abs(math.log(abs(%s))) > %r)" % (b, e, b, POWER_RANGE)
 
+    def _print_PowerOverflows(self, expr):
+        return self._signed_range(expr, ">", POWER_RANGE)
+
+    def _print_PowerUnderflows(self, expr):
+        return self._signed_range(expr, "<", -POWER_RANGE)
+
+    def _signed_range(self, expr, op, bound):
+        b, e = (self._print(a) for a in expr.args)
+        if expr.args[0] == sympy.E:
+            return "((%s) %s %r)" % (e, op, bound)
+        return "((%s) != 0 and (%s) * math.log(abs(%s)) %s %r)" % (b, e, b, op, bound)
+
+    def _print_UnderflowCosts(self, expr):
+        g, f = (self._print(a) for a in expr.args)
+        return "(not (abs(%s) * %r <= abs(%s) * %r + %r and abs(%s) <= %r))" % (
+            g, UNDERFLOW_SLACK, f, 2.0 ** -53, UNDERFLOW_SLACK, f, 1.7976931348623157e308)
+
+    def _print_OrElse(self, expr):
+        return "(%s)" % " or ".join("(%s)" % self._print(a) for a in expr.args)
+
     def _print_log(self, expr):
         if len(expr.args) == 2:
             return "(math.log(%s)/math.log(%s))" % (self._print(expr.args[0]),
@@ -239,6 +266,50 @@ class PowerOutOfRange(BooleanFunction):
 
 #: the largest ``|exponent * log|base||`` of a closed form's power: e**700 is 1e304
 POWER_RANGE = 700.0
+
+#: 16 units of the smallest subnormal (2**-1074): what ``UnderflowCosts`` allows a power
+#: below ``e**-700`` to be off by, times its slope (``pow`` is within one such unit there)
+UNDERFLOW_SLACK = 2.0 ** -1070
+
+
+class PowerOverflows(BooleanFunction):
+    """True where ``base ** exponent`` is above ``e**POWER_RANGE`` in magnitude
+    (``exponent * log|base| > POWER_RANGE``; never for base 0; base ``E``: ``exponent >
+    POWER_RANGE``): the overflowing half of ``PowerOutOfRange``. Never evaluated by SymPy."""
+
+    @classmethod
+    def eval(cls, base, exponent):
+        return None
+
+
+class PowerUnderflows(BooleanFunction):
+    """True where ``base ** exponent`` is below ``e**-POWER_RANGE`` in magnitude (subnormal
+    or 0 from about ``e**-708``): the underflowing half of ``PowerOutOfRange``. Never
+    evaluated by SymPy."""
+
+    @classmethod
+    def eval(cls, base, exponent):
+        return None
+
+
+class UnderflowCosts(BooleanFunction):
+    """``UnderflowCosts(slope, value)``: True unless an error of ``UNDERFLOW_SLACK`` in a power
+    whose ``value`` has this ``slope`` (d value / d power) stays within a 16th of half an ulp
+    of ``value`` plus one subnormal unit, and ``value`` is finite; printed nan-safe (a nan
+    slope or value costs: ``not (... <= ...)``).  Never evaluated by SymPy."""
+
+    @classmethod
+    def eval(cls, slope, value):
+        return None
+
+
+class OrElse(BooleanFunction):
+    """``a or b or ...`` evaluated in this order (SymPy's ``Or`` sorts its arguments): the later
+    conditions may divide by what the earlier ones rule out. Never evaluated by SymPy."""
+
+    @classmethod
+    def eval(cls, *args):
+        return None
 
 _PRINTER = None
 

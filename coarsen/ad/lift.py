@@ -12,7 +12,9 @@ local Jacobian (reverse accumulation over the DAG, CSE, stable rewrites) within 
 a time budget, and returns a ``LiftedSegment`` (``coarsen.analysis.plans``); on
 ``BudgetExceeded`` (or any failure of the symbolic stage) it returns a ``Fallback`` with the
 reason, and the caller falls back to fine-grained AD for that segment.  ``closed_form_segment``
-returns a ``ClosedFormLoop`` or a ``Fallback``.  Compiler temporaries are told by ``temps``
+returns a ``ClosedFormLoop`` or a ``Fallback``; its powers of the trip count are guarded by
+``coarsen.ad.power_guard`` (the loop where they overflow, and where they underflow unless
+that provably leaves the value and partials as they are).  Compiler temporaries are told by ``temps``
 (the function's ``fn.temps``), never by their spelling.
 """
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ..ir.nodes import Assign, Const, If, Scalar, Var, uses, walk
 from ..ir.primitives import REGISTRY
 from .. import symbolic as S
 from .float_algebra import FloatAlgebra, fold_float_constants
+from .power_guard import power_guards
 
 
 def _const(v):
@@ -500,12 +503,17 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset(), liv
                     why = _singular_points(d, set(wrt), singular)
                     if why:
                         return Fallback(f"closed form kept out: its derivative {why}")
-                    _power_ranges(d, cf.trip_count, singular)
                     partial_exprs[(fin, w)] = d
+        read = {fin for fin, sym in zip(outs, cf.finals) if live_after is None or sym.name in live_after}
+        strict, underflows = power_guards(
+            cf.finals.values(), partial_exprs.values(), cf.trip_count,
+            read=[e for fin, e in zip(outs, cf.finals.values()) if fin in read] +
+            [d for (fin, _), d in partial_exprs.items() if fin in read])
+        singular += [(c, False) for c in strict]
         for e in cf.finals.values():
-            _power_ranges(e, cf.trip_count, singular)
             _value_singular_points(e, set(inputs.values()), singular)
-        if singular and isinstance(sympy.Eq(cf.trip_count, 0), sympy.Eq):   # no trips, no 0*nan
+        if (singular or underflows is not None) and \
+                isinstance(sympy.Eq(cf.trip_count, 0), sympy.Eq):   # no trips, no 0*nan
             singular.append((sympy.Eq(cf.trip_count, 0), False))
         # shared subexpressions only where evaluating them ahead is safe (guarded_cse)
         keys = list(partial_exprs)
@@ -524,11 +532,13 @@ def closed_form_segment(loop, seg, types, active, budget, temps=frozenset(), liv
     partials = {}
     for (o, i), e in jac.partials.items():
         partials[(out_names[o], i.name)] = e
+    singular = [_near(c, cf.trip_count) if widen else c for c, widen in
+                sorted(set(singular), key=lambda cw: sympy.default_sort_key(cw[0]))]
+    if underflows is not None:      # evaluated last: they divide by what the others rule out
+        singular = [S.OrElse(sympy.Or(*singular), underflows)]
     return ClosedFormLoop(partials=partials, jac=jac, carried=[sym.name for sym in cf.finals],
                           finals=finals, finals_n={s.name: e for s, e in cf.finals_n.items()},
-                          n_symbol=cf.n_symbol, trip_count=cf.trip_count,
-                          singular=[_near(c, cf.trip_count) if widen else c for c, widen in
-                                    sorted(set(singular), key=lambda cw: sympy.default_sort_key(cw[0]))],
+                          n_symbol=cf.n_symbol, trip_count=cf.trip_count, singular=singular,
                           formula=cf.description)
 
 
@@ -574,17 +584,6 @@ def _value_singular_points(expr, inputs, out):
             for _, c in node.args:
                 if isinstance(c, sympy.Eq) and c.free_symbols & inputs:
                     out.append((c, True))
-
-
-def _power_ranges(expr, trips, out):
-    """Append ``(PowerOutOfRange(b, e), False)`` to ``out`` for each power ``b**e`` (``exp(e)``:
-    ``b = E``) of ``expr`` whose exponent holds the trip count (its base not 0 or +-1): there the
-    closed form's power overflows or underflows while the loop may stay finite (``(1/r)**2`` at
-    ``r = 1e-200`` gave inf for 1.5e200, ``exp(a*n)`` an OverflowError; found by probes)."""
-    for p in expr.atoms(sympy.Pow, sympy.exp):
-        b, e = (sympy.E, p.args[0]) if isinstance(p, sympy.exp) else p.args
-        if e.has(trips) and not (b.is_number and (b == 0 or abs(b) == 1)):
-            out.append((S.PowerOutOfRange(b, e), False))
 
 
 def _merge_powers(expr, trips):
