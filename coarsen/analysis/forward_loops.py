@@ -65,7 +65,7 @@ def wrap_forward_loops(fn, facts):
     """``(function, segments)``: see the module docstring."""
     body = list(fn.body)
     segments = []
-    used = set()
+    used = fn.names     # the tangents' names come from the module's supply
     reductions = find_reduction_loops(fn, facts)
 
     def wrap(st, info):

@@ -19,6 +19,18 @@ function's supply, so each try spells its names alike and the one kept is determ
 """
 from __future__ import annotations
 
+import re
+
+#: the segment symbols' names (``coarsen.ad.lift``: ``_s<segment>_...``), made by lifting
+#: outside the supply: the supply never hands out a name there (``escape``)
+LIFT_NAMES = re.compile(r"_s\d+_\w*")
+
+
+def escape(base: str) -> str:
+    """``base``, moved out of the segment symbols' names (``_s1_g`` -> ``_us1_g``): a name the
+    frontend builds from a user's name (a rule ``s1`` gives ``_s1_g``) never enters them."""
+    return "_u" + base[1:] if LIFT_NAMES.fullmatch(base) else base
+
 
 class NameSupply:
     """The names of one generated module: those taken and who took them."""
@@ -58,6 +70,7 @@ class NameSupply:
 
     def numbered(self, base: str, owner: str, start: int = 1, sep: str = "") -> str:
         """The first free ``f"{base}{sep}{k}"`` for ``k >= start``, taken for ``owner``."""
+        base = escape(base)
         k = start
         while f"{base}{sep}{k}" in self._owner:
             k += 1
@@ -65,6 +78,7 @@ class NameSupply:
 
     def plain(self, base: str, owner: str) -> str:
         """``base`` itself when free, else the first free ``base2``, ``base3``, ..."""
+        base = escape(base)
         if base not in self._owner:
             return self.take(base, owner)
         return self.numbered(base, owner, start=2)

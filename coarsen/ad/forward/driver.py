@@ -39,6 +39,7 @@ from dataclasses import replace
 import gast
 
 from ...analysis.bounds import plan_bounds
+from ...ir import fresh_check
 from ...ir.nodes import Array
 from .. import build as B
 from ..reverse.cleanup import comment_pass
@@ -59,7 +60,8 @@ def jvp_ir(fn, wrt, facts, entry_name, *, boundscheck=True, input_language=False
     segments, budgets, names = [], [], {}
     if coarsen:
         # planning puts Segment nodes into the body and closed forms replace loops: a copy
-        fn = replace(fn, body=copy.deepcopy(fn.body), types=dict(fn.types))
+        fn = replace(fn, body=copy.deepcopy(fn.body), types=dict(fn.types),
+                     names=fn.names.fork())
         facts = replace(facts, defs=dict(facts.defs), in_loop=set(facts.in_loop))
         segments, budgets = lift_planned(fn, facts, budget_seconds)
         names = lifted_names(segments)
@@ -140,7 +142,10 @@ def _module(func, em, imports=""):
     header = gast.parse("".join(line for mod, line in (("math", "import math\n"),
                                                        ("np", "import numpy as np\n"))
                                 if mod in used) + imports or "\n")
-    return gast.Module(body=header.body + helper_mod.body + [func], type_ignores=[])
+    module = gast.Module(body=header.body + helper_mod.body + [func], type_ignores=[])
+    if fresh_check.ENABLED:
+        fresh_check.check_names(module, em.supply, {func.name})
+    return module
 
 
 def _simd_module(fn, wrt, facts, entry_name, bounds, input_language, k):

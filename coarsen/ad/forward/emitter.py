@@ -33,6 +33,7 @@ import gast
 
 from ...ir.nodes import (Array, Assign, Const, For, If, Segment, Store, Var,
                          While)
+from ...ir.fresh import NameSupply
 from ...ir.primitives import err, primitive
 from .. import build as B
 from ..operands import OperandQueries
@@ -46,16 +47,24 @@ def tangent_names(fn, names, suffix="_dot", used=None):
     """``{variable: its tangent's name}`` for ``names``: ``<name><suffix>`` (``<name>_dot``),
     or ``<name><suffix>2``, ``<name><suffix>3``... where that is a name of ``fn`` or an
     earlier tangent (deterministic: in sorted order).  ``used``, when given, is the set of
-    names taken so far, and grows (the lanes of a vector JVP share it)."""
+    names taken so far, and grows (the lanes of a vector JVP share it), or the module's
+    ``NameSupply``, from which the names are then taken."""
     if used is None:
         used = set()
-    used |= set(fn.types) | set(fn.params)
+    supply = used if isinstance(used, NameSupply) else None
+    if supply is not None:
+        supply.reserve(set(fn.types) | set(fn.params))
+    else:
+        used |= set(fn.types) | set(fn.params)
     out = {}
     for v in sorted(names):
         cand, k = f"{v}{suffix}", 2
         while cand in used:
             cand, k = f"{v}{suffix}{k}", k + 1
-        used.add(cand)
+        if supply is not None:
+            supply.take(cand, "tangents")
+        else:
+            used.add(cand)
         out[v] = cand
     return out
 
@@ -80,7 +89,7 @@ class ForwardEmitter(ForwardSegmentMixin, OperandQueries):
         # ``directions=0``, ``<name>_dot<k>_`` for lane k of a vector JVP (``directions=K``)
         self.directions = directions
         # ``lanes``, when given: the lanes' names, chosen by the caller (one dict per lane)
-        taken = set()
+        taken = self.supply
         diff = self.active | set(self.wrt)
         if lanes is not None:
             self.lanes = [dict(lane) for lane in lanes]

@@ -44,6 +44,7 @@ from ...analysis.recording import (find_cheap_recomputable, find_int_recomputabl
                                    rereads_for_steps, tape_sites, to_be_recorded)
 from ...errors import CoarsenError
 from ...ir.nodes import Array, Assign, For, Scalar, Segment, While, walk
+from ...ir import fresh_check
 from .. import build as B
 from ..build import X
 from ..lift_planned import lift_planned, lifted_names as lifted_names_of
@@ -164,7 +165,8 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     scaled adjoint updates as loop helpers (``coarsen.ad.reverse.scaled_adds``)."""
     # work on copies: planning puts Segment nodes into the body, closed forms replace loops,
     # and the emitter types the variables it makes
-    fn = replace(fn, body=copy.deepcopy(fn.body), types=dict(fn.types))
+    fn = replace(fn, body=copy.deepcopy(fn.body), types=dict(fn.types),
+                 names=fn.names.fork())
     if workspace:
         max_tape_bytes = None       # workspace tapes are fixed slices (CUDA): no checkpointing
     facts = replace(facts, defs=dict(facts.defs), in_loop=set(facts.in_loop))
@@ -403,6 +405,8 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
                                 if mod in used) or "\n")
     helper_mod = gast.parse(helpers) if helpers else gast.Module(body=[], type_ignores=[])
     module = gast.Module(body=header.body + helper_mod.body + funcs, type_ignores=[])
+    if fresh_check.ENABLED:
+        fresh_check.check_names(module, em.supply)
     em.segments = segments + forward_segments
     # the segments whose plan the symbolic stage's wall-clock safety net decided: their code
     # depends on the machine's load, so the caller must not cache it

@@ -73,7 +73,7 @@ class ParallelMixin:
         shared = [(x, a) for x, a in accs if x not in red.owned]
         rename, pre, inits, ends, combine = {}, [], [], [], []
         # the accumulator: a partial sum per block, from 0
-        part, local = self.fresh("_parts"), self.fresh("_sum")
+        part, local = self.fresh("_parts"), self.fresh("_psum")
         rename[acc] = local
         pre.append(B.assign(part, B.call("np.zeros", B.name(nb))))
         inits.append(B.assign(local, 0.0))
