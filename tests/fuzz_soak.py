@@ -26,7 +26,8 @@ the same seeds, checks and report; ``--family recurrences`` from the third
 array code that scalarizes and updates in place).  ``--cpu-every K`` also checks programs
 ``k = 0, K, 2K, ...`` on the ``cpu`` target, in one mode each (coarse and fine in turn;
 ``--cpu-modes both`` for both); the custom family does so by default (``CPU_EVERY``: its rules'
-names meet the names scalarization makes on ``cpu`` only).
+names meet the names scalarization makes on ``cpu`` only).  ``--python-modes turn`` checks the
+other programs in one mode on ``python`` (coarse, fine in turn), to soak more programs per hour.
 
 Every program is written to ``/tmp/fuzz/prog_<hash>.py`` (``$COARSEN_FUZZ_DIR``) and checked by
 ``tests.progen.check_program``: coarse and fine gradients on the ``python`` target (and on
@@ -83,6 +84,10 @@ def main(argv=None):
                          "(coarse, fine in turn); default: the family's (CPU_EVERY), else 0")
     ap.add_argument("--cpu-modes", choices=("turn", "both"), default="turn",
                     help="the modes of the --cpu-every programs on cpu: one in turn, or both")
+    ap.add_argument("--python-modes", choices=("both", "turn"), default="both",
+                    help="the modes on target python: both (default), or one in turn (coarse on "
+                         "even k, fine on odd) except for programs also checked on cpu, which "
+                         "get both")
     ap.add_argument("--one", type=int, default=None, help="check only this program seed")
     ap.add_argument("--size", type=int, default=None, help="statement budget (default: from the seed)")
     ap.add_argument("--show", action="store_true", help="print each program")
@@ -118,12 +123,16 @@ def main(argv=None):
             print("args:", prog.args_text())
         targets = ("python", "cpu") if k < opts.cpu else ("python",)
         modes = (True, False)
+        if opts.python_modes == "turn":
+            modes = {"python": (k % 2 == 0,)}
         if k >= opts.cpu and every and k % every == 0:
             targets = ("python", "cpu")
             if opts.cpu_modes == "turn":
                 modes = {"python": (True, False), "cpu": ((k // every) % 2 == 0,)}
         if "cpu" in targets:
             counts["checked_on_cpu"] += 1
+            if isinstance(modes, dict):
+                modes = dict(modes, python=(True, False))
         try:
             out = check_program(prog, targets=targets, modes=modes, jvp=opts.jvp)
         except FuzzFailure as e:

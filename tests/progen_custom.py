@@ -577,6 +577,7 @@ class CallerGen:
         self.nf = 0
         self.na = 0
         self.kw = set()             # kernels called with a keyword argument
+        self.outputs = set()        # arrays a kernel's output reaches (always returned)
 
     def p(self, prob):
         return self.r.random() < prob
@@ -754,11 +755,13 @@ class CallerGen:
             self.features.add("array_out_added_in_place")
             c = self.call(K, sl)
             self.emit(ind, f"{b}{sl} += {c}")
+            self.outputs.add(b)
         else:
             b = self.new_array()
             c = self.call(K)
             self.emit(ind, f"{b} = {c}")
             self.arrays.append(b)
+            self.outputs.add(b)
             if self.p(0.5):
                 self.features.add("array_out_updated")
                 self.inplace(ind, b)
@@ -789,6 +792,7 @@ class CallerGen:
             self.emit(ind, f"for {k} in range(n):")
             c = self.call(K)
             self.emit(ind + 1, f"{b} = 0.5 * {b} + 0.25 * {c}")
+            self.outputs.add(b)
 
     def s_elem_loop(self, ind):
         locs = self.local_arrays()
@@ -861,7 +865,7 @@ class CallerGen:
                                    f"{c}[0]"])
             terms.insert(0 if self.p(0.7) else len(terms), c)
         for b in self.local_arrays():
-            if self.p(0.6):
+            if self.p(0.6) or b in self.outputs:
                 terms.append(self.r.choice([f"np.sum({b} * {b})", f"np.sum({b})", f"{b}[0]",
                                             f"0.5 * np.sum({b} * a)"]))
         if "f_writes_input" in self.features or self.p(0.2):
