@@ -299,6 +299,39 @@ def f(X, w):
 }
 
 
+def _lanes_at(a, idx, k):
+    """The lane helpers of the SIMD form, one lane wide, for running the pass's output."""
+    return a[idx]
+
+
+def _lanes_put(a, idx, v):
+    a[idx] = v
+
+
+# an array written only through the lane helper is written all the same: shared by the trips
+LANES_CARRIED = """
+def f(X, w):
+    g = np.zeros(4)
+    for i in range(X.shape[0]):
+        for j in range(3):
+            _lanes_put(g, j, _lanes_at(g, j + 1, 1) * 0.5 + X[i, j] * w[j])
+    return g
+"""
+REFUSED["an array written through _lanes_put, read at another element"] = LANES_CARRIED
+
+
+def test_an_array_written_through_the_lane_helper_keeps_its_trips_in_order():
+    fj, plans, code = _jammed(LANES_CARRIED)
+    assert not plans, code
+    fj.__globals__.update(_lanes_at=_lanes_at, _lanes_put=_lanes_put)
+    f = _plain(LANES_CARRIED)
+    f.__globals__.update(_lanes_at=_lanes_at, _lanes_put=_lanes_put)
+    r = np.random.default_rng(2)
+    for n in (1, 4, 5, 9):
+        X, w = r.standard_normal((n, 4)), r.standard_normal(4)
+        assert f(X, w).tobytes() == fj(X, w).tobytes(), n
+
+
 @pytest.mark.parametrize("why", sorted(REFUSED))
 def test_other_loops_are_left_as_written(why):
     src = REFUSED[why]

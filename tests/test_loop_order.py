@@ -152,6 +152,10 @@ REFUSED = [
      "for i in range(n - 1, -1, -1):\n    o_bar[i] = o_bar[i + 1] + w[i]\n"),
     ("a product accumulator", "p = 1.0\nfor i in range(n - 1, -1, -1):\n    p *= w[i] + 0.5\n"
                               "    p += 1.0\n"),
+    # a name the trip assigns that is also an array: here a view that each trip adds into
+    # (a store no subscript shows) and reads an element of
+    ("a trip's name read as an array", "o = np.zeros((2, n))\ns = 0.0\n"
+     "for i in range(n - 1, -1, -1):\n    v = o[0]\n    v += w[:n]\n    s += v[i]\n"),
 ]
 
 
