@@ -355,8 +355,8 @@ class Kernel:
             """``expr`` times the output's adjoint (``g``, or ``g[i]`` for an element of an
             array output)."""
             if scalar:
-                return expr if late else f"g * {expr}"
-            return f"g[i] * {expr}" if el else f"g * {expr}"
+                return expr if late else f"g * {_paren(expr)}"
+            return f"g[i] * {_paren(expr)}" if el else f"g * {_paren(expr)}"
 
         cts = {}
         arrays = [p for p in ("v", "w") if p in self.params]
@@ -874,6 +874,80 @@ class CallerGen:
             terms.append("x * y")
         self.emit(1, f"return {' + '.join(terms)}")
         return self.lines.lines
+
+
+# ======================================================================================
+# the rules checked in plain Python (the generator's own test)
+# ======================================================================================
+
+def rule_errors(prog, trials=2, seed=0):
+    """The kernels of ``prog`` (generated with plain names: the float parameter is ``c``)
+    checked without coarsen: each rule run as plain Python on random
+    arguments against central differences of the kernel itself (``K_fwd``'s and ``K_jvp``'s
+    output against ``K``'s; ``K_bwd``'s cotangents against the derivative of ``<gbar, K>``,
+    ``K_jvp``'s tangent against the directional derivative).  Returns a list of messages (empty
+    when every rule is right to 1e-6)."""
+    import importlib
+    import inspect
+
+    import coarsen
+    prog.load()
+    mod = importlib.import_module(prog.name)
+    rng = np.random.default_rng(seed)
+    errors = []
+    for obj in vars(mod).values():
+        if not isinstance(obj, (coarsen.custom_vjp, coarsen.custom_jvp)):
+            continue
+        params = list(inspect.signature(obj.fun).parameters)
+        for _ in range(trials):
+            m = int(rng.integers(1, 6))
+            args = [rng.uniform(-1.0, 1.0, m) for _ in params]
+            if params[-1] == "c":
+                args[-1] = float(rng.uniform(-1.0, 1.0))
+            out = obj.fun(*[_cp(a) for a in args])
+            gbar = rng.uniform(-1.0, 1.0, np.shape(out)) if np.ndim(out) else float(rng.uniform(-1, 1))
+
+            def loss(xs):
+                return float(np.sum(np.asarray(obj.fun(*xs)) * gbar))
+            fd = []
+            for k, a in enumerate(args):
+                if isinstance(a, float):
+                    fd.append(_central(lambda t, k=k: loss(args[:k] + [t] + args[k + 1:]), a))
+                else:
+                    fd.append(np.array([_central(lambda t, k=k, j=j: loss(
+                        args[:k] + [_with(args[k], j, t)] + args[k + 1:]), a[j])
+                        for j in range(a.size)]))
+            if isinstance(obj, coarsen.custom_vjp):
+                o2, res = obj.fwd(*[_cp(a) for a in args])
+                got = obj.bwd(res, _cp(gbar))
+                pairs = list(zip(params, got, fd))
+            else:
+                direction = [_cp(a) * 0.0 + rng.uniform(-1.0, 1.0, np.shape(a)) if np.ndim(a)
+                             else float(rng.uniform(-1.0, 1.0)) for a in args]
+                o2, tan = obj.jvp(tuple(_cp(a) for a in args), tuple(_cp(d) for d in direction))
+                exp = sum(float(np.sum(f * d)) for f, d in zip(fd, direction))
+                pairs = [("tangent", float(np.sum(np.asarray(tan) * gbar)), exp)]
+            if not np.allclose(np.asarray(o2), np.asarray(out), rtol=1e-12, atol=1e-12):
+                errors.append(f"{obj.__name__}: the rule's output {o2!r} is not K's {out!r}")
+            for name, g_, e_ in pairs:
+                if np.shape(g_) != np.shape(e_) or not np.allclose(g_, e_, rtol=1e-6, atol=1e-7):
+                    errors.append(f"{obj.__name__} ({type(obj).__name__}): {name}: rule {g_!r}, "
+                                  f"finite differences {e_!r} at {args!r}")
+    return errors
+
+
+def _cp(a):
+    return a.copy() if isinstance(a, np.ndarray) else a
+
+
+def _with(a, j, t):
+    b = a.copy()
+    b[j] = t
+    return b
+
+
+def _central(fun, x, h=1e-5):
+    return (fun(x + h) - fun(x - h)) / (2 * h)
 
 
 # ======================================================================================
