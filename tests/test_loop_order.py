@@ -102,6 +102,16 @@ def test_a_stencil_step_counts_up_with_the_same_results():
     _same(_run(STENCIL), _run(out), dead=("i", "g"))
 
 
+def test_two_reads_of_other_trips_elements_still_count_up():
+    """Reads commute with each other, whatever elements they read: only a read and a store
+    (of another trip's element) keep the order."""
+    src = ("u_bar = np.zeros((2, n + 1))\nu_bar[1] = w\nfor i in range(n - 1, -1, -1):\n"
+           "    u_bar[0, i] += u_bar[1, i] * u_bar[1, i + 1]\n")
+    out = _rewrite(src)
+    assert "for i in range(n):" in out, out
+    _same(_run(src), _run(out))
+
+
 @pytest.mark.parametrize("header, expected", [
     ("for i in range(n - 1, -1, -1):", "for i in range(n):"),
     ("for i in range(n - 1, k - 1, -1):", "for i in range(k, n):"),

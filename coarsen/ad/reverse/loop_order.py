@@ -309,8 +309,12 @@ def _commutes(loop, path, top_body, made, induction=None, nonneg=frozenset()):
     scalars = set(f.aug) | set(f.plain) | f.other_aug | f.targets
     if induction is not None:
         v = induction[0]
-        if v in f.stores or v in f.read_arrays or v in f.targets or v in f.other_aug:
+        if v in f.stores or v in f.read_arrays:
             return False
+        # _induction found ``v`` stored once in the loop, by its first statement (``v -= c`` or
+        # ``v = v - c``: an ``aug`` or ``plain`` fact): never an inner loop's variable nor
+        # updated by another operator, each of which would be a second store
+        assert v not in f.targets and v not in f.other_aug, v
         scalars.discard(v)
     zeroed, local = set(), set()
     for v in scalars:
