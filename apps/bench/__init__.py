@@ -67,8 +67,11 @@ Output (``--out``, default ``bench_out/``): ``results.md`` (tables; first the su
 against fine-grained AD with ``g.tape_bytes`` and peaks) and ``results.json`` (everything
 measured), both rewritten after every (app, size) case, so a run that is stopped keeps what it
 finished; then ``ratio_vs_handwritten_<size>.png`` / ``ratio_vs_primal_<size>.png`` (log-scale
-bars; skipped without matplotlib).  The terminal gets the same report once, ending on the
-summary.  Progress goes to stderr: a bar on a terminal (with tqdm), plain lines otherwise.
+bars; skipped without matplotlib).  When the run completes, the command line also writes the
+report under a heading with the command, date, machine and mode to ``BENCHMARKS.md``: at the
+repository root for a run of every app into the default ``--out`` (the main job's ``--quick``
+run), in ``--out`` otherwise; ``--benchmarks PATH|none`` overrides it.  The terminal gets the same
+report once, ending on the summary.  Progress goes to stderr: a bar on a terminal (with tqdm), plain lines otherwise.
 """
 from __future__ import annotations
 

@@ -1,11 +1,19 @@
 """The command line: ``python -m apps.bench [--quick] [--apps a,b] [--sizes s,m,l] [--tools ...]
-[--out DIR]``.
+[--out DIR] [--benchmarks PATH]``.
 
 Requires the apps of :mod:`apps`.  Guarantees: validates every name before running; always runs
 the primal and the hand-written gradient (the ratios need them); prints the report once, ending
 on the coarse-vs-fine summary (the skipped peers, with the command that installs each, are a
 section of the report), then one line naming the skipped peers and one saying where the files
 went.  Progress goes to stderr.  Returns 0.
+
+When the run completes, the report (summary first, under a heading with the command, date,
+machine and mode) is also written to ``BENCHMARKS.md`` (:func:`benchmarks_path`): at the
+repository root for a run of every app into the default ``--out``, the main job's
+``python3 -m apps.bench --quick`` among them, so that the repository's table is the last such
+run's; in the ``--out`` folder otherwise, so that a run of a few apps, or into another folder
+(the tests' runs), never replaces it.  ``--benchmarks PATH`` names the file, ``--benchmarks
+none`` writes none.  A run that is stopped leaves the file as it was.
 """
 from __future__ import annotations
 
@@ -14,9 +22,15 @@ import sys
 from pathlib import Path
 
 import apps
-from apps.bench.report import render_markdown
-from apps.bench.runner import Config, run
+from apps.bench.report import render_benchmarks, render_markdown
+from apps.bench.runner import Config, run, write_atomic
 from apps.bench.tools import ALL_TOOLS, DEFAULT_TOOLS
+
+#: the default ``--out``
+DEFAULT_OUT = Path("bench_out")
+_ROOT = Path(__file__).resolve().parents[2]
+#: the repository's benchmark tables, written by a run of every app into the default ``--out``
+REPO_BENCHMARKS = (_ROOT if (_ROOT / "pyproject.toml").is_file() else Path()) / "BENCHMARKS.md"
 
 
 def _split(s):
@@ -37,7 +51,10 @@ def parse_config(argv=None) -> Config:
     ap.add_argument("--tools", type=_split, default=list(DEFAULT_TOOLS),
                     help="comma-separated from " + ",".join(ALL_TOOLS)
                     + " (peers that are not installed are skipped)")
-    ap.add_argument("--out", type=Path, default=Path("bench_out"))
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--benchmarks", default=None,
+                    help="where to write BENCHMARKS.md ('none': nowhere); default: the "
+                    "repository root for a run of every app into the default --out, else --out")
     ap.add_argument("--min-time", type=float, default=None, help="seconds per calibrated batch")
     ap.add_argument("--samples", type=int, default=None, help="interleaved samples per tool")
     ap.add_argument("--slow-limit", type=float, default=None,
@@ -72,7 +89,18 @@ def parse_config(argv=None) -> Config:
         slow_limit_s=a.slow_limit if a.slow_limit is not None else (0.5 if a.quick else 5.0),
         seed=a.seed, memory=not a.no_memory, plots=not a.no_plots, quick=a.quick,
         progress=not a.no_progress, cold=a.cold,
+        benchmarks=benchmarks_path(a.benchmarks, a.out, a.apps),
     )
+
+
+def benchmarks_path(option, out, app_names):
+    """Where ``BENCHMARKS.md`` goes: ``option`` (``--benchmarks``; ``"none"``: None), else
+    the repository root's for a run of every app into the default ``--out``, else ``out``'s."""
+    if option is not None:
+        return None if option.lower() == "none" else Path(option)
+    if Path(out) == DEFAULT_OUT and set(app_names) == set(apps.APP_NAMES):
+        return REPO_BENCHMARKS
+    return Path(out) / "BENCHMARKS.md"
 
 
 def main(argv=None):
@@ -84,8 +112,13 @@ def main(argv=None):
         print(f"skipped (not installed): {', '.join(skipped)}; how to add them: \"Peers not "
               f"installed\" above and in {cfg.out / 'results.md'}")
     plots = result.get("plots") or []
-    print(f"wrote {cfg.out / 'results.md'}, {cfg.out / 'results.json'}"
-          + (f" and {len(plots)} plots" if plots else ""))
+    written = [str(cfg.out / "results.md"), str(cfg.out / "results.json")]
+    if cfg.benchmarks is not None:
+        command = "python3 -m apps.bench" + "".join(" " + a for a in (
+            sys.argv[1:] if argv is None else argv))
+        write_atomic(Path(cfg.benchmarks), render_benchmarks(result, command))
+        written.append(str(cfg.benchmarks))
+    print(f"wrote {', '.join(written)}" + (f" and {len(plots)} plots" if plots else ""))
     return 0
 
 

@@ -15,6 +15,8 @@ partial run's cases are fine).  Guarantees:
 * :func:`render_compile_times` is the table of coarsen's transform time, the time from
   ``differentiate`` to the first gradient and Numba's compile time, per app and coarsen tool at
   its first use (the per-size preparation tables have the same columns for every size).
+* :func:`render_benchmarks` is ``BENCHMARKS.md``: the report with the summary first, under a
+  heading naming the command, the date, the machine and the mode.
 * :func:`ratio` is median(tool) / median(base) from the same run, at the reduced size when the
   tool was measured there.
 """
@@ -172,13 +174,14 @@ def render_summary(result, notes: Footnotes | None = None) -> str:
     return "\n".join(lines)
 
 
-def render_markdown(result, summary: str = "first") -> str:
-    """The whole report; ``summary`` is ``"first"`` or ``"last"`` (where the summary goes)."""
+def render_markdown(result, summary: str = "first", title: str | None = "# coarsen benchmark") -> str:
+    """The whole report; ``summary`` is ``"first"`` or ``"last"`` (where the summary goes);
+    ``title=None`` leaves out the heading."""
     if summary not in ("first", "last"):
         raise ValueError(f"summary must be 'first' or 'last', not {summary!r}")
     meta = result["meta"]
     notes = Footnotes()
-    lines = ["# coarsen benchmark", ""]
+    lines = [title, ""] if title else []
     lines.append(f"{meta['date']}; Python {meta['python']} on {meta['machine']} "
                  f"({meta['cpus']} CPUs); " + ", ".join(f"{k} {v}" for k, v in
                                                         meta["versions"].items() if v))
@@ -219,6 +222,24 @@ def render_markdown(result, summary: str = "first") -> str:
     return "\n".join(lines)
 
 
+def render_benchmarks(result, command: str) -> str:
+    """``BENCHMARKS.md``: the whole report (summary first) under a heading that says which
+    command wrote it, when, on what machine and in which mode."""
+    meta = result["meta"]
+    mode = "quick" if meta.get("quick") else "full"
+    cpu = meta.get("cpu_model") or meta.get("processor") or meta.get("machine")
+    head = ["# Benchmarks", "",
+            f"Written by `{command}` on {meta['date']}, {mode} mode (sizes "
+            f"{', '.join(meta.get('sizes', []))}; {meta['samples']} interleaved samples of "
+            f"batches of at least {meta['min_time_s']:g} s"
+            + ("; empty caches" if meta.get("cold_caches") else "") + f"), on {cpu} "
+            f"({meta['cpus']} CPUs, {meta['machine']}), Python {meta['python']}. Rerunning the "
+            f"harness rewrites this file; `results.json` in its output folder has everything "
+            f"measured, and earlier measurements are in `CHANGELOG.md`. Times vary by 10 to 30 % "
+            f"between runs on a shared machine: compare tools within one run.", ""]
+    return "\n".join(head) + "\n" + render_markdown(result, title=None)
+
+
 def _size_sections(result, notes):
     cases = result["cases"]
     tools = result["meta"]["tools"]
@@ -249,7 +270,7 @@ def _size_sections(result, notes):
 
 
 def _ratio_table(title, cs, tools, base, notes):
-    lines = [title, ""]
+    lines = [title, ""] if title else []
     cols = [t for t in tools if t != base]
     lines.append("| app | " + " | ".join(cols) + " |")
     lines.append("|---" * (len(cols) + 1) + "|")

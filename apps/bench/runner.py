@@ -59,6 +59,9 @@ class Config:
     #: run with empty coarsen and Numba caches (a temporary ``$COARSEN_CACHE_DIR``), so the
     #: transform and compile times are those of a first use, not of cache loads
     cold: bool = False
+    #: where the command line writes ``BENCHMARKS.md`` when the run completes (None: nowhere;
+    #: :func:`run` itself writes only ``out``'s files)
+    benchmarks: Path | None = None
 
 
 def run(cfg: Config) -> dict:
@@ -270,6 +273,18 @@ def _json_default(o):
     return str(o)
 
 
+def _cpu_model():
+    """The CPU's model name from ``/proc/cpuinfo`` (Linux), else None."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def _meta(cfg, tools, skipped):
     from importlib import metadata
 
@@ -281,7 +296,8 @@ def _meta(cfg, tools, skipped):
             vers[dist] = None
     return {
         "python": platform.python_version(), "machine": platform.machine(),
-        "processor": platform.processor(), "cpus": os.cpu_count(), "versions": vers,
+        "processor": platform.processor(), "cpu_model": _cpu_model(), "cpus": os.cpu_count(),
+        "versions": vers,
         "min_time_s": cfg.min_time, "samples": cfg.samples, "slow_limit_s": cfg.slow_limit_s,
         "quick": cfg.quick, "cold_caches": cfg.cold, "tools": list(tools), "requested_tools": list(cfg.tools),
         "skipped_peers": skipped, "apps": cfg.apps, "sizes": cfg.sizes,

@@ -250,6 +250,30 @@ def test_cli_prints_the_summary_once_and_last(tmp_path, capsys, monkeypatch):
     assert md.index("(summary)") < md.index("## Size s")
 
 
+def test_benchmarks_md_goes_to_the_repository_only_for_a_full_default_run(tmp_path, capsys,
+                                                                           monkeypatch):
+    from pathlib import Path
+    every = list(apps.APP_NAMES)
+    assert bench.cli.benchmarks_path(None, Path("bench_out"), every) == bench.cli.REPO_BENCHMARKS
+    assert bench.cli.REPO_BENCHMARKS.parent == Path(apps.__file__).resolve().parents[1]
+    assert bench.cli.benchmarks_path(None, Path("bench_out"), ["gmm"]) == \
+        Path("bench_out") / "BENCHMARKS.md"
+    assert bench.cli.benchmarks_path(None, tmp_path, every) == tmp_path / "BENCHMARKS.md"
+    assert bench.cli.benchmarks_path("none", Path("bench_out"), every) is None
+    assert bench.cli.benchmarks_path("x.md", tmp_path, ["gmm"]) == Path("x.md")
+    result = _result([{"app": "a", "size": "s", "dims": 3, "tools": {
+        "primal": _tool(1e-4), "handwritten": _tool(5e-4)}}], tools=("primal", "handwritten"),
+        quick=True, sizes=["s", "m"], cpu_model="Some CPU")
+    monkeypatch.setattr(bench.cli, "run", lambda cfg: result)
+    bench.main(["--quick", "--out", str(tmp_path), "--no-progress"])
+    text = (tmp_path / "BENCHMARKS.md").read_text()
+    head = text.split("\n\n")[1]
+    assert text.startswith("# Benchmarks\n") and "`python3 -m apps.bench --quick --out " in head
+    assert "on today, quick mode (sizes s, m;" in head and "Some CPU (2 CPUs, m)" in head
+    assert "## Size s: Gradient time / hand-written gradient time" in text
+    assert str(tmp_path / "BENCHMARKS.md") in capsys.readouterr().out
+
+
 def test_long_failure_messages_go_to_footnotes():
     long = ("UnsupportedError: tangent cannot differentiate the subscript assignment "
             "on line 12 of this objective because it mutates an array in place, which its "
