@@ -26,6 +26,16 @@ import re
 LIFT_NAMES = re.compile(r"_s\d+_\w*")
 
 
+#: names the drivers bind themselves (``coarsen.ad.reverse.tapes``, ``checkpoint``,
+#: ``local_stretch``, ``scratch``; the entry's value and counts): every supply holds them,
+#: taken by "driver", so no generator is handed one
+DRIVER_NAMES = frozenset({
+    "_ftape", "_fpos", "_itape", "_ipos", "_tlf", "_tli", "_tlmark", "_lftape", "_lfpos",
+    "_litape", "_lipos", "_peakf", "_peaki", "_wtop", "_value", "_grads", "_tape",
+    "_tape_floats", "_tape_ints", "_status", "_disc",
+})
+
+
 def escape(base: str) -> str:
     """``base``, moved out of the segment symbols' names (``_s1_g`` -> ``_us1_g``): a name the
     frontend builds from a user's name (a rule ``s1`` gives ``_s1_g``) never enters them."""
@@ -36,7 +46,7 @@ class NameSupply:
     """The names of one generated module: those taken and who took them."""
 
     def __init__(self, taken=(), owner="source"):
-        self._owner: dict[str, str] = {}
+        self._owner: dict[str, str] = dict.fromkeys(DRIVER_NAMES, "driver")
         for name in taken:
             self._owner.setdefault(name, owner)
 

@@ -27,18 +27,11 @@ import re
 
 import gast
 
-from .fresh import LIFT_NAMES, NameClash
+from .fresh import DRIVER_NAMES, LIFT_NAMES, NameClash
 
 #: on when the environment asks (the test suite does)
 ENABLED = os.environ.get("COARSEN_CHECK_NAMES") == "1"
 
-#: names the drivers bind themselves (``coarsen.ad.reverse.tapes``, ``checkpoint``,
-#: ``local_stretch``, ``scratch``; the entry's value and counts)
-DRIVER_NAMES = frozenset({
-    "_ftape", "_fpos", "_itape", "_ipos", "_tlf", "_tli", "_tlmark", "_lftape", "_lfpos",
-    "_litape", "_lipos", "_peakf", "_peaki", "_wtop", "_value", "_grads", "_tape",
-    "_tape_floats", "_tape_ints", "_status",
-})
 
 #: rewrites of the emitted code: (the pattern of the names it makes, the rewrite)
 POST_EMISSION = (
@@ -50,7 +43,8 @@ POST_EMISSION = (
     (re.compile(r"_row\d+"), "rematerialize or adjoint_rows"),
     (re.compile(r"_(rows|ext|col)\d+"), "adjoint_rows"),
     (re.compile(r"_iv\d+"), "loop_order"),
-    (re.compile(r"_(lo|hi|mid|part)_j\d+"), "jam"),
+    # unroll and jam (coarsen.ad.forward.jam): its own names and a trip's copies of names
+    (re.compile(r"_\w+_j\d+"), "jam"),
 )
 
 
@@ -81,7 +75,7 @@ def owners_of(name, supply):
     if base in DRIVER_NAMES:
         found.append("driver")
     found += [owner for pattern, owner in POST_EMISSION if pattern.fullmatch(base)]
-    return found
+    return list(dict.fromkeys(found))     # the supply's "driver" and the vocabulary's: one
 
 
 def check_names(module, supply, entries=None):
