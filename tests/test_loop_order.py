@@ -164,6 +164,12 @@ REFUSED = [
                               "    p += 1.0\n"),
     # a name the trip assigns that is also an array: here a view that each trip adds into
     # (a store no subscript shows) and reads an element of
+    # a "counter" (v = v - 1 first in the trip) that is an array: counting it up is no
+    # reordering of its trips (test_an_array_is_no_counter checks that no branch counts up)
+    ("a counter read as an array", "q = np.zeros(2) + 5.0\nacc = 0.0\n"
+     "for i in range(n - 1, -1, -1):\n    q = q - 1\n    acc += q[0] * w[i]\n"),
+    ("a counter stored into as an array", "q = np.zeros(2) + 5.0\n"
+     "for i in range(n - 1, -1, -1):\n    q = q - 1\n    q[1] = w[i] * i\n"),
     ("a trip's name read as an array", "o = np.zeros((2, n))\ns = 0.0\n"
      "for i in range(n - 1, -1, -1):\n    v = o[0]\n    v += w[:n]\n    s += v[i]\n"),
 ]
@@ -181,6 +187,15 @@ def test_the_refused_cases_would_change_the_result(why, src):
     flipped = src.replace("range(n - 1, -1, -1)", "range(n)")
     a, b = _run(src), _run(flipped)
     assert any(not np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a), why
+
+
+@pytest.mark.parametrize("why", ["a counter read as an array", "a counter stored into as an array"])
+def test_an_array_is_no_counter(why):
+    """The counted rewrite keeps the loop as it was in its ``else`` branch: the check that the
+    loop is left alone is that nothing counts up."""
+    src = dict(REFUSED)[why]
+    out = _rewrite(src)
+    assert "range(n)" not in out and "_iv" not in out, (why, out)
 
 
 def test_user_arrays_and_unmarked_loops_are_left_alone():

@@ -309,6 +309,8 @@ def _commutes(loop, path, top_body, made, induction=None, nonneg=frozenset()):
     scalars = set(f.aug) | set(f.plain) | f.other_aug | f.targets
     if induction is not None:
         v = induction[0]
+        # (a counter stored into as an array is refused below as well: the counter's own
+        # statement names it whole, so it is not _only_indexed)
         if v in f.stores or v in f.read_arrays:
             return False
         # _induction found ``v`` stored once in the loop, by its first statement (``v -= c`` or
