@@ -92,6 +92,16 @@ def _variant(old, new, src=SRC):
      "a 2-D read: a matrix's worth to keep"),
     (_variant("            X[i, j] = u", "            if c > 0:\n                X[i, j] = u"),
      "a store under a branch"),
+    (_variant("    for p in range(n):\n        for q in range(m):\n            X[p, q] += X0[p, q]\n"
+              "            out[p, q] = X[p, q] * 3.0",
+              "    for c in range(n):\n        for q in range(m):\n            X[c, q] += X0[c, q]\n"
+              "            out[c, q] = X[c, q] * 3.0"),
+     "the reader's row index is a scalar the element reads (c)"),
+    (_variant("    for p in range(n):\n        for q in range(m):\n            X[p, q] += X0[p, q]\n"
+              "            out[p, q] = X[p, q] * 3.0",
+              "    for p in range(n):\n        for c in range(m):\n            X[p, c] += X0[p, c]\n"
+              "            out[p, c] = X[p, c] * 3.0"),
+     "the reader's column index is a scalar the element reads (c)"),
 ])
 def test_left_alone(src, why):
     before, after, text = _rewrite(src)
