@@ -88,6 +88,8 @@ def _variant(old, new, src=SRC):
      "more than MAX_OPS operations"),
     (_variant("    for p in range(n):", "    P = np.sin(x)\n    for p in range(n):"),
      "a call between writer and reader"),
+    (_variant("    for p in range(n):", "    k = len(sorted(x))\n    for p in range(n):"),
+     "a call of a builtin that is not pure between writer and reader"),
     (_variant("            u = t - c", "            u = t - X0[i, j]"),
      "a 2-D read: a matrix's worth to keep"),
     (_variant("            X[i, j] = u", "            if c > 0:\n                X[i, j] = u"),
