@@ -702,7 +702,7 @@ class CallerGen:
 
     def s_new_array(self, ind):
         b = self.new_array()
-        self.emit(ind, f"{b} = {self.arr_expr()}")
+        self.emit(ind, f"{b} = {_fresh(self.arr_expr())}")     # never an alias (a view written later is refused)
         self.arrays.append(b)
 
     def s_copy_update(self, ind):

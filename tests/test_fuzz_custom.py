@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 
 from tests.progen import FuzzFailure, check_seed_with_oracle, check_source, discard_kind, prescreen
-from tests.progen_custom import generate_custom, minimize_custom, rule_errors
+from tests.progen_custom import F_ARRAYS, generate_custom, minimize_custom, rule_errors
 
 SIZE = 3
 # each failed on cpu at ea6bfff (before the name supply), in the mode named by its parity
@@ -129,6 +129,19 @@ def test_family_covers_its_features():
     low = {k: (feats[k], f">= {int(v * N_FEATURES)}") for k, v in want.items()
            if feats[k] < v * N_FEATURES}
     assert not low, f"features too rare in {N_FEATURES} programs: {low}"
+
+
+def test_f_makes_no_alias():
+    """``f`` never binds a second name to an array (``d = b``): coarsen refuses a view written
+    later, as documented, and such a program would check nothing (seed 42000152)."""
+    arrays = set(F_ARRAYS) | {"a"}          # f's array names, with plain names
+    for seed in range(N_FEATURES):
+        tree = ast.parse(generate_custom(seed, adversarial=False).source)
+        f = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "f")
+        alias = [ast.unparse(n) for n in ast.walk(f)
+                 if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name)
+                 and n.value.id.rstrip("0123456789") in arrays]
+        assert not alias, (seed, alias)
 
 
 def test_family_is_deterministic_and_runs():
