@@ -4,8 +4,9 @@ that reserve nothing, initial values, and source lines as comments.
 Requires: gast statements from the emitter.
 Guarantees: the user's own statements are never removed; passes return new statement lists.
 ``only_elementwise(stmts, name)`` tells whether an array is never aliased there (allocated
-fresh, indexed element by element, updated as a whole): the adjoint rewrites that reason about
-its elements (``dead_resets``, ``loop_order``) rely on it; ``elementwise_uses`` gives those
+fresh, indexed element by element, updated as a whole; given its rank, a read of fewer axes is
+a view, which a name may hold): the adjoint rewrites that reason about its elements
+(``dead_resets``, ``loop_order``) rely on it; ``elementwise_uses`` gives those
 uses for a pass that allows more (``invariant_sums.no_alias``); ``int_value`` reads an int
 constant, ``affine`` an index ``name + c``, ``index_elts`` a subscript's axes and
 ``plain_range`` a ``for ... in range(...)`` loop, ``fresh_elementwise`` whether a user's
@@ -129,17 +130,18 @@ def np_allocation(st, made, kinds=("zeros", "empty")):
     return st.targets[0].id, v.func.attr, v.args[0]
 
 
-def elementwise_uses(body, name):
+def elementwise_uses(body, name, rank=None):
     """``(ids, allocated)``: the ids of the ``Name`` nodes of ``name`` in ``body`` that are
     allocations (``name = np.zeros(...)`` / ``np.empty(...)``), indexings without slices or
     whole targets of ``name += ...`` / ``name -= ...``, and whether an allocation is among
-    them."""
+    them.  With ``rank`` (``name``'s number of axes) a read indexing fewer axes is no element
+    but a view (``X[0]`` of a matrix: a row a name may be bound to); a store into it
+    (``X[0] = ...``) copies and stays allowed."""
     allowed, allocated = set(), False
     for st in body:
         for n in gast.walk(st):
             if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name) and n.value.id == name:
-                idx = n.slice.elts if isinstance(n.slice, gast.Tuple) else [n.slice]
-                if not any(isinstance(i, gast.Slice) for i in idx):
+                if _element_index(n, rank):
                     allowed.add(id(n.value))
             elif isinstance(n, gast.AugAssign) and isinstance(n.target, gast.Name) and \
                     n.target.id == name and isinstance(n.op, (gast.Add, gast.Sub)):
@@ -152,6 +154,15 @@ def elementwise_uses(body, name):
                     allowed.add(id(n.targets[0]))
                     allocated = True
     return allowed, allocated
+
+
+def _element_index(sub, rank):
+    """Does the subscript ``sub`` index without slices, and, read with ``rank`` given, all of
+    its ``rank`` axes?"""
+    idx = index_elts(sub.slice)
+    if any(isinstance(i, gast.Slice) for i in idx):
+        return False
+    return rank is None or isinstance(sub.ctx, gast.Store) or len(idx) == rank
 
 
 def _np_call(v, kinds):
@@ -169,16 +180,17 @@ def fresh_allocation(v):
     return _np_call(v, ("zeros", "empty"))
 
 
-def fresh_elementwise(body, name):
+def fresh_elementwise(body, name, rank=None):
     """``name`` is a user's array that no other name reaches: every assignment of it is a fresh
     allocation (``np.zeros``/``empty``/``ones``/``full``, ``np.copy(...)`` or ``....copy()``),
-    at least one, and otherwise it is only indexed without slices or read for its ``.shape``
-    (no call, return or expression takes it whole)."""
+    at least one, and otherwise it is only indexed without slices (read at all its axes, with
+    ``rank`` given: ``elementwise_uses``) or read for its ``.shape`` (no call, return or
+    expression takes it whole)."""
     allowed, allocated = set(), False
     for st in body:
         for n in gast.walk(st):
             if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name) and n.value.id == name:
-                if not any(isinstance(i, gast.Slice) for i in index_elts(n.slice)):
+                if _element_index(n, rank):
                     allowed.add(id(n.value))
             elif isinstance(n, gast.Attribute) and n.attr == "shape" and \
                     isinstance(n.value, gast.Name) and n.value.id == name:
@@ -203,10 +215,10 @@ def _fresh(v):
     return f.attr == "copy" and not v.args
 
 
-def only_elementwise(body, name):
-    """``name`` appears only allocated fresh, indexed without slices, or as the whole target
-    of ``name += ...`` / ``name -= ...``."""
-    allowed, _ = elementwise_uses(body, name)
+def only_elementwise(body, name, rank=None):
+    """``name`` appears only allocated fresh, indexed without slices (read at all its axes,
+    with ``rank`` given), or as the whole target of ``name += ...`` / ``name -= ...``."""
+    allowed, _ = elementwise_uses(body, name, rank)
     return all(id(n) in allowed for st in body for n in gast.walk(st)
                if isinstance(n, gast.Name) and n.id == name)
 

@@ -358,7 +358,12 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
     body = drop_dead_adjoint_code(body, made)
     body = drop_dead_resets(body, made)
     body = first_writes(body, made)
-    body = forward_order(body, made)
+    # the rank of every array the code names: the variables' (the emitter's own among them)
+    # and their adjoints', the tapes'
+    ranks = {v: t.ndim for v, t in list(types.items()) + list(em.extra_inits) if isinstance(t, Array)}
+    ranks.update({Emitter.bar(v): n for v, n in list(ranks.items())})
+    ranks.update({tape: 1 for tape in (FT, IT, LFT, LIT, TLF, TLI)})
+    body = forward_order(body, made, ranks)
     body = invariant_sums(body, made)
     body = fuse_loops(body, made)
     # rank-one matrix adjoints (A_bar[i, j] = w_bar[i] * x[j]) recomputed where they are read

@@ -7,8 +7,10 @@ product), nothing needs that order, and a loop counting down over memory is one 
 scalar: gemver's reverse sweep took 1.5x the time of the same loops counting up.
 
 Requires: the generated function's top-level statements (gast), the names the compiler made,
-and the reverse loops marked by the emitter (``REVERSE_MARK``, set by ``reverse_range``).
-Guarantees: ``forward_order(body, made)`` returns the statements (a new list, the input not
+the rank of every array name (``ranks``: the variables', the adjoints', the tapes'; a name
+outside it that the function subscripts is an array of unknown rank) and the reverse loops
+marked by the emitter (``REVERSE_MARK``, set by ``reverse_range``).
+Guarantees: ``forward_order(body, made, ranks)`` returns the statements (a new list, the input not
 modified: where a loop is rewritten, the statements are copies) with each marked loop
 ``for v in range(a, b, -1)`` whose trips commute rewritten as ``for v in range(b + 1, a + 1)``
 (with a counter, as at the end of this docstring).  The trips of a loop ``L`` commute when, in its body (nested
@@ -28,9 +30,14 @@ statements included):
     reset by ``v = 0.0`` as the last statement of ``L``'s body that touches it, with ``v``
     0.0 when ``L`` starts (the last top-level statement before ``L`` that writes ``v`` is
     ``v = 0.0``, ``L`` a top-level statement): every trip starts from 0.0;
-* every array ``L`` stores into is compiler-made, appears in the function only allocated
-  fresh, indexed element by element (no slice: no view of it exists) or updated as a whole
-  (``X += ...``), and in ``L`` only indexed (or its ``.shape``); and every two of its accesses
+* in ``L`` every array (a name of ``ranks``, or one the function subscripts) appears only
+  indexed at all of its axes, its rank known, without slices, or for its ``.shape``: no name
+  ``L`` assigns holds an array or a view (a read of fewer axes than the rank, ``X[0]`` of a
+  matrix, is a row), so ``L`` writes memory only through its element stores;
+* every array ``L`` stores into is compiler-made (or the user's, made fresh:
+  ``cleanup.fresh_elementwise``), appears in the function only allocated fresh, read at all
+  of its axes (a row read could be held by a name), stored into without slices or updated
+  as a whole (``X += ...``): no other name reaches it; and every two of its accesses
   in ``L`` of which one is a plain store ``X[...] = e``, or one a read and the other an
   augmented store ``X[...] += e``, either meet only within a trip (at some axis both index
   with ``L``'s variable plus the same constant: different trips, different elements) or
@@ -297,31 +304,31 @@ def _reset_last(body, name):
     return False
 
 
-def _commutes(loop, path, top_body, made, induction=None, nonneg=frozenset()):
+def _commutes(loop, path, top_body, made, arrays, induction=None, nonneg=frozenset()):
     """Do the trips of ``loop`` (reached through ``path``) commute (module docstring)?
     ``top_body``: the function's statements up to the top-level one holding ``loop``;
-    ``induction``: the counter ``_induction`` found, which the rewrite recomputes."""
+    ``arrays``: the rank of each array name (None: unknown); ``induction``: the counter
+    ``_induction`` found, which the rewrite recomputes."""
     var = loop.target.id
     f = _Facts()
     _collect(loop.body, f, var)
-    if not f.ok:
+    if not f.ok or not _elements_only(loop.body, arrays):
         return False
     scalars = set(f.aug) | set(f.plain) | f.other_aug | f.targets
     if induction is not None:
         v = induction[0]
-        # (a counter stored into as an array is refused below as well: the counter's own
-        # statement names it whole, so it is not _only_indexed)
-        if v in f.stores or v in f.read_arrays:
-            return False
         # _induction found ``v`` stored once in the loop, by its first statement (``v -= c`` or
         # ``v = v - c``: an ``aug`` or ``plain`` fact): never an inner loop's variable nor
         # updated by another operator, each of which would be a second store
         assert v not in f.targets and v not in f.other_aug, v
         scalars.discard(v)
     zeroed, local = set(), set()
+    for v in scalars | ({induction[0]} if induction else set()):
+        # a name the loop assigns is named whole there: _elements_only refused the loop if
+        # it were an array (subscripted anywhere, or in ``arrays``), which an element store
+        # or read of it would make it
+        assert v not in f.stores and v not in f.read_arrays, v
     for v in scalars:
-        if v in f.stores or v in f.read_arrays:
-            return False
         if v in f.other_aug:
             local.add(v)
         elif v not in f.plain and v not in f.targets and not f.reads.get(v, 0):
@@ -337,8 +344,12 @@ def _commutes(loop, path, top_body, made, induction=None, nonneg=frozenset()):
         return False
     assigned = scalars | {var} | ({induction[0]} if induction else set())
     for a, stores in f.stores.items():
-        unaliased = only_elementwise(top_body, a) if a in made else fresh_elementwise(top_body, a)
-        if not unaliased or not _only_indexed(loop.body, a):
+        # no other name reaches the array (none holds a view: ``arrays[a]``, known here, tells
+        # a row read from an element); in the loop, _elements_only saw only its elements
+        rank = arrays[a]
+        unaliased = only_elementwise(top_body, a, rank) if a in made else \
+            fresh_elementwise(top_body, a, rank)
+        if not unaliased:
             return False
         accesses = [(index_elts(idx), "p" if plain else "u") for idx, plain in stores] + \
             [(index_elts(idx), "r") for idx in f.read_idx.get(a, ())]
@@ -373,18 +384,25 @@ def _disjoint(x, y, var, assigned, nonneg=frozenset()):
     return False
 
 
-def _only_indexed(stmts, name):
-    """In ``stmts``, ``name`` appears only subscripted or for its ``.shape``."""
+def _elements_only(stmts, arrays):
+    """In ``stmts``, every name of ``arrays`` (and every subscripted name) appears only indexed
+    at all of its axes, known, without slices (a read of fewer axes than the rank is a view,
+    and a name bound to it would alias the array: a store through that name no subscript
+    shows), or for its ``.shape``.  The other names are then scalars: no statement of
+    ``stmts`` writes an array but through an element store."""
     inside = set()
     for st in stmts:
         for n in gast.walk(st):
-            if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name) and n.value.id == name:
+            if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name):
+                idx = index_elts(n.slice)
+                rank = arrays.get(n.value.id)
+                if rank is None or len(idx) != rank or any(isinstance(i, gast.Slice) for i in idx):
+                    return False
                 inside.add(id(n.value))
-            elif isinstance(n, gast.Attribute) and n.attr == "shape" and \
-                    isinstance(n.value, gast.Name) and n.value.id == name:
+            elif isinstance(n, gast.Attribute) and n.attr == "shape" and isinstance(n.value, gast.Name):
                 inside.add(id(n.value))
     return all(id(n) in inside for st in stmts for n in gast.walk(st)
-               if isinstance(n, gast.Name) and n.id == name)
+               if isinstance(n, gast.Name) and n.id in arrays)
 
 
 def _forward_range(it):
@@ -416,7 +434,10 @@ def _top_index(body, loop, path):
     return next(k for k, st in enumerate(body) if st is outer)
 
 
-def forward_order(body, made):
+def forward_order(body, made, ranks):
+    """The module docstring; ``ranks``: the number of axes of each array name (the variables',
+    their adjoints', the tapes'); a name not in it that the function subscripts somewhere is
+    an array of unknown rank, any other a scalar."""
     out = list(body)
     todo = []
 
@@ -435,13 +456,18 @@ def forward_order(body, made):
     # a counter becomes statements around it, in its own block)
     chosen, counted = [], []
     nonneg = nonnegative_names(out)
+    arrays = dict(ranks)
+    for st in out:
+        for n in gast.walk(st):
+            if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name):
+                arrays.setdefault(n.value.id, None)
     for st, path in todo:
         top = out[:_top_index(out, st, path) + 1]
-        if _commutes(st, path, top, made, nonneg=nonneg):
+        if _commutes(st, path, top, made, arrays, nonneg=nonneg):
             chosen.append(st)
             continue
         ind = _induction(st)
-        if ind is not None and _commutes(st, path, top, made, ind, nonneg=nonneg):
+        if ind is not None and _commutes(st, path, top, made, arrays, ind, nonneg=nonneg):
             counted.append((st, ind))
     if not chosen and not counted:
         return out
