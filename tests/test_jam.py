@@ -237,6 +237,17 @@ def f(X, w, g):
             g[j] += X[i, j] * w[j]
     return g
 """,
+    # last bound by a call that is not an allocation: ``np.asarray`` hands back its argument,
+    # so the accumulator is ``w``, which every trip reads (issue 48: ``_check_fresh``)
+    "an accumulator last bound to an array a call may hand back": """
+def f(X, w):
+    g = np.zeros(3)
+    g = np.asarray(w)
+    for i in range(X.shape[0]):
+        for j in range(3):
+            g[j] += X[i, j] * w[j]
+    return g
+""",
     "a value assigned in one branch only": """
 def f(X, w):
     g = np.zeros(3)

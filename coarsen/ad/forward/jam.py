@@ -72,6 +72,9 @@ _PURE_CALLS = {"float", "int", "abs", "min", "max", "bool", "_lanes_at", "_lanes
                "IndexError"}
 _SHAPE_ATTRS = {"shape", "size", "ndim"}
 _FRESH = {"np.zeros", "np.empty"}
+#: the calls that write into their first argument (tested by membership: with ``==``, the
+#: mutant ``is`` would be equivalent, the names being interned strings, and survive)
+_WRITERS = frozenset({"_lanes_put"})
 _ACC_OPS = (gast.Add, gast.Sub)
 
 
@@ -215,14 +218,14 @@ def _check_forms(body):
         if isinstance(node, gast.Attribute) and not isinstance(node.ctx, gast.Load):
             raise NotJammed("an attribute is assigned")
         if isinstance(node, gast.Expr) and not (isinstance(node.value, gast.Call)
-                                                and _call_name(node.value) == "_lanes_put"):
+                                                and _call_name(node.value) in _WRITERS):
             raise NotJammed("an expression statement")
         if isinstance(node, gast.For):
             _range_args(node)
         if isinstance(node, gast.Call):
             fn = _call_name(node)
             if fn is None or not (fn in _PURE_CALLS or fn in _FRESH or fn == "range"
-                                  or fn == "_lanes_put" or fn.startswith("math.")):
+                                  or fn in _WRITERS or fn.startswith("math.")):
                 raise NotJammed(f"a call of {fn}")
         if isinstance(node, (gast.Lambda, gast.ListComp, gast.GeneratorExp, gast.Starred,
                              gast.NamedExpr, gast.Yield, gast.Await)):
@@ -263,7 +266,7 @@ def _array_update(st):
         return Update(t.value.id, t.slice, st.value.right, _op(st.value.op),
                       (t.value, st.value.left.value), st.value.left)
     if (isinstance(st, gast.Expr) and isinstance(st.value, gast.Call)
-            and _call_name(st.value) == "_lanes_put" and len(st.value.args) == 3):
+            and _call_name(st.value) in _WRITERS and len(st.value.args) == 3):
         a, idx, v = st.value.args
         if (isinstance(a, gast.Name) and isinstance(v, gast.BinOp) and isinstance(v.op, gast.Add)
                 and isinstance(v.left, gast.Call) and _call_name(v.left) == "_lanes_at"
@@ -280,7 +283,7 @@ def _mutated(body):
         base = None
         if isinstance(node, gast.Subscript) and isinstance(node.ctx, gast.Store):
             base = node.value
-        elif isinstance(node, gast.Call) and _call_name(node) == "_lanes_put":
+        elif isinstance(node, gast.Call) and _call_name(node) in _WRITERS:
             base = node.args[0] if node.args else None
         else:
             continue

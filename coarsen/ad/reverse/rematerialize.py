@@ -323,6 +323,8 @@ class _Rewrite:
             return None
         inner = writer.body[inner_at[0]]
         j = _loop_var(inner)
+        # (``j is None`` first: a statement other than a ``for`` has no ``iter`` to read; an
+        # inner loop over ``i`` again is refused below too, ``i`` then assigned twice in W)
         if j is None or j == i or _mentions(inner.iter, x):
             return None
         stores = [k for k, st in enumerate(inner.body) if _mentions(st, x)]
