@@ -17,3 +17,7 @@ if _ROOT not in sys.path:
 # defaults, so that what they generate does not depend on the machine they run on.
 os.environ.setdefault("COARSEN_COST_WEIGHTS", "default")
 
+
+# every module the suite generates is checked for compiler names with no generator or more
+# than one (coarsen.ir.fresh_check): set before coarsen is imported, inherited by workers
+os.environ.setdefault("COARSEN_CHECK_NAMES", "1")

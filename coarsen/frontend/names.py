@@ -32,8 +32,11 @@ class Namer:
 
     def __init__(self, seed=()):
         # the module's one supply (``coarsen.ir.fresh``), seeded with every identifier of the
-        # source function (never handed out); ``lower`` gives it to the ``Function``
-        self.supply = NameSupply(seed)
+        # source function that may stand for itself (never handed out); one that looks like
+        # a compiler name is always escaped, never bound as it is, so it takes nothing from
+        # the compiler: a user's ``_t3`` leaves the temporaries numbered as they would be
+        # without it (renaming a variable gives the same code, the same bits)
+        self.supply = NameSupply(n for n in seed if not self.compiler_looking(n))
         self.user_map = {}
         self.count = 0
         self.inlines = {}

@@ -66,11 +66,12 @@ def _bound(fdef):
 def owners_of(name, supply):
     """The generators that account for ``name`` (see the module docstring)."""
     base = name
-    while base.endswith("_bar") and base not in supply:
+    # (an identifier of the source that starts with "_" is escaped, never bound as it is: a
+    # user's ``_ret_bar`` says nothing of the adjoint of the frontend's ``_ret``)
+    while base.endswith("_bar") and (base not in supply or supply.owner(base) == "source"):
         base = base[:-4]
     found = []
     if base in supply and supply.owner(base) != "source":
-        # (an identifier of the source that starts with "_" is escaped, never bound as it is)
         found.append(supply.owner(base))
     if base in DRIVER_NAMES:
         found.append("driver")
