@@ -77,6 +77,9 @@ def _on_cpu(e):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--count", type=int, default=1000)
+    ap.add_argument("--start", type=int, default=0,
+                    help="resume at program k = START (of seed*1_000_000 + k, k < count; the cpu "
+                         "sample and the modes in turn as in an uninterrupted run)")
     ap.add_argument("--seed", type=int, default=0, help="base seed: programs seed*1_000_000 + k")
     ap.add_argument("--cpu", type=int, default=0, help="also check the first N programs on target cpu")
     ap.add_argument("--cpu-every", type=int, default=None,
@@ -104,7 +107,8 @@ def main(argv=None):
     minimizer = MINIMIZERS.get(opts.family, minimize)
     every = CPU_EVERY.get(opts.family, 0) if opts.cpu_every is None else opts.cpu_every
 
-    seeds = [opts.one] if opts.one is not None else [opts.seed * 1_000_000 + k for k in range(opts.count)]
+    ks = [0] if opts.one is not None else list(range(opts.start, opts.count))
+    seeds = [opts.one] if opts.one is not None else [opts.seed * 1_000_000 + k for k in ks]
     outdir = os.path.join(FUZZ_DIR, "failures")
     os.makedirs(outdir, exist_ok=True)
     counts = collections.Counter()
@@ -115,7 +119,7 @@ def main(argv=None):
     t0 = time.time()
     adv = {"drawn": None, "adversarial": True, "plain": False}[opts.names]
     names_only = []
-    for k, s in enumerate(seeds):
+    for k, s in zip(ks, seeds):
         prog = generate(s, opts.size, adversarial=adv)
         features.update(prog.features)
         if opts.show:
@@ -180,10 +184,10 @@ def main(argv=None):
             discards[discard_kind(out.why)] += 1
             discard_seeds[discard_kind(out.why)].append(s)
         if not opts.quiet and (k + 1) % 100 == 0:
-            print(f"{k + 1}/{len(seeds)} programs, {time.time() - t0:.0f} s, {dict(counts)}", flush=True)
+            print(f"{k + 1}/{opts.count} programs, {time.time() - t0:.0f} s, {dict(counts)}", flush=True)
     dt = time.time() - t0
     n = max(len(seeds), 1)
-    print(f"\n{len(seeds)} programs (family {opts.family}, base seed {opts.seed}, names {opts.names}, "
+    print(f"\n{len(seeds)} programs (family {opts.family}, base seed {opts.seed}, k from {ks[0]}, names {opts.names}, "
           f"cpu: first {opts.cpu} and every {every or '-'}th) in {dt:.0f} s: "
           f"{dict(counts)}")
     print(f"checked against the oracle: {counts['ok_with_oracle']} ({counts['ok_with_oracle'] / n:.0%}); "
