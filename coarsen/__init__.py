@@ -3,13 +3,12 @@
     g = coarsen.differentiate(f)          # gradient of a scalar function
     grads = g(*args); value, grads = g.value_and_grad(*args); print(g.source)
 """
-__version__ = "0.1.0"
-
-from .errors import CoarsenError  # noqa: E402
-from .api import Gradient, differentiate, ir_text  # noqa: E402
-from .forward_api import Jvp, jvp  # noqa: E402
-from .jacobian_api import Jacobian, jacobian  # noqa: E402
-from .hessian_api import Hessian, Hvp, hessian, hvp  # noqa: E402
+from .transforms.version import __version__
+from .errors import CoarsenError
+from .transforms.gradient import Gradient, differentiate, ir_text
+from .transforms.jvp import Jvp, jvp
+from .transforms.jacobian import Jacobian, jacobian
+from .transforms.hessian import Hessian, Hvp, hessian, hvp
 
 __all__ = ["CoarsenError", "Gradient", "Hessian", "Hvp", "Jacobian", "Jvp", "differentiate", "hessian", "hvp",
            "ir_text", "jacobian", "jvp", "__version__"]

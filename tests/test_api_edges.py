@@ -200,7 +200,7 @@ def _element_in_place(bh, X):
 def test_an_element_updated_in_place_is_not_a_view():
     """``a = bh[i]; a += ...`` (an RNN's pre-activation) writes nothing of ``bh``: the kind
     keeps the direct hit; a row of a matrix (fewer ints than axes) is still a view."""
-    from coarsen.artifact import written_positions
+    from coarsen.transforms.artifact import written_positions
     from coarsen.frontend.lower import lower
     from coarsen.ir.nodes import Array
     bh, X = np.array([0.5, -0.25]), np.array([[1.0, 2.0], [0.5, -1.5]])

@@ -1,4 +1,4 @@
-"""Batched gradients (coarsen.batching): CPU (numba prange) and plain-Python drivers against a
+"""Batched gradients (coarsen.transforms.batching.cpu): CPU (numba prange) and plain-Python drivers against a
 loop over the gradient, in_axes handling, and the CUDA path under Numba's simulator.
 
 The simulator is enabled by NUMBA_ENABLE_CUDASIM, which Numba reads once at import: the CUDA

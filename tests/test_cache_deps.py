@@ -101,7 +101,7 @@ NEW_ENV = {"COARSEN_TEST_OFFSET": "3.0", "COARSEN_TEST_SCALE": "0.5"}
 
 CHILD = textwrap.dedent('''
     import json, os, sys
-    import coarsen, coarsen.api
+    import coarsen, coarsen.transforms.gradient
     job = json.loads(sys.argv[1])
     for stmt in job.get("patch", []):
         exec(stmt)
@@ -180,12 +180,12 @@ def test_entries_of_another_version_are_not_served(work):
     base = child(folder, env, fn)
     assert not base["results"]["uses_helper"]["cached"] and base["entries"] == 1
     # another coarsen version: its own entry
-    other = child(folder, env, fn, patch=['coarsen.api.__version__ = "0.0.0+other"'])
+    other = child(folder, env, fn, patch=['coarsen.transforms.gradient.__version__ = "0.0.0+other"'])
     assert not other["results"]["uses_helper"]["cached"] and other["entries"] == 2
     # another NumPy (any toolchain part): its own entry
     tool = child(folder, env, fn, patch=[
-        "_real = coarsen.api.toolchain_versions",
-        'coarsen.api.toolchain_versions = lambda: dict(_real(), numpy="0.0.0")'])
+        "_real = coarsen.transforms.gradient.toolchain_versions",
+        'coarsen.transforms.gradient.toolchain_versions = lambda: dict(_real(), numpy="0.0.0")'])
     assert not tool["results"]["uses_helper"]["cached"] and tool["entries"] == 3
     again = child(folder, env, fn)
     assert again["results"]["uses_helper"]["cached"] and again["entries"] == 3

@@ -2,7 +2,7 @@
 symbolic stage; editing the function's source gives new code; clear_cache() empties the cache.
 
 Each child process imports a function from a file in a temporary folder, with a private
-COARSEN_CACHE_DIR, and wraps ``coarsen.api.differentiate_ir`` (the symbolic and reverse-mode
+COARSEN_CACHE_DIR, and wraps ``coarsen.transforms.gradient.differentiate_ir`` (the symbolic and reverse-mode
 stage) to count its calls; it prints the count, the gradient and the generated source.
 """
 import json
@@ -28,13 +28,13 @@ def spiral(a, x0, n):
 
 CHILD = textwrap.dedent('''
     import json, sys
-    import coarsen, coarsen.api
+    import coarsen, coarsen.transforms.gradient
     calls = []
-    real = coarsen.api.differentiate_ir
+    real = coarsen.transforms.gradient.differentiate_ir
     def counting(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
-    coarsen.api.differentiate_ir = counting
+    coarsen.transforms.gradient.differentiate_ir = counting
     import fmod
     g = coarsen.differentiate(fmod.spiral)
     value, grad = g.value_and_grad(0.7, 0.3, 8)

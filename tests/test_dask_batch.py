@@ -1,4 +1,4 @@
-"""Batched gradients on a Dask cluster (coarsen.dask_batch): against the CPU batch, dask.array
+"""Batched gradients on a Dask cluster (coarsen.transforms.batching.dask): against the CPU batch, dask.array
 inputs, determinism, a worker killed mid-run, bad inputs.
 
 One in-process cluster (2 workers x 1 thread, module scope) serves most tests; the killed-worker
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import coarsen
-from coarsen import dask_batch
+from coarsen.transforms.batching import dask as dask_batch
 from coarsen import examples as ex
 
 distributed = pytest.importorskip("distributed")

@@ -1,4 +1,4 @@
-"""Direct mode (``coarsen.direct_call``): a hot kind of arguments' ``g(*args)`` goes straight
+"""Direct mode (``coarsen.transforms.direct_call``): a hot kind of arguments' ``g(*args)`` goes straight
 into a Numba dispatcher.  Its results are the general path's bit for bit, for the kind and for
 the kinds Numba types alike (``np.float64``, ``np.int64``, other layouts); any other call leaves
 it for the general path, which binds and refuses as before; ``tape_bytes`` and ``report`` keep
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import coarsen
-from coarsen import direct_call
+from coarsen.transforms import direct_call
 from apps.series import objective as series  # the closed form whose calls are all overhead
-from coarsen.tiers import GRAD_ONLY_AFTER
+from coarsen.transforms.tiers import GRAD_ONLY_AFTER
 from tests.test_grad_only import loss
 
 

@@ -1,4 +1,4 @@
-"""Export (coarsen.export): standalone modules with g's calling convention, bit-identical
+"""Export (coarsen.transforms.export): standalone modules with g's calling convention, bit-identical
 gradients, importable without coarsen (checked in a subprocess where ``import coarsen`` fails)."""
 import ast
 import importlib.util
@@ -14,7 +14,7 @@ import pytest
 
 import coarsen
 from coarsen import examples as ex
-from coarsen.export import parse_signature
+from coarsen.transforms.export import parse_signature
 
 _TABLE = np.array([[1.0, -0.5], [0.25, 2.0], [math.pi, 1e-300]])
 

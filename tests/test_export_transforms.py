@@ -1,4 +1,4 @@
-"""export() of coarsen.jvp, coarsen.jacobian and coarsen.hessian (coarsen.export_transforms):
+"""export() of coarsen.jvp, coarsen.jacobian and coarsen.hessian (coarsen.transforms.export_sweeps):
 standalone modules defining jvp_<f>, jacobian_<f>, hessian_<f> and hvp_<f>, bit-identical to
 the in-process transforms, importable without coarsen (checked in a subprocess where
 ``import coarsen`` fails)."""

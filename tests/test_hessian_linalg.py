@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import coarsen
-from coarsen import hessian_api
+from coarsen.transforms import hessian as hessian_api
 from tests.test_hessian import _fd_of_gradient, _positions, _single, check_symmetric, dense
 from tests.zoo import realistic
 

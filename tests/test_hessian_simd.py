@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import coarsen
-import coarsen.hessian_api as hessian_api
+import coarsen.transforms.hessian as hessian_api
 from apps.logreg import objective as loop_logreg
 from coarsen.ad.forward import jam
 from coarsen.errors import CoarsenError
-from coarsen.jacobian_api import Jacobian
+from coarsen.transforms.jacobian import Jacobian
 
 
 def mat_sin(x, A):

@@ -1,5 +1,5 @@
 """A module-level array rebound after a transform was made (``module.W = new``) is refused
-at the next call, naming it (``coarsen.module_arrays``): before, the transform went on with
+at the next call, naming it (``coarsen.transforms.module_arrays``): before, the transform went on with
 the old array, value and gradient, while the function read the new one (only a new
 signature's lowering noticed).  A write into the array in place is seen by every call."""
 import numpy as np

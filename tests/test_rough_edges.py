@@ -44,9 +44,9 @@ def test_report_repr_is_short_and_str_is_the_plan(capsys):
 
 
 def test_report_repr_fine_grained_and_singular():
-    rep = coarsen.api.Report("f", ("float64",), False, [], 0.0)
+    rep = coarsen.transforms.gradient.Report("f", ("float64",), False, [], 0.0)
     assert repr(rep) == "<coarsen Report of f: fine-grained, 0 segments>"
-    rep = coarsen.api.Report("f", ("float64",), True, [{"segment": 1}], 0.0)
+    rep = coarsen.transforms.gradient.Report("f", ("float64",), True, [{"segment": 1}], 0.0)
     assert repr(rep) == "<coarsen Report of f: coarse, 1 segment>"
 
 

@@ -19,7 +19,7 @@ from coarsen.frontend.lower import lower
 from coarsen.ir.printer import format_function
 from coarsen.ir.scalarize import scalarize
 from coarsen.ir.typeinfer import infer
-from coarsen.artifact import arg_type
+from coarsen.transforms.artifact import arg_type
 from tests.oracle import check_against_oracle
 
 

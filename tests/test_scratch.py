@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import coarsen
-from coarsen.ad import runtime
+from coarsen.codegen import runtime
 from coarsen.ad.reverse import driver
 from coarsen.ad.reverse.scratch import scratch_arrays
 from tests.helpers_passes import rewrite
@@ -134,7 +134,7 @@ def test_the_same_bits_as_without_the_pass_over_calls_that_reuse_the_tape(monkey
     cases = [(rng.standard_normal(nx), 0.1 + 0.3 * rng.random(), nt)
              for nx, nt in ((40, 30), (7, 3), (60, 50), (40, 30), (3, 0))]
     # kept from the first call on: later calls find the earlier calls' adjoints on the tape
-    monkeypatch.setattr(coarsen.api, "KEEP_SCRATCH_ABOVE", 1000)
+    monkeypatch.setattr(coarsen.transforms.gradient, "KEEP_SCRATCH_ABOVE", 1000)
     g = coarsen.differentiate(heat, wrt=("u0", "kappa"))
     got = [g.value_and_grad(*c) for c in cases for _ in range(2)]
     assert g.kept_tape_bytes >= 8 * 51 * 60         # u_bar of (nx, nt) = (60, 50)
@@ -156,7 +156,7 @@ def test_a_first_call_with_large_scratch_arrays_keeps_its_tapes():
     large = (rng.standard_normal(300), 0.2, 500)       # u_bar: 501 x 300 > 2**17 floats
     g = coarsen.differentiate(heat, wrt=("u0", "kappa"))
     g(*small)
-    assert g.kept_tape_bytes < 8 * coarsen.api.KEEP_SCRATCH_ABOVE
+    assert g.kept_tape_bytes < 8 * coarsen.transforms.gradient.KEEP_SCRATCH_ABOVE
     g2 = coarsen.differentiate(heat, wrt=("u0", "kappa"))
     first = g2(*large)
     assert g2.kept_tape_bytes >= 8 * 501 * 300
@@ -172,7 +172,7 @@ def test_a_later_call_with_large_scratch_arrays_keeps_its_tapes(warm):
     page-faulted and freed its reverse sweep's arrays: 5x slower at nt = 2000).  ``warm``
     = 70 small calls first: past ``GRAD_ONLY_AFTER``, where ``g(...)`` runs the gradient-only
     entry.  Results are bit for bit those of a gradient called large from the start."""
-    from coarsen.tiers import GRAD_ONLY_AFTER
+    from coarsen.transforms.tiers import GRAD_ONLY_AFTER
     assert 70 > GRAD_ONLY_AFTER
     rng = np.random.default_rng(3)
     small = (rng.standard_normal(8), 0.2, 4)
@@ -180,7 +180,7 @@ def test_a_later_call_with_large_scratch_arrays_keeps_its_tapes(warm):
     g = coarsen.differentiate(heat, wrt=("u0", "kappa"))
     for _ in range(warm):
         g(*small)
-    assert g.kept_tape_bytes < 8 * coarsen.api.KEEP_SCRATCH_ABOVE
+    assert g.kept_tape_bytes < 8 * coarsen.transforms.gradient.KEEP_SCRATCH_ABOVE
     got = [g(*large), g(*large), g.value_and_grad(*large)]
     assert g.kept_tape_bytes >= 8 * 501 * 300
     ref = coarsen.differentiate(heat, wrt=("u0", "kappa")).value_and_grad(*large)

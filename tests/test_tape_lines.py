@@ -1,5 +1,5 @@
 """Tape traffic: the tape bytes per source line of ``g.report(*args, tape_lines=True)``
-(``coarsen.tape_lines``), and one tape reservation per loop nest whose trip counts are known
+(``coarsen.transforms.tape_lines``), and one tape reservation per loop nest whose trip counts are known
 before it runs (``coarsen.ad.reverse.tapes.nest_plan``).
 
 The python target runs the generated code on NumPy tapes: a reservation short of the pushes

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import coarsen
-import coarsen.api
+import coarsen.transforms.gradient
 
 
 def walk(x, idx, n):
@@ -87,7 +87,7 @@ def test_sizes_up_and_down_give_what_a_fresh_gradient_gives(target, coarse):
     # the big calls kept their tapes for this thread: at least what one of them used
     g(*walk_args(1000))
     big = g.tape_bytes
-    assert big > 8 * coarsen.api.KEEP_TAPES_ABOVE
+    assert big > 8 * coarsen.transforms.gradient.KEEP_TAPES_ABOVE
     g(*walk_args(2))
     assert g.tape_bytes < 100 < big <= g.kept_tape_bytes
     g.release_tapes()
@@ -101,7 +101,7 @@ def test_sizes_up_and_down_give_what_a_fresh_gradient_gives(target, coarse):
     (trips, lambda n: (0.7, n), "i"),
 ])
 def test_one_tape_kinds(fn, make, tapes, monkeypatch):
-    monkeypatch.setattr(coarsen.api, "KEEP_TAPES_ABOVE", 4)   # keep from small tapes on
+    monkeypatch.setattr(coarsen.transforms.gradient, "KEEP_TAPES_ABOVE", 4)   # keep from small tapes on
     g = coarsen.differentiate(fn, coarsen=False)
     for n in (3, 50, 1, 70, 0, 50):
         args = make(n)
@@ -121,7 +121,7 @@ def test_no_tape_no_taped_entry():
 @pytest.mark.parametrize("target", ["cpu", "python"])
 def test_two_threads_give_the_serial_answers(target, monkeypatch):
     # the python target switches threads inside a call: each thread must have its own tapes
-    monkeypatch.setattr(coarsen.api, "KEEP_TAPES_ABOVE", 16)
+    monkeypatch.setattr(coarsen.transforms.gradient, "KEEP_TAPES_ABOVE", 16)
     sizes = [[300, 2, 150, 300, 7, 300], [5, 300, 1, 200, 300, 3]]
     ref_g = coarsen.differentiate(walk, target=target)
     serial = [[ref_g.value_and_grad(*walk_args(n)) for n in ns] for ns in sizes]
@@ -158,7 +158,7 @@ def scaled(w, x, scale):
 
 
 def test_fast_path_keeps_casts_single_results_and_aliasing(monkeypatch):
-    monkeypatch.setattr(coarsen.api, "KEEP_TAPES_ABOVE", 2)
+    monkeypatch.setattr(coarsen.transforms.gradient, "KEEP_TAPES_ABOVE", 2)
     x = np.linspace(0.1, 1.0, 40)
     g = coarsen.differentiate(scaled, wrt="w")
     for dtype in (np.float64, np.float32, np.float64, np.float32):

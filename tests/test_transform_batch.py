@@ -1,4 +1,4 @@
-"""Batches of ``coarsen.jvp``, ``coarsen.hvp`` and ``coarsen.hessian`` (``coarsen.transform_batch``).
+"""Batches of ``coarsen.jvp``, ``coarsen.hvp`` and ``coarsen.hessian`` (``coarsen.transforms.batching.sweeps``).
 
 Per set, a batched call equals the unbatched transform on that set bit for bit (cpu and python
 targets); shared and batched parameters and directions; a scalar function with a loop and a

@@ -1,4 +1,4 @@
-"""The pipeline (``coarsen.api.compile_gradient``) and its data (``coarsen.artifact``).
+"""The pipeline (``coarsen.transforms.gradient.compile_gradient``) and its data (``coarsen.transforms.artifact``).
 
 ``compile_gradient(fn, signature, options)`` gives an ``Artifact`` whose source compiles and
 defines its entry, whose callable returns the function's value and the gradient of the
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import coarsen
-from coarsen.api import compile_gradient
-from coarsen.artifact import (
+from coarsen.transforms.gradient import compile_gradient
+from coarsen.transforms.artifact import (
     Artifact,
     KeyParts,
     Options,

@@ -49,14 +49,15 @@ from dataclasses import replace
 
 import numpy as np
 
-from . import __version__, lowering
-from .aliasing import alias_error, overlap
-from .ad.reverse import differentiate_ir
-from .ad.reverse.checkpoint import budget_error
-from .ad.reverse.driver import taped_name
-from .ad.reverse.scratch import SCRATCH_HELPERS
-from .analysis.costmodel import machine_weights
-from .analysis.activity import analyze
+from .. import lowering
+from .version import __version__
+from .arguments import alias_error, overlap
+from ..ad.reverse import differentiate_ir
+from ..ad.reverse.checkpoint import budget_error
+from ..ad.reverse.driver import taped_name
+from ..ad.reverse.scratch import SCRATCH_HELPERS
+from ..analysis.costmodel import machine_weights
+from ..analysis.activity import analyze
 from .artifact import (
     TARGETS,
     bind_arguments,
@@ -67,15 +68,15 @@ from .artifact import (
     Signature,
     check_wrt,
 )
-from .errors import CoarsenError
+from ..errors import CoarsenError
 from . import direct_call
 from .fast_path import arity_class, array_key, type_key
 from .module_arrays import ModuleArrays
 from .report import Report, plan_entry  # noqa: F401  (coarsen.api.Report, as before)
-from .frontend.lower import lower
-from .frontend.source import display_path, get_source, unwrap
-from .pipeline import code_fingerprint, lower_for, typed_ir
-from .lowering.cache import toolchain_versions
+from ..frontend.lower import lower
+from ..frontend.source import display_path, get_source, unwrap
+from .prepare import code_fingerprint, lower_for, typed_ir
+from ..lowering.cache import toolchain_versions
 from .tiers import GRAD_ONLY_AFTER, PLAIN_AFTER, Tiers, fresh_taped
 
 __all__ = [
@@ -162,7 +163,7 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
                   f"signature: ({', '.join(signature.texts)}); wrt: {', '.join(wrt)}; "
                   f"{'coarse' if options.coarsen else 'fine-grained'} AD")
         source = lowering.render(module, target=options.build_target, header=header)
-        from .ir.printer import format_function
+        from ..ir.printer import format_function
         ir_text_ = format_function(em.fn)
         try:
             # a plan the symbolic stage's wall-clock safety net decided depends on the
@@ -681,7 +682,7 @@ class Gradient:
     def batch(self, in_axes, *, target=None, **options):
         """A batched gradient over argument sets, like ``jax.vmap``: see ``coarsen.batching``
         (``target="dask"`` takes ``client=``, ``chunks=``, ``nchunks=``: ``coarsen.dask_batch``)."""
-        from .batching import batched_gradient
+        from .batching.cpu import batched_gradient
         return batched_gradient(self, in_axes, target=target, **options)
 
     def specialize(self, args_or_types):

@@ -54,7 +54,7 @@ import weakref
 
 import numpy as np
 
-from .ir.nodes import Scalar
+from ..ir.nodes import Scalar
 from .tiers import GRAD_ONLY_AFTER
 
 __all__ = ["DIRECT_AFTER", "DIRECT_MAX_LINES", "ENABLED", "DirectMode", "check", "enter", "leave",

@@ -82,8 +82,8 @@ import weakref
 
 import numpy as np
 
-from .batching import BatchedGradient, convert_argument
-from .errors import CoarsenError
+from .cpu import BatchedGradient, convert_argument
+from ...errors import CoarsenError
 
 __all__ = ["DaskBatchedGradient", "LOCAL_CLUSTER", "chunk_bounds", "tree_sum", "run_chunk"]
 
@@ -345,7 +345,7 @@ def run_chunk(program, *args):
     process and call its driver on ``args`` (converted as ``Gradient`` converts them).
     Returns the driver's ``(values, grads)``."""
     import numba
-    from . import lowering
+    from ... import lowering
     source, name, driver = program
     key = hashlib.sha256(source.encode("utf-8")).hexdigest()
     conv = [convert_argument(a) for a in args]

@@ -49,10 +49,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .analysis.plans import PLANS
-from .errors import CoarsenArgumentError, CoarsenError
-from .ir.nodes import Array, Assign, Const, Scalar, Store, Var, walk
-from .ir.typeinfer import VIEW_OPS
+from ..analysis.plans import PLANS
+from ..errors import CoarsenArgumentError, CoarsenError
+from ..ir.nodes import Array, Assign, Const, Scalar, Store, Var, walk
+from ..ir.typeinfer import VIEW_OPS
 
 TARGETS = ("cpu", "python")
 

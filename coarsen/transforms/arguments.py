@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import CoarsenError
+from ..errors import CoarsenError
 
 __all__ = ["alias_error", "overlap"]
 

@@ -20,15 +20,16 @@ import importlib.util
 import os
 from dataclasses import dataclass
 
-from . import __version__, lowering
+from .. import lowering
+from .version import __version__
 from .artifact import arg_type, resolve_wrt, written_positions
-from .errors import CoarsenError
-from .frontend.lower import lower
-from .frontend.source import get_source, unwrap
-from .ir.nodes import Array, Scalar
-from .ir.scalarize import scalarize
-from .ir.hoist import hoist_invariant_calls
-from .ir.typeinfer import infer
+from ..errors import CoarsenError
+from ..frontend.lower import lower
+from ..frontend.source import get_source, unwrap
+from ..ir.nodes import Array, Scalar
+from ..ir.scalarize import scalarize
+from ..ir.hoist import hoist_invariant_calls
+from ..ir.typeinfer import infer
 
 
 def _code_fingerprint():

@@ -32,11 +32,12 @@ Module-level arrays are embedded as literals, as for gradients.  A Jacobian or H
 """
 from __future__ import annotations
 
-from . import __version__, lowering
-from .errors import CoarsenError
+from .. import lowering
+from .version import __version__
+from ..errors import CoarsenError
 from .export import (CONVERT, array_literal, entry_array, example_args, kind_of_dtype, parse_signature,
                      rename_identifier, sig_text, strip_leading_comments, with_imports)
-from .frontend.source import display_path
+from ..frontend.source import display_path
 from .sweeps import forward_driver, hessian_driver, module_text
 
 __all__ = ["export_hessian", "export_jacobian", "export_jvp"]

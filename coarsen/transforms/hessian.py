@@ -64,17 +64,17 @@ from dataclasses import dataclass
 import numpy as np
 from numba.core.errors import NumbaError
 
-from .ad.forward import jam
-from .api import differentiate
+from ..ad.forward import jam
+from .gradient import differentiate
 from .artifact import Signature, bind_arguments, check_wrt, function_error, resolve_wrt
-from .errors import CoarsenError, at_stmt
+from ..errors import CoarsenError, at_stmt
 from .module_arrays import ModuleArrays
-from .forward_api import JvpOptions, check_aliasing, compile_jvp, convert_argument, converted
-from .frontend.custom_calls import custom_calls
-from .frontend.lower import lower
-from .frontend.source import get_source, unwrap
+from .jvp import JvpOptions, check_aliasing, compile_jvp, convert_argument, converted
+from ..frontend.custom_calls import custom_calls
+from ..frontend.lower import lower
+from ..frontend.source import get_source, unwrap
 from .gradient_program import NotAProgram, gradient_program
-from .pipeline import lower_for, typed_ir
+from .prepare import lower_for, typed_ir
 from .sweeps import driver_module, hessian_driver, kind_of
 from .wrappers import fresh_name, make_wrapper
 
@@ -310,7 +310,7 @@ class _SecondOrder:
     def export(self, path, signature=None):
         """Write the Hessian as a standalone module defining ``hessian_<f>`` and ``hvp_<f>``;
         see ``coarsen.export_transforms``."""
-        from .export_transforms import export_hessian
+        from .export_sweeps import export_hessian
         return export_hessian(self, path, signature=signature)
 
     # ------------------------------------------------------------------ inspection
@@ -393,7 +393,7 @@ class Hvp(_SecondOrder):
     def batch(self, in_axes, *, target=None):
         """Per-set ``H v`` over many argument sets, like ``jax.vmap``: see
         ``coarsen.transform_batch``."""
-        from .transform_batch import BatchedHvp
+        from .batching.sweeps import BatchedHvp
         return BatchedHvp(self, in_axes, target)
 
 
@@ -468,7 +468,7 @@ class Hessian(_SecondOrder):
         return got
 
     def _build_forward_over_reverse(self, args, sig):
-        from .jacobian_api import Jacobian
+        from .jacobian import Jacobian
         if self.parallel:
             return NotAProgram("parallel=True runs reverse over forward's columns in parallel")
         if self._global_arrays:
@@ -565,7 +565,7 @@ class Hessian(_SecondOrder):
     def batch(self, in_axes, *, target=None):
         """Per-set Hessians over many argument sets, like ``jax.vmap``: see
         ``coarsen.transform_batch``."""
-        from .transform_batch import BatchedHessian
+        from .batching.sweeps import BatchedHessian
         return BatchedHessian(self, in_axes, target)
 
 

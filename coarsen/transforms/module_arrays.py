@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import CoarsenError
+from ..errors import CoarsenError
 
 __all__ = ["ModuleArrays"]
 

@@ -39,8 +39,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import lowering
-from .forward_api import kind_of
+from .. import lowering
+from .jvp import kind_of
 
 __all__ = ["DriverModule", "driver_module", "forward_driver", "hessian_driver", "kind_of",
            "rows_driver"]

@@ -42,9 +42,10 @@ import tokenize
 
 import numpy as np
 
-from . import __version__, lowering
-from .errors import CoarsenError
-from .frontend.source import display_path
+from .. import lowering
+from .version import __version__
+from ..errors import CoarsenError
+from ..frontend.source import display_path
 
 __all__ = ["CONVERT", "MAX_EMBEDDED", "array_literal", "example_args", "export_gradient",
            "kind_of_dtype", "parse_signature", "rename_identifier", "sig_text",
@@ -168,7 +169,7 @@ def kind_of_dtype(dtype):
 def entry_array(a):
     """A module-level array as the entry takes it, as ``Gradient`` converts it at each call
     (``coarsen.forward_api.convert_argument``): the export computes what ``g`` computes."""
-    from .forward_api import convert_argument
+    from .jvp import convert_argument
     return convert_argument(a)
 
 

@@ -27,14 +27,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import lowering
-from .ad.reverse import differentiate_ir
-from .analysis.activity import analyze
-from .analysis.costmodel import machine_weights
-from .errors import CoarsenError
-from .frontend.lower import lower
-from .frontend.source import get_source, unwrap
-from .pipeline import typed_ir
+from .. import lowering
+from ..ad.reverse import differentiate_ir
+from ..analysis.activity import analyze
+from ..analysis.costmodel import machine_weights
+from ..errors import CoarsenError
+from ..frontend.lower import lower
+from ..frontend.source import get_source, unwrap
+from .prepare import typed_ir
 
 TOP = 10
 

@@ -49,18 +49,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import __version__, lowering
-from .ad.forward import jvp_ir
-from .ad.forward import jam
-from .ad.forward.simd import NotVectorized
-from .analysis.activity import analyze
+from .. import lowering
+from .version import __version__
+from ..ad.forward import jvp_ir
+from ..ad.forward import jam
+from ..ad.forward.simd import NotVectorized
+from ..analysis.activity import analyze
 from .artifact import TARGETS, Signature, bind_arguments, check_wrt, function_error
-from .errors import CoarsenError
+from ..errors import CoarsenError
 from .module_arrays import ModuleArrays
-from .frontend.lower import lower
-from .frontend.source import display_path, get_source, unwrap
-from .pipeline import code_fingerprint, lower_for, typed_ir
-from .lowering.cache import toolchain_versions
+from ..frontend.lower import lower
+from ..frontend.source import display_path, get_source, unwrap
+from .prepare import code_fingerprint, lower_for, typed_ir
+from ..lowering.cache import toolchain_versions
 
 #: the most directions of one vector JVP: each statement's tangent code is written once per
 #: direction, so the generated code (and Numba's compile time) grows with it
@@ -187,7 +188,7 @@ def compile_jvp(fn, signature, options, *, module_arrays=None):
                   "forward mode (JVP), " + ("coarse" if options.coarsen else "fine-grained")
                   + ", no tape")
         source = lowering.render(module, target=options.target, header=header)
-        from .ir.printer import format_function
+        from ..ir.printer import format_function
         ir_text_ = format_function(fn_ir)
         try:
             # code a segment's symbolic time limit decided depends on the machine's load:
@@ -420,14 +421,14 @@ class Jvp:
     def batch(self, in_axes, *, target=None):
         """The JVP over many argument sets, like ``jax.vmap``: see ``coarsen.transform_batch``."""
         self._single_direction("batch()")
-        from .transform_batch import BatchedJvp
+        from .batching.sweeps import BatchedJvp
         return BatchedJvp(self, in_axes, target)
 
     def export(self, path, signature=None):
         """Write the JVP as a standalone module defining ``jvp_<f>``; see
         ``coarsen.export_transforms``."""
         self._single_direction("export()")
-        from .export_transforms import export_jvp
+        from .export_sweeps import export_jvp
         return export_jvp(self, path, signature=signature)
 
     # ------------------------------------------------------------------ inspection
@@ -499,7 +500,7 @@ def jvp(fn, wrt=None, *, target="cpu", boundscheck=True, directions=None, coarse
     ``directions=K`` the tangents of K directions per call, along a leading axis;
     ``coarsen=False`` for fine-grained forward mode (no segment lifted)."""
     check_directions(directions)
-    from .jacobian_api import array_form, tuple_length
+    from .jacobian import array_form, tuple_length
     base = unwrap(fn)
     src = get_source(base)
     k = tuple_length(src)

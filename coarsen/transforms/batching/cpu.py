@@ -113,10 +113,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import lowering
-from .errors import CoarsenError
-from .ir.nodes import Array, Scalar
-from .lowering import cuda_host
+from ... import lowering
+from ...errors import CoarsenError
+from ...ir.nodes import Array, Scalar
+from ...lowering import cuda_host
 
 __all__ = ["SAFETY_FACTOR", "BatchedGradient", "batched_gradient"]
 
@@ -136,7 +136,7 @@ def batched_gradient(g, in_axes, *, target=None, **options):
     """``g.batch(in_axes, target=...)``: see the module docstring; ``target="dask"`` (with
     ``client=``, ``chunks=``, ``nchunks=``) is ``coarsen.dask_batch``."""
     if target == "dask":
-        from .dask_batch import DaskBatchedGradient
+        from .dask import DaskBatchedGradient
         return DaskBatchedGradient(g, in_axes, **options)
     if options:
         raise CoarsenError(f"g.batch: {', '.join(sorted(options))} "

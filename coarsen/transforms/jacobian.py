@@ -55,16 +55,16 @@ from dataclasses import dataclass
 import gast
 import numpy as np
 
-from .api import differentiate
+from .gradient import differentiate
 from .artifact import Signature, bind_arguments, check_wrt, resolve_wrt
-from .errors import CoarsenError
+from ..errors import CoarsenError
 from .module_arrays import ModuleArrays
-from .forward_api import (JvpOptions, check_aliasing, check_directions, compile_jvp,
+from .jvp import (JvpOptions, check_aliasing, check_directions, compile_jvp,
                           convert_argument, converted, jvp)
-from .frontend.lower import lower
-from .frontend.source import get_source, unwrap
-from .ir.nodes import Array
-from .pipeline import lower_for, typed_ir
+from ..frontend.lower import lower
+from ..frontend.source import get_source, unwrap
+from ..ir.nodes import Array
+from .prepare import lower_for, typed_ir
 from .sweeps import driver_module, forward_driver, kind_of, rows_driver
 from .wrappers import fresh_name, make_wrapper
 
@@ -425,7 +425,7 @@ class Jacobian:
         """Write the Jacobian as a standalone module defining ``jacobian_<f>`` (forward mode:
         one JVP sweep per input element, in one compiled function); see
         ``coarsen.export_transforms``."""
-        from .export_transforms import export_jacobian
+        from .export_sweeps import export_jacobian
         return export_jacobian(self, path, signature=signature)
 
     # ------------------------------------------------------------------ inspection
