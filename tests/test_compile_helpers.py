@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import coarsen
-from coarsen.ad import runtime as R
+from coarsen.codegen import runtime as R
 from coarsen.ad.reverse.scaled_adds import SCALED_MARK, scaled_add_calls
 
 from tests.oracle import check_against_oracle

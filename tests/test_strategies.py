@@ -326,7 +326,7 @@ def _exp_chain(x, y):
 
 def test_preaccumulate_reads_what_the_primal_computed():
     """The partials evaluated after a segment read the temporaries its statements computed
-    (``steps.held_replacements``): the forward sweep calls ``exp`` once per trip, not twice."""
+    (``segment_code.held_replacements``): the forward sweep calls ``exp`` once per trip, not twice."""
     args = (np.array([0.3, 0.7, 1.1]), 0.4)
     g = coarsen.differentiate(_exp_chain, target="python", plan="preaccumulate")
     g(*args)

@@ -3,8 +3,8 @@
 Requires: a ``BackwardRule`` (``coarsen.ir.primitives.custom``: the rule's body lowered apart
 from the function, on placeholder parameters for the residuals and the output's adjoint), the
 types of the residuals and of the output; for emission, the reverse emitter of the function.
-Guarantees: ``typed_backward`` types a copy of the body for those types (``infer``; the rule
-object is never changed); ``backward_code`` returns the statements that bind the placeholders
+Guarantees: the body is typed for those types (``coarsen.ir.backward_typing``; the rule object
+is never changed); ``backward_code`` returns the statements that bind the placeholders
 (to the residuals' values where the reverse sweep reads them, and to the output's adjoint;
 copies of arrays the rule writes into) and then run the body: its primal code only (the
 forward-mode emitter with nothing active: nothing a rule computes is differentiated), index
@@ -18,36 +18,23 @@ still reads.
 """
 from __future__ import annotations
 
-import copy
-
 import gast
 
-from ..ir.nodes import Array, Function, Store, Var, walk
-from . import build as B
-
-
-def typed_backward(rule, residual_types, g_type, names=None):
-    """A typed copy of ``rule``'s body as a ``Function`` of the residuals and ``g``, taking
-    the names it makes (in-place rewriting) from ``names``, the supply of the module that
-    runs it (None: a typing whose code is never emitted, such as inference's check of the
-    cotangents' types, names from a supply of its own)."""
-    from ..ir.typeinfer import infer
-    cotangents = frozenset(c.name for c in rule.cotangents if isinstance(c, Var))
-    fn = Function(rule.name, list(rule.residuals) + [rule.g], copy.deepcopy(list(rule.body)),
-                  rule.g, rule.filename, temps=rule.temps, live_out=cotangents, names=names)
-    infer(fn, list(residual_types) + [g_type])
-    return fn
+from ..analysis.activity import analyze
+from ..analysis.bounds import plan_bounds
+from ..codegen import build as B
+from ..ir.backward_typing import typed_backward
+from ..ir.nodes import Array, Store, walk
+from ..ir.primitives.custom import operand_type
+from ..ir.typeinfer import infer
+from .forward.emitter import ForwardEmitter
 
 
 def backward_code(em, rule, residuals, g, out_type):
     """The reverse-sweep statements that run ``rule`` on the operands ``residuals`` and the
-    adjoint expression ``g`` (an ``ad.build.X``) in the reverse emitter ``em``."""
-    from ..analysis.activity import analyze
-    from ..analysis.bounds import plan_bounds
-    from .forward.emitter import ForwardEmitter
-    from ..ir.primitives.custom import operand_type
+    adjoint expression ``g`` (a ``codegen.build.X``) in the reverse emitter ``em``."""
     types = [operand_type(em.types, r) for r in residuals]
-    fn = typed_backward(rule, types, out_type, em.supply)
+    fn = typed_backward(rule, types, out_type, infer, em.supply)
     written = {s.array for s in walk(fn.body) if isinstance(s, Store)}
     code = []
     for name, value in zip(fn.params, [em.val(r) for r in residuals] + [g]):

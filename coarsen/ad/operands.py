@@ -13,7 +13,7 @@ import gast
 from ..analysis.activity import intact
 from ..analysis.bounds import hoisted_check, inline_check
 from ..ir.nodes import NEWAXIS, Array, Slice, Var
-from . import build as B
+from ..codegen import build as B
 
 
 class OperandQueries:

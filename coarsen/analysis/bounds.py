@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from ..codegen import build as B
 from ..ir.nodes import (NEWAXIS, Array, Assign, Const, For, If, Segment, Slice, Store, Var, While,
                         assigned, walk)
 from ..ir.primitives import REGISTRY
@@ -389,7 +390,6 @@ def plan_bounds(fn):
 # ------------------------------------------------------------------------ generated code
 
 def _plus(node, k):
-    from ..ad import build as B
     if k == 0:
         return node
     return B.binop(node, "+" if k > 0 else "-", abs(k))
@@ -397,7 +397,6 @@ def _plus(node, k):
 
 def _raise(check):
     import gast
-    from ..ad import build as B
     return gast.Raise(exc=B.call("IndexError", gast.Constant(value=check.message, kind=None)), cause=None)
 
 
@@ -410,7 +409,6 @@ def _tests(check, low, high):
     """index >= n (on the highest index) or index < -n (on the lowest); ``low`` and ``high``
     make the expressions of those indices."""
     import gast
-    from ..ad import build as B
     out = []
     if check.upper:
         node = high()
@@ -428,14 +426,12 @@ def _tests(check, low, high):
 
 
 def _shape(check):
-    from ..ad import build as B
     return B.subscript(B.attr(f"{check.array}.shape"), check.axis)
 
 
 def inline_check(check, val):
     """``if index >= n or index < -n: raise IndexError(...)`` before the access; ``val`` gives
     an operand's expression."""
-    from ..ad import build as B
     def node():
         return B.ex(val(check.index))
     return B.if_(_or(_tests(check, node, node)), [_raise(check)])
@@ -446,7 +442,6 @@ def hoisted_check(check, loop, val):
     invariant index, or the loop variable plus ``offset`` at its first and last value; only
     when the loop runs at least once."""
     import gast
-    from ..ad import build as B
     start, stop = loop.start, loop.stop
     up = loop.step.value > 0
     if check.index is not None and check.per_trip:
@@ -499,7 +494,6 @@ def hoisted_check(check, loop, val):
 
 
 def _const_or(operand, k, val):
-    from ..ad import build as B
     if isinstance(operand, Const):
         return B.const(operand.value + k)
     return _plus(B.ex(val(operand)), k)

@@ -49,7 +49,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.nodes import Assign, Const, For, If, Scalar, Segment, Store, Var, While, uses, walk
-from ..ad.forward.emitter import tangent_names
+from ..ir.tangent_names import tangent_names
 from ..ir.primitives import forward_rule, primitive
 from .plans import ForwardLoop, SegmentPlan
 from .reductions import find_reduction_loops

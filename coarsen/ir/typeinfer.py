@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from ..errors import CoarsenError
 from ..errors import at_stmt as _err
+from .backward_typing import typed_backward
 from .inplace import apply_inplace
 from .nodes import (Array, Assign, BOOL, Const, F64, For, I64, If, NEWAXIS, Scalar, Slice,
                     Store, Var, While, blocks, uses, walk)
@@ -55,6 +56,11 @@ class Inference:
         self.fn = fn
         self.types = dict(zip(fn.params, param_types))
         self.changed = True
+
+    def typed_backward(self, rule, residual_types, g_type):
+        """A typed copy of a ``custom_vjp`` backward rule's body (``backward_typing``), for the
+        type rule of ``custom_vjp_out``: the primitives cannot import inference."""
+        return typed_backward(rule, residual_types, g_type, infer)
 
     def typeof(self, operand, stmt):
         if isinstance(operand, Const):

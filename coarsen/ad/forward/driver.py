@@ -41,12 +41,13 @@ import gast
 from ...analysis.bounds import plan_bounds
 from ...ir import fresh_check
 from ...ir.nodes import Array
-from .. import build as B
-from ..reverse.cleanup import comment_pass
+from ...codegen import build as B
+from ...codegen.gast_queries import comment_pass
 from ..lift_planned import lift_planned, lifted_names
-from ..runtime import helper_source
+from ...codegen.runtime import helper_source
 from . import lanes
-from .emitter import ForwardEmitter, tangent_names
+from .emitter import ForwardEmitter
+from ...ir.tangent_names import tangent_names
 from . import jam
 from .simd import LANE_HELPERS, NotVectorized, simd_body
 

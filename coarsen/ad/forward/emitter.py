@@ -15,9 +15,9 @@ array by the same store into its tangent (``x_dot[idx] = v_dot``, ``+= v_dot``; 
 a value without a tangent).  Tangents of inactive variables are a symbolic zero: never
 emitted, and their terms are dropped.  An active variable assigned from operands without
 tangents gets ``0.0`` (``np.zeros`` of its shape for arrays), since other assignments to it
-carry one.  Tangent names are ``<name>_dot`` (``tangent_names``: a name already used gets a
-number).  The emitter never changes the IR it reads; the variables it makes are typed in
-``self.types``, a copy of ``fn.types``.
+carry one.  Tangent names are ``<name>_dot`` (``coarsen.ir.tangent_names``: a name already
+used gets a number).  The emitter never changes the IR it reads; the variables it makes are
+typed in ``self.types``, a copy of ``fn.types``.
 
 It is a small emitter of its own, not the reverse ``Emitter``: the reverse one carries tapes,
 recording, segments and the reverse sweep, and its ``assign``/``store`` return both sweeps.
@@ -31,42 +31,16 @@ from dataclasses import replace
 
 import gast
 
+from ...codegen import build as B
+from ...codegen.build import X
+from ...codegen.gast_queries import names_read
 from ...ir.nodes import (Array, Assign, Const, For, If, Segment, Store, Var,
                          While)
-from ...ir.fresh import NameSupply
 from ...ir.primitives import err, primitive
-from .. import build as B
+from ...ir.tangent_names import tangent_names
 from ..operands import OperandQueries
-from ..build import X
-from ..reverse.cleanup import names_read
 from .rules import tangent
 from .segments import ForwardSegmentMixin
-
-
-def tangent_names(fn, names, suffix="_dot", used=None):
-    """``{variable: its tangent's name}`` for ``names``: ``<name><suffix>`` (``<name>_dot``),
-    or ``<name><suffix>2``, ``<name><suffix>3``... where that is a name of ``fn`` or an
-    earlier tangent (deterministic: in sorted order).  ``used``, when given, is the set of
-    names taken so far, and grows (the lanes of a vector JVP share it), or the module's
-    ``NameSupply``, from which the names are then taken."""
-    if used is None:
-        used = set()
-    supply = used if isinstance(used, NameSupply) else None
-    if supply is not None:
-        supply.reserve(set(fn.types) | set(fn.params))
-    else:
-        used |= set(fn.types) | set(fn.params)
-    out = {}
-    for v in sorted(names):
-        cand, k = f"{v}{suffix}", 2
-        while cand in used:
-            cand, k = f"{v}{suffix}{k}", k + 1
-        if supply is not None:
-            supply.take(cand, "tangents")
-        else:
-            used.add(cand)
-        out[v] = cand
-    return out
 
 
 class ForwardEmitter(ForwardSegmentMixin, OperandQueries):

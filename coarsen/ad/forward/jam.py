@@ -54,7 +54,7 @@ from typing import NamedTuple
 
 import gast
 
-from .. import build as B
+from ...codegen import build as B
 
 __all__ = ["JamPlan", "jam_loops", "JAM", "MARK"]
 

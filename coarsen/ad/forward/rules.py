@@ -21,7 +21,7 @@ operands that are active (``Facts.active``) contribute.  The rule shapes:
 * ``jvp`` (``defjvp``): the rule's expression;
 * no rule, or ``refuse_jvp``: ``CoarsenError`` at the statement, before code is generated.
 
-``out`` is the primal result's expression (``ad.build.X``), valid where the tangent is
+``out`` is the primal result's expression (``codegen.build.X``), valid where the tangent is
 evaluated.
 """
 from __future__ import annotations
@@ -30,8 +30,8 @@ import gast
 
 from ...ir.nodes import Array, Const, Var
 from ...ir.primitives import err, forward_rule, primitive
-from .. import build as B
-from ..build import X
+from ...codegen import build as B
+from ...codegen.build import X
 
 HINT = ("forward mode (coarsen.jvp) has no rule for it; use coarsen.differentiate (reverse "
         "mode), or keep the differentiated inputs away from it")

@@ -25,16 +25,16 @@ input is read at its entry tangent.  The IR is not modified.
 """
 from __future__ import annotations
 
-
 import gast
+import sympy
 
 from ...analysis.plans import ClosedFormLoop, LiftedSegment
 from ...analysis.strategy import needed
 from ...ir.nodes import Assign, If, Scalar, walk
-from .. import build as B
-from ..build import X
+from ...codegen import build as B
+from ...codegen.build import X
 from ..canonical import real_name
-from ..reverse.steps import closed_form_values, held_replacements, sym_to_gast
+from ..segment_code import closed_form_values, held_replacements, sym_to_gast
 from .rules import check_refused
 
 
@@ -155,7 +155,6 @@ class ForwardSegmentMixin:
     # ------------------------------------------------------------------ closed forms
     def closed_form_loop(self, seg):
         """A loop in closed form: the tangents from the entry values, then the closed form."""
-        import sympy
         info = seg.plan.lifted
         partials = {k: e for k, e in info.partials.items() if k[0] in self.active}
         code = self._replacements(info.jac, list(partials.values()), {}, {})

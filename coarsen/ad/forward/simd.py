@@ -35,7 +35,7 @@ import copy
 import gast
 
 from ...ir.nodes import Array
-from .. import build as B
+from ...codegen import build as B
 
 __all__ = ["NotVectorized", "simd_body", "LANE_HELPERS"]
 

@@ -57,7 +57,7 @@ import copy
 
 import gast
 
-from .. import build as B
+from ...codegen import build as B
 from .cleanup import affine, index_elts, int_value, np_allocation, plain_range, runs_test
 
 __all__ = ["adjoint_rows"]

@@ -13,10 +13,11 @@ import gast
 
 from ...ir.nodes import (I64, Array, Const, NEWAXIS, Scalar, Slice, Var)
 from ...analysis.activity import intact
-from .. import build as B
-from .. import runtime as R
-from ..build import X
+from ...codegen import build as B
+from ...codegen import runtime as R
+from ...codegen.build import X
 from ...ir.primitives import err, primitive
+from ..custom_backward import backward_code
 
 
 class AdjointMixin:
@@ -205,6 +206,11 @@ class AdjointMixin:
             raise err(s, f"no derivative rule for {s.op!r}")
         prim.vjp(self, s, p, g, pre_fwd, pre_rev, out)
         return out
+
+    def custom_backward(self, rule, residuals, g, out_type):
+        """The statements running a ``custom_vjp`` backward rule in the reverse sweep
+        (``coarsen.ad.custom_backward``), for the VJP of ``custom_vjp_out``."""
+        return backward_code(self, rule, residuals, g, out_type)
 
     def broadcast_into(self, arg, gg, pre_fwd, pre_rev, out):
         """arg_bar += gg broadcast to arg's shape."""

@@ -68,8 +68,8 @@ import gast
 from ...analysis.activity import shown
 from ...errors import CoarsenError
 from ...ir.nodes import Array, Assign, Const, Scalar, Store, walk
-from .. import build as B
-from .. import runtime as R
+from ...codegen import build as B
+from ...codegen import runtime as R
 from .cleanup import drop_marked
 from .local_stretch import local_stretch_loop
 from .revolve import RevolvePieces, copies, revolve_forward, revolve_reverse

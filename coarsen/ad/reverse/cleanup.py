@@ -20,7 +20,7 @@ import copy
 import gast
 
 from ...ir.nodes import Array
-from .. import build as B
+from ...codegen import build as B
 
 
 def drop_dead_adjoint_code(body, made):
@@ -81,39 +81,11 @@ def drop_marked(stmts):
     return out
 
 
-def names_read(nodes, ctx=gast.Load):
-    """The names the code ``nodes`` reads (``ctx=gast.Store``: assigns)."""
-    out = set()
-    for n in nodes:
-        for sub in gast.walk(n):
-            if isinstance(sub, gast.Name) and isinstance(sub.ctx, ctx):
-                out.add(sub.id)
-    return out
-
-
-
 def init_value(t):
     if isinstance(t, Array):
         dt = {"f64": [], "i64": [B.attr("np.int64")], "bool": [B.attr("np.bool_")]}[t.dtype]
         return B.call("np.empty", B.tuple_(*([0] * t.ndim)), *dt)
     return {"f64": B.const(0.0), "i64": B.const(0), "bool": B.const(False)}[t.kind]
-
-
-def comment_pass(stmts, last=None):
-    for st in stmts:
-        loc = getattr(st, "_coarsen_loc", None)
-        if loc is not None:
-            key = (loc.filename, loc.lineno)
-            if getattr(st, "coarsen_comment", None):
-                last = key
-            elif key != last:
-                st.coarsen_comment = f"{loc.text}"
-                last = key
-        for field in ("body", "orelse"):
-            sub = getattr(st, field, None)
-            if isinstance(sub, list) and sub and field in ("body", "orelse"):
-                comment_pass(sub, last)
-    return last
 
 
 def np_allocation(st, made, kinds=("zeros", "empty")):

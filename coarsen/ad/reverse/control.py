@@ -12,10 +12,10 @@ import gast
 
 from ...ir.nodes import (Assign, Const, For, If, Segment, Store,
                          Var, While, walk)
-from .. import build as B
-from ..build import X
+from ...codegen import build as B
+from ...codegen.build import X
 from ...ir.primitives import err
-from .cleanup import names_read
+from ...codegen.gast_queries import names_read
 from .loop_order import REVERSE_MARK
 
 

@@ -45,13 +45,14 @@ from ...analysis.recording import (find_cheap_recomputable, find_int_recomputabl
 from ...errors import CoarsenError
 from ...ir.nodes import Array, Assign, For, Scalar, Segment, While, walk
 from ...ir import fresh_check
-from .. import build as B
-from ..build import X
+from ...codegen import build as B
+from ...codegen.build import X
 from ..lift_planned import lift_planned, lifted_names as lifted_names_of
-from ..runtime import helper_source
+from ...codegen.runtime import helper_source
 from .checkpoint import budget_check
 from .local_stretch import LFT, LIT
-from .cleanup import comment_pass, drop_dead_adjoint_code, drop_marked, init_value
+from .cleanup import drop_dead_adjoint_code, drop_marked, init_value
+from ...codegen.gast_queries import comment_pass
 from .adjoint_rows import adjoint_rows
 from .dead_resets import drop_dead_resets
 from .first_writes import first_writes, guarded_first_writes
@@ -65,6 +66,7 @@ from .scratch import scratch_arrays
 from .zero_adjoints import drop_zero_accumulations
 from .emitter import Emitter
 from .tapes import FP, FT, IP, IT, TL_MARK, TLF, TLI
+from ..tidy import tidy_module
 
 
 def _in_loops(block, fused=(), loop=None, out=None):
@@ -410,6 +412,7 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
                                 if mod in used) or "\n")
     helper_mod = gast.parse(helpers) if helpers else gast.Module(body=[], type_ignores=[])
     module = gast.Module(body=header.body + helper_mod.body + funcs, type_ignores=[])
+    module = tidy_module(module, types)     # coarsen.ad.tidy: no copies, seeds, dead stores
     if fresh_check.ENABLED:
         fresh_check.check_names(module, em.supply)
     em.segments = segments + forward_segments

@@ -16,9 +16,9 @@ import gast
 
 from ...ir.nodes import (Array, Var)
 from ...analysis.activity import intact
-from .. import build as B
+from ...codegen import build as B
 from ..operands import OperandQueries
-from ..build import X
+from ...codegen.build import X
 from ...analysis.recording import find_int_recomputable, find_recomputable
 from ...analysis.reductions import find_reduction_loops
 from .adjoints import AdjointMixin

@@ -43,7 +43,7 @@ import copy
 
 import gast
 
-from .. import build as B
+from ...codegen import build as B
 from .cleanup import np_allocation
 
 __all__ = ["first_writes", "guarded_first_writes"]

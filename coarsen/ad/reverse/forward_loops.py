@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sympy
 
-from .. import build as B
+from ...codegen import build as B
 from ..forward.emitter import ForwardEmitter
 
 

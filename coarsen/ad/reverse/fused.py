@@ -21,9 +21,9 @@ from __future__ import annotations
 import gast
 
 from ...ir.nodes import Array, Var
-from .. import build as B
-from ..build import X
-from .cleanup import names_read
+from ...codegen import build as B
+from ...codegen.build import X
+from ...codegen.gast_queries import names_read
 from .parallel import ParallelMixin
 from .scaled_adds import SCALED_MARK
 

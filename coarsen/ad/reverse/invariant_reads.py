@@ -40,7 +40,8 @@ import copy
 
 import gast
 
-from .cleanup import names_read, plain_range, runs_test
+from .cleanup import plain_range, runs_test
+from ...codegen.gast_queries import names_read
 from .invariant_sums import no_alias
 from .loop_order import pure_call
 

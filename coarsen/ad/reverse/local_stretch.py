@@ -38,7 +38,7 @@ import copy
 import gast
 
 from ...ir.nodes import Const
-from .. import build as B
+from ...codegen import build as B
 from .tapes import FP, FT, IP, IT
 
 #: the local tapes: parameters of the device function, allocated by the kernel

@@ -39,9 +39,10 @@ import copy
 import gast
 
 from ...ir.nodes import Array, Scalar, Store, walk
-from .. import build as B
-from ..build import X
-from .cleanup import init_value, names_read
+from ...codegen import build as B
+from ...codegen.build import X
+from .cleanup import init_value
+from ...codegen.gast_queries import names_read
 from .tapes import FP, FT, IP, IT
 
 MAX_BLOCKS = 128

@@ -55,8 +55,9 @@ import copy
 
 import gast
 
-from .. import build as B
-from .cleanup import index_elts, names_read, plain_range
+from ...codegen import build as B
+from .cleanup import index_elts, plain_range
+from ...codegen.gast_queries import names_read
 from .invariant_sums import no_alias
 from .loop_order import PURE_CALLS
 

@@ -20,7 +20,7 @@ Guarantees:
   step had in the forward run; it never holds more than ``s`` snapshots; its number of
   advances is the least possible, ``advances(t, s) = r * t - C(s + r, r - 1)`` with ``r`` the
   least integer such that ``C(s + r, s) >= t``.  The split of each sub-range (``mid``) is the
-  runtime helper ``_revolve_mid`` (``coarsen.ad.runtime``), executed here as Python, so the plan
+  runtime helper ``_revolve_mid`` (``coarsen.codegen.runtime``), executed here as Python, so the plan
   and the generated code make the same choices;
 * ``choose(n, room, c, t)``: the unit length ``L`` (trips per step; powers of two) and the
   snapshots ``s`` that fit ``s * c + L * t <= room`` entries with the fewest trip runs, as a
@@ -43,7 +43,7 @@ from typing import Callable
 
 import gast
 
-from .. import runtime as R
+from ...codegen import runtime as R
 from .tapes import FP, IP, IT
 
 

@@ -13,7 +13,7 @@ Guarantees: ``scaled_add_calls(body)`` returns ``(statements, helpers)``: the st
 new list, the input not modified; a statement that changes is a new node) in which every
 marked ``X += s * A`` (``X``, ``s``, ``A`` names) is the statement
 ``_add_scaled<N>(X, s, A)``, and the runtime helper names it used.  The helper
-(``coarsen.ad.runtime.add_scaled``) checks that the shapes agree and computes ``X[i...] += s * A[i...]`` per element: the operations of the array expression, so
+(``coarsen.codegen.runtime.add_scaled``) checks that the shapes agree and computes ``X[i...] += s * A[i...]`` per element: the operations of the array expression, so
 the same bits.  Unmarked statements are unchanged.  Meant for the cpu target (on the python
 target a loop of Python statements would be slower than NumPy's expression).
 """
@@ -23,8 +23,8 @@ import copy
 
 import gast
 
-from .. import build as B
-from ..runtime import add_scaled
+from ...codegen import build as B
+from ...codegen.runtime import add_scaled
 
 __all__ = ["SCALED_MARK", "scaled_add_calls"]
 

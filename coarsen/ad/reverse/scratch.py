@@ -39,12 +39,12 @@ import copy
 
 import gast
 
-from .. import build as B
+from ...codegen import build as B
 from .cleanup import elementwise_uses, fresh_allocation, index_elts, np_allocation
 
 __all__ = ["SCRATCH_HELPERS", "scratch_arrays"]
 
-#: the runtime helpers of this pass (``coarsen.ad.runtime``); a module that calls them keeps
+#: the runtime helpers of this pass (``coarsen.codegen.runtime``); a module that calls them keeps
 #: its tapes across calls once they have grown (``coarsen.api``)
 SCRATCH_HELPERS = ("_scratch_empty", "_scratch_zeros")
 

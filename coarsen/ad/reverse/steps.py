@@ -18,16 +18,19 @@ and its reverse code pops before theirs.
 from __future__ import annotations
 
 import gast
+import sympy
 
-from ...ir.nodes import (Assign, Scalar, walk)
+from ... import symbolic as S
 from ...analysis.activity import intact
 from ...analysis.plans import ClosedFormLoop, ForwardLoop
-from .. import build as B
-from ..build import X
-from ..canonical import real_name
-from .cleanup import names_read
-from .tapes import FP, FT
 from ...analysis.strategy import cut_plan, cut_symbols, distinct_partials, needed, steps
+from ...codegen import build as B
+from ...codegen.build import X
+from ...codegen.gast_queries import names_read
+from ...ir.nodes import (Assign, Scalar, walk)
+from ..canonical import real_name
+from ..segment_code import closed_form_values, held_replacements, sym_to_gast
+from .tapes import FP, FT
 
 
 class SegmentMixin:
@@ -148,7 +151,6 @@ class SegmentMixin:
 
     def loop_segment(self, seg):
         """A loop replaced by the exact closed form of its carried values."""
-        import sympy
         info = seg.plan.lifted
         self.cut_strategy = self.path_cuts = self.current_cut = None
         self.precomputed = {}
@@ -170,7 +172,6 @@ class SegmentMixin:
         rev = pops + step
         if info.singular:
             # at the closed form's singular points the loop runs, one coarse step per trip
-            import sympy
             guard = self.sym_expr(sympy.Or(*info.singular))
             loop_fwd, loop_rev = self.stmt(info.loop)
             if set(inner) & set(names_read([guard])):       # inner: the loop's assignments
@@ -267,7 +268,6 @@ class SegmentMixin:
         """Forward code evaluating a one-path segment's partials into locals (pushed to the
         tape inside a loop), the pops that restore them, and {(output, input): symbol of the
         local, or the constant partial itself}."""
-        import sympy
         lifted = seg.plan.lifted
         ((_, partials, jac),) = lifted.paths
         _, _, carried, finals, held = lifted.dags[0]
@@ -318,7 +318,6 @@ class SegmentMixin:
     def segment_step(self, seg, local=None):
         """The reverse step of a lifted segment; ``local``: {(output, input): partial} kept
         by the forward sweep (``preaccumulate``), else the step recomputes from entry values."""
-        from ... import symbolic as S
         info = seg.plan.lifted
         partials = info.partials if local is None else local
         outs = [o for o in seg.outputs if o in self.active and any(k[0] == o for k in partials)]
@@ -469,93 +468,3 @@ class SegmentMixin:
             if i in self.f.set_temps and i in self.active and i not in ins_with_contrib:
                 out.append(B.assign(self.bar(i), 0.0))
         return out
-
-
-def sym_to_gast(expr, names, subst=None):
-    """A SymPy expression of a lifted segment as a gast expression: ``subst`` ({symbol name:
-    gast expression}) printed in place of those symbols, then the canonical names printed as
-    the real ones (``names``: canonical -> real)."""
-    from ... import symbolic as S
-    node = gast.parse(S.to_python(expr)).body[0].value
-    if subst:
-        import copy
-
-        class Seeds(gast.NodeTransformer):
-            def visit_Name(self, n):
-                return copy.deepcopy(subst[n.id]) if n.id in subst else n
-        node = Seeds().visit(node)
-    if names:
-        class Real(gast.NodeTransformer):
-            def visit_Name(self, n):
-                n.id = real_name(n.id, names)
-                return n
-        node = Real().visit(node)
-    return node
-
-
-def closed_form_values(em, seg):
-    """The values of a loop in closed form (``seg.plan.lifted``, a ``ClosedFormLoop``) as
-    code of the emitter ``em`` (``fresh``, ``types``, ``made``, ``sym_expr``): ``(statements,
-    [(carried variable, the temporary holding its final value)])``: the trip count ``_n``, the
-    carried values' shared subexpressions (``r**n``, once: ``guarded_cse``), then each value
-    converted to its variable's type.  The caller assigns the variables (reverse mode tapes
-    the values they held first; forward mode computes the tangents first)."""
-    import sympy
-
-    from ... import symbolic as S
-    info = seg.plan.lifted
-    n = em.fresh("_n")
-    em.types[n] = Scalar("i64")
-    nsym = sympy.Symbol(n, integer=True)
-    code = [B.assign(n, B.call("int", em.sym_expr(info.trip_count)))]
-    reps, finals = S.guarded_cse(
-        [info.finals_n[v].xreplace({info.n_symbol: nsym}) for v in info.carried],
-        f"_s{seg.index}_f")
-    for sym, e in reps:
-        em.made.add(sym.name)
-        code.append(B.assign(sym.name, em.sym_expr(e)))
-    tmps = []
-    for v, e in zip(info.carried, finals):
-        t = em.fresh("_closed")
-        em.types[t] = em.types[v]
-        conv = "float" if em.types[v].kind == "f64" else "int"
-        code.append(B.assign(t, B.call(conv, em.sym_expr(e))))
-        tmps.append((v, t))
-    return code, tmps
-
-
-def held_replacements(jac, held, reads):
-    """{replacement symbol name: variable} for the replacements of ``jac`` whose value a
-    variable of the segment holds at its end (``held``: the temporaries inlined into the DAG,
-    compared with each replacement expanded through the earlier ones): code after the
-    segment reads the variable (``math.exp(x)`` computed once, by the primal)."""
-    if not held:
-        return {}
-    by_value = {}
-    for v, e in held.items():
-        by_value.setdefault(e, v)
-    out, full = {}, {}
-    for sym, e in jac.replacements:
-        try:
-            value = e.xreplace(full)
-        except (TypeError, ValueError):     # a derivative object of SymPy's: left as it is
-            continue
-        if _small(value, HELD_NODES):       # expansions stay small (no swell)
-            full[sym] = value
-        if sym.name not in reads and value in by_value:
-            out[sym.name] = by_value[value]
-    return out
-
-
-#: the largest expanded replacement compared with the held values (tree nodes)
-HELD_NODES = 64
-
-
-def _small(expr, limit):
-    """Has the SymPy expression at most ``limit`` tree nodes (counted up to the limit)?"""
-    import sympy
-    for count, _ in enumerate(sympy.preorder_traversal(expr)):
-        if count >= limit:
-            return False
-    return True
-

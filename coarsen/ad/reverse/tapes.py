@@ -30,9 +30,9 @@ import gast
 
 from ...analysis.activity import intact
 from ...ir.nodes import NEWAXIS, Array, Assign, Const, For, Scalar, Var, walk
-from .. import build as B
-from .. import runtime as R
-from ..build import X
+from ...codegen import build as B
+from ...codegen import runtime as R
+from ...codegen.build import X
 
 FT, FP, IT, IP = "_ftape", "_fpos", "_itape", "_ipos"
 TLF, TLI, TL_MARK = "_tlf", "_tli", "_tlmark"      # the tape-lines counters (instrumented build)

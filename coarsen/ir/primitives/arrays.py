@@ -1,6 +1,6 @@
 """Rank promotion: ``atleast_1d`` (``np.atleast_1d``) of one operand.
 
-Requires: ``core``, ``coarsen.ad.build``.
+Requires: ``core``, ``coarsen.codegen.build``.
 Guarantees: a scalar becomes a fresh 1-element array of its dtype (``np.full(1, x)``); an array
 is returned as it is (the same array, so the result is a view of operand 0, as in NumPy,
 and in-place updates through it reach the operand); the VJP passes the adjoint back
@@ -8,8 +8,8 @@ unchanged for an array and reads its one element for a scalar.
 """
 from __future__ import annotations
 
-from ...ad import build as B
-from ...ad.build import X
+from ...codegen import build as B
+from ...codegen.build import X
 from ..nodes import Array
 from .core import Primitive, deflinear, defstructural, dt, make, register
 

@@ -1,7 +1,7 @@
 """Copies and conversions: ``copy`` (plain assignment), ``copyarr`` (``a.copy()``),
 ``float``, ``int``, ``astype``.
 
-Requires: ``core``, ``coarsen.ad.build``.
+Requires: ``core``, ``coarsen.codegen.build``.
 Guarantees: type rules, emitted primals (a copy materializes only where activity analysis
 says the value must not alias), and derivatives: the identity for floats, zero for ``int``.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import gast
 
-from ...ad import build as B
-from ...ad.build import X
+from ...codegen import build as B
+from ...codegen.build import X
 from ..nodes import F64, I64, Array, Scalar
 from .core import Primitive, deflinear, defstructural, defvjp, err, make, nd, register
 

@@ -1,6 +1,6 @@
 """Run-time checks the frontend adds to the IR: zero derivative, no value anyone reads.
 
-Requires: ``core``, ``coarsen.ad.build``, ``coarsen.ad.runtime`` (``unbound_error``).
+Requires: ``core``, ``coarsen.codegen.build``, ``coarsen.codegen.runtime`` (``unbound_error``).
 Guarantees: ``unbound_check(flag)`` (``attrs``: ``name``, the user's spelling of the variable)
 raises Python's ``UnboundLocalError`` for that variable where ``flag`` is False, and is
 ``True`` otherwise (``coarsen.frontend.unbound`` adds it before a read that may find its
@@ -13,8 +13,8 @@ generated code spells it).
 """
 from __future__ import annotations
 
-from ...ad import build as B
-from ...ad import runtime as R
+from ...codegen import build as B
+from ...codegen import runtime as R
 from ..nodes import BOOL
 from .core import Primitive, register
 

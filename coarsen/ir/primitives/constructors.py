@@ -1,15 +1,15 @@
 """Array constructors: ``zeros``, ``ones``, ``empty``, ``full``, their ``*_like`` forms and
 ``eye``.
 
-Requires: ``core``, ``coarsen.ad.build``.
+Requires: ``core``, ``coarsen.codegen.build``.
 Guarantees: type rules (shapes must be integers; the dtype is the ``dtype`` attribute the
 frontend read, or the model array's), emitted primals, and derivatives: zero, except through
 ``full``'s fill value, whose adjoint is the sum of the array's.
 """
 from __future__ import annotations
 
-from ...ad import build as B
-from ...ad.build import X
+from ...codegen import build as B
+from ...codegen.build import X
 from ..nodes import Array
 from .core import Primitive, deflinear, defstructural, dt, dtype_join, err, make, register
 

@@ -1,7 +1,7 @@
 """Cumulative and differencing primitives: ``cumsum`` (``np.cumsum``) and ``diff`` (``np.diff``).
 
-Requires: ``core``, ``coarsen.ad.build``; the runtime helpers ``_cumsum2``, ``_rcumsum1``,
-``_rcumsum2``, ``_diff_adj1``, ``_diff_adj2`` (``coarsen.ad.runtime``).  The frontend
+Requires: ``core``, ``coarsen.codegen.build``; the runtime helpers ``_cumsum2``, ``_rcumsum1``,
+``_rcumsum2``, ``_diff_adj1``, ``_diff_adj2`` (``coarsen.codegen.runtime``).  The frontend
 (``coarsen.frontend.static_attrs``) gives both an ``axis`` attribute (``None`` or an integer)
 and lowers ``np.diff(x, n)`` to ``n`` chained ``diff``s.
 Guarantees: type rules accept integer or float arrays of 1 or 2 dimensions (``cumsum`` of a
@@ -12,8 +12,8 @@ the adjoint (``cumsum``) and ``x_bar[:-1] -= g; x_bar[1:] += g`` along the axis 
 """
 from __future__ import annotations
 
-from ...ad import build as B
-from ...ad.build import X
+from ...codegen import build as B
+from ...codegen.build import X
 from ..nodes import Array
 from .core import Primitive, deflinear, defstructural, err, make, register
 

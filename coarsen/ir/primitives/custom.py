@@ -1,6 +1,6 @@
 """Custom derivative rules (``@coarsen.custom_vjp``, ``@coarsen.custom_jvp``) as primitives.
 
-Requires: ``core``, ``coarsen.ad.build``, the runtime helper ``_custom_shape``; the frontend
+Requires: ``core``, ``coarsen.codegen.build``, the runtime helper ``_custom_shape``; the frontend
 (``coarsen.frontend.custom_calls``) builds these statements around the inlined rules.
 Guarantees: four primitives, none of them liftable to SymPy (a segment of interest never spans
 a custom call), each with a type rule that names the rule and the call site when the rule's
@@ -18,11 +18,11 @@ result has the wrong type:
 * ``custom_vjp_out(out, r_1..r_k, x_1..x_n)`` (``attrs``: ``backward``, a ``BackwardRule``
   with k residual placeholders): ``out`` (a copy for arrays), whose adjoint ``g`` runs the
   backward rule on the residuals and ``g`` in the reverse sweep (``coarsen.ad.custom_backward``,
-  once per call) and adds its k-th cotangent to the k-th float argument's adjoint.  There must
-  be one cotangent per float argument, or one per argument (an int or bool argument's is
-  dropped: ``float_arguments``), each float argument's of its type (checked here, on a typed
-  copy of the rule) and shape (checked when it runs).  Forward mode refuses it (a
-  ``CoarsenError`` at the call).
+  through ``emitter.custom_backward``, once per call) and adds its k-th cotangent to the k-th
+  float argument's adjoint.  There must be one cotangent per float argument, or one per
+  argument (an int or bool argument's is dropped: ``float_arguments``), each float argument's
+  of its type (checked here, on a typed copy of the rule: ``checker.typed_backward``) and shape
+  (checked when it runs).  Forward mode refuses it (a ``CoarsenError`` at the call).
 
 Every message names the rule and the call site (``attrs``: ``rule``, ``site``, ``params``).
 """
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import gast
 
-from ...ad import build as B
-from ...ad.build import X
+from ...codegen import build as B
+from ...codegen.build import X
 from ..nodes import Array, Const, F64, Scalar, Var, is_float
 from .core import Primitive, defjvp, defstructural, defvjp, err, register, refuse_jvp
 
@@ -159,13 +159,12 @@ def _param(s, k):
 
 
 def _vjp_out_type(c, s, ts):
-    from ...ad.custom_backward import typed_backward
     bw = s.attr("backward")
     if not is_float(ts[0]):
         raise err(s, f"the custom_vjp forward rule {s.attr('fwd')} returns {_describe(ts[0])} "
                   "as its output", "return a float or a float array, and its residuals")
     nres = len(bw.residuals)
-    sub = typed_backward(bw, ts[1:1 + nres], ts[0])
+    sub = c.typed_backward(bw, ts[1:1 + nres], ts[0])
     cts = [operand_type(sub.types, ct) for ct in bw.cotangents]
     pairs = float_arguments(s, lambda k: ts[k])
     if pairs is None:
@@ -194,7 +193,6 @@ def _emit_vjp_out(em, s, v):
 def _vjp_vjp_out(em, s, p, g, pre_fwd, pre_rev, out):
     """``x_bar += ct`` for the float argument at ``p``; the backward rule runs (once per
     call) before the first active argument's update."""
-    from ...ad.custom_backward import backward_code
     bw = s.attr("backward")
     pairs = float_arguments(s, lambda k: operand_type(em.types, s.args[k]))
     if p not in pairs:          # the output and the residuals have no adjoint
@@ -202,7 +200,7 @@ def _vjp_vjp_out(em, s, p, g, pre_fwd, pre_rev, out):
     active = [k for k in pairs if isinstance(s.args[k], Var) and s.args[k].name in em.active]
     nres = len(bw.residuals)
     if p == active[0]:
-        code, _ = backward_code(em, bw, s.args[1:1 + nres], g, operand_type(em.types, s.args[0]))
+        code, _ = em.custom_backward(bw, s.args[1:1 + nres], g, operand_type(em.types, s.args[0]))
         out.extend(code)
     ct = bw.cotangents[pairs[p]]
     x = s.args[p]

@@ -1,6 +1,6 @@
 """Element-wise primitives: arithmetic, the math functions, ``minimum``/``maximum``, ``where``.
 
-Requires: ``core`` (the registry) and ``coarsen.ad.build`` (expression builders).
+Requires: ``core`` (the registry), ``coarsen.codegen.build`` (expression builders) and ``calls.fn``.
 Guarantees: each primitive's type rule (NumPy's promotion: ints and floats give floats, the
 result's rank is the largest operand rank), its emitted primal (``math.<f>`` on scalars,
 ``np.<f>`` on arrays), its local partials (autograd's ``defvjp``; the reverse sweep multiplies
@@ -19,8 +19,9 @@ import gast
 import sympy
 import sympy.codegen.cfunctions as _cfunctions
 
-from ...ad import build as B
-from ...ad.build import X, fn, select
+from ...codegen import build as B
+from ...codegen.build import X, select
+from .calls import fn
 from .casts import float_of
 from .core import Primitive, defvjp, defvjp_result, dt, dtype_join, err, make, nd, register
 

@@ -1,8 +1,8 @@
 """Matrix products: ``matmul`` (``@``) and ``dot``, of 1-D and 2-D arrays (``dot`` also of
 scalars); ``einsum`` of two operands; ``solve`` (``np.linalg.solve``).
 
-Requires: ``core``, ``coarsen.ad.build``; the runtime helpers ``_mm*``, ``_outer``, ``_solve*`` (Gaussian elimination: no LAPACK)
-and the per-spec ``_ein_*`` loop nests (``coarsen.ad.runtime``).  The frontend
+Requires: ``core``, ``coarsen.codegen.build``; the runtime helpers ``_mm*``, ``_outer``, ``_solve*`` (Gaussian elimination: no LAPACK)
+and the per-spec ``_ein_*`` loop nests (``coarsen.codegen.runtime``).  The frontend
 (``coarsen.frontend.static_attrs``) gives ``einsum`` its spec string as the ``spec`` attribute.
 Guarantees: type rules (ranks above 2 are refused; ``solve`` takes a 2-D ``A`` and a 1-D or
 2-D ``b``; ``einsum`` takes an explicit ``a,b->out`` spec of letters, each at most once per
@@ -20,9 +20,9 @@ op with one operand replaced by its tangent, summed); ``solve``'s tangent is
 """
 from __future__ import annotations
 
-from ...ad import build as B
-from ...ad.build import X
-from ...ad import runtime as R
+from ...codegen import build as B
+from ...codegen.build import X
+from ...codegen import runtime as R
 from ..nodes import Array, Scalar
 from .core import Primitive, defjvp, deflinear, defstructural, dt, dtype_join, err, make, nd, register
 

@@ -1,6 +1,6 @@
 """Comparisons, boolean logic and the loop-continuation test: zero derivative everywhere.
 
-Requires: ``core``, ``coarsen.ad.build``.
+Requires: ``core``, ``coarsen.codegen.build``.
 Guarantees: type rules (booleans; the truth value of an array is refused), emitted primals,
 SymPy counterparts (relations and boolean connectives, so segments can lift branches).
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 import gast
 import sympy
 
-from ...ad import build as B
-from ...ad.build import X
+from ...codegen import build as B
+from ...codegen.build import X
 from ..nodes import BOOL, Array, Const, Scalar
 from .core import Primitive, err, make, nd, register
 

@@ -1,8 +1,8 @@
 """Reductions: ``sum``, ``mean``, ``prod``, ``amax``, ``amin``, ``std``, ``var``, over all
 elements or one static axis, with ``keepdims``.
 
-Requires: ``core``, ``coarsen.ad.build``; the emitter's runtime helpers ``_red_*`` and
-``_prod_grad*`` (``coarsen.ad.runtime``).
+Requires: ``core``, ``coarsen.codegen.build``; the emitter's runtime helpers ``_red_*`` and
+``_prod_grad*`` (``coarsen.codegen.runtime``).
 Guarantees: type rules (the axis must be in range), emitted primals, and structural VJPs:
 sums and means broadcast the adjoint back; ``amax``/``amin`` share it evenly between tied
 maxima (as JAX does); ``prod`` uses a division-free product of the others; ``var``/``std``
@@ -24,9 +24,9 @@ square (below about 1e-154) still give inf or nan, loudly.  ``ddof`` is not acce
 """
 from __future__ import annotations
 
-from ...ad import build as B
-from ...ad import runtime as R
-from ...ad.build import X
+from ...codegen import build as B
+from ...codegen import runtime as R
+from ...codegen.build import X
 from ..nodes import Array
 from .core import Primitive, defjvp, deflinear, defstructural, dt, err, make, register
 

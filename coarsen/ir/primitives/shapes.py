@@ -3,7 +3,7 @@
 ``bcast_len``/``bcast_stride``/``same_len`` (the integer bookkeeping of
 ``coarsen.ir.scalarize``).
 
-Requires: ``core``, ``coarsen.ad.build``.
+Requires: ``core``, ``coarsen.codegen.build``.
 Guarantees: type rules (indices must be integers or slices; fancy indexing is refused), the
 emitted primal, and structural VJPs: an element or slice read scatters its adjoint into the
 region it read; reshapes reshape the adjoint back; ``flip`` and ``.T`` flip and transpose it;
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import gast
 
-from ...ad import build as B
-from ...ad.build import X
+from ...codegen import build as B
+from ...codegen.build import X
 from ..nodes import I64, Array
 from .core import Primitive, deflinear, defstructural, dt, err, make, nd, register
 

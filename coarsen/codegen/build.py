@@ -1,9 +1,11 @@
-"""Building gast nodes for generated code.
+"""Building gast nodes for generated code (the bottom of the code-generation layer).
 
-Requires: nothing but gast.
+Requires: nothing but gast (no module of coarsen: the primitive registry, the analyses and
+both AD modes build their code with this module, so it sits below all of them).
 Guarantees: generated code is assembled from AST nodes (names, numeric constants, calls),
 never by pasting user strings; ``X`` wraps an expression node with Python operators so
-derivative rules read like the formulas they implement.
+derivative rules read like the formulas they implement.  A primitive applied by name
+(``math.<f>`` or ``np.<f>`` as the registry spells it) is ``coarsen.ir.primitives.calls.fn``.
 """
 from __future__ import annotations
 
@@ -197,17 +199,6 @@ class X:
 
     def cmp(self, op, o):
         return self._wrap(o, compare(self, op, o))
-
-
-def fn(fname, *args):
-    """The primitive ``fname`` applied: ``math.<f>`` for scalars, ``np.<f>`` when any argument
-    is an array expression (names from the primitive registry, ``coarsen.ir.primitives``)."""
-    from ..ir.primitives import primitive      # the registry builds its rules with this module
-    prim = primitive(fname)
-    arr = any(isinstance(a, X) and a.array for a in args)
-    if arr or prim.np_only:
-        return X(call(f"np.{prim.np_name or fname}", *args), arr)
-    return X(call(f"math.{prim.math_name or fname}", *args), arr)
 
 
 def select(cond, a, b):

@@ -1,0 +1,108 @@
+"""The code of a lifted segment that both AD modes emit the same way.
+
+Requires: a lifted segment's SymPy expressions (``coarsen.symbolic``) and an emitter of either
+mode (``fresh``, ``types``, ``made``, ``sym_expr``, ``lifted_names``); the canonical names of
+``coarsen.ad.canonical``.
+Guarantees: ``sym_to_gast`` prints a SymPy expression as a gast expression in the real names;
+``closed_form_values`` emits the values of a loop in closed form (the trip count, the shared
+subexpressions once, each value converted to its variable's type) and leaves assigning the
+variables to the mode; ``held_replacements`` names the replacements of a Jacobian whose value
+a variable of the segment already holds, so the code reads the variable instead of computing
+the value again.  Nothing here mutates its inputs except the emitter's name tables (``made``,
+``types``) for the names it takes.  Forward mode and reverse mode import this module, never
+each other's.
+"""
+from __future__ import annotations
+
+import copy
+
+import gast
+import sympy
+
+from .. import symbolic as S
+from ..codegen import build as B
+from ..ir.nodes import Scalar
+from .canonical import real_name
+
+
+def sym_to_gast(expr, names, subst=None):
+    """A SymPy expression of a lifted segment as a gast expression: ``subst`` ({symbol name:
+    gast expression}) printed in place of those symbols, then the canonical names printed as
+    the real ones (``names``: canonical -> real)."""
+    node = gast.parse(S.to_python(expr)).body[0].value
+    if subst:
+        class Seeds(gast.NodeTransformer):
+            def visit_Name(self, n):
+                return copy.deepcopy(subst[n.id]) if n.id in subst else n
+        node = Seeds().visit(node)
+    if names:
+        class Real(gast.NodeTransformer):
+            def visit_Name(self, n):
+                n.id = real_name(n.id, names)
+                return n
+        node = Real().visit(node)
+    return node
+
+
+def closed_form_values(em, seg):
+    """The values of a loop in closed form (``seg.plan.lifted``, a ``ClosedFormLoop``) as
+    code of the emitter ``em`` (``fresh``, ``types``, ``made``, ``sym_expr``): ``(statements,
+    [(carried variable, the temporary holding its final value)])``: the trip count ``_n``, the
+    carried values' shared subexpressions (``r**n``, once: ``guarded_cse``), then each value
+    converted to its variable's type.  The caller assigns the variables (reverse mode tapes
+    the values they held first; forward mode computes the tangents first)."""
+    info = seg.plan.lifted
+    n = em.fresh("_n")
+    em.types[n] = Scalar("i64")
+    nsym = sympy.Symbol(n, integer=True)
+    code = [B.assign(n, B.call("int", em.sym_expr(info.trip_count)))]
+    reps, finals = S.guarded_cse(
+        [info.finals_n[v].xreplace({info.n_symbol: nsym}) for v in info.carried],
+        f"_s{seg.index}_f")
+    for sym, e in reps:
+        em.made.add(sym.name)
+        code.append(B.assign(sym.name, em.sym_expr(e)))
+    tmps = []
+    for v, e in zip(info.carried, finals):
+        t = em.fresh("_closed")
+        em.types[t] = em.types[v]
+        conv = "float" if em.types[v].kind == "f64" else "int"
+        code.append(B.assign(t, B.call(conv, em.sym_expr(e))))
+        tmps.append((v, t))
+    return code, tmps
+
+
+def held_replacements(jac, held, reads):
+    """{replacement symbol name: variable} for the replacements of ``jac`` whose value a
+    variable of the segment holds at its end (``held``: the temporaries inlined into the DAG,
+    compared with each replacement expanded through the earlier ones): code after the
+    segment reads the variable (``math.exp(x)`` computed once, by the primal)."""
+    if not held:
+        return {}
+    by_value = {}
+    for v, e in held.items():
+        by_value.setdefault(e, v)
+    out, full = {}, {}
+    for sym, e in jac.replacements:
+        try:
+            value = e.xreplace(full)
+        except (TypeError, ValueError):     # a derivative object of SymPy's: left as it is
+            continue
+        if _small(value, HELD_NODES):       # expansions stay small (no swell)
+            full[sym] = value
+        if sym.name not in reads and value in by_value:
+            out[sym.name] = by_value[value]
+    return out
+
+
+#: the largest expanded replacement compared with the held values (tree nodes)
+HELD_NODES = 64
+
+
+def _small(expr, limit):
+    """Has the SymPy expression at most ``limit`` tree nodes (counted up to the limit)?"""
+    for count, _ in enumerate(sympy.preorder_traversal(expr)):
+        if count >= limit:
+            return False
+    return True
+

@@ -1,0 +1,41 @@
+"""Reading and annotating generated code, for both AD modes and their passes.
+
+Requires: gast statements (as ``coarsen.codegen.build`` makes them); a statement the frontend
+lowered from a source line carries ``_coarsen_loc`` (a ``Loc``: filename, line, text).
+Guarantees: ``names_read(nodes, ctx)`` is the set of the names the code reads (or, with
+``ctx=gast.Store``, assigns), nothing changed; ``comment_pass(stmts)`` sets ``coarsen_comment``
+(the source line's text, which the printer writes as a comment) on the first statement of
+each run of statements from one source line, in place, and keeps a comment already set.
+"""
+from __future__ import annotations
+
+import gast
+
+
+def names_read(nodes, ctx=gast.Load):
+    """The names the code ``nodes`` reads (``ctx=gast.Store``: assigns)."""
+    out = set()
+    for n in nodes:
+        for sub in gast.walk(n):
+            if isinstance(sub, gast.Name) and isinstance(sub.ctx, ctx):
+                out.add(sub.id)
+    return out
+
+
+def comment_pass(stmts, last=None):
+    """Comment each run of statements from one source line with that line (in place); returns
+    the last line commented (the caller's ``last`` for the statements that follow)."""
+    for st in stmts:
+        loc = getattr(st, "_coarsen_loc", None)
+        if loc is not None:
+            key = (loc.filename, loc.lineno)
+            if getattr(st, "coarsen_comment", None):
+                last = key
+            elif key != last:
+                st.coarsen_comment = f"{loc.text}"
+                last = key
+        for field in ("body", "orelse"):
+            sub = getattr(st, field, None)
+            if isinstance(sub, list) and sub and field in ("body", "orelse"):
+                comment_pass(sub, last)
+    return last

@@ -1,0 +1,431 @@
+"""The fixed runtime helpers of generated modules, as real functions.
+
+Requires: NumPy (``np``) only; each helper calls only NumPy, builtins and the helpers of this
+module.  Nothing of coarsen is imported: this module is part of the bottom code-generation
+layer (``coarsen.codegen``).
+Guarantees: ``HELPERS`` maps each helper's name to the function; ``coarsen.codegen.runtime``
+copies a function's source (``inspect.getsource``) into the generated module that calls it,
+with the helpers it calls (``calls``), so what runs in generated code is exactly this text and
+a linter reads it.  Every helper is written for Numba's nopython mode (no keyword arguments to
+NumPy beyond those Numba supports, no Python objects); no helper has a docstring or an inner
+comment, because its whole text is copied: notes go above the ``def``.  ``_grow`` refuses a
+tape over ``MAX_TAPE_BYTES`` (the literal in its body: the generated text carries the number;
+``tests/unit`` checks the two agree).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+MAX_TAPE_BYTES = 8 * 1024 ** 3
+
+
+def _grow(tape, need):
+    size = max(tape.shape[0] * 2, need)
+    if size * 8 > 8589934592:
+        raise MemoryError("coarsen: the tape would exceed 8 GiB; use fewer loop trips")
+    out = np.empty(size, tape.dtype)
+    out[:tape.shape[0]] = tape
+    return out
+
+
+def _reserve(tape, need):
+    if need > tape.shape[0]:
+        return _grow(tape, need)
+    return tape
+
+
+# a scratch array of the reverse sweep carved from the float tape above ``top``, at the
+# next 64-byte boundary (``coarsen.ad.reverse.scratch``): where the tape must grow, to the
+# size needed (no doubling, no tape cap: it is an array the code allocated before), its
+# entries below ``top`` kept
+def _scratch_zeros(tape, top, shape, size):
+    tape, start = _scratch_at(tape, top, size)
+    flat = tape[start:start + size]
+    flat[:] = 0.0
+    return tape, flat.reshape(shape), start + size
+
+
+def _scratch_empty(tape, top, shape, size):
+    tape, start = _scratch_at(tape, top, size)
+    return tape, tape[start:start + size].reshape(shape), start + size
+
+
+def _scratch_at(tape, top, size):
+    if top + size + 8 > tape.shape[0]:
+        grown = np.empty(top + size + 8)
+        grown[:top] = tape[:top]
+        tape = grown
+    misaligned = (np.int64(tape.ctypes.data) + 8 * top) & 63
+    return tape, top + ((64 - misaligned) & 63) // 8
+
+
+def _push(tape, pos, value):
+    if pos >= tape.shape[0]:
+        tape = _grow(tape, pos + 1)
+    tape[pos] = value
+    return tape, pos + 1
+
+
+def _push_array(tape, pos, a):
+    flat = a.ravel()
+    n = flat.shape[0]
+    if pos + n > tape.shape[0]:
+        tape = _grow(tape, pos + n)
+    tape[pos:pos + n] = flat
+    return tape, pos + n
+
+
+def _range_len(start, stop, step):
+    if step > 0:
+        if stop <= start:
+            return 0
+        return (stop - start + step - 1) // step
+    if stop >= start:
+        return 0
+    return (start - stop - step - 1) // (-step)
+
+
+# an index check inside a parallel loop (coarsen.ad.reverse.parallel): Numba runs a
+# prange loop whose body raises serially, but not one whose body calls a helper that does
+def _index_error(message):
+    raise IndexError(message)
+
+
+# binomial (revolve) checkpointing, coarsen.ad.reverse.revolve: beta(s, r) = C(s + r, s)
+# steps can be reversed with s snapshots and at most r advances of each step
+def _revolve_reps(t, s):
+    r = 0
+    beta = 1
+    while beta < t:
+        r += 1
+        beta = beta * (s + r) // r
+    return r, beta
+
+
+def _revolve_advances(t, s):
+    r, beta = _revolve_reps(t, s)
+    return r * t - beta * r // (s + 1)
+
+
+def _revolve_mid(t, s):
+    r, beta = _revolve_reps(t, s)
+    left = beta * r // (s + r)
+    right = beta * s // (s + r) * r // (s + r - 1)
+    return min(t - 1, left, t - right)
+
+
+def _revolve_units(n, room, c, t):
+    best_l = 0
+    best_s = 0
+    best = -1
+    size = 1
+    while size <= n and c + size * t <= room:
+        u = (n + size - 1) // size
+        s = min((room - size * t) // c, u)
+        cost = n + size * _revolve_advances(u, s)
+        if best < 0 or cost < best:
+            best = cost
+            best_l = size
+            best_s = s
+        size *= 2
+    return best_l, best_s
+
+
+# slices and broadcasting as NumPy computes them, for the loop nests of
+# coarsen.ir.scalarize (a missing bound is passed as +-2**62, which clips as None does)
+def _slice_start(n, lo, step):
+    if step > 0:
+        if lo < 0:
+            return max(lo + n, 0)
+        return min(lo, n)
+    if step == 0:
+        raise ValueError("slice step cannot be zero")
+    if lo < 0:
+        return max(lo + n, -1)
+    return min(lo, n - 1)
+
+
+def _slice_len(n, lo, hi, step):
+    start = _slice_start(n, lo, step)
+    if step > 0:
+        stop = max(hi + n, 0) if hi < 0 else min(hi, n)
+        if stop <= start:
+            return 0
+        return (stop - start + step - 1) // step
+    stop = max(hi + n, -1) if hi < 0 else min(hi, n - 1)
+    if stop >= start:
+        return 0
+    return (start - stop - step - 1) // (-step)
+
+
+def _bcast_len(a, b):
+    if a == 1:
+        return b
+    if b == 1 or a == b:
+        return a
+    raise ValueError("operands could not be broadcast together (coarsen: an element-wise array expression)")
+
+
+def _bcast_stride(e, n):
+    if e == n:
+        return 1
+    if e == 1:
+        return 0
+    raise ValueError("operands could not be broadcast together (coarsen: an element-wise array expression)")
+
+
+def _same_len(a, b):
+    if a != b:
+        raise ValueError("matmul/dot: shapes not aligned (the lengths differ)")
+    return a
+
+
+# a custom rule's result checked against the shape it must have: shapes a and b
+# (coarsen.ir.primitives.custom)
+def _custom_shape(v, a, b, message):
+    if a != b:
+        raise ValueError(message)
+    return v
+
+
+# an int divisor of // or %: Python raises where it is 0; Numba's numpy error model
+# would give 0 (coarsen.ir.primitives.elementwise)
+def _int_divisor(b):
+    if b == 0:
+        raise ZeroDivisionError("integer division or modulo by zero")
+    return b
+
+
+def _range_cont(i, stop, step):
+    if step > 0:
+        return i < stop
+    return i > stop
+
+
+def _mm22(a, b):
+    n, k = a.shape
+    m = b.shape[1]
+    if b.shape[0] != k:
+        raise ValueError('matmul/dot: shapes not aligned (the inner dimensions differ)')
+    out = np.zeros((n, m))
+    for i in range(n):
+        for p in range(k):
+            aip = a[i, p]
+            for j in range(m):
+                out[i, j] += aip * b[p, j]
+    return out
+
+
+def _mm21(a, x):
+    n, k = a.shape
+    if x.shape[0] != k:
+        raise ValueError('matmul/dot: shapes not aligned (the inner dimensions differ)')
+    out = np.zeros(n)
+    for i in range(n):
+        s = 0.0
+        for p in range(k):
+            s += a[i, p] * x[p]
+        out[i] = s
+    return out
+
+
+def _mm12(x, b):
+    k, m = b.shape
+    if x.shape[0] != k:
+        raise ValueError('matmul/dot: shapes not aligned (the inner dimensions differ)')
+    out = np.zeros(m)
+    for p in range(k):
+        xp = x[p]
+        for j in range(m):
+            out[j] += xp * b[p, j]
+    return out
+
+
+def _mm11(x, y):
+    if y.shape[0] != x.shape[0]:
+        raise ValueError('matmul/dot: shapes not aligned (the inner dimensions differ)')
+    s = 0.0
+    for p in range(x.shape[0]):
+        s += x[p] * y[p]
+    return s
+
+
+def _outer(x, y):
+    out = np.empty((x.shape[0], y.shape[0]))
+    for i in range(x.shape[0]):
+        for j in range(y.shape[0]):
+            out[i, j] = x[i] * y[j]
+    return out
+
+
+def _prod_grad(a):
+    flat = a.ravel()
+    n = flat.shape[0]
+    left = np.ones(n)
+    right = np.ones(n)
+    for i in range(1, n):
+        left[i] = left[i - 1] * flat[i - 1]
+    for i in range(n - 2, -1, -1):
+        right[i] = right[i + 1] * flat[i + 1]
+    return (left * right).reshape(a.shape)
+
+
+def _cumsum2(a, axis):
+    n, m = a.shape
+    out = np.empty((n, m), a.dtype)
+    if n == 0 or m == 0:
+        return out
+    if axis == 0:
+        for j in range(m):
+            acc = a[0, j]
+            out[0, j] = acc
+            for i in range(1, n):
+                acc = acc + a[i, j]
+                out[i, j] = acc
+    else:
+        for i in range(n):
+            acc = a[i, 0]
+            out[i, 0] = acc
+            for j in range(1, m):
+                acc = acc + a[i, j]
+                out[i, j] = acc
+    return out
+
+
+def _rcumsum1(g):
+    n = g.shape[0]
+    out = np.empty(n)
+    acc = 0.0
+    for i in range(n - 1, -1, -1):
+        acc += g[i]
+        out[i] = acc
+    return out
+
+
+def _rcumsum2(g, axis):
+    n, m = g.shape
+    out = np.empty((n, m))
+    if axis == 0:
+        for j in range(m):
+            acc = 0.0
+            for i in range(n - 1, -1, -1):
+                acc += g[i, j]
+                out[i, j] = acc
+    else:
+        for i in range(n):
+            acc = 0.0
+            for j in range(m - 1, -1, -1):
+                acc += g[i, j]
+                out[i, j] = acc
+    return out
+
+
+def _diff_adj1(g, shape):
+    n = g.shape[0]
+    out = np.zeros(shape[0])
+    for i in range(n):
+        out[i] -= g[i]
+        out[i + 1] += g[i]
+    return out
+
+
+def _diff_adj2(g, axis, shape):
+    n, m = g.shape
+    out = np.zeros((shape[0], shape[1]))
+    if axis == 0:
+        for i in range(n):
+            for j in range(m):
+                out[i, j] -= g[i, j]
+                out[i + 1, j] += g[i, j]
+    else:
+        for i in range(n):
+            for j in range(m):
+                out[i, j] -= g[i, j]
+                out[i, j + 1] += g[i, j]
+    return out
+
+
+def _solve2(a, b):
+    n = a.shape[0]
+    if a.shape[1] != n:
+        raise np.linalg.LinAlgError('solve: the matrix is not square')
+    if b.shape[0] != n:
+        raise np.linalg.LinAlgError('solve: the system is not dimensionally valid (A and b differ in length)')
+    m = b.shape[1]
+    lu = np.empty((n, n))
+    x = np.empty((n, m))
+    for i in range(n):
+        for j in range(n):
+            lu[i, j] = a[i, j]
+        for j in range(m):
+            x[i, j] = b[i, j]
+    for k in range(n):
+        p = k
+        big = abs(lu[k, k])
+        for i in range(k + 1, n):
+            if abs(lu[i, k]) > big:
+                big = abs(lu[i, k])
+                p = i
+        if big == 0.0:
+            raise np.linalg.LinAlgError('Singular matrix')
+        if p != k:
+            for j in range(n):
+                t = lu[k, j]
+                lu[k, j] = lu[p, j]
+                lu[p, j] = t
+            for j in range(m):
+                t = x[k, j]
+                x[k, j] = x[p, j]
+                x[p, j] = t
+        piv = lu[k, k]
+        for i in range(k + 1, n):
+            f = lu[i, k] / piv
+            for j in range(k + 1, n):
+                lu[i, j] -= f * lu[k, j]
+            for j in range(m):
+                x[i, j] -= f * x[k, j]
+    for k in range(n - 1, -1, -1):
+        for j in range(m):
+            acc = x[k, j]
+            for i in range(k + 1, n):
+                acc -= lu[k, i] * x[i, j]
+            x[k, j] = acc / lu[k, k]
+    return x
+
+
+def _solve1(a, b):
+    bb = np.empty((b.shape[0], 1))
+    for i in range(b.shape[0]):
+        bb[i, 0] = b[i]
+    return _solve2(a, bb)[:, 0].copy()
+
+
+def _solve_adj_b1(a, g):
+    return _solve1(a.T, g)
+
+
+def _solve_adj_b2(a, g):
+    return _solve2(a.T, g)
+
+
+def _solve_adj_a1(a, b, g):
+    x = _solve1(a, b)
+    gb = _solve1(a.T, g)
+    return -_outer(gb, x)
+
+
+def _solve_adj_a2(a, b, g):
+    x = _solve2(a, b)
+    gb = _solve2(a.T, g)
+    return -_mm22(gb, x.T)
+
+
+#: name -> helper, in the order written here
+HELPERS = {f.__name__: f for f in (
+    _grow, _reserve, _scratch_zeros, _scratch_empty, _scratch_at, _push, _push_array,
+    _range_len, _index_error, _revolve_reps, _revolve_advances, _revolve_mid, _revolve_units,
+    _slice_start, _slice_len, _bcast_len, _bcast_stride, _same_len, _custom_shape, _int_divisor,
+    _range_cont, _mm22, _mm21, _mm12, _mm11, _outer, _prod_grad, _cumsum2, _rcumsum1, _rcumsum2,
+    _diff_adj1, _diff_adj2, _solve2, _solve1, _solve_adj_b1, _solve_adj_b2, _solve_adj_a1,
+    _solve_adj_a2,
+)}
