@@ -5,7 +5,12 @@ Speaks Python ASTs (gast) and Numba only; never imports ``coarsen``. Modules:
 * ``printer``: ``render(module, *, target, header=None) -> str`` (readable, deterministic source)
 * ``build``: ``build(source, *, name, target) -> module`` (real file in the cache dir, imported)
 * ``cache``: ``cache_key``, ``store_source``, ``load_source``, ``load_meta``, ``load``,
-  ``clear_cache``, ``cache_dir`` (the on-disk cache, atomic and hash-checked)
+  ``clear_cache``, ``cache_dir`` (the on-disk cache, atomic and hash-checked; an unusable
+  location falls back to a per-process temporary directory)
+* ``cache_faults``: ``CacheWarning``; damaged files (coarsen's and Numba's) are discarded,
+  warned about once and rebuilt, never raised
+* ``cache_admin``: ``info``, ``prune`` (least recently used), ``bound_size``
+  (``$COARSEN_CACHE_MAX_BYTES``), ``main`` (``python -m coarsen cache info|clear|prune``)
 * ``export``: ``export_module(source, path, *, header)`` (standalone file: math/numpy/numba only)
 * ``batch``: ``batch_source(fn_name, params, batched, *, wrt, value_type, target, driver_name)``
   (vmap-style batched driver: numba.prange on the CPU)
@@ -24,6 +29,7 @@ from .batch import batch_source
 from .build import build, module_path
 from .cuda import cuda_batch_source
 from .cache import cache_dir, cache_key, clear_cache, load, load_meta, load_source, store_source
+from .cache_faults import CacheWarning
 from .errors import CacheSecurityError, LoweringError
 from .export import export_module
 from .printer import render
@@ -36,6 +42,7 @@ __all__ = [
     "cache_dir",
     "cache_key",
     "clear_cache",
+    "CacheWarning",
     "load",
     "load_meta",
     "load_source",

@@ -23,6 +23,17 @@ Guarantees:
       their own and imported (``shared_helpers.split``: same line numbers, hash-named), so
       Numba compiles each once per process; the file and the hash are those of the text with
       the imports, which ``module_path(source, name=, target="cpu")`` names.
+    * Faults never fail a build (``cache_faults``): a module file whose content does not match
+      its hash is rewritten with a ``CacheWarning`` naming it; Numba's cache files of every
+      function the module defines are guarded (``guard_numba_caches``: a damaged ``.nbi`` or
+      ``.nbc`` is discarded, warned about and compiled again); a file that vanishes between its
+      write and the import (a concurrent prune or clear) is written again (three tries); a
+      module file that cannot be written, or a Numba that finds no writable cache folder
+      beside it, moves the module to this process's temporary directory
+      (``cache.fallback_dir``, one warning).
+    * Each build records a use of the module (``touch_marker("m-<file stem>")``) and, after
+      writing a file or Numba's cache, keeps the directory under ``$COARSEN_CACHE_MAX_BYTES``
+      (``cache_admin.bound_size``, never evicting the module being built).
 """
 
 from __future__ import annotations
@@ -35,7 +46,9 @@ import threading
 import types
 from pathlib import Path
 
-from .cache import atomic_write_text, cache_dir, sha256_hex
+from . import cache_admin
+from .cache import atomic_write_text, cache_dir, fallback_dir, sha256_hex, touch_marker
+from .cache_faults import guard_numba_caches, warn_once
 from .errors import LoweringError
 from .shared_helpers import module_name, split as split_helpers
 from .targets import check_target
@@ -59,14 +72,22 @@ def _check_name(name: str) -> None:
         raise LoweringError(f"build: name must be a Python identifier, got {name!r}")
 
 
-def _ensure_file(path: Path, source: str, digest: str) -> None:
-    """Make ``path`` hold exactly ``source``; verify by content hash, rewrite on mismatch."""
+def _ensure_file(path: Path, source: str, digest: str) -> bool:
+    """Make ``path`` hold exactly ``source``; verify by content hash, rewrite on mismatch (with a
+    warning: the file was damaged). True when the file was written."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         data = None
-    if data is None or hashlib.sha256(data).hexdigest() != digest:
-        atomic_write_text(path, source)
+    except OSError:
+        data = b""                      # unreadable (a folder in its place...): rewrite it
+    if data is not None and hashlib.sha256(data).hexdigest() == digest:
+        return False
+    atomic_write_text(path, source)
+    if data is not None:
+        warn_once(f"damaged:{path}", f"coarsen: replaced the damaged cache file {path} "
+                  "(its content did not match its hash)")
+    return True
 
 
 def _register_linecache(path: Path, source: str) -> None:
@@ -91,20 +112,60 @@ def build(source: str, *, name: str, target: str) -> types.ModuleType:
     return _build(source, name, target)
 
 
+class _Unusable(Exception):
+    """The module's folder cannot hold it: build it in this process's temporary directory."""
+
+    def __init__(self, reason: BaseException):
+        super().__init__(str(reason))
+        self.reason = reason
+
+
 def _build(source: str, name: str, target: str) -> types.ModuleType:
     digest = sha256_hex(source)
-    path = cache_dir() / f"{name}_{digest[:_PREFIX_LEN]}.py"
+    stem = f"{name}_{digest[:_PREFIX_LEN]}"
     modname = module_name(source, name)
     with _lock:
-        _ensure_file(path, source, digest)
-        _register_linecache(path, source)
+        root = cache_dir()
+        path = root / f"{stem}.py"
         module = sys.modules.get(modname)
         if (
             module is not None
             and getattr(module, "__coarsen_sha256__", None) == digest
             and getattr(module, "__file__", None) == str(path)
         ):
+            try:
+                _ensure_file(path, source, digest)
+            except OSError:
+                pass                    # the module runs from memory; its file is a courtesy
+            _register_linecache(path, source)
+            touch_marker(f"m-{stem}")
             return module
+        try:
+            return _import(source, digest, modname, target, path, stem)
+        except _Unusable as exc:
+            path = fallback_dir(root, exc.reason) / f"{stem}.py"
+            try:
+                return _import(source, digest, modname, target, path, stem)
+            except _Unusable as again:
+                raise again.reason from None
+
+
+def _cache_trouble(exc: BaseException, path: Path) -> bool:
+    """Did ``exec`` fail because of the cache folder (not because of the code)?"""
+    if not path.is_file():
+        return True                     # removed under us: Numba found no file to cache beside
+    return isinstance(exc, RuntimeError) and str(exc).startswith("cannot cache function")
+
+
+def _import(source: str, digest: str, modname: str, target: str, path: Path,
+            stem: str) -> types.ModuleType:
+    """Write ``path`` and execute ``source`` as module ``modname`` from it (see ``_build``)."""
+    for attempt in (1, 2, 3):
+        try:
+            wrote = _ensure_file(path, source, digest)
+        except OSError as exc:
+            raise _Unusable(exc) from None
+        _register_linecache(path, source)
         code = compile(source, str(path), "exec", dont_inherit=True)
         module = types.ModuleType(modname)
         module.__file__ = str(path)
@@ -115,7 +176,20 @@ def _build(source: str, name: str, target: str) -> types.ModuleType:
         sys.modules[modname] = module
         try:
             exec(code, module.__dict__)
+        except Exception as exc:
+            sys.modules.pop(modname, None)
+            if not _cache_trouble(exc, path):
+                raise
+            if attempt == 3 or path.is_file():
+                raise _Unusable(exc) from None
+            continue                    # the file was pruned meanwhile: write it again
         except BaseException:
             sys.modules.pop(modname, None)
             raise
+        protect = (f"m-{stem}",)
+        guard_numba_caches(module, on_save=lambda: cache_admin.bound_size(protect=protect))
+        touch_marker(f"m-{stem}")
+        if wrote:
+            cache_admin.bound_size(protect=protect)
         return module
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -10,7 +10,15 @@ Guarantees:
       ``<coarsen distribution version>-py<major><minor>`` (read from package metadata, without
       importing coarsen). Directories coarsen creates get mode 0o700 (per user) and a standard
       ``CACHEDIR.TAG`` (so backup tools skip them, and so ``clear_cache`` knows the directory is
-      coarsen's). The directory is re-checked on every use.
+      coarsen's). The directory is re-checked on every use (``configured_dir()`` names it
+      without touching the disk).
+    * Unusable location: a location that cannot be created or written (an ``OSError``: a
+      missing or read-only mount, a path under a regular file; writing is probed once per
+      process with a temporary file) makes ``cache_dir()`` fall back, for the rest of the
+      process, to a private temporary directory (``tempfile.mkdtemp``, removed at exit), with
+      one ``CacheWarning`` naming the location and the reason; ``cache_dir(fallback=False)``
+      raises the ``OSError`` instead (the ``cache`` command line). Only where no temporary
+      directory can be made either does it raise ``LoweringError``.
     * Safety: a cache directory that is not owned by the current user, or is writable by group or
       others, or is non-empty without coarsen's ``CACHEDIR.TAG``, raises ``CacheSecurityError``;
       nothing is read from, written to or executed from it.
@@ -22,6 +30,17 @@ Guarantees:
       is written after its source, so a reader that finds an entry finds its source. On load the
       source's content hash is checked against the entry (and the file name); a mismatch (tampered,
       truncated or foreign file) is a cache miss (``None``), never an exception and never code.
+      A damaged file (an entry that is not UTF-8 JSON of the expected shape or names another
+      key, a source whose hash is wrong) is also discarded and named in a ``CacheWarning``
+      (``cache_faults``), once per process; a missing file (another process pruned it) or an
+      entry of other parts is a miss without a warning.
+    * Writes never fail the caller: a ``store_source`` whose files cannot be written (full disk,
+      read-only or vanished directory) warns once and stores nothing.
+    * Use is recorded for ``cache_admin``'s least-recently-used eviction: ``load`` and
+      ``store_source`` touch ``access/e-<key>``, ``build`` touches ``access/m-<module stem>``
+      (``touch_marker``; the marker's mtime is the last use, never the file's own times), and
+      after each write ``cache_admin.bound_size`` keeps the directory under
+      ``$COARSEN_CACHE_MAX_BYTES`` when it is set.
     * ``cache_key(**parts)`` is the sha256 (64 hex digits) of the canonical JSON of ``parts``
       (sorted keys, no whitespace, UTF-8, NaN/inf refused); values must be JSON types (str, int,
       float, bool, None, list/tuple, dict with str keys); tuples hash like lists. Anything else
@@ -44,17 +63,22 @@ import hashlib
 import json
 import os
 import re
+import atexit
 import shutil
 import stat
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
+from .cache_faults import report_damaged, warn_once
 from .errors import CacheSecurityError, LoweringError
 
 __all__ = [
     "cache_dir",
+    "configured_dir",
+    "touch_marker",
     "cache_key",
     "toolchain_versions",
     "load",
@@ -75,6 +99,8 @@ _TAG_TEXT = (
 )
 _KEY_RE = re.compile(r"[0-9a-f]{64}")
 _KEY_SCHEMA = "coarsen-cache-key/1"
+#: the folder of use markers (``touch_marker``), read by ``cache_admin``
+MARKERS = "access"
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -109,10 +135,21 @@ def atomic_write_text(path: os.PathLike | str, text: str, *, mode: int | None = 
         raise
 
 
-def _read_text(path: Path) -> str | None:
+def _read_bytes(path: Path) -> bytes | None:
+    """The file's bytes; ``None`` when it is missing or cannot be read (warned once)."""
     try:
-        data = path.read_bytes()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        warn_once(f"unreadable:{path}", f"coarsen: cannot read the cache file {path} ({exc}); "
+                  "it is treated as absent")
+        return None
+
+
+def _read_text(path: Path) -> str | None:
+    data = _read_bytes(path)
+    if data is None:
         return None
     try:
         return data.decode("utf-8")
@@ -161,20 +198,30 @@ def _ensure_dir(path: Path) -> None:
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
     except FileExistsError:
-        raise CacheSecurityError(f"cache path {path} exists and is not a directory") from None
+        # an OSError: the location cannot be used (cache_dir falls back), nothing is unsafe
+        raise NotADirectoryError(f"cache path {path} exists and is not a directory") from None
 
 
-def cache_dir() -> Path:
-    """The checked cache directory (created on first use). See the module docstring."""
+def configured_dir() -> Path:
+    """The cache location the environment names (nothing is created or checked)."""
     env = os.environ.get(CACHE_ENV)
     if env:
-        root = Path(env).expanduser().absolute()
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        parent = Path(base).absolute() / "coarsen"
-        _ensure_dir(parent)
-        _check_safe(parent)
-        root = parent / _version_tag()
+        return Path(env).expanduser().absolute()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base).absolute() / "coarsen" / _version_tag()
+
+
+_state_lock = threading.Lock()
+_writable: set[str] = set()            # locations probed writable in this process
+_fallbacks: dict[str, Path] = {}       # unusable location -> this process's temporary directory
+_process_dirs: dict[int, Path] = {}    # pid -> its temporary directory
+
+
+def _prepare(root: Path, *, default: bool) -> None:
+    """Create and check ``root`` (and the per-user parent of the default location)."""
+    if default:
+        _ensure_dir(root.parent)
+        _check_safe(root.parent)
     _ensure_dir(root)
     _check_safe(root)
     tag = root / _TAG_NAME
@@ -186,14 +233,87 @@ def cache_dir() -> Path:
                 f"no {_TAG_NAME} from coarsen; point {CACHE_ENV} at a new or empty directory"
             )
         atomic_write_text(tag, _TAG_TEXT)
+    if str(root) not in _writable:
+        fd, probe = tempfile.mkstemp(dir=root, prefix=".probe.", suffix=".tmp")
+        os.close(fd)
+        try:
+            os.unlink(probe)
+        except FileNotFoundError:
+            pass                        # a concurrent clear_cache took it
+        _writable.add(str(root))
+
+
+def _process_dir() -> Path:
+    """This process's private temporary cache directory (made on first use, removed at exit)."""
+    pid = os.getpid()
+    path = _process_dirs.get(pid)
+    if path is None or not (path / _TAG_NAME).is_file():
+        try:
+            path = Path(tempfile.mkdtemp(prefix="coarsen-cache-"))
+            atomic_write_text(path / _TAG_NAME, _TAG_TEXT)
+        except OSError as exc:
+            raise LoweringError(
+                f"no writable cache directory: the temporary directory cannot be used either "
+                f"({exc}); set {CACHE_ENV} to a writable directory") from None
+        _process_dirs[pid] = path
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def fallback_dir(location: Path, reason: BaseException) -> Path:
+    """The temporary directory that replaces ``location`` for the rest of this process."""
+    with _state_lock:
+        path = _process_dir()
+        first = _fallbacks.setdefault(str(location), path) is path
+    if first:
+        warn_once(f"unusable:{location}",
+                  f"coarsen: cannot use the cache directory {location} "
+                  f"({type(reason).__name__}: {reason}); this process caches in {path} "
+                  "(removed at exit) and compiles what it uses again", stacklevel=4)
+    return path
+
+
+def cache_dir(*, fallback: bool = True) -> Path:
+    """The checked cache directory (created on first use). See the module docstring."""
+    root = configured_dir()
+    if fallback and str(root) in _fallbacks:
+        with _state_lock:
+            return _process_dir()
+    try:
+        _prepare(root, default=not os.environ.get(CACHE_ENV))
+    except CacheSecurityError:
+        raise
+    except OSError as exc:
+        if not fallback:
+            raise
+        return fallback_dir(root, exc)
     return root
 
 
-def _subdir(name: str) -> Path:
-    path = cache_dir() / name
+def _subdir(name: str, root: Path | None = None) -> Path:
+    path = (cache_dir() if root is None else root) / name
     _ensure_dir(path)
     _check_safe(path)
     return path
+
+
+def touch_marker(name: str) -> None:
+    """Record a use of the cache unit ``name`` (``access/<name>``'s mtime); never raises."""
+    try:
+        marker = _subdir(MARKERS) / name
+        try:
+            os.utime(marker)
+        except FileNotFoundError:
+            os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+    except (OSError, LoweringError):
+        pass
+
+
+def _bound_size(protect: str) -> None:
+    """Keep the cache under ``$COARSEN_CACHE_MAX_BYTES`` (``cache_admin``); never raises."""
+    from . import cache_admin
+
+    cache_admin.bound_size(protect=(protect,))
 
 
 def _check_key(key: str) -> str:
@@ -284,37 +404,62 @@ def store_source(key: str, source: str, meta: dict, *, parts: dict | None = None
         ensure_ascii=False,
         allow_nan=False,
     )
-    sources = _subdir("sources")
-    blob = sources / f"{digest}.py"
-    current = _read_text(blob)
-    if current is None or sha256_hex(current) != digest:
-        atomic_write_text(blob, source)
-    atomic_write_text(_subdir("entries") / f"{key}.json", entry_text + "\n")
+    root = cache_dir()
+    for attempt in (1, 2):
+        try:
+            blob = _subdir("sources", root) / f"{digest}.py"
+            current = _read_text(blob)
+            if current is None or sha256_hex(current) != digest:
+                atomic_write_text(blob, source)
+            atomic_write_text(_subdir("entries", root) / f"{key}.json", entry_text + "\n")
+            break
+        except FileNotFoundError:
+            if attempt == 2:            # a folder removed twice under us (clear_cache)
+                return
+        except OSError as exc:
+            warn_once(f"unwritable:{root}", f"coarsen: cannot write to the cache directory "
+                      f"{root} ({type(exc).__name__}: {exc}); generated code is not kept")
+            return
+    touch_marker(f"e-{key}")
+    _bound_size(f"e-{key}")
 
 
 def load(key: str, *, parts: dict | None = None) -> tuple[str, dict] | None:
     """``(source, meta)`` stored under ``key``, consistent with each other, or ``None``; with
-    ``parts``, only an entry stored with exactly these parts is served."""
+    ``parts``, only an entry stored with exactly these parts is served. A damaged entry or
+    source is discarded with a ``CacheWarning`` (module docstring)."""
     _check_key(key)
-    text = _read_text(_subdir("entries") / f"{key}.json")
-    if text is None:
+    try:
+        entries, sources = _subdir("entries"), _subdir("sources")
+    except OSError:
+        return None
+    path = entries / f"{key}.json"
+    data = _read_bytes(path)
+    if data is None:
         return None
     try:
-        entry = json.loads(text)
-    except ValueError:
+        entry = json.loads(data.decode("utf-8"))
+    except ValueError as exc:           # UnicodeDecodeError included
+        report_damaged(path, f"not a JSON entry: {exc}", data)
         return None
     if not isinstance(entry, dict) or entry.get("key") != key:
+        report_damaged(path, "not an entry for this key", data)
         return None
     if parts is not None and entry.get("parts") != _canonical(parts, "parts"):
-        return None
-    digest = entry.get("source_sha256")
-    meta = entry.get("meta")
+        return None                     # another key scheme's entry: a miss, not damage
+    digest, meta = entry.get("source_sha256"), entry.get("meta")
     if not isinstance(digest, str) or not _KEY_RE.fullmatch(digest) or not isinstance(meta, dict):
+        report_damaged(path, "an entry without a source hash or meta", data)
         return None
-    source = _read_text(_subdir("sources") / f"{digest}.py")
-    if source is None or sha256_hex(source) != digest:
+    blob = sources / f"{digest}.py"
+    raw = _read_bytes(blob)
+    if raw is None:
+        return None                     # pruned meanwhile: a miss
+    if hashlib.sha256(raw).hexdigest() != digest:
+        report_damaged(blob, "its content does not match its hash", raw)
         return None
-    return source, meta
+    touch_marker(f"e-{key}")
+    return raw.decode("utf-8"), meta
 
 
 def load_source(key: str) -> str | None:
