@@ -66,7 +66,6 @@ from .scratch import scratch_arrays
 from .zero_adjoints import drop_zero_accumulations
 from .emitter import Emitter
 from .tapes import FP, FT, IP, IT, TL_MARK, TLF, TLI
-from ..tidy import tidy_module
 
 
 def _in_loops(block, fused=(), loop=None, out=None):
@@ -412,7 +411,6 @@ def differentiate_ir(fn, wrt, facts, entry_name, *, coarsen=False, budget_second
                                 if mod in used) or "\n")
     helper_mod = gast.parse(helpers) if helpers else gast.Module(body=[], type_ignores=[])
     module = gast.Module(body=header.body + helper_mod.body + funcs, type_ignores=[])
-    module = tidy_module(module, types)     # coarsen.ad.tidy: no copies, seeds, dead stores
     if fresh_check.ENABLED:
         fresh_check.check_names(module, em.supply)
     em.segments = segments + forward_segments
