@@ -3,6 +3,7 @@
     python -m coarsen export module:function --signature "float64[:], int64" -o out.py
                              [--wrt x,w] [--target cpu|python] [--fine]
     python -m coarsen demo [--fine]
+    python -m coarsen cache info|clear|prune --max-bytes N
 
 ``export`` imports ``module`` (a dotted module name importable from the current directory, or
 a path to a ``.py`` file) and writes the gradient of ``function`` as a standalone module (see
@@ -12,6 +13,9 @@ by a comma, give a tuple; without ``--wrt`` every float parameter, a tuple.
 
 ``demo`` differentiates ``coarsen.examples.damped_pendulum`` (a loop), prints its gradient next
 to central finite differences, then the generated source.
+
+``cache`` shows, empties or prunes (least recently used first) the on-disk cache
+(``coarsen.lowering.cache_admin``).
 
 Exit status: 0 on success, 1 on a ``CoarsenError`` (message on stderr), 2 on usage errors.
 """
@@ -99,6 +103,10 @@ def _cmd_demo(args):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["cache"]:
+        from .lowering.cache_admin import main as cache_main
+        return cache_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m coarsen",
                                      description="coarsen: source-to-source reverse-mode AD for "
                                                  "plain Python/NumPy, lowered to Numba")
@@ -117,6 +125,8 @@ def main(argv=None):
     demo = sub.add_parser("demo", help="differentiate an example loop and compare with finite differences")
     demo.add_argument("--fine", action="store_true", help="fine-grained AD (coarsen=False)")
     demo.set_defaults(run=_cmd_demo)
+    sub.add_parser("cache", help="show, clear or prune the on-disk cache: cache info|clear|prune "
+                                 "--max-bytes N (handled above, by coarsen.lowering.cache_admin)")
     args = parser.parse_args(argv)
     from coarsen.errors import CoarsenError
     try:
