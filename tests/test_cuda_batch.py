@@ -1,4 +1,4 @@
-"""The CUDA batch end to end (coarsen.transforms.batching.cpu + lowering.cuda_host): device arrays in and out,
+"""The CUDA batch end to end (coarsen.transforms.batching.cuda + lowering.cuda_host): device arrays in and out,
 the buffers kept across calls, ``last_timings``, the checks on device inputs, and loops in
 stretches taped in thread-local memory (``bg.local_tape``: the CPU batch's bits per set,
 checkpoints in the workspace, overflow reruns, ``bg.report()``).
@@ -23,7 +23,7 @@ from coarsen.lowering.cuda_host import is_device_array
 try:
     from numba import config as _config
 
-    from coarsen.transforms.batching.cpu import import_numba_cuda
+    from coarsen.transforms.batching.cuda import import_numba_cuda
     cuda = import_numba_cuda()
 except Exception as exc:  # numba-cuda missing or broken for this NumPy
     pytest.skip(f"numba.cuda cannot be imported: {exc}", allow_module_level=True)

@@ -16,7 +16,7 @@ import pytest
 import coarsen
 from coarsen import examples as ex
 from coarsen import lowering
-from coarsen.transforms.batching.cpu import loop_notes
+from coarsen.transforms.batching.cuda import loop_notes
 
 
 def run(ws, args, local, nf=512, ni=64):

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import coarsen
-from coarsen import CoarsenError, batching
+from coarsen import CoarsenError
+from coarsen.transforms.batching import cuda as cuda_batch
 
 
 def two_steps(x, a, n):
@@ -92,7 +93,7 @@ def test_cuda_batch_with_numba_cuda_broken_by_numpy_says_what_to_install(monkeyp
 def test_numba_cuda_missing_pieces_get_the_install_hint(monkeypatch):
     _refuse(monkeypatch, "numba.cuda", ImportError("NVIDIA CUDA Python bindings not found"))
     with pytest.raises(CoarsenError) as info:
-        batching.import_numba_cuda()
+        cuda_batch.import_numba_cuda()
     assert "NVIDIA CUDA Python bindings not found" in info.value.problem
     assert "pip install -e '.[cuda]'" in info.value.hint and "numpy<2.5" not in info.value.hint
 
@@ -104,12 +105,12 @@ def test_numba_cuda_numpy_module_checked_outside_the_simulator(monkeypatch):
     _refuse(monkeypatch, "numba.cuda.np", ROW_STACK)
     monkeypatch.setattr(config, "ENABLE_CUDASIM", False)
     with pytest.raises(CoarsenError) as info:
-        batching.import_numba_cuda()
+        cuda_batch.import_numba_cuda()
     assert "row_stack" in info.value.problem and "numpy<2.5" in info.value.hint
     monkeypatch.setattr(config, "ENABLE_CUDASIM", True)
-    assert batching.import_numba_cuda() is sys.modules["numba.cuda"]
+    assert cuda_batch.import_numba_cuda() is sys.modules["numba.cuda"]
 
 
 def test_numba_cuda_guard_passes_a_working_numba_cuda():
     # Numba's built-in numba.cuda (no numba.cuda.np) or numba-cuda: imports without a GPU
-    assert batching.import_numba_cuda() is sys.modules["numba.cuda"]
+    assert cuda_batch.import_numba_cuda() is sys.modules["numba.cuda"]

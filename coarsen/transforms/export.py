@@ -46,6 +46,7 @@ from .. import lowering
 from .version import __version__
 from ..errors import CoarsenError
 from ..frontend.source import display_path
+from .arguments import convert_argument
 
 __all__ = ["CONVERT", "MAX_EMBEDDED", "array_literal", "example_args", "export_gradient",
            "kind_of_dtype", "parse_signature", "rename_identifier", "sig_text",
@@ -168,8 +169,8 @@ def kind_of_dtype(dtype):
 
 def entry_array(a):
     """A module-level array as the entry takes it, as ``Gradient`` converts it at each call
-    (``coarsen.forward_api.convert_argument``): the export computes what ``g`` computes."""
-    from .jvp import convert_argument
+    (``coarsen.transforms.arguments.convert_argument``): the export computes what ``g``
+    computes."""
     return convert_argument(a)
 
 

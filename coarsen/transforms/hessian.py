@@ -69,13 +69,14 @@ from .gradient import differentiate
 from .artifact import Signature, bind_arguments, check_wrt, function_error, resolve_wrt
 from ..errors import CoarsenError, at_stmt
 from .module_arrays import ModuleArrays
-from .jvp import JvpOptions, check_aliasing, compile_jvp, convert_argument, converted
+from .arguments import check_aliasing, convert_argument, converted, kind_of
+from .jvp import JvpOptions, compile_jvp
 from ..frontend.custom_calls import custom_calls
 from ..frontend.lower import lower
 from ..frontend.source import get_source, unwrap
 from .gradient_program import NotAProgram, gradient_program
 from .prepare import lower_for, typed_ir
-from .sweeps import driver_module, hessian_driver, kind_of
+from .sweeps import driver_module, hessian_driver
 from .wrappers import fresh_name, make_wrapper
 
 __all__ = ["Hessian", "Hvp", "SecondOrderReport", "hessian", "hvp"]

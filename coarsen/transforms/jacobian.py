@@ -52,21 +52,20 @@ import math
 import sys
 from dataclasses import dataclass
 
-import gast
 import numpy as np
 
 from .gradient import differentiate
 from .artifact import Signature, bind_arguments, check_wrt, resolve_wrt
 from ..errors import CoarsenError
 from .module_arrays import ModuleArrays
-from .jvp import (JvpOptions, check_aliasing, check_directions, compile_jvp,
-                          convert_argument, converted, jvp)
+from .arguments import check_aliasing, convert_argument, converted, kind_of
+from .jvp import JvpOptions, check_directions, compile_jvp, jvp
 from ..frontend.lower import lower
 from ..frontend.source import get_source, unwrap
 from ..ir.nodes import Array
 from .prepare import lower_for, typed_ir
-from .sweeps import driver_module, forward_driver, kind_of, rows_driver
-from .wrappers import fresh_name, make_wrapper
+from .sweeps import driver_module, forward_driver, rows_driver
+from .wrappers import array_form, fresh_name, make_wrapper, tuple_length
 
 __all__ = ["Jacobian", "JacobianReport", "jacobian"]
 
@@ -75,36 +74,6 @@ MODES = ("auto", "forward", "reverse")
 
 class _ShapeChanged(Exception):
     """A reverse-mode call found the result's shape changed from the one learned."""
-
-
-def tuple_length(src):
-    """``k`` when every ``return`` of the function is a literal tuple of ``k`` values, ``None``
-    when none is a tuple; a mix raises ``CoarsenError`` at the first odd one."""
-    rets = [n for n in gast.walk(src.node) if isinstance(n, gast.Return) and n.value is not None]
-    lengths = [len(r.value.elts) if isinstance(r.value, gast.Tuple) else None for r in rets]
-    if not any(k is not None for k in lengths):
-        return None
-    for r, k in zip(rets, lengths):
-        if k != lengths[0] or k is None:
-            raise CoarsenError("the function's returns differ: a tuple of "
-                               f"{lengths[0]} values at one, {'one value' if k is None else k} here",
-                               filename=src.filename, lineno=r.lineno, col_offset=r.col_offset,
-                               source_line=src.line(r.lineno),
-                               hint="return the same kind of result on every path")
-    return lengths[0]
-
-
-def array_form(fn, src, params, k):
-    """``fn`` itself, or for a function returning ``k`` scalars the generated wrapper that
-    returns them as one array."""
-    if k is None:
-        return fn
-    taken = set(params)
-    f, np_, r = fresh_name("_f", taken), fresh_name("np", taken), fresh_name("_r", taken)
-    items = ", ".join(f"{r}[{i}]" for i in range(k))
-    return make_wrapper("array result", f"_array_{fn.__name__}", params,
-                        [f"{r} = {f}({', '.join(params)})", f"return {np_}.array([{items}])"],
-                        {f: fn, np_: np}, f"{fn.__module__}.{fn.__qualname__}").fn
 
 
 @dataclass
@@ -181,7 +150,7 @@ class Jacobian:
         self._module_arrays = ModuleArrays.of(fn_ir, self.fn.__name__)   # checked per call
         self._jvps, self._rows, self._results, self._shapes = {}, {}, {}, {}
         self._drivers = {}                      # (mode, wrt, types) -> SweepProgram
-        self._kinds = {}                        # sweeps.kind_of(args) -> (Signature, wrt)
+        self._kinds = {}                        # arguments.kind_of(args) -> (Signature, wrt)
         self._last = None                       # (mode, inner transform, sweeps, out, ins)
         self._last_signature = None             # the last call's parameters' type texts
         self.ir_params = list(fn_ir.params[:len(self.params)])  # the generated code's names

@@ -27,7 +27,6 @@ Guarantees:
   the same numbers, bit for bit, whatever the thread count.
 * Each column or row is what one call of the entry with that unit direction gives, bit for
   bit: the drivers only call the entry and copy its results.
-* ``kind_of`` (from ``coarsen.forward_api``): the arguments' kind, the transforms' fast path.
 * ``driver_module(source, driver, name, target)`` builds the generated module with the driver
   appended (``coarsen.lowering.build``; ``import numpy as np`` added where missing) and
   returns ``DriverModule`` (its source, the module, the entry and the driver).  Deterministic:
@@ -40,9 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import lowering
-from .jvp import kind_of
 
-__all__ = ["DriverModule", "driver_module", "forward_driver", "hessian_driver", "kind_of",
+__all__ = ["DriverModule", "driver_module", "forward_driver", "hessian_driver",
            "rows_driver"]
 
 DECORATOR = '@numba.njit(cache=True, error_model="numpy")'

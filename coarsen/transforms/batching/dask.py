@@ -10,8 +10,8 @@ Requires:
 * ``dask`` and ``distributed`` where the batch is called (``pip install "coarsen[dask]"``);
   otherwise ``g.batch(..., target="dask")`` raises a ``CoarsenError`` saying what to install;
 * a gradient built with ``target="cpu"`` and ``in_axes`` as for every batch
-  (``coarsen.batching``);
-* on every worker: coarsen (this module, ``coarsen.batching.convert_argument`` and
+  (``coarsen.transforms.batching``);
+* on every worker: coarsen (this module, ``coarsen.transforms.arguments.convert_argument`` and
   ``coarsen.lowering.build``), NumPy and Numba, the same versions as the client (a Dask cluster
   runs one environment).  The user's function is never shipped, nor needed on the workers;
 * batched arguments: NumPy arrays (or sequences), or ``dask.array`` arrays chunked along the
@@ -82,7 +82,8 @@ import weakref
 
 import numpy as np
 
-from .cpu import BatchedGradient, convert_argument
+from ..arguments import convert_argument
+from .cpu import BatchedGradient
 from ...errors import CoarsenError
 
 __all__ = ["DaskBatchedGradient", "LOCAL_CLUSTER", "chunk_bounds", "tree_sum", "run_chunk"]
@@ -144,7 +145,7 @@ def _check_knobs(chunks, nchunks):
 
 class DaskBatchedGradient:
     """A gradient evaluated over a batch of argument sets on a Dask cluster; see
-    ``coarsen.dask_batch``."""
+    ``coarsen.transforms.batching.dask``."""
 
     def __init__(self, g, in_axes, *, client=None, chunks=None, nchunks=None):
         _import_dask()

@@ -61,7 +61,7 @@ import numpy as np
 from ... import lowering
 from ..artifact import function_error
 from ...errors import CoarsenError
-from ..jvp import check_aliasing, convert_argument, converted
+from ..arguments import check_aliasing, convert_argument, converted
 
 __all__ = ["BatchAxes", "BatchedHessian", "BatchedHvp", "BatchedJvp", "DriverPlan",
            "SetSplit", "batch_axes", "driver_source", "split_sets"]
