@@ -19,6 +19,7 @@ import re
 from dataclasses import replace
 
 from ..analysis.plans import ClosedFormLoop, Fallback
+from ..ir.primitives import REGISTRY
 from ..ir.nodes import (
     Assign,
     Const,
@@ -209,7 +210,6 @@ def show_temps(text, fn, depth=6):
     for st in walk(fn.body):
         if isinstance(st, Assign) and st.target in fn.temps:
             defs[st.target] = None if st.target in defs else st
-    from ..ir.primitives import REGISTRY
 
     def operand(op, d):
         if isinstance(op, Var):

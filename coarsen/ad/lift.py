@@ -209,8 +209,7 @@ def differentiate_segment(seg, types, active, budget, temps=frozenset()):
     merged = {}
     for _, partials, _ in out:
         merged.update(partials)
-    from .. import symbolic as _S
-    jac = _S.LocalJacobian(replacements=[], values={}, partials={}, ops_before=total_before,
+    jac = S.LocalJacobian(replacements=[], values={}, partials={}, ops_before=total_before,
                            ops_after=total_after)
     if any(v is not None for v in vjps):
         # one product per path (a path with a single output gets the product of its partials)
@@ -242,7 +241,6 @@ def _single_use_temps(seg, lifted, temps):
     """Compiler temporaries used once inside the segment and nowhere else: they are inlined
     into their one use (shared values stay symbols), so SymPy sees whole formulas such as the
     logistic sigmoid ``1/(1 + exp(-z))``."""
-    from ..ir.nodes import uses, walk
     counts = {}
     for st in walk(lifted):
         for u in uses(st):

@@ -18,7 +18,7 @@ expression swell to cut for; the symbolic stage's size guard and time budget bou
 """
 from __future__ import annotations
 
-from ..ir.nodes import Assign, For, If, Scalar, Segment, Store, Var, While, walk
+from ..ir.nodes import Assign, For, If, Scalar, Segment, Store, Var, While, uses, walk
 from ..ir.primitives import REGISTRY, ops_where
 from .plans import SegmentPlan
 
@@ -69,7 +69,6 @@ class Planner:
             return False
         if REGISTRY[s.op].indexing and s.target in self.f.active and not isinstance(self.types.get(s.target), Scalar):
             return False
-        from ..ir.nodes import uses
         for u in uses(s):
             if isinstance(u, Var) and u.name in run_defs:
                 return False
@@ -175,7 +174,6 @@ class Planner:
 
 
 def _reads(st):
-    from ..ir.nodes import uses
     if isinstance(st, (Assign, Store, If, For, While)):
         return [u.name for u in uses(st) if isinstance(u, Var)]
     return []

@@ -16,8 +16,8 @@ import numpy as np
 from ..ir.nodes import (Assign, Const, If, Var)
 from ..ir.primitives import REGISTRY, spellings
 from .helpers_inline import TupleValue, constant_index
-from .source import (GlobalArray, Known, Module, UserModule,
-                     resolve, resolve_attribute)
+from .source import (CONSTANTS, LINALG_FUNCS, MATH_FUNCS, NUMPY_FUNCS, GlobalArray, Known,
+                     Module, UserModule, resolve, resolve_attribute)
 
 # Python's operators, spelled by the primitive registry (gast class -> primitive)
 OPERATORS = {getattr(gast, cls): op for cls, op in spellings("operator").items()}
@@ -137,7 +137,6 @@ class ExpressionMixin:
                                    "use numbers, NumPy arrays, math/NumPy functions and plain functions")
                 return kind
             if isinstance(base, Module) and base.kind == "linalg":
-                from .source import LINALG_FUNCS
                 if node.attr in LINALG_FUNCS:
                     return Known(LINALG_FUNCS[node.attr], "numpy", "np.linalg." + node.attr)
                 if quiet:
@@ -148,7 +147,6 @@ class ExpressionMixin:
             if isinstance(base, Module) and base.kind == "numpy" and node.attr == "linalg":
                 return Module("linalg")
             if isinstance(base, Module):
-                from .source import CONSTANTS, MATH_FUNCS, NUMPY_FUNCS
                 if node.attr in CONSTANTS:
                     return CONSTANTS[node.attr]
                 table = MATH_FUNCS if base.kind == "math" else NUMPY_FUNCS

@@ -34,7 +34,8 @@ and a matrix-vector product's: its matrix side's scalar factor scales each sum o
 (``beta * sum_p A[p, i] y[p]``).  In a nest of two or more loops each statement goes in the
 body of the loop whose index it depends on (a read along the outer axis, once per outer trip).
 The indices the nests make are in range by construction: ``fn.in_range`` names them, and
-bounds planning (``coarsen.analysis.bounds``) checks them no further.
+bounds planning (``coarsen.analysis.bounds``) checks them no further.  A nest's innermost statements
+and the loop each goes in are ``coarsen.ir.scalar_nest``'s.
 
 An expression stays array code when scalarizing it could change what it computes:
 
@@ -54,6 +55,7 @@ from dataclasses import dataclass, replace
 from .nodes import (NEWAXIS, Array, Assign, Const, For, I64, If, Scalar, Slice, Store, Var,
                     While, keep_records, uses, walk)
 from .primitives import REGISTRY, ops_where
+from .scalar_nest import NestBody, levels
 
 ELEMENTWISE = ops_where(lambda p: p.elementwise)
 DOTS = ("matmul", "dot")       # of two 1-D arrays: a sum of products
@@ -444,15 +446,49 @@ class _Scalarizer:
         return cache[key]
 
     def emit(self, stmts, e):
+        """The statements replacing the tree ``e``: extents and starts computed once
+        (``pre``), then the loop nest around the element-wise body, then the sink's result."""
         sink = e.sink
         self.loc = sink.loc
         pre, cache = [], {}
-        equal = {}      # an extent -> the operands known to hold the same length
-        swap = False    # a matrix-vector product's loops interchanged
         leaves = self.leaves(stmts, e)
         R = e.rank
-        # the nest's extents: the stored region's, or the broadcast of the leaves' (of each
-        # side of a dot: the two must then have one length, as NumPy's dot requires)
+        extents, equal, swap = self.nest_extents(pre, cache, stmts, e, leaves)
+        plans = self.leaf_plans(pre, cache, leaves, extents, equal, R)
+        region_plan = []
+        if e.kind == "store":
+            for d, ax in enumerate(self.axes(sink.array, sink.index)):
+                region_plan.append((ax, d, self.start(pre, cache, sink.array, ax), Const(1)))
+        acc = zero = None
+        if e.kind in ("sum", "dot", "matvec"):
+            kind = self.types[sink.target].kind if e.kind != "matvec" else \
+                self.types[sink.target].dtype
+            acc = self.new("acc", kind)
+            zero = Assign(acc, "copy", (Const(0.0 if kind == "f64" else 0),), sink.loc)
+            if e.kind != "matvec":
+                pre.append(zero)
+        if e.kind in ("fresh", "matvec"):
+            t = self.types[sink.target]
+            pre.append(Assign(sink.target, "zeros" if e.kind == "matvec" and swap else "empty", tuple(extents[:t.ndim]), sink.loc,
+                              attrs=(("dtype", t.dtype), ("ndim", t.ndim))))
+        body = NestBody(self, [self.loop_var() for _ in range(R)], plans)
+        factor = self.matvec_factor(stmts, e) if e.kind == "matvec" else None
+        self.absorb(stmts, e, body, factor)
+        self.sink_statements(e, body, acc, factor, swap, region_plan)
+        out = pre + self.loop_nest(e, body, acc, zero, factor, swap, extents)
+        if e.kind in ("sum", "dot"):
+            out.append(Assign(sink.target, "copy", (Var(acc),), sink.loc))
+        return out
+
+    def nest_extents(self, pre, cache, stmts, e, leaves):
+        """``(extents, equal, swap)``: the operands holding the nest's extents (the stored
+        region's, or the broadcast of the leaves', of each side of a dot: the two must then
+        have one length, as NumPy's dot requires), the operands known to hold the same length
+        as an extent, and whether a matrix-vector product's loops are interchanged."""
+        sink = e.sink
+        equal = {}      # an extent -> the operands known to hold the same length
+        swap = False    # a matrix-vector product's loops interchanged
+        R = e.rank
         if e.kind == "store":
             region = self.axes(sink.array, sink.index)
             extents = [self.extent(pre, cache, sink.array, ax) for ax in region]
@@ -483,7 +519,11 @@ class _Scalarizer:
             swap = bool(mats) and all(leaf.transposed for leaf in mats)
         else:
             extents = self.broadcast(pre, cache, leaves, R)
-        # per leaf: the first index and the broadcast stride of each axis it reads
+        return extents, equal, swap
+
+    def leaf_plans(self, pre, cache, leaves, extents, equal, R):
+        """Per leaf: ``(leaf, [(axis, nest axis, first index, broadcast stride)])`` for each
+        axis it reads."""
         plans = []
         for leaf in leaves:
             axs = self.leaf_axes(leaf)
@@ -502,84 +542,42 @@ class _Scalarizer:
                     stride = Var(b)
                 per.append((ax, off + p, self.start(pre, cache, leaf.array, ax), stride))
             plans.append((leaf, per))
-        region_plan = []
-        if e.kind == "store":
-            for d, ax in enumerate(self.axes(sink.array, sink.index)):
-                region_plan.append((ax, d, self.start(pre, cache, sink.array, ax), Const(1)))
-        acc = None
-        if e.kind in ("sum", "dot", "matvec"):
-            kind = self.types[sink.target].kind if e.kind != "matvec" else \
-                self.types[sink.target].dtype
-            acc = self.new("acc", kind)
-            zero = Assign(acc, "copy", (Const(0.0 if kind == "f64" else 0),), sink.loc)
-            if e.kind != "matvec":
-                pre.append(zero)
-        if e.kind in ("fresh", "matvec"):
-            t = self.types[sink.target]
-            pre.append(Assign(sink.target, "zeros" if e.kind == "matvec" and swap else "empty", tuple(extents[:t.ndim]), sink.loc,
-                              attrs=(("dtype", t.dtype), ("ndim", t.ndim))))
-        ivars = [self.loop_var() for _ in range(R)]
-        inner = []
-        scalar = {}
+        return plans
 
-        def index_of(array, items, per, at):
-            """The scalar index tuple reading ``array[items]`` at the loop indices."""
-            out, it_per = [], iter(per)
-            for it in items:
-                if it == NEWAXIS:
-                    continue
-                if isinstance(it, Slice):
-                    out.append(self.position(inner, array, next(it_per), ivars, at))
-                else:
-                    out.append(it)
-            for rest in it_per:
-                out.append(self.position(inner, array, rest, ivars, at))
-            return tuple(out)
-
-        by_stmt = {id(leaf.stmt): (leaf, per) for leaf, per in plans if leaf.stmt is not None}
-        whole = {leaf.array: (leaf, per) for leaf, per in plans if leaf.stmt is None}
-
-        def value(a, at):
-            if not isinstance(a, Var):
-                return a
-            if a.name in scalar:
-                return Var(scalar[a.name])
-            if a.name in whole:
-                leaf, per = whole[a.name]
-                v = self.new("v", self.types[a.name].dtype)
-                inner.append(Assign(v, "getitem", (Var(a.name),),
-                                    at, index=index_of(a.name, (), per, at)))
-                scalar[a.name] = v
-                return Var(v)
-            return a
-
-        factor = self.matvec_factor(stmts, e) if e.kind == "matvec" else None
+    def absorb(self, stmts, e, body, factor):
+        """The scalar statements of the tree's statements other than the sink, in order, into
+        ``body``; their targets leave the function's tables (they are scalars of the nest)."""
         for k in e.absorbed:
             s = stmts[k]
-            if s is sink:
+            if s is e.sink:
                 continue
             if factor is not None and s is factor[0]:
                 # the matrix side's scalar factor is applied once per element of the product
-                scalar[s.target] = value(factor[2], s.loc).name
+                body.scalar[s.target] = body.value(factor[2], s.loc).name
                 self.types.pop(s.target, None)
                 self.views.pop(s.target, None)
                 self.temps.discard(s.target)
                 continue
             v = self.new("v", self.types[s.target].dtype)
             if s.op in ("getitem", "transpose"):
-                leaf, per = by_stmt[id(s)]
-                index = index_of(leaf.array, leaf.items, per, s.loc)
-                inner.append(Assign(v, "getitem", (Var(leaf.array),), s.loc,
-                                    index=index[::-1] if leaf.transposed else index))
+                leaf, per = body.by_stmt[id(s)]
+                index = body.index_of(leaf.array, leaf.items, per, s.loc)
+                body.inner.append(Assign(v, "getitem", (Var(leaf.array),), s.loc,
+                                         index=index[::-1] if leaf.transposed else index))
             else:
-                inner.append(Assign(v, s.op, tuple(value(a, s.loc) for a in s.args), s.loc,
-                                    attrs=s.attrs))
-            scalar[s.target] = v
+                body.inner.append(Assign(v, s.op, tuple(body.value(a, s.loc) for a in s.args),
+                                         s.loc, attrs=s.attrs))
+            body.scalar[s.target] = v
             self.types.pop(s.target, None)
             self.views.pop(s.target, None)
             self.temps.discard(s.target)
+
+    def sink_statements(self, e, body, acc, factor, swap, region_plan):
+        """The sink's statements in ``body``: the store, the sum's or the product's
+        accumulation, or the new array's element."""
+        sink, inner, ivars, value = e.sink, body.inner, body.ivars, body.value
         if e.kind == "store":
-            idx = index_of(sink.array, sink.index, region_plan, sink.loc)
+            idx = body.index_of(sink.array, sink.index, region_plan, sink.loc)
             inner.append(Store(sink.array, idx, value(e.root, sink.loc), sink.aug, sink.loc))
         elif e.kind == "sum":
             inner.append(Assign(acc, "add", (Var(acc), value(e.root, sink.loc)), sink.loc))
@@ -606,8 +604,14 @@ class _Scalarizer:
             for d, i in enumerate(ivars):
                 self.in_range.add((sink.target, d, i))
             inner.append(Store(sink.target, idx, Var(v), None, sink.loc))
+
+    def loop_nest(self, e, body, acc, zero, factor, swap, extents):
+        """The loops around ``body``'s statements, each statement in the loop whose index it
+        depends on (``levels``); a matrix-vector product's accumulator is reset and stored
+        around its inner loop."""
+        sink, R, ivars = e.sink, e.rank, body.ivars
         order = [1, 0] if swap else list(range(R))     # the loops, outermost first
-        levels = _levels(inner, [ivars[d] for d in order], acc)
+        nested = levels(body.inner, [ivars[d] for d in order], acc)
         if e.kind == "matvec" and not swap:
             self.in_range.add((sink.target, 0, ivars[0]))
             total = Var(acc)
@@ -615,19 +619,16 @@ class _Scalarizer:
             if factor is not None:
                 total = Var(self.new("v", self.types[sink.target].dtype))
                 after.append(Assign(total.name, "mul", (factor[1], Var(acc)), sink.loc))
-            levels[0] = [zero] + levels[0]
+            nested[0] = [zero] + nested[0]
             after.append(Store(sink.target, (Var(ivars[0]),), total, None, sink.loc))
-        nest = levels[R - 1] if R else inner
+        nest = nested[R - 1] if R else body.inner
         for d in reversed(range(R)):
             nest = [For(ivars[order[d]], Const(0), extents[order[d]], Const(1), nest, sink.loc)]
             if d > 0:
-                nest = levels[d - 1] + nest
+                nest = nested[d - 1] + nest
             if d == 1 and e.kind == "matvec" and not swap:
                 nest = nest + after
-        out = pre + nest
-        if e.kind in ("sum", "dot"):
-            out.append(Assign(sink.target, "copy", (Var(acc),), sink.loc))
-        return out
+        return nest
 
     def matvec_factor(self, stmts, e):
         """``(statement, scalar, matrix operand)`` when the matrix side of a matrix-vector
@@ -689,26 +690,6 @@ class _Scalarizer:
             i = Var(t)
         self.in_range.add((array, ax.axis, i.name))
         return i
-
-
-def _levels(inner, loops, acc):
-    """``inner``'s statements by the loop whose body they go in: each where the deepest loop
-    index it depends on (through the statements before it) is set, so that a value read along
-    an outer axis only is read once per outer trip (its adjoint, in the reverse sweep, is then
-    accumulated once per outer trip too).  Stores and the accumulator's updates stay in the
-    innermost loop; a statement that depends on no index goes in the outermost one."""
-    depth = {v: d for d, v in enumerate(loops)}
-    levels = [[] for _ in loops]
-    for st in inner:
-        if isinstance(st, Store) or (acc is not None and st.target == acc):
-            d = len(loops) - 1
-        else:
-            names = [a.name for a in st.args if isinstance(a, Var)]
-            names += [it.name for it in st.index if isinstance(it, Var)]
-            d = max([depth.get(n, 0) for n in names] + [0])
-            depth[st.target] = d
-        levels[d].append(st)
-    return levels
 
 
 def _slice_key(sl):
