@@ -41,7 +41,7 @@ from dataclasses import astuple, dataclass, field
 import gast
 import numpy as np
 
-from ..custom import CustomRules
+from .custom import CustomRules
 from ..errors import CoarsenError
 from ..ir.primitives import spellings
 
@@ -410,7 +410,7 @@ class UserFunction:
 
 @dataclass(frozen=True)
 class CustomFunction:
-    """A function with custom derivative rules (``coarsen.custom``)."""
+    """A function with custom derivative rules (``coarsen.frontend.custom``)."""
     obj: CustomRules
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import types
 
-from .errors import CoarsenError
+from ..errors import CoarsenError
 
 
 def _plain(rule, what, owner):
