@@ -10,20 +10,26 @@ private COARSEN_CACHE_DIR and prints its value, gradient and the ``CacheWarning`
     * a cache location under a regular file gives the same numbers from a temporary directory;
     * a process killed (SIGKILL) inside its first compile, while Numba writes its machine code,
       leaves a cache the next process uses;
+    * 8 threads of this process share one gradient of ``spiral`` over a copy of that cache whose
+      machine code is garbage, through the switch to direct calls (1,024 calls);
     * ``cache_admin.prune(0)`` running over and over while another process loads, builds and
       calls cached code never makes that process fail.
 """
+import importlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+import warnings
 
 import pytest
 
-from coarsen.lowering import cache_admin
+import coarsen
+from coarsen.lowering import CacheWarning, cache_admin
 
 SOURCE = '''\
 import math
@@ -139,6 +145,46 @@ def test_sigkill_during_the_first_compile_then_a_rerun(populated, tmp_path):
     assert list(fresh.rglob("*.nbi"))                  # it died with Numba's files half written
     out = finish(start(work, fresh))
     assert same_numbers(out, results[0]) and out["warnings"] == []
+
+
+def test_threads_share_one_gradient_over_damaged_machine_code(populated, tmp_path, monkeypatch):
+    work, cache, results = populated
+    damaged = tmp_path / "cache"
+    shutil.copytree(cache, damaged)
+    data = [p for p in damaged.rglob("spiral_*.nbc")]
+    assert data
+    for p in data:
+        p.write_bytes(b"\x00garbage\xff" * 3)
+    monkeypatch.setenv("COARSEN_CACHE_DIR", str(damaged))
+    monkeypatch.syspath_prepend(str(work))
+    saved = sys.modules.pop("fmod", None)
+    try:
+        g = coarsen.differentiate(importlib.import_module("fmod").spiral)
+        got, errors = [], []
+        gate = threading.Barrier(8)
+
+        def work_():
+            try:
+                gate.wait()
+                for _ in range(200):
+                    got.append(tuple(g(0.7, 0.3, 8)))
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", CacheWarning)
+            threads = [threading.Thread(target=work_) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        sys.modules.pop("fmod", None)
+        if saved is not None:
+            sys.modules["fmod"] = saved
+    assert errors == [] and len(got) == 1600 and set(got) == {tuple(results[0]["grad"])}
+    said = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    assert said and all(any(p.name in m for p in data) for m in said)
 
 
 READER = textwrap.dedent('''
