@@ -185,10 +185,19 @@ def _toposort(nodes, prefer, roots):
     return out
 
 
-def derivatives(assignments, inputs, outputs, budget=None, *, wrt=None, prefix="t",
-                rewrite=True) -> LocalJacobian:
-    """Values and partials d output / d input of an SSA DAG; see the module docstring."""
-    budget = _as_budget(budget)
+@dataclass
+class _Segment:
+    """A checked segment: its SSA assignments, inputs, outputs, ``wrt`` and ``defs``."""
+    assignments: list
+    inputs: list
+    outputs: list
+    wrt: list
+    defs: dict
+
+
+def _checked(assignments, inputs, outputs, wrt, budget) -> _Segment:
+    """The arguments of ``derivatives`` sympified and checked (SSA, ``wrt`` among the inputs,
+    each output an input or assigned; every right-hand side within the budget)."""
     assignments = [(sympy.sympify(s), sympy.sympify(e)) for s, e in assignments]
     inputs = [sympy.sympify(x) for x in inputs]
     outputs = [sympy.sympify(o) for o in outputs]
@@ -208,42 +217,54 @@ def derivatives(assignments, inputs, outputs, budget=None, *, wrt=None, prefix="
     for o in outputs:
         if o not in defs and o not in input_set:
             raise ValueError(f"derivatives: output {o} is neither an input nor assigned")
+    return _Segment(assignments, inputs, outputs, wrt, defs)
 
-    # realness twins ---------------------------------------------------------------------
-    every = set(inputs) | set(defs) | set(outputs)
-    for e in defs.values():
+
+def _with_real_twins(seg: _Segment):
+    """``(seg with its symbols of unknown realness replaced by real twins, {twin: symbol} to map
+    the results back, the names of every symbol of the segment)``."""
+    every = set(seg.inputs) | set(seg.defs) | set(seg.outputs)
+    for e in seg.defs.values():
         every |= e.free_symbols
     twins = _real_twins(every)
     back = {v: k for k, v in twins.items()}
     if twins:
-        assignments = [(s.xreplace(twins), e.xreplace(twins)) for s, e in assignments]
-        inputs = [x.xreplace(twins) for x in inputs]
-        outputs = [o.xreplace(twins) for o in outputs]
-        wrt = [x.xreplace(twins) for x in wrt]
-        defs = dict(assignments)
+        assignments = [(s.xreplace(twins), e.xreplace(twins)) for s, e in seg.assignments]
+        seg = _Segment(assignments, [x.xreplace(twins) for x in seg.inputs],
+                       [o.xreplace(twins) for o in seg.outputs],
+                       [x.xreplace(twins) for x in seg.wrt], dict(assignments))
         every = {s.xreplace(twins) for s in every}
-    user_names = {s.name for s in every}
+    return seg, back, {s.name for s in every}
 
-    # liveness and activity --------------------------------------------------------------
-    needed, stack = set(), [o for o in outputs if o in defs]
+
+def _live_and_active(seg: _Segment):
+    """``(the assigned symbols the outputs need, in order; the active symbols: wrt and what
+    depends on it)``."""
+    defs = seg.defs
+    needed, stack = set(), [o for o in seg.outputs if o in defs]
     while stack:
         s = stack.pop()
         if s in needed:
             continue
         needed.add(s)
         stack.extend(v for v in defs[s].free_symbols if v in defs and v not in needed)
-    order = [s for s, _ in assignments if s in needed]
-    active = set(wrt)
+    order = [s for s, _ in seg.assignments if s in needed]
+    active = set(seg.wrt)
     for s in order:
         if defs[s].free_symbols & active:
             active.add(s)
+    return order, active
 
-    # reverse sweeps ----------------------------------------------------------------------
+
+def _reverse_sweeps(seg: _Segment, order, active, budget):
+    """One reverse sweep per active output: ``(partials {(o, x): expr}, nonzero, tidied; the
+    adjoints bound to symbols ``_adj<k>``; ops_before, the fine-grained estimate)``."""
+    defs = seg.defs
     adj_bindings = []
     partials = {}
     n_adj = 0
     ops_before = count_ops([defs[s] for s in order])
-    for o in outputs:
+    for o in seg.outputs:
         if o not in active:
             continue
         ops_before += sum(_fine_adjoint_ops(defs[s], active) for s in order)
@@ -269,18 +290,18 @@ def derivatives(assignments, inputs, outputs, budget=None, *, wrt=None, prefix="
                 term = a * d
                 adj[v] = adj[v] + term if v in adj else term
                 budget.check(adj[v])
-        for x in wrt:
+        for x in seg.wrt:
             if x in adj:
                 p = tidy(adj[x], budget)
                 budget.check(p)
                 if p != 0:
                     partials[(o, x)] = p
+    return partials, adj_bindings, ops_before
 
-    # collect bindings and targets ---------------------------------------------------------
-    bindings = [(s, defs[s]) for s in order] + adj_bindings
+
+def _live_bindings(bindings, targets):
+    """The ``(symbol, expr)`` bindings the ``targets`` (expressions) need, in order."""
     bdef = dict(bindings)
-    pkeys = list(partials)
-    targets = list(outputs) + [partials[k] for k in pkeys]
     live, stack = set(), []
     for t in targets:
         stack.extend(t.free_symbols)
@@ -290,15 +311,13 @@ def derivatives(assignments, inputs, outputs, budget=None, *, wrt=None, prefix="
             continue
         live.add(s)
         stack.extend(bdef[s].free_symbols)
-    bindings = [(s, e) for s, e in bindings if s in live]
-    if rewrite:
-        bindings = [(s, stable_rewrite(e, budget)) for s, e in bindings]
-        for k in pkeys:
-            partials[k] = stable_rewrite(partials[k], budget)
-    budget.check([e for _, e in bindings] + list(partials.values()))
+    return [(s, e) for s, e in bindings if s in live]
 
-    # one CSE over everything ----------------------------------------------------------------
-    exprs = [e for _, e in bindings] + [partials[k] for k in pkeys]
+
+def _cse_sequence(bindings, pexprs, outputs, budget):
+    """One CSE over the bindings' and the partials' expressions: ``(the ordered (symbol,
+    expr) sequence, dependencies first; the reduced partials; every bound symbol)``."""
+    exprs = [e for _, e in bindings] + list(pexprs)
     cse_gen = sympy.numbered_symbols("_cse")
     reps, reduced = sympy.cse(exprs, symbols=cse_gen, list=True)
     budget.check_time()
@@ -310,17 +329,17 @@ def derivatives(assignments, inputs, outputs, budget=None, *, wrt=None, prefix="
     for i, (t, e) in enumerate(reps):
         nodes[t] = e
         prefer[t] = (0, i)
-    pexprs = reduced[nb:]
+    reduced_partials = reduced[nb:]
     roots = [s for s, _ in bindings]
-    for e in list(pexprs) + list(outputs):
+    for e in list(reduced_partials) + list(outputs):
         roots.extend(sorted((d for d in e.free_symbols if d in nodes), key=lambda d: prefer[d]))
     seq = [(n, nodes[n]) for n in _toposort(nodes, prefer, roots)]
-    values = {o: o for o in outputs}
-    pvals = dict(zip(pkeys, pexprs))
+    return seq, reduced_partials, set(nodes)
 
-    # remove trivial copies -----------------------------------------------------------------
-    user_syms = set(defs)
 
+def _without_copies(seq, values, pvals, bound, user_syms):
+    """``seq``, ``values``, ``pvals`` without trivial copies: a temporary that is exactly a
+    user value takes the user's name, and a binding to an atom is substituted."""
     def subst_all(mapping):
         nonlocal seq, values, pvals
         seq = [(s, e.xreplace(mapping)) for s, e in seq]
@@ -331,7 +350,7 @@ def derivatives(assignments, inputs, outputs, budget=None, *, wrt=None, prefix="
     while changed:
         changed = False
         for i, (s, e) in enumerate(seq):
-            if e.is_Symbol and e in nodes and e not in user_syms and s in user_syms:
+            if e.is_Symbol and e in bound and e not in user_syms and s in user_syms:
                 # a temp that is exactly a user value: give it the user's name
                 j = next(j for j, (t, _) in enumerate(seq) if t == e)
                 seq[j] = (s, seq[j][1])
@@ -344,8 +363,12 @@ def derivatives(assignments, inputs, outputs, budget=None, *, wrt=None, prefix="
                 subst_all({s: e})
                 changed = True
                 break
+    return seq, values, pvals
 
-    # outputs used only as their own value: inline the definition into values -------------
+
+def _inline_lone_outputs(seq, values, pvals, outputs, user_syms):
+    """Outputs used only as their own value: their definition inlined into ``values``
+    (``seq`` and ``values`` are updated in place)."""
     uses = {}
     for s, e in seq:
         for d in e.free_symbols:
@@ -360,6 +383,33 @@ def derivatives(assignments, inputs, outputs, budget=None, *, wrt=None, prefix="
             if idx:
                 values[o] = seq[idx[0]][1]
                 del seq[idx[0]]
+
+
+def derivatives(assignments, inputs, outputs, budget=None, *, wrt=None, prefix="t",
+                rewrite=True) -> LocalJacobian:
+    """Values and partials d output / d input of an SSA DAG; see the module docstring."""
+    budget = _as_budget(budget)
+    seg, back, user_names = _with_real_twins(_checked(assignments, inputs, outputs, wrt, budget))
+    outputs = seg.outputs
+    order, active = _live_and_active(seg)
+    partials, adj_bindings, ops_before = _reverse_sweeps(seg, order, active, budget)
+
+    # the bindings the outputs and partials need; the stable rewrites -----------------------
+    pkeys = list(partials)
+    bindings = _live_bindings([(s, seg.defs[s]) for s in order] + adj_bindings,
+                              list(outputs) + [partials[k] for k in pkeys])
+    if rewrite:
+        bindings = [(s, stable_rewrite(e, budget)) for s, e in bindings]
+        for k in pkeys:
+            partials[k] = stable_rewrite(partials[k], budget)
+    budget.check([e for _, e in bindings] + list(partials.values()))
+
+    # one CSE over everything, then tidying of its result ----------------------------------
+    seq, pexprs, bound = _cse_sequence(bindings, [partials[k] for k in pkeys], outputs, budget)
+    user_syms = set(seg.defs)
+    seq, values, pvals = _without_copies(seq, {o: o for o in outputs}, dict(zip(pkeys, pexprs)),
+                                         bound, user_syms)
+    _inline_lone_outputs(seq, values, pvals, outputs, user_syms)
 
     # deterministic names for temporaries ---------------------------------------------------
     rename, k = {}, 0

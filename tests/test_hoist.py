@@ -66,6 +66,14 @@ def stale_stop(a, x, m, k):
     return s
 
 
+def inverse_hyperbolic(a, b, c, x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        for j in range(a.shape[0]):
+            s += (math.asinh(a[j]) + math.acosh(b[j]) + math.atanh(c[j])) * x[i]
+    return s
+
+
 def _hoisted(g, args):
     return "_tab" in g.source_for(*args)
 
@@ -75,6 +83,16 @@ def test_hoisted_and_exact():
     for coarse in (True, False):
         g, _, _ = check_against_oracle(mixture, args, target="cpu", coarse=coarse)
         assert _hoisted(g, args)
+
+
+def test_hoisted_by_cost_class():
+    """What is hoisted is read from the registry (a unary element-wise primitive priced as a
+    square root or dearer): the inverse hyperbolic functions too, with exact gradients."""
+    args = (RNG.standard_normal(4), RNG.uniform(1.5, 3.0, 4), RNG.uniform(-0.8, 0.8, 4),
+            RNG.standard_normal(3))
+    for coarse in (True, False):
+        g, _, _ = check_against_oracle(inverse_hyperbolic, args, target="cpu", coarse=coarse)
+        assert g.source_for(*args).count("_tab") >= 3
 
 
 def test_zero_trips_and_empty_tables():

@@ -32,8 +32,8 @@ Guarantees:
     ``x**-1``: a division; ``x**(1/2)`` (or a Float 0.5): ``sqrt``; ``x**(-1/2)``: ``sqrt`` +
     div; any other power (symbolic, any other fraction or Float, |n| > 4) is one ``pow``, also
     with a negative exponent; the exponent's own cost is added;
-  - a call: ``call_weight`` of its name (``Max``/``Min`` of k > 2 arguments: k - 1 of them);
-    SymPy's Gamma *function* (``sympy.gamma``, not coarsen's phi) is priced as ``lgamma``;
+  - a call: the weight of its cost (``function_cost``; ``Max``/``Min`` of k > 2 arguments:
+    k - 1 of them);
   - symbols, numbers, ``True``/``False``: 0.
 
   Differences from ``count_ops`` by design (everything else equals ``count_ops`` when every
@@ -41,9 +41,18 @@ Guarantees:
   positive power plus the division (``x**-2``: 2; ``x**(-1/2)``: 2; ``a/b**3``: 3).
   With ``limit`` the walk stops as soon as the cost is known to exceed ``limit`` and returns that
   partial cost (> limit), like ``count_ops(limit=)``.
-* ``call_weight(name, weights)``: the weight of a call by its SymPy or Python name (``"sin"``,
-  ``"atan"``/``"arctan"``, ``"Abs"``/``"abs"``, ``"Max"``/``"max"``...).  ``"gamma"`` is coarsen's
-  branch phi (one add); an unknown name costs ``weights.pow`` (the dearest class).
+* What a call costs comes from the primitive registry (``coarsen.ir.primitives``): each entry's
+  ``cost`` (``CostClass`` members) and ``partial_cost``, found by the op's name, its ``aliases``
+  (the SymPy function's name, ``atan``, ``Abs``, ``Max``, ``ceiling``; the builtin printed code
+  calls, ``max``) or its ``math`` spellings; and, for the SymPy functions no primitive stands
+  for, from ``SYMBOLIC_COSTS`` (coarsen.symbolic's branch phi, ``float_of`` and closed-form
+  guards; SymPy's ``Heaviside`` and ``factorial``), which a SymPy function's class finds first.
+  ``call_cost(name)`` returns the ``CallCost`` of a name (a ``math.``/``np.`` prefix is
+  ignored; ``"gamma"`` is the branch phi, as SymPy names it); ``function_cost(expr)`` that of a
+  SymPy function node (SymPy's Gamma function is the primitive ``gamma``);
+  ``call_weight(name, weights)`` and ``partial_weight(expr, weights)`` price them.  A name or
+  function with no cost raises ``UnknownCost`` (never a default weight), and pricing a
+  ``CostClass.CALL`` (an array routine) raises ``ValueError``.
 * ``calibrate(trips=, repeats=)`` measures this machine (best of ``repeats`` timings of dependent
   chains in ``@njit`` kernels: one add is T(add, add) - T(add) per trip, the loop overhead
   2 T(add) - T(add, add); each kernel's time less the overhead and less the adds that keep its
@@ -83,10 +92,14 @@ from sympy.core.function import AppliedUndef
 from sympy.core.relational import Relational
 from sympy.logic.boolalg import And, BooleanAtom, Not, Or, Xor
 
-from coarsen.symbolic import is_branch_phi
+from coarsen.symbolic import (OrElse, PowerOutOfRange, PowerOverflows, PowerUnderflows,
+                              UnderflowCosts, float_of, gamma as branch_phi, is_branch_phi)
+
+from ..ir.primitives import REGISTRY, CostClass
 
 __all__ = ["Weights", "default_weights", "calibrate", "machine_weights", "clear_weights_memo",
-           "expr_cost", "call_weight", "quantize", "ENV", "CACHE_FILE"]
+           "expr_cost", "call_weight", "call_cost", "function_cost", "partial_weight", "price",
+           "CallCost", "UnknownCost", "SYMBOLIC_COSTS", "quantize", "ENV", "CACHE_FILE"]
 
 ENV = "COARSEN_COST_WEIGHTS"
 CACHE_FILE = "cost_weights.json"
@@ -128,6 +141,15 @@ class Weights:
         """The eight weights by name (what the JSON cache stores)."""
         return {n: getattr(self, n) for n in _WEIGHT_NAMES}
 
+    def of(self, cls: CostClass) -> float:
+        """The weight of one operation of ``cls`` (``FREE``: 0; ``CALL`` raises ValueError)."""
+        if cls is CostClass.FREE:
+            return 0.0
+        if cls is CostClass.CALL:
+            raise ValueError("the cost model does not price a call of an array routine "
+                             "(CostClass.CALL)")
+        return getattr(self, cls.value)
+
 
 def default_weights() -> Weights:
     """The built-in weights (``source="default"``)."""
@@ -135,39 +157,106 @@ def default_weights() -> Weights:
 
 
 # --------------------------------------------------------------------------- call weights
-_ADD_CALLS = frozenset({
-    "Abs", "abs", "fabs", "absolute", "Max", "Min", "max", "min", "maximum", "minimum", "fmax",
-    "fmin", "sign", "copysign", "Heaviside", "floor", "ceiling", "ceil", "trunc", "gamma",
-    "where", "select"})
-_SQRT_CALLS = frozenset({"sqrt"})
-_EXP_CALLS = frozenset({"exp", "log", "expm1", "log1p", "log10", "log2", "exp2"})
-_TRIG_CALLS = frozenset({
-    "sin", "cos", "tan", "tanh", "sinh", "cosh", "atan", "asin", "acos", "atan2", "asinh",
-    "acosh", "atanh", "arctan", "arcsin", "arccos", "arctan2", "arcsinh", "arccosh", "arctanh",
-    "erf", "erfc", "hypot"})
-_POW_CALLS = frozenset({"pow", "Pow", "power", "lgamma", "loggamma", "Gamma"})
+class UnknownCost(LookupError):
+    """A call the cost model has no cost for: register the primitive with its ``cost`` (or,
+    for a SymPy function no primitive stands for, add it to ``SYMBOLIC_COSTS``)."""
+
+
+@dataclass(frozen=True)
+class CallCost:
+    """The cost of one call (``CostClass`` members) and of its local partial in fine-grained
+    reverse mode (None where it has none)."""
+    cost: tuple
+    partial: tuple | None
+
+
+_ADD, _POW = (CostClass.ADD,), (CostClass.POW,)
+#: the SymPy functions no primitive stands for, by class: coarsen.symbolic's branch phi (one
+#: add, a select), ``float_of`` and the closed forms' guards (priced as the dearest class, what
+#: they cost before calls were priced from the registry: cheaper would change plans), and
+#: SymPy's ``Heaviside`` (a select) and ``factorial`` that its printer prints.  The guards are
+#: no ``sympy.Function``, so the fine estimate never asks for their partial.
+SYMBOLIC_COSTS: dict[type, CallCost] = {
+    branch_phi: CallCost(_ADD, _ADD),
+    float_of: CallCost(_POW, _ADD),
+    sympy.Heaviside: CallCost(_ADD, _ADD),
+    sympy.factorial: CallCost(_POW, _ADD),
+    PowerOutOfRange: CallCost(_POW, None),
+    PowerOverflows: CallCost(_POW, None),
+    PowerUnderflows: CallCost(_POW, None),
+    UnderflowCosts: CallCost(_POW, None),
+    OrElse: CallCost(_POW, None),
+}
+_SYMBOLIC_BY_NAME = {cls.__name__: c for cls, c in SYMBOLIC_COSTS.items()}
+
+_INDEX: dict[str, CallCost] = {}
+_INDEXED = [0]
+
+
+def _registry_index() -> dict[str, CallCost]:
+    """name -> CallCost over the registry: every op's name, aliases and ``math`` spellings
+    (rebuilt when the registry grows); a name two primitives claim raises."""
+    if _INDEXED[0] != len(REGISTRY):
+        index, owner = {}, {}
+        for prim in REGISTRY.values():
+            entry = CallCost(prim.cost, prim.partial_cost)
+            for n in dict.fromkeys((prim.name, *prim.aliases, *prim.math)):
+                if n in owner and owner[n] != prim.name:
+                    raise ValueError(f"cost model: {n!r} names both {owner[n]!r} and "
+                                     f"{prim.name!r}")
+                owner[n] = prim.name
+                index[n] = entry
+        _INDEX.clear()
+        _INDEX.update(index)
+        _INDEXED[0] = len(REGISTRY)
+    return _INDEX
+
+
+def _lookup(name: str, symbolic: bool) -> CallCost:
+    if symbolic and name in _SYMBOLIC_BY_NAME:
+        return _SYMBOLIC_BY_NAME[name]
+    got = _registry_index().get(name)
+    if got is None:
+        raise UnknownCost(f"the cost model has no cost for a call of {name!r}: register the "
+                          "primitive with cost= (coarsen/ir/primitives) or, for a SymPy function "
+                          "no primitive stands for, add it to costmodel.SYMBOLIC_COSTS")
+    return got
+
+
+def call_cost(name: str) -> CallCost:
+    """The cost of a call by its SymPy or Python name (a ``math.``/``np.`` prefix is ignored;
+    ``"gamma"`` is the branch phi); raises ``UnknownCost``."""
+    return _lookup(name.rsplit(".", 1)[-1], True)
+
+
+def function_cost(e) -> CallCost:
+    """The cost of the SymPy function node ``e``: by its class in ``SYMBOLIC_COSTS``, else by
+    its name in the registry (``sympy.gamma``, the Gamma function, is the primitive ``gamma``;
+    an undefined function by its name); raises ``UnknownCost``."""
+    got = SYMBOLIC_COSTS.get(type(e))
+    if got is not None:
+        return got
+    name = str(e.func) if isinstance(e, AppliedUndef) else type(e).__name__
+    return _lookup(name, False)
+
+
+def price(costs, weights: Weights) -> float:
+    """The weight of a tuple of ``CostClass`` members."""
+    return sum(weights.of(c) for c in costs)
 
 
 def call_weight(name: str, weights: Weights) -> float:
     """Weight of one call by its SymPy/Python name (a ``math.``/``np.`` prefix is ignored)."""
-    short = name.rsplit(".", 1)[-1]
-    if short in _ADD_CALLS:
-        return weights.add
-    if short in _SQRT_CALLS:
-        return weights.sqrt
-    if short in _EXP_CALLS:
-        return weights.exp
-    if short in _TRIG_CALLS:
-        return weights.trig
-    if short == "logaddexp":     # max(a, b) + log1p(exp(-abs(a - b))): 3 adds, exp, log1p
-        return 3 * weights.add + 2 * weights.exp
-    if short in ("reciprocal", "div", "truediv"):
-        return weights.div
-    if short in ("mul", "multiply"):
-        return weights.mul
-    if short in ("add", "sub", "subtract", "neg", "negative"):
-        return weights.add
-    return weights.pow            # _POW_CALLS and anything unknown: the dearest class
+    return price(call_cost(name).cost, weights)
+
+
+def partial_weight(e, weights: Weights) -> float:
+    """What fine-grained reverse mode pays for the local partial of the SymPy call ``e``
+    (``partial_cost`` of its primitive); raises ``UnknownCost`` where it has none."""
+    got = function_cost(e)
+    if got.partial is None:
+        raise UnknownCost(f"the cost model has no partial cost for {type(e).__name__}")
+    return price(got.partial, weights)
 
 
 # --------------------------------------------------------------------------- expression cost
@@ -266,18 +355,13 @@ def _node(e, absorbed: bool, w: Weights) -> tuple[float, list]:
     if isinstance(e, (Not, Relational)):
         return w.add, [(a, False) for a in args]
     if isinstance(e, (sympy.Max, sympy.Min)):
-        return max(1, len(args) - 1) * call_weight(type(e).__name__, w), [(a, False) for a in args]
+        return max(1, len(args) - 1) * price(function_cost(e).cost, w), \
+            [(a, False) for a in args]
     if is_branch_phi(e):
         return w.add, [(a, False) for a in args]
     if isinstance(e, (sympy.Function, sympy.Derivative, sympy.Integral, sympy.Sum,
                       sympy.Product)) or e.is_Function:
-        if isinstance(e, sympy.gamma):          # SymPy's Gamma function, not the phi
-            name = "lgamma"
-        elif isinstance(e, AppliedUndef):
-            name = str(e.func)
-        else:
-            name = type(e).__name__
-        return call_weight(name, w), [(a, False) for a in args]
+        return price(function_cost(e).cost, w), [(a, False) for a in args]
     # Tuple, containers, other Basic: their contents only
     return 0.0, [(a, False) for a in args if isinstance(a, sympy.Basic)]
 

@@ -25,7 +25,8 @@ primal; the primal's own statements are the same under every strategy) for each 
   primal counts), tapes the distinct ones when inside a loop (not a number, nor an input the
   reverse sweep reads anyway); the reverse step is one multiply-add per partial;
 * ``fine``: statement-by-statement reverse mode: per active operand of a sum an add (the
-  adjoint passes through), of every other operation a multiply and an add, plus its local partial (the derivative of a call: a trig call for
+  adjoint passes through), of every other operation a multiply and an add, plus its local
+  partial (of a call, its primitive's ``partial_cost`` in the registry: a trig call for
   ``sin``, a division for ``log``...), and, inside a loop, a taped float for every value a
   nonlinear operation reads that the segment assigns (its intermediates, and the inputs it
   overwrites: the values every trip overwrites), and the cost of re-evaluating every compound
@@ -44,7 +45,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from .costmodel import Weights, call_weight, expr_cost
+from .costmodel import Weights, expr_cost, partial_weight
 from .plans import PLANS, LiftedSegment  # noqa: F401 (PLANS: the accepted plan= values)
 
 #: a coarse strategy is chosen only when its estimate is below MARGIN x the fine estimate.  The
@@ -291,14 +292,9 @@ def _local_partial_cost(e, k, w):
             return w.div + w.mul
         return w.pow + w.mul
     if isinstance(e, sympy.Function):
-        name = type(e).__name__
-        if name in ("sin", "cos", "tan", "sinh", "cosh", "asin", "acos", "atan", "atan2", "erf"):
-            return call_weight(name, w) + w.mul
-        if name in ("log", "log1p", "sqrt"):
-            return w.div
-        if name in ("exp", "expm1", "tanh"):
-            return w.mul + w.add            # from the taped value
-        return w.add
+        # the primitive's ``partial_cost`` (coarsen.ir.primitives): ``sin``'s a trig call and a
+        # multiply, ``log``'s a division, ``exp``'s a multiply and an add from the taped value
+        return partial_weight(e, w)
     return 0.0
 
 

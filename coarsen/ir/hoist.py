@@ -9,8 +9,9 @@ of its result).
 Requires: a typed ``ir.Function`` (``coarsen.ir.typeinfer.infer`` has run), on the cpu target
 (Numba's math raises nothing; the table is filled before the loop runs).
 Guarantees: ``hoist_invariant_calls(fn)`` returns a new ``Function`` (``fn`` is not modified).
-A statement ``t = f(a)`` (``f`` one of ``CALLS``, ``t`` and ``a`` float scalars) is hoisted
-out of a ``for`` loop ``L`` when
+A statement ``t = f(a)`` (``f`` a ``hoistable`` op: a unary element-wise primitive whose cost in
+the registry is a square root or dearer, ``CostClass`` ``SQRT``, ``EXP``, ``TRIG`` or ``POW``;
+``t`` and ``a`` float scalars) is hoisted out of a ``for`` loop ``L`` when
 
 * ``a = A[...]`` is assigned in the same block before it, ``A`` a float64 array that nothing in
   ``L`` assigns or stores into (nor any view of it), its index items constants and the loop
@@ -37,14 +38,21 @@ from dataclasses import replace
 
 from .nodes import (Array, Assign, Const, For, I64, If, Scalar, Store, Var, While,
                     keep_records, walk)
+from .primitives import REGISTRY, CostClass
 
-__all__ = ["CALLS", "hoist_invariant_calls"]
+__all__ = ["hoistable", "hoist_invariant_calls"]
 
-#: the pure float functions worth a table (transcendental, or a square root)
-CALLS = frozenset({"exp", "log", "sin", "cos", "tan", "tanh", "sqrt", "expm1", "log1p",
-                   "lgamma", "erf", "erfc", "sinh", "cosh", "arctan", "arcsin", "arccos",
-                   "log2", "log10", "gamma"})
+#: the cost classes of a call worth a table (transcendental, or a square root)
+DEAR = frozenset({CostClass.SQRT, CostClass.EXP, CostClass.TRIG, CostClass.POW})
 F64 = Scalar("f64")
+
+
+def hoistable(op: str) -> bool:
+    """Whether a call of ``op`` is worth a table: a pure unary element-wise primitive whose
+    cost is ``DEAR`` (``exp``, ``sqrt``, ``sin``, ``lgamma``...)."""
+    prim = REGISTRY.get(op)
+    return prim is not None and prim.elementwise and prim.arity == 1 and \
+        any(c in DEAR for c in prim.cost)
 
 
 def hoist_invariant_calls(fn):
@@ -167,7 +175,7 @@ class _Hoister:
     def candidate(self, st, defs, nest, invariant, written, dominating):
         """``(t = T[...], the table's statements)`` for a hoistable ``st``, else None."""
         types = self.types
-        if st.op not in CALLS or len(st.args) != 1 or not isinstance(st.args[0], Var) or \
+        if not hoistable(st.op) or len(st.args) != 1 or not isinstance(st.args[0], Var) or \
                 types.get(st.target) != F64:
             return None
         a = st.args[0].name

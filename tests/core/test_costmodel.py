@@ -91,8 +91,9 @@ def test_call_weight_by_name():
     assert [call_weight(n, w) for n in ("sin", "cos", "tan", "tanh", "atan", "asin", "acos",
                                         "atan2", "sinh", "cosh", "erf", "np.arctan")] == [11] * 12
     assert call_weight("pow", w) == 13 and call_weight("lgamma", w) == 13
-    assert call_weight("no_such_function", w) == 13          # unknown: the dearest class
     assert call_weight("logaddexp", w) == 3 * 1 + 2 * 7
+    with pytest.raises(cm.UnknownCost):                       # unknown: no default weight
+        call_weight("no_such_function", w)
 
 
 def test_shared_subexpressions_count_per_use_and_per_context():

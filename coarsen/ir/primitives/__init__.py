@@ -1,10 +1,10 @@
 """One registry of primitives (see ``core``); importing the package registers every family."""
-from .core import (REGISTRY, Primitive, defjvp, deflinear, defstructural, defvjp, dt, dtype_join,
-                   err, forward_rule, make, nd, ops_where, primitive, refuse_jvp, spelled,
-                   spellings)
+from .core import (REGISTRY, CostClass, Primitive, defjvp, deflinear, defstructural, defvjp, dt,
+                   dtype_join, err, forward_rule, make, nd, ops_where, primitive, refuse_jvp,
+                   spelled, spellings)
 from . import (elementwise, logic, casts, shapes, reductions, linalg, constructors,  # noqa: F401
                cumulative, arrays, custom, checks)
 
-__all__ = ["REGISTRY", "Primitive", "defjvp", "deflinear", "defstructural", "defvjp", "dt",
-           "dtype_join", "err", "forward_rule", "make", "nd", "ops_where", "primitive",
+__all__ = ["REGISTRY", "CostClass", "Primitive", "defjvp", "deflinear", "defstructural",
+           "defvjp", "dt", "dtype_join", "err", "forward_rule", "make", "nd", "ops_where", "primitive",
            "refuse_jvp", "spelled", "spellings"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...codegen import build as B
 from ...codegen.build import X
 from ..nodes import Array
-from .core import Primitive, deflinear, defstructural, dt, make, register
+from .core import CostClass, Primitive, deflinear, defstructural, dt, make, register
 
 
 def _atleast_1d_type(c, s, ts):
@@ -32,6 +32,7 @@ def _vjp_atleast_1d(em, s, p, g, pre_fwd, pre_rev, out):
 
 
 register(Primitive("atleast_1d", _atleast_1d_type, _emit_atleast_1d, arity=1, view=True,
+                   cost=CostClass.FREE,
                    numpy=("atleast_1d",)))
 defstructural("atleast_1d", _vjp_atleast_1d, (0,))
 deflinear("atleast_1d")   # forward mode: the same op on the tangent

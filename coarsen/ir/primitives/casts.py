@@ -12,7 +12,7 @@ import gast
 from ...codegen import build as B
 from ...codegen.build import X
 from ..nodes import F64, I64, Array, Scalar
-from .core import Primitive, deflinear, defstructural, defvjp, err, make, nd, register
+from .core import CostClass, Primitive, deflinear, defstructural, defvjp, err, make, nd, register
 
 
 def _same_type(c, s, ts):
@@ -81,14 +81,16 @@ def _one(*_):
 
 register(Primitive("copy", _same_type, _emit_copy, arity=1, view=True, passenger=True, plain_copy=True,
                    transparent=True, shape_like=True, keeps_booleans=True,
-                   sympy=lambda a: a))
+                   sympy=lambda a: a, cost=CostClass.FREE))
 register(Primitive("copyarr", _same_type, _emit_copyarr, arity=1, numpy=("copy",),
-                   shape_like=True))
+                   shape_like=True, cost=CostClass.CALL))
 defstructural("copyarr", _vjp_identity, (0,))
 register(Primitive("float", _float_type, _emit_float, arity=1, numpy=("float64",),
-                   transparent=True, sympy=lambda a: a))
-register(Primitive("int", _int_type, _emit_int, arity=1, zero=True, passenger=True))
-register(Primitive("astype", _astype_type, _emit_astype, arity=1, shape_like=True))
+                   transparent=True, sympy=lambda a: a, cost=CostClass.FREE))
+register(Primitive("int", _int_type, _emit_int, arity=1, zero=True, passenger=True,
+                   cost=CostClass.FREE))
+register(Primitive("astype", _astype_type, _emit_astype, arity=1, shape_like=True,
+                   cost=CostClass.CALL))
 defvjp("copy", _one)
 defvjp("float", _one)
 defvjp("astype", _one)

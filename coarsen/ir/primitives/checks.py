@@ -16,7 +16,7 @@ from __future__ import annotations
 from ...codegen import build as B
 from ...codegen import runtime as R
 from ..nodes import BOOL
-from .core import Primitive, register
+from .core import CostClass, Primitive, register
 
 
 def _bool_type(c, s, ts):
@@ -32,4 +32,5 @@ def _emit_unbound_check(em, s, v):
     return B.call(em.helper(R.unbound_error(s.attr("name"))), v[0])
 
 
-register(Primitive("unbound_check", _bool_type, _emit_unbound_check, arity=1, zero=True))
+register(Primitive("unbound_check", _bool_type, _emit_unbound_check, arity=1, zero=True,
+                   cost=CostClass.ADD))

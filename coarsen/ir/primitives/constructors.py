@@ -11,7 +11,8 @@ from __future__ import annotations
 from ...codegen import build as B
 from ...codegen.build import X
 from ..nodes import Array
-from .core import Primitive, deflinear, defstructural, dt, dtype_join, err, make, register
+from .core import (CostClass, Primitive, deflinear, defstructural, dt, dtype_join, err, make,
+                   register)
 
 
 def _shape_type(c, s, ts):
@@ -99,15 +100,17 @@ def _vjp_fill(em, s, p, g, pre_fwd, pre_rev, out):
 
 for _name in ("zeros", "ones", "empty"):
     register(Primitive(_name, _shape_type, _emit_shape, numpy=(_name,), zero=True,
-                       shape_operands=True))
-register(Primitive("full", _shape_type, _emit_shape, numpy=("full",), shape_operands=True))
+                       shape_operands=True, cost=CostClass.CALL))
+register(Primitive("full", _shape_type, _emit_shape, numpy=("full",), shape_operands=True,
+                   cost=CostClass.CALL))
 defstructural("full", _vjp_fill, (-1,))
 deflinear("full", (-1,))          # forward mode: filled with the fill value's tangent
 for _name in ("zeros_like", "ones_like", "empty_like"):
     register(Primitive(_name, _like_type, _emit_like, arity=1, numpy=(_name,), zero=True,
-                       shape_like=True))
+                       shape_like=True, cost=CostClass.CALL))
 register(Primitive("full_like", _like_type, _emit_like, arity=2, numpy=("full_like",),
-                   shape_like=True))
+                   shape_like=True, cost=CostClass.CALL))
 defstructural("full_like", _vjp_fill, (1,))
 deflinear("full_like", (1,))
-register(Primitive("eye", _eye_type, _emit_eye, arity=1, numpy=("eye", "identity"), zero=True))
+register(Primitive("eye", _eye_type, _emit_eye, arity=1, numpy=("eye", "identity"), zero=True,
+                   cost=CostClass.CALL))

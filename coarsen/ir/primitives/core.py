@@ -32,17 +32,55 @@ Each entry holds:
   element: ``coarsen.ir.scalarize`` may apply it to scalars in a loop nest instead), ``reduction``, ``accumulates`` (``t = t + e``/``t = t - e``
   passes ``t``'s adjoint through unchanged; the sign of operand 1 in index arithmetic),
   ``np_only``, ``keeps_booleans``, ``indexing``, ``plain_copy``, ``dimension``,
-  ``shape_operands``, and how formulas show it (``infix``, ``prefix``).
+  ``shape_operands``, and how formulas show it (``infix``, ``prefix``);
+- its cost (``cost``, required: ``register`` refuses an entry without one): the operations one
+  evaluation costs, as ``CostClass`` members (the weight classes of
+  ``coarsen.analysis.costmodel.Weights``; ``FREE`` for no arithmetic, ``CALL`` for a call
+  the scalar model does not price); ``partial_cost``: what fine-grained reverse mode
+  pays to evaluate its local partial where it is a call in a SymPy expression (the strategy
+  planner's estimate; None where it has none); ``aliases``: the other names the cost model meets
+  it by (its SymPy function's, ``atan``, ``Abs``, ``Max``, ``ceiling``; the builtin printed code
+  calls, ``max``).  The cost model, the strategy planner and the hoisting pass read these.
 
 Adding a NumPy function is one entry in a family module plus its tests (see ARCHITECTURE.md).
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Callable
 
 from ...errors import at_stmt
 from ..nodes import Array, Scalar
+
+
+class CostClass(enum.Enum):
+    """One operation of a weight class of the cost model (``coarsen.analysis.costmodel``): the
+    value is the name of its ``Weights`` field, except ``FREE`` (no arithmetic: a copy, a cast,
+    a view, shape bookkeeping; weight 0) and ``CALL`` (a call whose cost grows with its operands
+    or is not known: a NumPy array routine, a runtime helper, a user's rule; the scalar model
+    never prices it, and raises if asked to)."""
+    FREE = "free"
+    ADD = "add"       # add, subtract, negate, compare, abs, min/max, sign, floor, select
+    MUL = "mul"
+    DIV = "div"
+    SQRT = "sqrt"
+    EXP = "exp"       # exp, log and their relatives (expm1, log1p, log2, log10)
+    TRIG = "trig"     # trigonometric and hyperbolic functions, their inverses, erf
+    POW = "pow"       # x**y, and the dearest calls (lgamma, gamma, a float %)
+    CALL = "call"
+
+
+def _costs(value, what, name):
+    """``value`` (a ``CostClass``, a tuple of them or None) as a tuple (None stays None)."""
+    if value is None:
+        return None
+    if isinstance(value, CostClass):
+        return (value,)
+    value = tuple(value)
+    if not all(isinstance(c, CostClass) for c in value):
+        raise TypeError(f"primitive {name!r}: {what} must be CostClass members, got {value!r}")
+    return value
 
 
 @dataclass
@@ -86,6 +124,13 @@ class Primitive:
     linear: tuple = ()             # operand positions it is linear in, separately (deflinear)
     jvp_refused: str | None = None  # why forward mode refuses it (refuse_jvp)
     prefix: str | None = None      # unary operator symbol for display
+    cost: tuple | None = None      # CostClass members: one evaluation (required by register)
+    partial_cost: tuple | None = None   # CostClass members: its local partial, as a call (fine)
+    aliases: tuple = ()            # other names the cost model meets it by (SymPy's, builtins)
+
+    def __post_init__(self):
+        self.cost = _costs(self.cost, "cost", self.name)
+        self.partial_cost = _costs(self.partial_cost, "partial_cost", self.name)
 
     def diff_positions(self, nargs):
         """Operand positions through which derivatives flow."""
@@ -107,6 +152,8 @@ _SPELLINGS: dict[tuple[str, str], str] = {}
 def register(prim: Primitive) -> Primitive:
     if prim.name in REGISTRY:
         raise ValueError(f"primitive {prim.name!r} registered twice")
+    if not prim.cost:
+        raise ValueError(f"primitive {prim.name!r} registered without a cost (CostClass)")
     REGISTRY[prim.name] = prim
     for module, names in (("math", prim.math), ("numpy", prim.numpy), ("linalg", prim.linalg),
                           ("operator", prim.operators)):

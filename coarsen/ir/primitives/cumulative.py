@@ -15,7 +15,7 @@ from __future__ import annotations
 from ...codegen import build as B
 from ...codegen.build import X
 from ..nodes import Array
-from .core import Primitive, deflinear, defstructural, err, make, register
+from .core import CostClass, Primitive, deflinear, defstructural, err, make, register
 
 
 def _axis_of(s, a):
@@ -102,8 +102,10 @@ def _vjp_diff(em, s, p, g, pre_fwd, pre_rev, out):
     em.accumulate(arg.name, X(contrib, True), pre_fwd, pre_rev, out)
 
 
-register(Primitive("cumsum", _cumsum_type, _emit_cumsum, arity=1, numpy=("cumsum",)))
-register(Primitive("diff", _diff_type, _emit_diff, arity=1, numpy=("diff",)))
+register(Primitive("cumsum", _cumsum_type, _emit_cumsum, arity=1, numpy=("cumsum",),
+                   cost=CostClass.CALL))
+register(Primitive("diff", _diff_type, _emit_diff, arity=1, numpy=("diff",),
+                   cost=CostClass.CALL))
 defstructural("cumsum", _vjp_cumsum, (0,))
 defstructural("diff", _vjp_diff, (0,))
 deflinear("cumsum")       # forward mode: the same op on the tangent

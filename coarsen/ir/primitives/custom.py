@@ -35,7 +35,7 @@ import gast
 from ...codegen import build as B
 from ...codegen.build import X
 from ..nodes import Array, Const, F64, Scalar, Var, is_float
-from .core import Primitive, defjvp, defstructural, defvjp, err, register, refuse_jvp
+from .core import CostClass, Primitive, defjvp, defstructural, defvjp, err, refuse_jvp, register
 
 
 def _same_type(c, s, ts):
@@ -225,13 +225,15 @@ class _EveryOperand(Primitive):
         return tuple(range(nargs))
 
 
-register(Primitive("custom_stop", _same_type, _emit_stop, arity=1, zero=True))
-register(Primitive("custom_seed", _same_type, _emit_seed, arity=1))
+register(Primitive("custom_stop", _same_type, _emit_stop, arity=1, zero=True,
+                   cost=CostClass.FREE))
+register(Primitive("custom_seed", _same_type, _emit_seed, arity=1, cost=CostClass.FREE))
 defvjp("custom_seed", _one)
-register(Primitive("custom_jvp_out", _jvp_out_type, _emit_jvp_out, arity=2))
+register(Primitive("custom_jvp_out", _jvp_out_type, _emit_jvp_out, arity=2,
+                   cost=CostClass.CALL))
 defstructural("custom_jvp_out", _vjp_jvp_out, (1,))
 defjvp("custom_jvp_out", _jvp_jvp_out)
-register(_EveryOperand("custom_vjp_out", _vjp_out_type, _emit_vjp_out))
+register(_EveryOperand("custom_vjp_out", _vjp_out_type, _emit_vjp_out, cost=CostClass.CALL))
 defstructural("custom_vjp_out", _vjp_vjp_out, ())
 refuse_jvp("custom_vjp_out", lambda s: (
     f"forward mode cannot differentiate {s.attr('primal')}(): a custom_vjp function has no "

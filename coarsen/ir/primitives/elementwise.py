@@ -4,8 +4,8 @@ Requires: ``core`` (the registry), ``coarsen.codegen.build`` (expression builder
 Guarantees: each primitive's type rule (NumPy's promotion: ints and floats give floats, the
 result's rank is the largest operand rank), its emitted primal (``math.<f>`` on scalars,
 ``np.<f>`` on arrays), its local partials (autograd's ``defvjp``; the reverse sweep multiplies
-them by the output's adjoint and sums over broadcast axes) and, where segments may lift it,
-its SymPy counterpart.
+them by the output's adjoint and sums over broadcast axes), its cost (``CostClass``) and,
+where segments may lift it, its SymPy counterpart.
 
 Conventions at non-differentiable points (those of JAX, checked against jax.grad):
 ``abs'(0) = 1``; ``minimum``/``maximum`` split the adjoint evenly between tied operands;
@@ -23,7 +23,8 @@ from ...codegen import build as B
 from ...codegen.build import X, select
 from .calls import fn
 from .casts import float_of
-from .core import Primitive, defvjp, defvjp_result, dt, dtype_join, err, make, nd, register
+from .core import (CostClass, Primitive, defvjp, defvjp_result, dt, dtype_join, err, make, nd,
+                   register)
 
 
 # ------------------------------------------------------------------ type rules
@@ -149,11 +150,22 @@ def _emit_where(em, s, v):
 from ..nodes import Const as _Const, Var as _Var   # noqa: E402
 from .core import REGISTRY as REGISTRY_VIEW        # noqa: E402
 
+ADD, MUL, DIV, SQRT, EXP, TRIG, POW = (
+    CostClass.ADD, CostClass.MUL, CostClass.DIV, CostClass.SQRT, CostClass.EXP, CostClass.TRIG,
+    CostClass.POW)
+# ``partial_cost``: what the strategy planner charges fine-grained reverse mode for the local
+# partial of a call (``coarsen.analysis.strategy``): a trigonometric call and a multiply
+# (``sin``: ``cos``), a division (``log``: ``1/x``), a multiply and an add from the result
+# (``exp``, ``tanh``), else one add (the model's flat charge: ``arcsinh``, ``hypot``...)
+TRIG_PARTIAL = (TRIG, MUL)
+RESULT_PARTIAL = (MUL, ADD)
+
 
 def _binary(name, symbol=None, *, numpy=(), math_=(), float_result=False, sympy_=None, emit=None,
             type_rule=_binary_type, **flags):
     if symbol is not None:
         flags.setdefault("operators", (_OPERATOR_CLASS[symbol],))
+    flags.setdefault("partial_cost", ADD)
     register(Primitive(name, type_rule, emit or (_emit_binop(symbol) if symbol else _emit_math),
                        arity=2, numpy=numpy, math=math_, float_result=float_result, sympy=sympy_,
                        broadcasting=True, elementwise=True, **flags))
@@ -165,19 +177,20 @@ _OPERATOR_CLASS = {"+": "Add", "-": "Sub", "*": "Mult", "/": "Div", "**": "Pow",
 
 def _unary(name, *, numpy=(), math_=(), sympy_=None, type_rule=_float_unary_type, emit=_emit_math,
            **flags):
+    flags.setdefault("partial_cost", ADD)
     register(Primitive(name, type_rule, emit, arity=1, numpy=numpy, math=math_, sympy=sympy_,
                        float_result=type_rule is _float_unary_type, shape_like=True,
                        elementwise=True, **flags))
 
 
 _binary("add", "+", numpy=("add",), sympy_=lambda a, b: a + b, passenger=True, accumulates=1,
-        infix=("+", 1, True))
+        infix=("+", 1, True), cost=ADD)
 _binary("sub", "-", numpy=("subtract",), sympy_=lambda a, b: a - b, passenger=True, accumulates=-1,
-        infix=("-", 1, False))
+        infix=("-", 1, False), cost=ADD)
 _binary("mul", "*", numpy=("multiply",), sympy_=lambda a, b: a * b, passenger=True,
-        infix=("*", 2, True))
+        infix=("*", 2, True), cost=MUL)
 _binary("div", "/", numpy=("divide", "true_divide"), float_result=True, emit=_emit_div,
-        sympy_=lambda a, b: a / b, infix=("/", 2, False))
+        sympy_=lambda a, b: a / b, infix=("/", 2, False), cost=DIV)
 
 
 def _sympy_pow(a, b):
@@ -187,50 +200,67 @@ def _sympy_pow(a, b):
 
 
 _binary("pow", "**", numpy=("power",), math_=("pow",), type_rule=_pow_type, sympy_=_sympy_pow,
-        emit=_emit_pow, infix=("**", 3, False))
+        emit=_emit_pow, infix=("**", 3, False), cost=POW)
+# a float // or % is a libm fmod and a correction: priced as the dearest class
 _binary("floordiv", "//", numpy=("floor_divide",), passenger=True, zero=True,
-        infix=("//", 2, False), emit=_emit_int_division("//"))
-_binary("mod", "%", passenger=True, infix=("%", 2, False), emit=_emit_int_division("%"))
-_binary("minimum", numpy=("minimum", "fmin"), emit=_emit_minmax, passenger=True)
-_binary("maximum", numpy=("maximum", "fmax"), emit=_emit_minmax, passenger=True)
+        infix=("//", 2, False), emit=_emit_int_division("//"), cost=POW)
+_binary("mod", "%", passenger=True, infix=("%", 2, False), emit=_emit_int_division("%"),
+        cost=POW, aliases=("Mod",))
+_binary("minimum", numpy=("minimum", "fmin"), emit=_emit_minmax, passenger=True, cost=ADD,
+        aliases=("Min", "min"))
+_binary("maximum", numpy=("maximum", "fmax"), emit=_emit_minmax, passenger=True, cost=ADD,
+        aliases=("Max", "max"))
 _binary("arctan2", numpy=("arctan2",), math_=("atan2",), float_result=True,
-        sympy_=sympy.atan2, math_name="atan2")
+        sympy_=sympy.atan2, math_name="atan2", cost=TRIG, partial_cost=TRIG_PARTIAL)
 # hypot and expm1 lift as SymPy's C functions, printed as math.hypot / math.expm1, with
 # their own derivatives (x/hypot(x, y), exp(x)): as sqrt(a**2 + b**2) the partials overflowed
 # or underflowed past |a| ~ 1e154 or below ~1e-162 (d/dx hypot(3e200, 4e200) gave 1.0 for
 # 0.6), and as exp(a) - 1 a closed form lost expm1's digits near 0 (found by a probe)
 _binary("hypot", numpy=("hypot",), math_=("hypot",), float_result=True,
-        sympy_=lambda a, b: _cfunctions.hypot(a, b))
-_binary("logaddexp", numpy=("logaddexp",), float_result=True, np_only=True)   # no math.logaddexp
+        sympy_=lambda a, b: _cfunctions.hypot(a, b), cost=TRIG)
+# no math.logaddexp; max(a, b) + log1p(exp(-abs(a - b))): 3 adds, an exp and a log1p
+_binary("logaddexp", numpy=("logaddexp",), float_result=True, np_only=True,
+        cost=(ADD, ADD, ADD, EXP, EXP))
 
 _unary("neg", numpy=("negative",), type_rule=_signed_type, emit=_emit_neg, sympy_=lambda a: -a,
-       passenger=True, prefix="-", operators=("USub",))
+       passenger=True, prefix="-", operators=("USub",), cost=ADD)
 _unary("abs", numpy=("abs", "absolute", "fabs"), math_=("fabs",), type_rule=_signed_type,
-       emit=_emit_abs, passenger=True, math_name="fabs")
-for _name, _math, _sym in (
-        ("sin", "sin", sympy.sin), ("cos", "cos", sympy.cos), ("tan", "tan", sympy.tan),
-        ("arcsin", "asin", sympy.asin), ("arccos", "acos", sympy.acos),
-        ("arctan", "atan", sympy.atan), ("sinh", "sinh", sympy.sinh),
-        ("cosh", "cosh", sympy.cosh), ("tanh", "tanh", sympy.tanh),
-        ("arcsinh", "asinh", sympy.asinh), ("arccosh", "acosh", sympy.acosh),
-        ("arctanh", "atanh", sympy.atanh), ("exp", "exp", sympy.exp),
-        ("expm1", "expm1", lambda a: _cfunctions.expm1(a)), ("log", "log", sympy.log),
-        ("log1p", "log1p", lambda a: sympy.log(1 + a)),
-        ("log10", "log10", lambda a: sympy.log(a) / sympy.log(10)),
-        ("log2", "log2", lambda a: sympy.log(a) / sympy.log(2)),
-        ("sqrt", "sqrt", sympy.sqrt), ("erf", "erf", sympy.erf), ("erfc", "erfc", None)):
+       emit=_emit_abs, passenger=True, math_name="fabs", cost=ADD, aliases=("Abs",))
+for _name, _math, _sym, _cost, _partial in (
+        ("sin", "sin", sympy.sin, TRIG, TRIG_PARTIAL),
+        ("cos", "cos", sympy.cos, TRIG, TRIG_PARTIAL),
+        ("tan", "tan", sympy.tan, TRIG, TRIG_PARTIAL),
+        ("arcsin", "asin", sympy.asin, TRIG, TRIG_PARTIAL),
+        ("arccos", "acos", sympy.acos, TRIG, TRIG_PARTIAL),
+        ("arctan", "atan", sympy.atan, TRIG, TRIG_PARTIAL),
+        ("sinh", "sinh", sympy.sinh, TRIG, TRIG_PARTIAL),
+        ("cosh", "cosh", sympy.cosh, TRIG, TRIG_PARTIAL),
+        ("tanh", "tanh", sympy.tanh, TRIG, RESULT_PARTIAL),
+        ("arcsinh", "asinh", sympy.asinh, TRIG, ADD),
+        ("arccosh", "acosh", sympy.acosh, TRIG, ADD),
+        ("arctanh", "atanh", sympy.atanh, TRIG, ADD),
+        ("exp", "exp", sympy.exp, EXP, RESULT_PARTIAL),
+        ("expm1", "expm1", lambda a: _cfunctions.expm1(a), EXP, RESULT_PARTIAL),
+        ("log", "log", sympy.log, EXP, DIV),
+        ("log1p", "log1p", lambda a: sympy.log(1 + a), EXP, DIV),
+        ("log10", "log10", lambda a: sympy.log(a) / sympy.log(10), EXP, ADD),
+        ("log2", "log2", lambda a: sympy.log(a) / sympy.log(2), EXP, ADD),
+        ("sqrt", "sqrt", sympy.sqrt, SQRT, DIV),
+        ("erf", "erf", sympy.erf, TRIG, TRIG_PARTIAL),
+        ("erfc", "erfc", None, TRIG, ADD)):
     _unary(_name, numpy=(_name,) if _name not in ("erf", "erfc") else (), math_=(_math,),
-           sympy_=_sym, math_name=_math,
+           sympy_=_sym, math_name=_math, cost=_cost, partial_cost=_partial,
            emit=_emit_scalar_only if _name in ("erf", "erfc") else _emit_math)
 for _name in ("floor", "ceil"):
     _unary(_name, numpy=(_name,), math_=(_name,), type_rule=_rounding_type, emit=_emit_rounding,
-           passenger=True, zero=True)
+           passenger=True, zero=True, cost=ADD, aliases=("ceiling",) if _name == "ceil" else ())
 _unary("sign", numpy=("sign",), type_rule=_rounding_type, emit=_emit_rounding, passenger=True,
-       zero=True, np_only=True)
+       zero=True, np_only=True, cost=ADD, aliases=("copysign",))
 for _name in ("lgamma", "gamma"):       # math has no digamma: evaluated, never differentiated
-    _unary(_name, math_=(_name,), emit=_emit_scalar_only, undifferentiable=True)
+    _unary(_name, math_=(_name,), emit=_emit_scalar_only, undifferentiable=True, cost=POW,
+           aliases=("loggamma",) if _name == "lgamma" else ())
 register(Primitive("where", _where_type, _emit_where, arity=3, numpy=("where",),
-                   np_only=True))
+                   np_only=True, cost=ADD, partial_cost=ADD, aliases=("select",)))
 
 
 # ------------------------------------------------------------------ local partials

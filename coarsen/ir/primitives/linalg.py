@@ -24,7 +24,8 @@ from ...codegen import build as B
 from ...codegen.build import X
 from ...codegen import runtime as R
 from ..nodes import Array, Scalar
-from .core import Primitive, defjvp, deflinear, defstructural, dt, dtype_join, err, make, nd, register
+from .core import (CostClass, Primitive, defjvp, deflinear, defstructural, dt, dtype_join, err,
+                   make, nd, register)
 
 
 def _product_type(c, s, ts):
@@ -72,7 +73,7 @@ def _vjp_product(em, s, p, g, pre_fwd, pre_rev, out):
 
 for _name in ("matmul", "dot"):
     register(Primitive(_name, _product_type, _emit_product, arity=2, numpy=(_name,),
-                       operators=("MatMult",) if _name == "matmul" else ()))
+                       operators=("MatMult",) if _name == "matmul" else (), cost=CostClass.CALL))
     defstructural(_name, _vjp_product, (0, 1))
     deflinear(_name, (0, 1))      # forward mode: bilinear, dA @ B + A @ dB
 
@@ -104,7 +105,8 @@ def _vjp_solve(em, s, p, g, pre_fwd, pre_rev, out):
     em.accumulate(s.args[p].name, X(contrib, True), pre_fwd, pre_rev, out)
 
 
-register(Primitive("solve", _solve_type, _emit_solve, arity=2, linalg=("solve",)))
+register(Primitive("solve", _solve_type, _emit_solve, arity=2, linalg=("solve",),
+                   cost=CostClass.CALL))
 defstructural("solve", _vjp_solve, (0, 1))
 
 
@@ -190,6 +192,7 @@ def _vjp_einsum(em, s, p, g, pre_fwd, pre_rev, out_):
     em.accumulate(arg.name, X(contrib, len(mine) > 0), pre_fwd, pre_rev, out_)
 
 
-register(Primitive("einsum", _einsum_type, _emit_einsum, arity=2, numpy=("einsum",)))
+register(Primitive("einsum", _einsum_type, _emit_einsum, arity=2, numpy=("einsum",),
+                   cost=CostClass.CALL))
 defstructural("einsum", _vjp_einsum, (0, 1))
 deflinear("einsum", (0, 1))       # forward mode: bilinear

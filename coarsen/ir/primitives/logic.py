@@ -12,7 +12,7 @@ import sympy
 from ...codegen import build as B
 from ...codegen.build import X
 from ..nodes import BOOL, Array, Const, Scalar
-from .core import Primitive, err, make, nd, register
+from .core import CostClass, Primitive, err, make, nd, register
 
 
 def _compare_type(c, s, ts):
@@ -83,22 +83,26 @@ _REL = {"lt": ("<", sympy.Lt, "Lt"), "le": ("<=", sympy.Le, "LtE"), "gt": (">", 
         "ge": (">=", sympy.Ge, "GtE"), "eq": ("==", sympy.Eq, "Eq"), "ne": ("!=", sympy.Ne, "NotEq")}
 for _name, (_sym, _rel, _cls) in _REL.items():
     register(Primitive(_name, _compare_type, _emit_compare(_sym), arity=2, zero=True,
-                       operators=(_cls,),
+                       operators=(_cls,), cost=CostClass.ADD,
                        passenger=True, boolean=True, broadcasting=False,
                        sympy=(lambda r: lambda a, b: r(a, b, evaluate=False))(_rel)))
 register(Primitive("not", _truth_type, _emit_not, arity=1, zero=True, passenger=True,
-                   operators=("Not",),
+                   operators=("Not",), cost=CostClass.ADD,
                    boolean=True, keeps_booleans=True, sympy=sympy.Not))
 register(Primitive("truth", _truth_type, _emit_truth, arity=1, zero=True, passenger=True,
+                   cost=CostClass.FREE,
                    boolean=True, transparent=True, keeps_booleans=True, sympy=lambda a: a))
 register(Primitive("bool_operand", _bool_operand_type, _emit_truth, arity=1, zero=True,
+                   cost=CostClass.FREE,
                    passenger=True, boolean=True, transparent=True, keeps_booleans=True,
                    sympy=lambda a: a))
 register(Primitive("or", _bool_type, _emit_boolop, arity=2, zero=True, passenger=True,
+                   cost=CostClass.ADD,
                    boolean=True, keeps_booleans=True, sympy=sympy.Or))
 register(Primitive("and", _bool_type, _emit_boolop, arity=2, zero=True, passenger=True,
+                   cost=CostClass.ADD,
                    boolean=True, keeps_booleans=True, sympy=sympy.And))
 register(Primitive("range_cont", _bool_type, _emit_range_cont, arity=3, zero=True,
-                   passenger=True))
+                   passenger=True, cost=CostClass.ADD))
 
 __all__ = ["X"]

@@ -28,7 +28,7 @@ from ...codegen import build as B
 from ...codegen import runtime as R
 from ...codegen.build import X
 from ..nodes import Array
-from .core import Primitive, defjvp, deflinear, defstructural, dt, err, make, register
+from .core import CostClass, Primitive, defjvp, deflinear, defstructural, dt, err, make, register
 
 REDUCTIONS = ("sum", "mean", "prod", "amax", "amin", "std", "var")
 
@@ -291,7 +291,7 @@ _VJP = {"sum": _vjp_sum_mean, "mean": _vjp_sum_mean, "prod": _vjp_prod, "amax": 
         "amin": _vjp_extremum, "std": _vjp_var_std, "var": _vjp_var_std}
 for _name in REDUCTIONS:
     register(Primitive(_name, _reduction_type, _emit_reduction, arity=1, numpy=_SPELL[_name],
-                       reduction=True))
+                       reduction=True, cost=CostClass.CALL))
     defstructural(_name, _VJP[_name], (0,))
 deflinear("sum")
 deflinear("mean")

@@ -19,7 +19,7 @@ import gast
 from ...codegen import build as B
 from ...codegen.build import X
 from ..nodes import I64, Array
-from .core import Primitive, deflinear, defstructural, dt, err, make, nd, register
+from .core import CostClass, Primitive, deflinear, defstructural, dt, err, make, nd, register
 
 
 def _getitem_type(c, s, ts):
@@ -169,20 +169,24 @@ def _vjp_flip(em, s, p, g, pre_fwd, pre_rev, out):
     em.accumulate(s.args[p].name, X(B.call("np.flip", g), True), pre_fwd, pre_rev, out)
 
 
+# an element's load, a view or a shape: no arithmetic
 register(Primitive("getitem", _getitem_type, _emit_getitem, view=True, passenger=True,
-                   indexing=True))
+                   indexing=True, cost=CostClass.FREE))
 register(Primitive("dim", _dim_type, _emit_dim, arity=2, zero=True, passenger=True,
-                   dimension=True))
-register(Primitive("size", _int_type, _emit_size, arity=1, zero=True, passenger=True))
-register(Primitive("ndim", _int_type, _emit_ndim, arity=1, zero=True))
+                   dimension=True, cost=CostClass.FREE))
+register(Primitive("size", _int_type, _emit_size, arity=1, zero=True, passenger=True,
+                   cost=CostClass.FREE))
+register(Primitive("ndim", _int_type, _emit_ndim, arity=1, zero=True, cost=CostClass.FREE))
 register(Primitive("transpose", _transpose_type, _emit_transpose, arity=1, view=True,
-                   numpy=("transpose",)))
-register(Primitive("reshape", _reshape_type, _emit_reshape, view=True, numpy=("reshape",)))
-register(Primitive("ravel", _ravel_type, _emit_ravel, arity=1, view=True, numpy=("ravel",)))
+                   numpy=("transpose",), cost=CostClass.FREE))
+register(Primitive("reshape", _reshape_type, _emit_reshape, view=True, numpy=("reshape",),
+                   cost=CostClass.FREE))
+register(Primitive("ravel", _ravel_type, _emit_ravel, arity=1, view=True, numpy=("ravel",),
+                   cost=CostClass.FREE))
 register(Primitive("flip", _same_type, _emit_flip, arity=1, view=True, shape_like=True,
-                   numpy=("flip",)))
+                   numpy=("flip",), cost=CostClass.FREE))
 register(Primitive("expand_dims", _expand_dims_type, _emit_expand_dims, arity=1, view=True,
-                   numpy=("expand_dims",)))
+                   numpy=("expand_dims",), cost=CostClass.FREE))
 
 
 # ------------------------------------------------ slices and broadcasting, element by element
@@ -197,7 +201,7 @@ def _emit_helper_call(name):
 for _name, _arity in (("slice_start", 3), ("slice_len", 4), ("bcast_len", 2),
                       ("bcast_stride", 2), ("same_len", 2)):
     register(Primitive(_name, _int_type, _emit_helper_call(_name), arity=_arity, zero=True,
-                       passenger=True))
+                       passenger=True, cost=CostClass.CALL))
 defstructural("getitem", _vjp_getitem, (0,))
 defstructural("transpose", _vjp_transpose, (0,))
 for _name in ("reshape", "ravel", "expand_dims"):
