@@ -29,8 +29,8 @@ Guarantees:
       ``.nbc`` is discarded, warned about and compiled again); a file that vanishes between its
       write and the import (a concurrent prune or clear) is written again (three tries); a
       module file that cannot be written, or a Numba that finds no writable cache folder
-      beside it, moves the module to this process's temporary directory
-      (``cache.fallback_dir``, one warning).
+      beside it, switches this process to its temporary directory for the rest of its life
+      (``cache.fallback_dir``: one warning; later builds and entries go there too).
     * Each build records a use of the module (``touch_marker("m-<file stem>")``) and, after
       writing a file or Numba's cache, keeps the directory under ``$COARSEN_CACHE_MAX_BYTES``
       (``cache_admin.bound_size``, never evicting the module being built).
