@@ -73,6 +73,7 @@ from pathlib import Path
 from typing import Any
 
 from .cache_faults import report_damaged, warn_once
+from .eviction import MARKERS, bound_size
 from .errors import CacheSecurityError, LoweringError
 
 __all__ = [
@@ -99,8 +100,6 @@ _TAG_TEXT = (
 )
 _KEY_RE = re.compile(r"[0-9a-f]{64}")
 _KEY_SCHEMA = "coarsen-cache-key/1"
-#: the folder of use markers (``touch_marker``), read by ``cache_admin``
-MARKERS = "access"
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -310,10 +309,8 @@ def touch_marker(name: str) -> None:
 
 
 def _bound_size(protect: str) -> None:
-    """Keep the cache under ``$COARSEN_CACHE_MAX_BYTES`` (``cache_admin``); never raises."""
-    from . import cache_admin
-
-    cache_admin.bound_size(protect=(protect,))
+    """Keep the cache under ``$COARSEN_CACHE_MAX_BYTES`` (``eviction``); never raises."""
+    bound_size(cache_dir, (protect,))
 
 
 def _check_key(key: str) -> str:
