@@ -11,6 +11,8 @@ Speaks Python ASTs (gast) and Numba only; never imports ``coarsen``. Modules:
   warned about once and rebuilt, never raised
 * ``cache_admin``: ``info``, ``prune`` (least recently used), ``bound_size``
   (``$COARSEN_CACHE_MAX_BYTES``), ``main`` (``python -m coarsen cache info|clear|prune``)
+* ``eviction``: what the cache directory holds and least-recently-used eviction, below ``cache``
+  (which bounds the directory after each write) and taking the directory as an argument
 * ``export``: ``export_module(source, path, *, header)`` (standalone file: math/numpy/numba only)
 * ``batch``: ``batch_source(fn_name, params, batched, *, wrt, value_type, target, driver_name)``
   (vmap-style batched driver: numba.prange on the CPU)
