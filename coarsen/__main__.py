@@ -7,7 +7,7 @@
 
 ``export`` imports ``module`` (a dotted module name importable from the current directory, or
 a path to a ``.py`` file) and writes the gradient of ``function`` as a standalone module (see
-``coarsen.export``). ``--wrt``: parameter names or positions separated by commas; one name gives
+``coarsen.transforms.export``). ``--wrt``: parameter names or positions separated by commas; one name gives
 a single gradient out (like ``differentiate(f, wrt="x")``), several names, or one name followed
 by a comma, give a tuple; without ``--wrt`` every float parameter, a tuple.
 

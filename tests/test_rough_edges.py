@@ -45,9 +45,9 @@ def test_report_repr_is_short_and_str_is_the_plan(capsys):
 
 
 def test_report_repr_fine_grained_and_singular():
-    rep = coarsen.transforms.gradient.Report("f", ("float64",), False, [], 0.0)
+    rep = coarsen.transforms.report.Report("f", ("float64",), False, [], 0.0)
     assert repr(rep) == "<coarsen Report of f: fine-grained, 0 segments>"
-    rep = coarsen.transforms.gradient.Report("f", ("float64",), True, [{"segment": 1}], 0.0)
+    rep = coarsen.transforms.report.Report("f", ("float64",), True, [{"segment": 1}], 0.0)
     assert repr(rep) == "<coarsen Report of f: coarse, 1 segment>"
 
 

@@ -1,4 +1,4 @@
-"""Lowering calls of functions with custom derivative rules (``coarsen.custom``): the rule
+"""Lowering calls of functions with custom derivative rules (``coarsen.frontend.custom``): the rule
 takes precedence over inlining the function.
 
 Requires: a ``Lowerer`` (``coarsen.frontend.lower``) and a call whose callee resolved to a

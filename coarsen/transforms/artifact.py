@@ -1,6 +1,6 @@
 """The data of the pipeline's ends: ``Options`` and ``Signature`` in, ``Artifact`` out.
 
-``coarsen.api.compile_gradient(fn, signature, options)`` is the one pipeline (lower, infer,
+``coarsen.transforms.gradient.compile_gradient(fn, signature, options)`` is the one pipeline (lower, infer,
 analyze, differentiate, render, cache, build); this module holds what it takes and gives, and
 the small pure functions around it that need no compiler stage.
 

@@ -1,9 +1,9 @@
 """The gradient's direct mode: ``g(*args)`` of its hot kind of arguments straight into Numba.
 
-A ``Gradient``'s fast path (``coarsen.fast_path``) is a Python ``__call__``: the arguments'
+A ``Gradient``'s fast path (``coarsen.transforms.fast_path``) is a Python ``__call__``: the arguments'
 types looked up, the compiled entry called, the last call's artifact and tape counts kept.
 That costs about 0.35 us a call, more than a small gradient itself (a closed-form loop: 0.1
-us).  Once a kind of arguments has taken its tiers (``coarsen.tiers``: its gradient-only entry
+us).  Once a kind of arguments has taken its tiers (``coarsen.transforms.tiers``: its gradient-only entry
 compiled) and ``DIRECT_AFTER`` calls, direct mode gives that one ``Gradient`` a class of its own whose ``__call__`` is a Numba dispatcher (``Bare``) of a two-line function: it calls the
 kind's gradient-only entry and returns the gradient, and writes the tape counts into a buffer
 the ``Gradient`` owns.  Numba's own type dispatch, in C, replaces the Python one; no Python
@@ -13,8 +13,8 @@ Requires: Numba's CPU dispatcher as of 0.6x (``CPUDispatcher``: the C dispatcher
 and defaults by the function's parameters, then calls ``_compile_for_args`` for arguments
 whose Numba types match no compiled specialization, and calls what it returns with the
 arguments); ``check()`` verifies that once per process and disables direct mode where it does
-not hold.  ``DirectMode`` takes the gradient (``coarsen.api.Gradient``, whose ``_last`` and
-``_tape`` it serves as properties while in direct mode, as ``coarsen.fast_path`` reads them),
+not hold.  ``DirectMode`` takes the gradient (``coarsen.transforms.gradient.Gradient``, whose ``_last`` and
+``_tape`` it serves as properties while in direct mode, as ``coarsen.transforms.fast_path`` reads them),
 the kind's keys, the kind's final direct hit ``(artifact, entry, gradient-only entry, module
 arrays, single, limit, scratch_limit)``, the parameters' names and a ``rearm`` callback.
 

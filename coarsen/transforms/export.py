@@ -350,7 +350,7 @@ def export_gradient(g, path, signature=None):
                                     "or call the gradient once first")
         signature = last.signature
     parsed = parse_signature(signature, len(g.params))
-    art = g.specialize(example_args(parsed))      # the Artifact (coarsen.artifact)
+    art = g.specialize(example_args(parsed))      # the Artifact (coarsen.transforms.artifact)
     entry = art.entry_name
     new_entry = f"_value_and_grad_{fname}_entry"
     body = rename_identifier(strip_leading_comments(art.source), entry, new_entry)

@@ -1,10 +1,10 @@
 """Export a JVP, a Jacobian or a Hessian as a standalone, reviewable Python module, as
-``coarsen.export`` does for gradients.
+``coarsen.transforms.export`` does for gradients.
 
 Requires: a ``Jvp`` (``coarsen.jvp``), ``Jacobian`` (``coarsen.jacobian``) or ``Hessian``
 (``coarsen.hessian``) and a signature in Numba notation (one type per parameter of the user's
-function; default: the last call's), ``coarsen.export``'s pieces (signature parsing, the
-argument conversion, literals of module-level arrays, renaming) and ``coarsen.sweeps`` (the
+function; default: the last call's), ``coarsen.transforms.export``'s pieces (signature parsing, the
+argument conversion, literals of module-level arrays, renaming) and ``coarsen.transforms.sweeps`` (the
 drivers).
 Guarantees: ``export_jvp``, ``export_jacobian`` and ``export_hessian`` write ``path``
 atomically (``coarsen.lowering.export_module``) and return it as a ``pathlib.Path``.  The file
@@ -12,7 +12,7 @@ atomically (``coarsen.lowering.export_module``) and return it as a ``pathlib.Pat
 * starts with a comment header (the source function, relative file and line, the signature,
   ``wrt``, the target, coarsen's version);
 * contains the specialization's generated module unchanged except for the name of its entry
-  (``_jvp_<f>_entry``, ``_hvp_<f>_entry``), with the sweep driver of ``coarsen.sweeps``
+  (``_jvp_<f>_entry``, ``_hvp_<f>_entry``), with the sweep driver of ``coarsen.transforms.sweeps``
   appended where there is one (``_jacobian_fwd``, ``_hessian``), so Numba compiles the code
   that the in-process transform runs and the numbers are bit-identical to it;
 * defines, in plain Python, ``jvp_<f>(params..., tangents)`` (``(value, tangent_out)``; a bare

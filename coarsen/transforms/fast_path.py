@@ -1,11 +1,11 @@
 """The gradient's fast path, written out per number of arguments.
 
 Requires: a class with the general ``__call__`` and the attributes the written-out call reads
-(``coarsen.api.Gradient``: ``_fast``, ``_first_run``, ``_last``, ``_tape``, ``_keep_tapes``).
+(``coarsen.transforms.gradient.Gradient``: ``_fast``, ``_first_run``, ``_last``, ``_tape``, ``_keep_tapes``).
 Guarantees: ``type_key(n, table)`` gives the functions that build the fast path's key (the
 arguments' types) and look it up; ``arity_class(cls, n)`` the subclass of ``cls`` whose
 ``__call__`` takes ``n`` positional arguments straight to a direct hit; ``array_key(args)``
-the key of arguments with arrays (dtype and rank too).  Moved out of ``coarsen.api`` as is.
+the key of arguments with arrays (dtype and rank too).  Moved out of ``coarsen.transforms.gradient`` as is.
 """
 from __future__ import annotations
 

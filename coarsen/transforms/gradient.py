@@ -1,7 +1,7 @@
 """The public API: ``differentiate``, the ``Gradient`` it returns, and ``compile_gradient``,
 the one pipeline behind it.
 
-Requires: the frontend, IR, analyses and reverse mode of this package, ``coarsen.artifact``
+Requires: the frontend, IR, analyses and reverse mode of this package, ``coarsen.transforms.artifact``
 (``Options``, ``Signature``, ``Artifact``), and ``coarsen.lowering`` for printing, building and
 caching.
 Guarantees: ``compile_gradient(fn, signature, options)`` runs the whole pipeline once (one
@@ -34,7 +34,7 @@ last call's tapes held (not the capacity kept), ``g.kept_tape_bytes`` this threa
 capacity, and ``g.release_tapes()`` drops every thread's kept tapes.  Calls repeating a kind
 of arguments take a fast path that skips binding (when positional), signatures and
 conversions that are not needed.
-For ``coarsen.export`` and ``coarsen.batching``: ``g.specialize(args)``, and
+For ``coarsen.transforms.export`` and ``coarsen.transforms.batching``: ``g.specialize(args)``, and
 ``g.signature_of(args)`` with ``g.specialization(types, signature, workspace=...)``, give an
 ``Artifact``, ``g.last_specialization`` the last call's, ``g.module_arrays`` the module-level
 arrays the entry takes after the parameters, ``g.returns_single`` whether the gradient is one
@@ -60,21 +60,18 @@ from ..analysis.costmodel import machine_weights
 from ..analysis.activity import analyze
 from .artifact import (
     TARGETS,
-    bind_arguments,
     grad_only_source,
     Artifact,
     KeyParts,
     Options,
     Signature,
-    check_wrt,
 )
 from ..errors import CoarsenError
 from . import direct_call
 from .fast_path import arity_class, array_key, type_key
-from .module_arrays import ModuleArrays
-from .report import Report, plan_entry  # noqa: F401  (coarsen.api.Report, as before)
-from ..frontend.lower import lower
-from ..frontend.source import display_path, get_source, unwrap
+from .base import Transform
+from .report import Report, plan_entry, print_report
+from ..frontend.source import display_path, unwrap
 from .prepare import code_fingerprint, lower_for, typed_ir
 from ..lowering.cache import toolchain_versions
 from .tiers import GRAD_ONLY_AFTER, PLAIN_AFTER, Tiers, fresh_taped
@@ -241,38 +238,22 @@ class _Tapes(threading.local):
         self.i = np.empty(64, np.int64)
 
 
-class Gradient:
+class Gradient(Transform):
     """The gradient of a function; see ``coarsen.differentiate``.  A facade over
     ``compile_gradient``: it binds arguments, computes their ``Signature``, keeps one
-    ``Artifact`` per signature and options, checks aliasing and calls the artifact."""
+    ``Artifact`` per signature and options, checks aliasing and calls the artifact.
+    ``differentiate`` makes it with ``new_gradient``, of the subclass with the fast path for
+    the function's arity (``fast_path.arity_class``)."""
 
-    def __new__(cls, fn=None, *args, **kwargs):
-        # the subclass with the fast path for this arity (``fast_path.arity_class``), chosen before
-        # ``__init__`` sets the attributes: assigning ``__class__`` afterwards (which
-        # ``__init__`` still does where this guess was wrong) leaves the attributes in a
-        # dictionary that each call reads and writes about 0.15 us slower
-        if cls is Gradient and fn is not None:
-            try:
-                n = sum(1 for p in inspect.signature(unwrap(fn)).parameters.values()
-                        if p.kind is p.POSITIONAL_OR_KEYWORD)
-            except (TypeError, ValueError):
-                n = None
-            if n is not None:
-                cls = arity_class(Gradient, n)
-        return super().__new__(cls)
+    what = "gradient"
 
     def __init__(self, fn, wrt, coarsen, target, boundscheck=True, plan="auto", scalarize=True,
                  max_tape_bytes=None, parallel=False):
         self.options = Options(wrt=wrt, coarsen=coarsen, target=target, boundscheck=boundscheck,
                                plan=plan, scalarize=scalarize, max_tape_bytes=max_tape_bytes,
                                parallel=parallel)
-        self.fn = unwrap(fn)
-        self.src = get_source(self.fn)          # raises CoarsenError when there is no source
-        self.params = [a.id for a in self.src.node.args.args]
+        self._read(fn, self.options.wrt)
         self._nparams = len(self.params)
-        self._pysig = inspect.signature(self.fn)    # binds keyword arguments and defaults
-        self._single = wrt is not None and not isinstance(wrt, (tuple, list))
-        check_wrt(self.options.wrt, self.params, self.fn.__name__)
         self._artifacts = {}
         # the fast path (see _run): argument types -> direct hit, runner or _by_arrays;
         # never rebound (_lookup holds its get)
@@ -290,13 +271,7 @@ class Gradient:
         # is not the one code is generated from (compile_gradient lowers per signature, when
         # the signature is first specialized); it gives what is fixed at differentiate():
         # module-level arrays the function reads enter as extra read-only arguments
-        fn_ir, _ = lower(self.fn)
-        self._global_arrays = tuple(fn_ir.global_arrays)
-        # checked at every call where there are any (a name rebound since: CoarsenError)
-        self._module_arrays = ModuleArrays.of(fn_ir, self.fn.__name__)
-        # the parameters' names in the IR and the generated code: the user's, escaped where
-        # they look like compiler names or shadow a module the generated code imports
-        self.ir_params = list(fn_ir.params[:len(self.params)])
+        fn_ir = self._fence()
         # what the fence read (functions' sources, defaults, module-level and closure values),
         # for inspection; each artifact keys its code by the reads of its own lowering
         self.dependencies = fn_ir.dependencies
@@ -317,9 +292,6 @@ class Gradient:
         return self.options.boundscheck
 
     # ------------------------------------------------------------------ artifacts
-    def _signature(self, args):
-        return Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)
-
     def _artifact(self, signature, workspace=False, local_tape=None):
         """The artifact for ``signature`` (compiled on first use, then kept).  ``workspace=True``
         is the scalar-only variant whose tapes are passed in (CUDA); ``local_tape``, with it,
@@ -394,7 +366,7 @@ class Gradient:
     def _tiering(self, keys, hit, settled=False):
         """A direct hit whose entries Numba compiles when they are needed (``tiers.Tiers``);
         each switch of a tier remembers the hit anew for these keys, and the hit whose
-        gradient-only slot is final is offered to direct mode (``coarsen.direct_call``).
+        gradient-only slot is final is offered to direct mode (``coarsen.transforms.direct_call``).
         ``settled``: the entries are compiled (a kind offered direct mode again)."""
         offer = direct_call.offer(hit)
 
@@ -588,13 +560,9 @@ class Gradient:
         them); the next call of each thread starts from small ones again."""
         self._tapes = _Tapes()
 
-    def _bind(self, args, kwargs):
-        """Positional, keyword and default arguments bound as the function binds them."""
-        return bind_arguments(self.fn, self._pysig, self.params, args, kwargs)
-
     def _check_aliasing(self, args, written):
         """Refuse array arguments (module-level arrays included) that overlap in memory when the
-        function writes either (``coarsen.aliasing``)."""
+        function writes either (``coarsen.transforms.arguments``)."""
         pair = overlap(args, self._global_arrays, written)
         if pair is not None:
             raise alias_error(self.fn.__name__, self.params, *pair, written)
@@ -626,19 +594,18 @@ class Gradient:
                                "call it once (or use g.source_for(*args)) before reading g.source")
         return self._last.source
 
-    def source_for(self, *args, **kwargs):
-        return self._artifact(self._signature(self._bind(args, kwargs))).source
+    def _source_for(self, args):
+        return self._artifact(self._signature(args)).source
 
-    def ir(self, *args, **kwargs):
-        """The IR text of the function specialized for ``args`` (bound as ``g`` binds them)."""
-        return self._artifact(self._signature(self._bind(args, kwargs))).ir_text
+    def _ir_for(self, args):
+        return self._artifact(self._signature(args)).ir_text
 
     def report(self, *args, file=None, tape_lines=False, **kwargs):
         """The segment plan of the specialization for ``args`` (default: the last call's;
         positional, keyword and default arguments bound as ``g`` binds them): prints it and
         returns a ``Report`` (a list of one dict per segment of interest).
         ``tape_lines=True`` (``args`` needed) also runs an instrumented build once on ``args``
-        and reports the tape bytes per source line (``coarsen.tape_lines``)."""
+        and reports the tape bytes per source line (``coarsen.transforms.tape_lines``)."""
         if tape_lines and not (args or kwargs):
             raise CoarsenError("report(*args, tape_lines=True) runs the gradient on args: pass them")
         if args or kwargs:
@@ -656,21 +623,19 @@ class Gradient:
         if tape_lines:
             from .tape_lines import tape_lines as count_lines
             rep.tape_lines = count_lines(self.fn, art, self._convert(args))
-        import sys
-        print(rep.format(), file=file or sys.stdout)
-        return rep
+        return print_report(rep, file)
 
     # ------------------------------------------------------------------ export and batches
     def export(self, path, signature=None):
         """Write the gradient as a standalone module (math, NumPy and Numba only); see
-        ``coarsen.export``.  ``signature`` in Numba notation, e.g. "float64[:], int64";
+        ``coarsen.transforms.export``.  ``signature`` in Numba notation, e.g. "float64[:], int64";
         default: the signature of the last call."""
         from .export import export_gradient
         return export_gradient(self, path, signature=signature)
 
     def batch(self, in_axes, *, target=None, **options):
-        """A batched gradient over argument sets, like ``jax.vmap``: see ``coarsen.batching``
-        (``target="dask"`` takes ``client=``, ``chunks=``, ``nchunks=``: ``coarsen.dask_batch``)."""
+        """A batched gradient over argument sets, like ``jax.vmap``: see ``coarsen.transforms.batching``
+        (``target="dask"`` takes ``client=``, ``chunks=``, ``nchunks=``: ``coarsen.transforms.batching.dask``)."""
         from .batching import batched_gradient
         return batched_gradient(self, in_axes, target=target, **options)
 
@@ -691,25 +656,32 @@ class Gradient:
         return self._artifact(Signature(tuple(types), tuple(signature)), workspace, local_tape)
 
     @property
-    def module_arrays(self):
-        """The module-level arrays the function reads, in the order the generated entry takes
-        them (after the parameters), as a tuple: read-only inputs."""
-        return tuple(self._global_arrays)
+    def last_signature(self):
+        """The last call's parameter types in Numba notation (a tuple of texts), or None."""
+        return self._last.signature if self._last is not None else None
 
     @property
     def last_specialization(self):
         """The ``Artifact`` of the last call (or ``report``), or ``None`` before any."""
         return self._last
 
-    @property
-    def returns_single(self):
-        """True when ``wrt`` was one name or position: the gradient is a single value, not a
-        tuple."""
-        return bool(self._single)
-
     def __repr__(self):
         return f"<coarsen gradient of {self.fn.__qualname__}>"
 
+
+
+def new_gradient(fn, *args):
+    """``Gradient(fn, *args)`` of the subclass with the fast path for ``fn``'s arity
+    (``fast_path.arity_class``), chosen before ``__init__`` sets the attributes: assigning
+    ``__class__`` afterwards (which ``__init__`` still does where the arity was not known here)
+    leaves the attributes in a dictionary that each call reads and writes about 0.15 us
+    slower."""
+    try:
+        n = sum(1 for p in inspect.signature(unwrap(fn)).parameters.values()
+                if p.kind is p.POSITIONAL_OR_KEYWORD)
+    except (TypeError, ValueError):
+        n = None
+    return (Gradient if n is None else arity_class(Gradient, n))(fn, *args)
 
 
 def _budget_error(exc, art):
@@ -723,7 +695,7 @@ def ir_text(fn, *args):
     one primitive per line with its type, loops and branches as nested regions, the gamma and
     mu phis of merged and loop-carried variables.  For the plan after coarsening, see
     ``differentiate(fn).ir(*args)`` and ``.report(*args)``."""
-    return Gradient(fn, None, False, "python").ir(*args)
+    return new_gradient(fn, None, False, "python").ir(*args)
 
 
 def differentiate(fn, wrt=None, *, coarsen=True, target="cpu", boundscheck=True, plan="auto",
@@ -753,5 +725,5 @@ def differentiate(fn, wrt=None, *, coarsen=True, target="cpu", boundscheck=True,
     ``range`` loops serially; True runs every reduction loop (``range`` or ``prange``) in
     parallel blocks, combined in a fixed order (``coarsen.ad.reverse.parallel``).
     """
-    return Gradient(fn, wrt, coarsen, target, boundscheck, plan, scalarize, max_tape_bytes,
-                    parallel)
+    return new_gradient(fn, wrt, coarsen, target, boundscheck, plan, scalarize,
+                        max_tape_bytes, parallel)

@@ -3,7 +3,7 @@ reverse mode (``coarsen.hessian``'s forward-over-reverse path).
 
 Requires: the ``Artifact`` of a ``Gradient`` generated for the python target without index
 checks (``coarsen.differentiate(fn, wrt, target="python", boundscheck=False)``), and
-``coarsen.wrappers`` (generated functions the frontend reads like user code).
+``coarsen.transforms.wrappers`` (generated functions the frontend reads like user code).
 Guarantees: ``gradient_program(art, about)`` returns a ``GradientProgram``: a ``Wrapper``
 whose function takes the parameters of ``fn`` and returns the gradient, the generated entry's
 statements as they stand (the user's names, the adjoints ``<name>_bar``): for one ``wrt``

@@ -4,7 +4,7 @@ or reverse mode over the generated forward-mode program (reverse over forward).
 
 Forward over reverse (``Hessian``, ``method="auto"`` or ``"forward-over-reverse"``): the
 gradient of ``fn`` generated for the python target without index checks is read back as a
-program (``coarsen.gradient_program``: no tape, ``wrt`` floats or float64 arrays (several:
+program (``coarsen.transforms.gradient_program``: no tape, ``wrt`` floats or float64 arrays (several:
 packed into one flat array), no runtime helpers, no parallel loops, no module-level arrays) and ``coarsen.jacobian`` of it, forward
 mode with K directions per sweep, is the Hessian: each sweep runs the gradient once with K
 tangent lanes.  On the cpu target the vector JVP is first asked for in its SIMD form
@@ -17,10 +17,10 @@ back to reverse over forward (the report says why) and ``"forward-over-reverse"`
 forward.  ``h.method_used`` names the last call's method.  The rest of this docstring is
 reverse over forward's, which ``hvp``, ``batch`` and ``export`` always use.
 
-Requires: ``coarsen.forward_api.compile_jvp`` (the JVP program of ``fn``, generated for the
+Requires: ``coarsen.transforms.jvp.compile_jvp`` (the JVP program of ``fn``, generated for the
 python target without index checks: plain Python in coarsen's input language),
-``coarsen.differentiate`` (reverse mode, coarse by default), ``coarsen.wrappers`` and
-``coarsen.sweeps``.
+``coarsen.differentiate`` (reverse mode, coarse by default), ``coarsen.transforms.wrappers`` and
+``coarsen.transforms.sweeps``.
 Guarantees:
 
 * For each signature of argument types, the JVP ``jvp_<f>(args..., tangents...)`` of ``fn``
@@ -39,7 +39,7 @@ Guarantees:
   (the column of a unit ``v``); ``in.shape + in.shape`` for one ``wrt`` parameter (a float for
   a scalar one), JAX's nested tuple ``H[p][q]`` (shape ``p.shape + q.shape``) for several.  The
   columns are computed independently: the result is symmetric to rounding, not by copying.
-  All the columns of one call run inside one compiled function (``coarsen.sweeps``: the
+  All the columns of one call run inside one compiled function (``coarsen.transforms.sweeps``: the
   wrapper's gradient with a driver appended that loops over the unit vectors), so Python's
   per-call overhead is paid once per Hessian; ``hvp`` calls the same module's entry.
   ``coarsen.hessian(fn, ..., parallel=True)`` runs the columns in a ``numba.prange`` loop on
@@ -55,10 +55,8 @@ Guarantees:
 """
 from __future__ import annotations
 
-import inspect
 import io
 import math
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,16 +64,15 @@ from numba.core.errors import NumbaError
 
 from ..ad.forward import jam
 from .gradient import differentiate
-from .artifact import Signature, bind_arguments, check_wrt, function_error, resolve_wrt
+from .artifact import Signature, resolve_wrt
 from ..errors import CoarsenError, at_stmt
-from .module_arrays import ModuleArrays
 from .arguments import check_aliasing, convert_argument, converted, kind_of
 from .jvp import JvpOptions, compile_jvp
 from ..frontend.custom_calls import custom_calls
-from ..frontend.lower import lower
-from ..frontend.source import get_source, unwrap
 from .gradient_program import NotAProgram, gradient_program
+from .base import Transform
 from .prepare import lower_for, typed_ir
+from .report import TransformReport
 from .sweeps import driver_module, hessian_driver
 from .wrappers import fresh_name, make_wrapper
 
@@ -99,7 +96,7 @@ class HvpProgram:
 
 
 @dataclass
-class SecondOrderReport:
+class SecondOrderReport(TransformReport):
     """What ``h.report()`` shows."""
     function: str
     transform: str          # "hessian" or "hvp"
@@ -125,37 +122,25 @@ class SecondOrderReport:
             "call, one reverse sweep each over the primal and tangent code",
             self.inner.rstrip()])
 
-    __str__ = format
 
-
-class _SecondOrder:
+class _SecondOrder(Transform):
     transform = "hessian"
+
+    @property
+    def what(self):
+        return self.transform
 
     def __init__(self, fn, wrt=None, target="cpu", boundscheck=True, coarsen=True,
                  parallel=False):
         JvpOptions(wrt=wrt, target=target, boundscheck=boundscheck)     # checks the target
-        self.fn = unwrap(fn)
-        self.src = get_source(self.fn)
-        self.params = [a.id for a in self.src.node.args.args]
+        self._read(fn, wrt)
         self.wrt, self.target, self.boundscheck, self.coarsen = wrt, target, boundscheck, coarsen
         self.parallel = bool(parallel)
-        self._single = wrt is not None and not isinstance(wrt, (tuple, list))
-        check_wrt(wrt, self.params, self.fn.__name__)
-        self._pysig = inspect.signature(self.fn)
-        fn_ir, _ = lower(self.fn)               # the fence runs now
-        self._global_arrays = tuple(fn_ir.global_arrays)
-        self._module_arrays = ModuleArrays.of(fn_ir, self.fn.__name__)   # checked per call
-        self.ir_params = list(fn_ir.params[:len(self.params)])  # the generated code's names
+        self._fence()                           # the fence runs now
         self._programs = {}
         self._fast = {}                         # kind_of(args) -> HvpProgram
         self._last = None                       # (HvpProgram, sweeps)
         self.__name__ = f"{self.transform}_{self.fn.__name__}"
-
-    def _bind(self, args, kwargs):
-        return bind_arguments(self.fn, self._pysig, self.params, args, kwargs)
-
-    def _error(self, problem, hint):
-        return function_error(self.src, problem, hint)
 
     def _program(self, args):
         return self._cached(args, self._fast, self._programs, self._build)
@@ -192,14 +177,18 @@ class _SecondOrder:
                           "take the Hessian of a version of the function without the rule")
         return low
 
+    def _jvp_artifact(self, sig):
+        """The JVP that reverse mode reads back, for ``sig``."""
+        return compile_jvp(self.fn, sig, JvpOptions(wrt=self.wrt, target="python",
+                                                    boundscheck=False, input_language=True,
+                                                    coarsen=False),
+                           module_arrays=self._global_arrays)
+
     def _build(self, args, sig):
         self._checked(sig)
         # the JVP fine-grained, as reverse mode then reads it back: the reverse pass coarsens
         # (its loops' closed forms included), and the two methods keep giving one Hessian
-        art = compile_jvp(self.fn, sig, JvpOptions(wrt=self.wrt, target="python",
-                                                   boundscheck=False, input_language=True,
-                                                   coarsen=False),
-                          module_arrays=self._global_arrays)
+        art = self._jvp_artifact(sig)
         taken = set(self.params)
         vs = [fresh_name(f"_v_{w}", taken) for w in art.wrt]
         taken |= set(vs)
@@ -294,11 +283,6 @@ class _SecondOrder:
         return self._program(tuple(args))
 
     @property
-    def returns_single(self):
-        """Whether ``wrt`` names a single parameter (a bare result, not a tuple)."""
-        return self._single
-
-    @property
     def last_signature(self):
         """The last call's parameter types in Numba notation (a tuple of texts), or None."""
         if self._last is None:
@@ -310,7 +294,7 @@ class _SecondOrder:
 
     def export(self, path, signature=None):
         """Write the Hessian as a standalone module defining ``hessian_<f>`` and ``hvp_<f>``;
-        see ``coarsen.export_transforms``."""
+        see ``coarsen.transforms.export_sweeps``."""
         from .export_sweeps import export_hessian
         return export_hessian(self, path, signature=signature)
 
@@ -349,10 +333,17 @@ class _SecondOrder:
             raise CoarsenError(f"call the {self.transform} once before reading .method_used")
         return getattr(self._last[0], "method", "reverse over forward")
 
-    def report(self, file=None):
-        """Prints and returns the ``SecondOrderReport`` of the last call."""
+    def _ir_for(self, args):
+        """The IR of the function for ``args`` (as forward mode typed it)."""
+        return self._jvp_artifact(self._signature(args)).ir_text
+
+    def _report(self, args):
+        """The ``SecondOrderReport`` of the call on ``args`` (default: the last call)."""
+        if args is not None:
+            self._specialize(args)
         if self._last is None:
-            raise CoarsenError(f"call the {self.transform} once before asking for its report")
+            raise CoarsenError(f"call the {self.transform} once (or pass example arguments to "
+                               "report) before asking for its report")
         prog, sweeps = self._last
         if isinstance(prog, ForwardOverReverse):
             how = ("as SIMD vectors of its lanes (lane-last tangent arrays)" + (
@@ -360,22 +351,25 @@ class _SecondOrder:
                        if prog.jammed else "") if prog.simd
                    else "with the tangents of its lanes" +
                    (f" (not SIMD vectors: {prog.not_simd})" if prog.not_simd else ""))
-            rep = SecondOrderReport(self.fn.__qualname__, self.transform, sweeps, prog.wrt,
-                                    f"{prog.lanes} per sweep, each sweep the gradient once "
-                                    + how, prog.method)
-            print(rep.format(), file=file or sys.stdout)
-            return rep
+            return SecondOrderReport(self.fn.__qualname__, self.transform, sweeps, prog.wrt,
+                                     f"{prog.lanes} per sweep, each sweep the gradient once "
+                                     + how, prog.method)
         buf = io.StringIO()
         prog.gradient.report(*prog.example, file=buf)
-        rep = SecondOrderReport(self.fn.__qualname__, self.transform, sweeps, prog.wrt,
-                                buf.getvalue(), why=getattr(self, "_why", ""))
-        print(rep.format(), file=file or sys.stdout)
-        return rep
+        return SecondOrderReport(self.fn.__qualname__, self.transform, sweeps, prog.wrt,
+                                 buf.getvalue(), why=getattr(self, "_why", ""))
 
 
 class Hvp(_SecondOrder):
     """Hessian-vector products of a function; see ``coarsen.hvp``."""
     transform = "hvp"
+
+    def _specialize(self, args):
+        """Specialize for ``args`` (the function's, without ``v``) as a call would."""
+        self._last = (self._program(args), 1)
+
+    def _source_for(self, args):
+        return self._program(args).artifact.source
 
     def __call__(self, *args, v=None, **kwargs):
         if v is None:
@@ -393,7 +387,7 @@ class Hvp(_SecondOrder):
 
     def batch(self, in_axes, *, target=None):
         """Per-set ``H v`` over many argument sets, like ``jax.vmap``: see
-        ``coarsen.transform_batch``."""
+        ``coarsen.transforms.batching.sweeps``."""
         from .batching.sweeps import BatchedHvp
         return BatchedHvp(self, in_axes, target)
 
@@ -547,6 +541,15 @@ class Hessian(_SecondOrder):
         self._last = (prog, n)
         return self._blocks(dense, shapes)
 
+    def _specialize(self, args):
+        """Specialize for ``args`` as a call does: the call itself."""
+        self(*args)
+
+    def _source_for(self, args):
+        """The generated code of the call on ``args`` (which it runs)."""
+        self(*args)
+        return self.source
+
     def _blocks(self, dense, shapes):
         """The Hessian as the call returns it, from its dense matrix: one block for one
         ``wrt`` (a float for a scalar), JAX's nested tuple ``H[p][q]`` for several."""
@@ -565,7 +568,7 @@ class Hessian(_SecondOrder):
 
     def batch(self, in_axes, *, target=None):
         """Per-set Hessians over many argument sets, like ``jax.vmap``: see
-        ``coarsen.transform_batch``."""
+        ``coarsen.transforms.batching.sweeps``."""
         from .batching.sweeps import BatchedHessian
         return BatchedHessian(self, in_axes, target)
 

@@ -1,9 +1,9 @@
 """``coarsen.jacobian``: the Jacobian of a function returning a float scalar, a tuple of float
 scalars or a float64 array, by forward-mode columns or reverse-mode rows.
 
-Requires: ``coarsen.sweeps`` (the compiled drivers), ``coarsen.jvp`` (forward mode, which returns array tangents for array results),
-``coarsen.differentiate`` (reverse mode), ``coarsen.wrappers`` (generated wrapper functions)
-and the frontend's lowering and typing (``coarsen.pipeline``), run once per signature to learn
+Requires: ``coarsen.transforms.sweeps`` (the compiled drivers), ``coarsen.jvp`` (forward mode, which returns array tangents for array results),
+``coarsen.differentiate`` (reverse mode), ``coarsen.transforms.wrappers`` (generated wrapper functions)
+and the frontend's lowering and typing (``coarsen.transforms.prepare``), run once per signature to learn
 the result's type.
 Guarantees:
 
@@ -24,7 +24,7 @@ Guarantees:
   flattening raises instead of broadcasting a length-1 result against the stale seed); a
   float that changes the shape but not the size is not seen (README: use forward mode).  ``mode="auto"``: forward when the inputs have fewer
   elements than the output, reverse otherwise.  Both modes give the same values to rounding.
-  The sweeps of one call run inside one compiled function (``coarsen.sweeps``: the JVP or the
+  The sweeps of one call run inside one compiled function (``coarsen.transforms.sweeps``: the JVP or the
   row gradient with a driver appended that loops over the unit directions), so Python's
   per-call overhead is paid once per Jacobian; each column or row is what one sweep of the
   JVP or the row gradient gives, bit for bit.  ``parallel=True``: the sweeps in a
@@ -46,24 +46,21 @@ Guarantees:
 """
 from __future__ import annotations
 
-import inspect
 import io
 import math
-import sys
 from dataclasses import dataclass
 
 import numpy as np
 
 from .gradient import differentiate
-from .artifact import Signature, bind_arguments, check_wrt, resolve_wrt
+from .artifact import Signature, resolve_wrt
 from ..errors import CoarsenError
-from .module_arrays import ModuleArrays
 from .arguments import check_aliasing, convert_argument, converted, kind_of
 from .jvp import JvpOptions, check_directions, compile_jvp, jvp
-from ..frontend.lower import lower
-from ..frontend.source import get_source, unwrap
 from ..ir.nodes import Array
+from .base import Transform
 from .prepare import lower_for, typed_ir
+from .report import TransformReport
 from .sweeps import driver_module, forward_driver, rows_driver
 from .wrappers import array_form, fresh_name, make_wrapper, tuple_length
 
@@ -77,7 +74,7 @@ class _ShapeChanged(Exception):
 
 
 @dataclass
-class JacobianReport:
+class JacobianReport(TransformReport):
     """What ``Jacobian.report`` shows: the mode, the sweeps, and the inner transform's report."""
     function: str
     mode: str
@@ -94,8 +91,6 @@ class JacobianReport:
         return "\n".join([f"coarsen jacobian of {self.function}: {what}",
                           f"  output shape {self.out_shape}, input shapes {shapes}: "
                           f"{self.sweeps} sweeps", self.inner.rstrip()])
-
-    __str__ = format
 
 
 @dataclass(frozen=True)
@@ -116,8 +111,10 @@ class SweepProgram:
     lanes: int = 0          # forward mode: directions per call of a vector JVP (0: one)
 
 
-class Jacobian:
+class Jacobian(Transform):
     """The Jacobian of a function; see ``coarsen.jacobian``."""
+
+    what = "jacobian"
 
     def __init__(self, fn, wrt=None, mode="auto", target="cpu", boundscheck=True,
                  parallel=False, directions=None, coarsen=True, *, simd=False):
@@ -131,35 +128,24 @@ class Jacobian:
             raise CoarsenError("coarsen.jacobian takes parallel=True or directions=K, not both",
                                hint="parallel runs single-direction sweeps on several threads; "
                                     "directions runs K directions per sweep on one")
-        self.fn = unwrap(fn)
-        self.src = get_source(self.fn)
-        self.params = [a.id for a in self.src.node.args.args]
+        self._read(fn, wrt)
         self.wrt, self.mode, self.target, self.boundscheck = wrt, mode, target, boundscheck
         self.parallel = bool(parallel)
         # coarse forward mode and coarse row gradients (``coarsen=False``: fine-grained)
         self.coarsen = bool(coarsen)
         # with directions=K: the vector JVP in its SIMD form (``JvpOptions.simd``)
         self.simd = bool(simd) and bool(self.directions)
-        self._single = wrt is not None and not isinstance(wrt, (tuple, list))
-        check_wrt(wrt, self.params, self.fn.__name__)
-        self._pysig = inspect.signature(self.fn)
         self.k = tuple_length(self.src)
         self.array_fn = array_form(self.fn, self.src, self.params, self.k)
-        fn_ir, _ = lower(self.array_fn)         # the fence runs now
-        self._global_arrays = tuple(fn_ir.global_arrays)
-        self._module_arrays = ModuleArrays.of(fn_ir, self.fn.__name__)   # checked per call
+        self._fence(self.array_fn)              # the fence runs now
         self._jvps, self._rows, self._results, self._shapes = {}, {}, {}, {}
         self._drivers = {}                      # (mode, wrt, types) -> SweepProgram
         self._kinds = {}                        # arguments.kind_of(args) -> (Signature, wrt)
         self._last = None                       # (mode, inner transform, sweeps, out, ins)
         self._last_signature = None             # the last call's parameters' type texts
-        self.ir_params = list(fn_ir.params[:len(self.params)])  # the generated code's names
         self.__name__ = f"jacobian_{self.fn.__name__}"
 
     # ------------------------------------------------------------------ pieces
-    def _bind(self, args, kwargs):
-        return bind_arguments(self.fn, self._pysig, self.params, args, kwargs)
-
     def _result_type(self, sig):
         """The IR type of ``fn``'s (array-form) result for ``sig`` (a float or float64 array
         checked), from one lowering and typing."""
@@ -381,11 +367,6 @@ class Jacobian:
         return self._driver("forward", wrt, sig, args), wrt
 
     @property
-    def returns_single(self):
-        """Whether ``wrt`` names a single parameter (a bare result, not a tuple)."""
-        return self._single
-
-    @property
     def last_signature(self):
         """The last call's parameter types in Numba notation (a tuple of texts), or None."""
         return self._last_signature
@@ -393,7 +374,7 @@ class Jacobian:
     def export(self, path, signature=None):
         """Write the Jacobian as a standalone module defining ``jacobian_<f>`` (forward mode:
         one JVP sweep per input element, in one compiled function); see
-        ``coarsen.export_transforms``."""
+        ``coarsen.transforms.export_sweeps``."""
         from .export_sweeps import export_jacobian
         return export_jacobian(self, path, signature=signature)
 
@@ -413,19 +394,30 @@ class Jacobian:
                                "generated code")
         return self._last[1].source
 
-    def report(self, file=None):
-        """Prints and returns the ``JacobianReport`` of the last call."""
+    def _source_for(self, args):
+        """The generated code of the call on ``args`` (which it runs)."""
+        self(*args)
+        return self.source
+
+    def _ir_for(self, args):
+        """The IR of the function (its array form: a tuple result made one array)."""
+        sig = self._signature(args)
+        return self._jvp(resolve_wrt(self.wrt, self.params, sig.types, self.fn.__name__)).ir(*args)
+
+    def _report(self, args):
+        """The ``JacobianReport`` of the call on ``args`` (which it runs), default the last."""
+        if args is not None:
+            self(*args)
         if self._last is None:
-            raise CoarsenError("call the jacobian once before asking for its report")
+            raise CoarsenError("call the jacobian once (or pass example arguments to report) "
+                               "before asking for its report")
         mode, inner, sweeps, out, ins = self._last
         buf = io.StringIO()
         if isinstance(inner, SweepProgram):
             inner.inner.report(*inner.example, file=buf)
         elif inner is not None:
             inner.report(file=buf)
-        rep = JacobianReport(self.fn.__qualname__, mode, sweeps, out, ins, buf.getvalue())
-        print(rep.format(), file=file or sys.stdout)
-        return rep
+        return JacobianReport(self.fn.__qualname__, mode, sweeps, out, ins, buf.getvalue())
 
 
 def jacobian(fn, wrt=None, mode="auto", *, target="cpu", boundscheck=True, parallel=False,

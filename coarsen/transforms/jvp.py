@@ -1,7 +1,7 @@
 """Forward mode's public API: ``jvp``, the ``Jvp`` it returns, and ``compile_jvp``, its pipeline.
 
 Requires: the frontend, types and activity of this package, forward mode
-(``coarsen.ad.forward``), ``coarsen.artifact`` (``Signature``, ``arg_type``, ``check_wrt``,
+(``coarsen.ad.forward``), ``coarsen.transforms.artifact`` (``Signature``, ``arg_type``, ``check_wrt``,
 ``resolve_wrt``, ``written_positions``) and ``coarsen.lowering`` (printing, building, caching).
 Guarantees:
 
@@ -38,12 +38,10 @@ Guarantees:
   (never re-validated).
 * ``j.source`` (the last call's generated code), ``j.source_for(*args)``, ``j.ir(*args)``
   and ``j.report()`` (prints and returns a ``JvpReport``); ``j.export(path, signature=None)``
-  writes the standalone module (``coarsen.export_transforms``).
+  writes the standalone module (``coarsen.transforms.export_sweeps``).
 """
 from __future__ import annotations
 
-import inspect
-import sys
 import time
 from dataclasses import dataclass
 
@@ -56,12 +54,12 @@ from ..ad.forward import jam
 from ..ad.forward.simd import NotVectorized
 from ..analysis.activity import analyze
 from .arguments import check_aliasing, convert_argument, kind_of
-from .artifact import TARGETS, Signature, bind_arguments, check_wrt, function_error
+from .artifact import TARGETS
 from ..errors import CoarsenError
-from .module_arrays import ModuleArrays
-from ..frontend.lower import lower
 from ..frontend.source import display_path, get_source, unwrap
+from .base import Transform
 from .prepare import code_fingerprint, lower_for, typed_ir
+from .report import TransformReport
 from .wrappers import array_form, tuple_length
 from ..lowering.cache import toolchain_versions
 
@@ -209,7 +207,7 @@ def compile_jvp(fn, signature, options, *, module_arrays=None):
 
 
 @dataclass
-class JvpReport:
+class JvpReport(TransformReport):
     """What ``Jvp.report`` shows for one specialization."""
     function: str
     signature: tuple
@@ -243,33 +241,21 @@ class JvpReport:
                    + (" (from the disk cache)" if self.cached else ""))
         return "\n".join(out)
 
-    __str__ = format
 
-
-class Jvp:
+class Jvp(Transform):
     """The JVP of a function; see ``coarsen.jvp``.  Keeps one ``JvpArtifact`` per signature."""
+
+    what = "jvp"
 
     def __init__(self, fn, wrt=None, target="cpu", boundscheck=True, directions=None,
                  coarsen=True):
         self.options = JvpOptions(wrt=wrt, target=target, boundscheck=boundscheck,
                                   directions=directions, coarsen=coarsen)
-        self.fn = unwrap(fn)
-        self.src = get_source(self.fn)
-        self.params = [a.id for a in self.src.node.args.args]
-        self._pysig = inspect.signature(self.fn)
-        self._single = wrt is not None and not isinstance(wrt, (tuple, list))
-        check_wrt(self.options.wrt, self.params, self.fn.__name__)
-        fn_ir, _ = lower(self.fn)          # the fence runs now
-        self._global_arrays = tuple(fn_ir.global_arrays)
-        self._module_arrays = ModuleArrays.of(fn_ir, self.fn.__name__)   # checked per call
-        self.ir_params = list(fn_ir.params[:len(self.params)])  # the generated code's names
+        self._read(fn, self.options.wrt)
+        self._fence()                      # the fence runs now
         self._artifacts = {}
         self._fast = {}                    # arguments.kind_of(args) -> JvpArtifact
-        self._last = None
         self.__name__ = f"jvp_{self.fn.__name__}"
-
-    def _signature(self, args):
-        return Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)
 
     def _artifact(self, signature):
         art = self._artifacts.get(signature.types)
@@ -277,12 +263,6 @@ class Jvp:
             art = compile_jvp(self.fn, signature, self.options, module_arrays=self._global_arrays)
             self._artifacts[signature.types] = art
         return art
-
-    def _bind(self, args, kwargs):
-        return bind_arguments(self.fn, self._pysig, self.params, args, kwargs)
-
-    def _error(self, problem, hint):
-        return function_error(self.src, problem, hint)
 
     def _tangents(self, wrt, args, tangents):
         """The tangents as the entry takes them (float64 copies, floats), checked."""
@@ -363,11 +343,6 @@ class Jvp:
         return self.options.directions
 
     @property
-    def returns_single(self):
-        """Whether ``wrt`` names a single parameter (tangents are then a bare value)."""
-        return self._single
-
-    @property
     def last_signature(self):
         """The last call's parameter types in Numba notation (a tuple of texts), or None."""
         return self._last.signature if self._last is not None else None
@@ -378,14 +353,14 @@ class Jvp:
                               "supported", f"use coarsen.jvp(fn, wrt) without directions for {what}")
 
     def batch(self, in_axes, *, target=None):
-        """The JVP over many argument sets, like ``jax.vmap``: see ``coarsen.transform_batch``."""
+        """The JVP over many argument sets, like ``jax.vmap``: see ``coarsen.transforms.batching.sweeps``."""
         self._single_direction("batch()")
         from .batching.sweeps import BatchedJvp
         return BatchedJvp(self, in_axes, target)
 
     def export(self, path, signature=None):
         """Write the JVP as a standalone module defining ``jvp_<f>``; see
-        ``coarsen.export_transforms``."""
+        ``coarsen.transforms.export_sweeps``."""
         self._single_direction("export()")
         from .export_sweeps import export_jvp
         return export_jvp(self, path, signature=signature)
@@ -398,24 +373,21 @@ class Jvp:
                                "call it once (or use j.source_for(*args)) before reading j.source")
         return self._last.source
 
-    def source_for(self, *args, **kwargs):
-        return self._artifact(self._signature(self._bind(args, kwargs))).source
+    def _source_for(self, args):
+        return self._artifact(self._signature(args)).source
 
-    def ir(self, *args, **kwargs):
-        return self._artifact(self._signature(self._bind(args, kwargs))).ir_text
+    def _ir_for(self, args):
+        return self._artifact(self._signature(args)).ir_text
 
-    def report(self, *args, file=None, **kwargs):
-        """Prints and returns the ``JvpReport`` of the specialization for ``args`` (default:
-        the last call's; bound as the call binds them)."""
-        if args or kwargs:
-            self._last = self._artifact(self._signature(self._bind(args, kwargs)))
+    def _report(self, args):
+        """The ``JvpReport`` of the specialization for ``args`` (None: the last call's)."""
+        if args is not None:
+            self._last = self._artifact(self._signature(args))
         if self._last is None:
             raise CoarsenError("call the jvp once (or pass example arguments to report) first")
         art = self._last
-        rep = JvpReport(self.fn.__qualname__, art.signature, art.wrt, art.stats,
-                        art.transform_seconds, art.cached)
-        print(rep.format(), file=file or sys.stdout)
-        return rep
+        return JvpReport(self.fn.__qualname__, art.signature, art.wrt, art.stats,
+                         art.transform_seconds, art.cached)
 
 
 def check_directions(directions):

@@ -1,7 +1,7 @@
 """The front of every transform's pipeline: one function's source lowered for one signature.
 
 Requires: a Python function (or a Numba dispatcher) with source, a ``Signature``
-(``coarsen.artifact``) and the transform's ``wrt`` option.
+(``coarsen.transforms.artifact``) and the transform's ``wrt`` option.
 Guarantees: ``lower_for(...)`` returns a ``Lowered`` (the untyped IR, whose record of reads
 makes the cache key, the module-level arrays it found, the full list of IR types, the written
 positions and the resolved ``wrt``), or raises ``CoarsenError`` when the module-level arrays
@@ -9,8 +9,8 @@ were rebound since the transform was made or the signature does not fit; ``typed
 that IR for the signature, refuses a result that is not one float, and scalarizes element-wise
 array code on the cpu target (``coarsen.ir.scalarize``); ``code_fingerprint()`` is the hash of
 coarsen's own source (a cache key part: an entry made by other compiler code never loads).
-``compile_gradient`` (``coarsen.api``), ``compile_jvp`` (``coarsen.forward_api``) and the
-instrumented build of ``coarsen.tape_lines`` share them, so the three read a function the same
+``compile_gradient`` (``coarsen.transforms.gradient``), ``compile_jvp`` (``coarsen.transforms.jvp``) and the
+instrumented build of ``coarsen.transforms.tape_lines`` share them, so the three read a function the same
 way.
 """
 from __future__ import annotations

@@ -1,21 +1,42 @@
 """``Report``: the segment plan of one specialization, as ``Gradient.report`` prints it.
 
-Requires: the plan entries ``coarsen.api`` builds (``plan_entry``, here: one dict per segment of
+Requires: the plan entries ``coarsen.transforms.gradient`` builds (``plan_entry``, here: one dict per segment of
 interest, plus ``"loop run"`` and ``"loop checkpoint"`` entries).
-Guarantees: ``plan_entry(seg)`` is one segment of interest as plain data (JSON-serializable,
+Guarantees: ``TransformReport`` is the one report protocol: every transform's ``report(*args,
+file=None)`` builds a report of its class (``Report`` here; ``JvpReport``, ``JacobianReport``,
+``SecondOrderReport`` and the CUDA batch's ``BatchReport`` next to their transforms), prints
+``rep.format()`` (``print_report``) and returns it; ``str(rep)`` is the same text.
+``plan_entry(seg)`` is one segment of interest as plain data (JSON-serializable,
 cached with the source); ``Report`` is a list-like of the segment entries (``loops`` and
 ``checkpoints`` apart), ``format()`` the text ``g.report()`` prints; nothing here compiles or
 runs code.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
-__all__ = ["Report", "plan_entry"]
+__all__ = ["Report", "TransformReport", "plan_entry", "print_report"]
+
+
+class TransformReport:
+    """The report protocol: ``format()`` is the text a transform's ``report`` prints."""
+
+    def format(self):
+        raise NotImplementedError
+
+    def __str__(self):
+        return self.format()
+
+
+def print_report(rep, file=None):
+    """Print ``rep.format()`` to ``file`` (default: standard output) and return ``rep``."""
+    print(rep.format(), file=file or sys.stdout)
+    return rep
 
 
 @dataclass
-class Report:
+class Report(TransformReport):
     """The segment plan of one specialization (see ``Gradient.report``)."""
     function: str
     signature: tuple
@@ -24,7 +45,7 @@ class Report:
     transform_seconds: float
     tape_bytes: object = None
     strides: tuple = ()         # the last call's stride k of each checkpointed loop
-    tape_lines: object = None   # ``coarsen.tape_lines.TapeLines`` when the report asked for it
+    tape_lines: object = None   # ``coarsen.transforms.tape_lines.TapeLines`` when the report asked for it
     snapshots: tuple = ()       # per checkpointed loop: 0 (two-level), or the revolve's snapshots
 
     def __post_init__(self):

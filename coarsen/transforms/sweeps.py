@@ -31,8 +31,8 @@ Guarantees:
   appended (``coarsen.lowering.build``; ``import numpy as np`` added where missing) and
   returns ``DriverModule`` (its source, the module, the entry and the driver).  Deterministic:
   the same inputs give the same text, hence the same cache file.
-Nothing here checks arguments: the callers (``coarsen.jacobian_api``,
-``coarsen.hessian_api``, the exported modules) convert and check them first.
+Nothing here checks arguments: the callers (``coarsen.transforms.jacobian``,
+``coarsen.transforms.hessian``, the exported modules) convert and check them first.
 """
 from __future__ import annotations
 

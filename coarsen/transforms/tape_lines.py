@@ -2,7 +2,7 @@
 
 Design: the normal generated code holds no counter (``differentiate_ir(..., tape_lines=False)``
 emits none, so it costs nothing).  The report builds an instrumented variant once, for the
-artifact's signature and options: the same pipeline as ``api.compile_gradient`` (lowering,
+artifact's signature and options: the same pipeline as ``gradient.compile_gradient`` (lowering,
 types, scalarizing, analyses, reverse mode with the same cost weights), with
 ``tape_lines=True``, which adds after every push ``_tlf[site] += entries`` (``_tli`` for the
 int tape; ``coarsen.ad.reverse.tapes``), and runs it once on the given arguments.  The counts
@@ -13,7 +13,7 @@ the reverse sweep's re-runs) count each time they push.  Without a budget the li
 to the call's tape (``TapeLines.total_matches``: checked against the instrumented call's own
 tape counts, and the instrumented gradient against the normal one's).
 
-Requires: an ``Artifact`` (``coarsen.artifact``) of a function with Python source, its
+Requires: an ``Artifact`` (``coarsen.transforms.artifact``) of a function with Python source, its
 arguments converted as its entry takes them (module-level arrays appended), not the CUDA
 workspace variant.
 Guarantees: ``tape_lines(fn, art, args)`` returns a ``TapeLines``; it writes nothing to the
@@ -72,7 +72,7 @@ class TapeLines:
         total = sum(line.bytes for line in self.lines)
         if not self.total_matches:
             out.append(f"    the lines add up to {total} bytes, the tape held {self.tape_bytes} "
-                       "(checkpoints and re-run trips: see coarsen.tape_lines)")
+                       "(checkpoints and re-run trips: see coarsen.transforms.tape_lines)")
         return "\n".join(out)
 
 

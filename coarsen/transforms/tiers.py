@@ -9,15 +9,15 @@ entry at its first call, and the entries cost differently:
 * the gradient-only entry (the same code with ``0.0`` for the value,
   ``artifact.grad_only_source``) is faster per call, and is a second module to compile.
 
-Requires: an ``Artifact`` (``coarsen.artifact``) and a direct hit
-``(artifact, entry, gradient-only entry, ...)`` as ``coarsen.api.Gradient`` keeps them.
+Requires: an ``Artifact`` (``coarsen.transforms.artifact``) and a direct hit
+``(artifact, entry, gradient-only entry, ...)`` as ``coarsen.transforms.gradient.Gradient`` keeps them.
 Guarantees: ``fresh_taped(art)`` calls the taped entry on fresh small tapes, which gives the
 plain entry's numbers bit for bit (it is what the plain entry does), or is None where there is
 no taped entry.  ``Tiers(hit, remember).hit()`` is the hit whose value-and-gradient slot runs
 ``fresh_taped`` for ``PLAIN_AFTER`` calls and then the plain entry, and whose gradient-only slot
 runs what the first slot runs for ``GRAD_ONLY_AFTER`` calls and then the gradient-only entry
 (``Tiers(hit, remember, offer=k)``: counted for ``k`` calls more, through a closure, before the
-final hit, which is the kind's offer to direct mode, ``coarsen.direct_call``; with
+final hit, which is the kind's offer to direct mode, ``coarsen.transforms.direct_call``; with
 ``settled=True`` only that count, for a kind whose entries are compiled);
 each switch passes the new hit to ``remember``, so once both are done the calls reach Numba's
 entries with nothing in between.  A kind called a few times (a test, an optimizer's first
@@ -65,7 +65,7 @@ class Tiers:
         self.full_left = PLAIN_AFTER if self.fresh is not None and not settled else 0
         self.grad_left = GRAD_ONLY_AFTER if art.grad_entry is not art.entry and not settled else 0
         # then this many gradient-only calls more, counted, before the final hit: the kind's
-        # offer to direct mode (``coarsen.direct_call``), for kinds that may take it
+        # offer to direct mode (``coarsen.transforms.direct_call``), for kinds that may take it
         self.offer_left = offer
 
     def hit(self):

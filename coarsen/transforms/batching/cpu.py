@@ -131,7 +131,7 @@ def numba_text(t):
 
 
 class BatchedGradient:
-    """A gradient evaluated over a batch of argument sets; see ``coarsen.batching``."""
+    """A gradient evaluated over a batch of argument sets; see ``coarsen.transforms.batching``."""
 
     def __init__(self, g, in_axes, *, target=None):
         self.g = g
@@ -249,7 +249,7 @@ class BatchedGradient:
         driver's name in it; what another process needs to rebuild the driver
         (``coarsen.transforms.batching.dask`` ships it to its workers)."""
         g = self.g
-        spec = g.specialization(types, sig)           # the Artifact (coarsen.artifact)
+        spec = g.specialization(types, sig)           # the Artifact (coarsen.transforms.artifact)
         entry = spec.entry_name
         n_user = len(g.params)
         ir_name = dict(zip(g.params, g.ir_params))

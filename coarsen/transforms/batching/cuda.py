@@ -30,6 +30,7 @@ from ...errors import CoarsenError
 from ...ir.nodes import Array
 from ...lowering import cuda_host
 from ..arguments import convert_argument
+from ..report import TransformReport, print_report
 from .cpu import SAFETY_FACTOR, BatchedGradient, numba_text
 
 __all__ = ["LOCAL_TAPE", "MAX_WORKSPACE_BYTES", "BatchReport", "CudaBatchedGradient",
@@ -176,13 +177,16 @@ def loop_notes(art):
 
 
 @dataclass(frozen=True)
-class BatchReport:
+class BatchReport(TransformReport):
     """What ``bg.report()`` says: the local tape sizes used (None: none), the loops' notes
     ``(line, how)``, the last call's workspace per set ``(floats, ints)``, and the text."""
     local_tape: object
     loops: tuple
     workspace: object
     text: str
+
+    def format(self):
+        return self.text
 
 
 class CudaBatchedGradient(BatchedGradient):
@@ -307,10 +311,7 @@ class CudaBatchedGradient(BatchedGradient):
         if self.last_tape_size is not None:
             lines.append(f"  workspace of the last call: {self.last_tape_size[0]} floats, "
                          f"{self.last_tape_size[1]} ints a set")
-        text = "\n".join(lines)
-        import sys
-        print(text, file=file or sys.stdout)
-        return BatchReport(local, notes, self.last_tape_size, text)
+        return print_report(BatchReport(local, notes, self.last_tape_size, "\n".join(lines)), file)
 
     def _tpb(self):
         if self.threads_per_block:

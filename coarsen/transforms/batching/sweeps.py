@@ -1,5 +1,5 @@
 """Batches of the other transforms: ``jvp``, ``hvp`` and ``hessian`` over many argument sets,
-like ``jax.vmap`` of them (``Gradient.batch`` is ``coarsen.batching``).
+like ``jax.vmap`` of them (``Gradient.batch`` is ``coarsen.transforms.batching``).
 
     bj = coarsen.jvp(f, wrt="x").batch((0, None))      # per parameter: 0 batched, None shared
     values, tangents_out = bj(X, a, tangents=T)        # T (B, *x.shape): x is batched
@@ -31,7 +31,7 @@ of shared parameters):
 * Per set, the numbers are those of the unbatched transform on that set's arguments, bit for
   bit on both targets: the driver calls the transform's own compiled function for the
   per-set signature (the JVP entry, the Hessian-vector product's gradient entry, the Hessian
-  driver of ``coarsen.sweeps``), imported from the module the transform built (not
+  driver of ``coarsen.transforms.sweeps``), imported from the module the transform built (not
   regenerated, not recompiled where Numba already has that specialization), and only copies
   its results.  The sets are independent (nothing is summed), so the results do not depend
   on the thread count or on scheduling.
@@ -319,7 +319,7 @@ class _Batched:
 
 
 class BatchedJvp(_Batched):
-    """``coarsen.jvp(fn, wrt).batch(in_axes)``: see ``coarsen.transform_batch``."""
+    """``coarsen.jvp(fn, wrt).batch(in_axes)``: see ``coarsen.transforms.batching.sweeps``."""
     kind = "jvp"
 
     def _own_target(self):
@@ -355,7 +355,7 @@ class _BatchedSecondOrder(_Batched):
 
 
 class BatchedHvp(_BatchedSecondOrder):
-    """``coarsen.hvp(fn, wrt).batch(in_axes)``: see ``coarsen.transform_batch``."""
+    """``coarsen.hvp(fn, wrt).batch(in_axes)``: see ``coarsen.transforms.batching.sweeps``."""
     kind = "hvp"
 
     def __call__(self, *args, v=None):
@@ -382,7 +382,7 @@ class BatchedHvp(_BatchedSecondOrder):
 
 
 class BatchedHessian(_BatchedSecondOrder):
-    """``coarsen.hessian(fn, wrt).batch(in_axes)``: see ``coarsen.transform_batch``."""
+    """``coarsen.hessian(fn, wrt).batch(in_axes)``: see ``coarsen.transforms.batching.sweeps``."""
     kind = "hessian"
 
     def __call__(self, *args):
@@ -393,7 +393,7 @@ class BatchedHessian(_BatchedSecondOrder):
         for s in shapes:
             starts.append(starts[-1] + math.prod(s))
         if starts[-1]:
-            # per set, the Hessian driver of coarsen.sweeps (what h(*args) calls)
+            # per set, the Hessian driver of coarsen.transforms.sweeps (what h(*args) calls)
             mod = prog.compiled
             batch = self._program(prog, mod.module, mod.source, mod.driver.__name__,
                                   (False,) * len(prog.module_arrays), ((),))
