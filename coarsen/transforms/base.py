@@ -10,6 +10,8 @@ Guarantees:
   (unsupported syntax refused before any call) and keeps what is fixed from then on: the
   module-level arrays the function reads (entering the generated code as extra read-only
   arguments, checked at each call), the parameters' names in the generated code.
+* ``_cached(args, fast, table, build)`` is the artifact cache every transform keeps: one
+  build per signature (``table``), found again by the kind of the arguments (``fast``).
 * ``_bind(args, kwargs)`` binds a call's arguments as the function binds them (keywords,
   defaults); ``_signature(args)`` is their ``Signature`` (the kind of signature each
   specialization is kept by); ``_error(problem, hint)`` a ``CoarsenError`` at the function's
@@ -31,6 +33,7 @@ import inspect
 from ..errors import CoarsenError
 from ..frontend.lower import lower
 from ..frontend.source import get_source, unwrap
+from .arguments import kind_of
 from .artifact import Signature, bind_arguments, check_wrt, function_error
 from .module_arrays import ModuleArrays
 from .report import print_report
@@ -71,6 +74,22 @@ class Transform:
 
     def _signature(self, args):
         return Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)
+
+    def _cached(self, args, fast, table, build):
+        """The artifact cache: what ``build(args, sig)`` gives for the arguments' signature,
+        kept in ``table`` (by the signature's types) and ``fast`` (by ``kind_of`` of the
+        arguments, at most 64 kinds: the path of a call whose kind was seen)."""
+        kind = kind_of(args)
+        got = fast.get(kind)
+        if got is not None:
+            return got
+        sig = self._signature(args)
+        got = table.get(sig.types)
+        if got is None:
+            got = table[sig.types] = build(args, sig)
+        if len(fast) < 64:
+            fast[kind] = got
+        return got
 
     def _error(self, problem, hint):
         return function_error(self.src, problem, hint)

@@ -64,9 +64,9 @@ from numba.core.errors import NumbaError
 
 from ..ad.forward import jam
 from .gradient import differentiate
-from .artifact import Signature, resolve_wrt
+from .artifact import resolve_wrt
 from ..errors import CoarsenError, at_stmt
-from .arguments import check_aliasing, convert_argument, converted, kind_of
+from .arguments import check_aliasing, convert_argument, converted
 from .jvp import JvpOptions, compile_jvp
 from ..frontend.custom_calls import custom_calls
 from .gradient_program import NotAProgram, gradient_program
@@ -144,21 +144,6 @@ class _SecondOrder(Transform):
 
     def _program(self, args):
         return self._cached(args, self._fast, self._programs, self._build)
-
-    def _cached(self, args, fast, table, build):
-        """What ``build(args, sig)`` gives for the arguments' signature, kept in ``table``
-        (by signature) and ``fast`` (by ``kind_of``, at most 64 kinds)."""
-        kind = kind_of(args)
-        got = fast.get(kind)
-        if got is not None:
-            return got
-        sig = Signature.of(self.params, tuple(args), self._global_arrays, self.fn.__name__)
-        got = table.get(sig.types)
-        if got is None:
-            got = table[sig.types] = build(args, sig)
-        if len(fast) < 64:
-            fast[kind] = got
-        return got
 
     def _checked(self, sig):
         """The function lowered and typed for ``sig``; raises ``CoarsenError`` where it calls a

@@ -53,7 +53,7 @@ from ..ad.forward import jvp_ir
 from ..ad.forward import jam
 from ..ad.forward.simd import NotVectorized
 from ..analysis.activity import analyze
-from .arguments import check_aliasing, convert_argument, kind_of
+from .arguments import check_aliasing, convert_argument
 from .artifact import TARGETS
 from ..errors import CoarsenError
 from ..frontend.source import display_path, get_source, unwrap
@@ -319,12 +319,7 @@ class Jvp(Transform):
             args = self._bind(args, kwargs)
         if self._module_arrays:
             self._module_arrays.check()
-        kind = kind_of(args)
-        art = self._fast.get(kind)
-        if art is None:
-            art = self._artifact(self._signature(args))
-            if len(self._fast) < 64:
-                self._fast[kind] = art
+        art = self._cached(args, self._fast, self._artifacts, lambda _, sig: self._artifact(sig))
         self._last = art
         if art.written:
             self._check_aliasing(args, art.written)
