@@ -21,6 +21,10 @@ def vector_f(x, w):
     return np.sin(x) * w
 
 
+def tuple_f(x, w):
+    return np.sum(x * w), np.sum(x * x)
+
+
 X = np.array([0.1, 0.7, -0.3])
 W = np.array([1.5, -0.25, 2.0])
 
@@ -58,9 +62,32 @@ def test_report_of_the_last_call_without_arguments():
     assert j.last_signature == ("float64[:]", "float64[:]")
 
 
-def test_a_transform_without_a_batch_says_so():
-    with pytest.raises(CoarsenError, match="batch\\(\\) of a jacobian is not supported"):
-        coarsen.jacobian(vector_f, "x").batch((0, None))
+@pytest.mark.parametrize("target", ["cpu", "python"])
+def test_jacobian_batch_is_the_jacobian_per_set(target):
+    j = coarsen.jacobian(vector_f, "x", target=target)
+    xs = np.stack([X, 2 * X, -X, X + 0.5])
+    bJ = j.batch((0, None))(xs, W)
+    assert bJ.shape == (4, 3, 3)
+    fwd = coarsen.jacobian(vector_f, "x", mode="forward", target=target)
+    for b in range(4):
+        assert np.array_equal(bJ[b], fwd(xs[b], W))
+    # two wrt parameters, both batched: a tuple of (B, out, in) blocks
+    both = coarsen.jacobian(vector_f, target=target).batch(0)(xs, np.stack([W] * 4))
+    assert isinstance(both, tuple) and [b.shape for b in both] == [(4, 3, 3), (4, 3, 3)]
+    np.testing.assert_allclose(both[1][2], np.diag(np.sin(xs[2])))
+    # a scalar-valued function: one gradient row per set
+    rows = coarsen.jacobian(scalar_f, "x", target=target).batch((0, None))(xs, W)
+    g = coarsen.differentiate(scalar_f, "x", target=target)
+    assert rows.shape == (4, 3)
+    for b in range(4):
+        np.testing.assert_allclose(rows[b], g(xs[b], W), rtol=1e-13)
+    # a tuple result: one (B, *x.shape) block per returned value
+    pair = coarsen.jacobian(tuple_f, "x", mode="forward", target=target)
+    blocks = coarsen.jacobian(tuple_f, "x", target=target).batch((0, None))(xs, W)
+    assert isinstance(blocks, tuple) and [b.shape for b in blocks] == [(4, 3), (4, 3)]
+    for b in range(4):
+        one = pair(xs[b], W)
+        assert np.array_equal(blocks[0][b], one[0]) and np.array_equal(blocks[1][b], one[1])
 
 
 def test_differentiate_makes_the_fast_path_class_of_the_arity():

@@ -252,7 +252,7 @@ class Jacobian(Transform):
                 return self(*args)              # with the result's shape learned again
             sweeps = int(np.prod(out))
         self._last = (mode, inner, sweeps, out, tuple(ins))
-        return self._pack(J, out, ins)
+        return self.pack(J, out, ins)
 
     def _driver(self, mode, wrt, sig, args):
         """The ``SweepProgram`` of ``mode`` for ``wrt`` and the signature: the generated JVP
@@ -339,8 +339,9 @@ class Jacobian(Transform):
             raise _ShapeChanged() from None
         return J, prog
 
-    def _pack(self, J, out, ins):
-        """JAX's layout of the dense ``(out size, in size)`` matrix ``J``."""
+    def pack(self, J, out, ins):
+        """JAX's layout of the dense ``(out size, in size)`` matrix ``J`` (``out`` the
+        result's shape, ``ins`` the ``wrt`` parameters' shapes): what a call returns."""
         if self.k is None and len(ins) == 1:
             # one wrt parameter (the Hessian's forward over reverse): J itself, reshaped
             b = J.reshape(tuple(out) + tuple(ins[0]))
@@ -370,6 +371,12 @@ class Jacobian(Transform):
     def last_signature(self):
         """The last call's parameter types in Numba notation (a tuple of texts), or None."""
         return self._last_signature
+
+    def batch(self, in_axes, *, target=None):
+        """Per-set Jacobians over many argument sets, like ``jax.vmap``, each computed in
+        forward mode (as ``export`` writes it); see ``coarsen.transforms.batching.sweeps``."""
+        from .batching.sweeps import BatchedJacobian
+        return BatchedJacobian(self, in_axes, target)
 
     def export(self, path, signature=None):
         """Write the Jacobian as a standalone module defining ``jacobian_<f>`` (forward mode:

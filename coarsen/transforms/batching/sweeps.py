@@ -1,12 +1,13 @@
-"""Batches of the other transforms: ``jvp``, ``hvp`` and ``hessian`` over many argument sets,
-like ``jax.vmap`` of them (``Gradient.batch`` is ``coarsen.transforms.batching``).
+"""Batches of the other transforms: ``jvp``, ``jacobian``, ``hvp`` and ``hessian`` over many
+argument sets, like ``jax.vmap`` of them (``Gradient.batch`` is ``coarsen.transforms.batching``).
 
     bj = coarsen.jvp(f, wrt="x").batch((0, None))      # per parameter: 0 batched, None shared
     values, tangents_out = bj(X, a, tangents=T)        # T (B, *x.shape): x is batched
     hv = coarsen.hvp(f, wrt="x").batch((0, None))(X, a, v=V)   # (B, *x.shape)
     H = coarsen.hessian(f, wrt="x").batch((0, None))(X, a)     # (B, *x.shape, *x.shape)
+    J = coarsen.jacobian(g, wrt="x").batch((0, None))(X, a)    # (B, *out.shape, *x.shape)
 
-Requires: a ``Jvp``, ``Hvp`` or ``Hessian``; ``in_axes`` one entry per parameter of the
+Requires: a ``Jvp``, ``Jacobian``, ``Hvp`` or ``Hessian``; ``in_axes`` one entry per parameter of the
 user's function, each ``0`` (a leading batch axis) or ``None`` (shared by every set), a bare
 ``0`` batching every parameter, at least one batched; batched arguments arrays (or
 sequences) whose first axis runs over the sets, all of the same length ``B >= 1``.  Anything
@@ -28,6 +29,10 @@ of shared parameters):
 * ``bH(*args)`` returns JAX's ``vmap(hessian)`` layout: ``(B, *p.shape, *p.shape)`` for one
   ``wrt`` parameter (``(B,)`` for a scalar), the nested tuple ``H[p][q]`` of
   ``(B, *p.shape, *q.shape)`` blocks for several.
+* ``bJ(*args)`` returns the Jacobian's layout per set with a leading set axis (``(B, *out
+  shape, *p.shape)`` per ``wrt`` parameter), each set's from the Jacobian's forward-mode
+  sweeps (a Jacobian whose calls choose reverse mode gives the same derivatives, computed
+  the other way); the result's shape must be the same for every set.
 * Per set, the numbers are those of the unbatched transform on that set's arguments, bit for
   bit on both targets: the driver calls the transform's own compiled function for the
   per-set signature (the JVP entry, the Hessian-vector product's gradient entry, the Hessian
@@ -340,6 +345,41 @@ class BatchedJvp(_Batched):
         conv = [convert_argument(a) for a in split.args]
         values, tangent_out = prog.driver(*conv, *converted(art.module_arrays), *vecs)
         return values, tangent_out
+
+
+class BatchedJacobian(_Batched):
+    """``coarsen.jacobian(fn, wrt).batch(in_axes)``: per set, the Jacobian's forward-mode
+    sweeps (its driver of ``coarsen.transforms.sweeps``, what ``J(*args)`` runs in forward
+    mode), in ``J``'s layout with a leading set axis on every array (a float per set made a
+    ``(B,)`` array)."""
+    kind = "jacobian"
+
+    def __call__(self, *args):
+        jac = self.transform
+        split = self._split(args)
+        prog, wrt = jac.forward_program(split.examples)
+        ins = [np.shape(split.examples[k]) for k in prog.wrt_pos]
+        if not sum(math.prod(s) for s in ins):
+            raise function_error(jac.src, "a batch of coarsen.jacobian needs wrt parameters "
+                                 "with elements", "batch a function of non-empty inputs")
+        if prog.written:
+            check_aliasing(jac.src, jac.params, split.args, (), prog.written)
+        conv = [convert_argument(a) for a in split.args]
+        mod = prog.compiled
+        # per set, the dense J and (for an array result) the result's shape
+        outputs = ((0,), (1,)) if prog.result_rank else ((0,),)
+        batch = self._program(prog, mod.module, mod.source, mod.driver.__name__,
+                              (False,) * len(prog.module_arrays), outputs)
+        res = batch.driver(*conv, *converted(prog.module_arrays))
+        dense, out = res[0], (tuple(int(x) for x in res[1][0]) if prog.result_rank else ())
+        return _stacked([jac.pack(dense[b], out, ins) for b in range(split.size)])
+
+
+def _stacked(items):
+    """Per-set results (arrays, floats, or tuples of them) as one with a leading set axis."""
+    if isinstance(items[0], tuple):
+        return tuple(_stacked([it[i] for it in items]) for i in range(len(items[0])))
+    return np.asarray(items, dtype=np.float64)
 
 
 class _BatchedSecondOrder(_Batched):
