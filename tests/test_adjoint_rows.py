@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 import coarsen
-from coarsen.ad.reverse import driver
 from coarsen.ad.reverse.adjoint_rows import adjoint_rows
 from tests.helpers_passes import rewrite
 from tests.oracle import check_against_oracle
@@ -238,16 +237,15 @@ def test_against_the_oracle(fn, factory, ring, coarse, target):
         assert ring in g.source, g.source
 
 
-def _without_pass(monkeypatch, tmp_path):
-    monkeypatch.setenv("COARSEN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(driver, "adjoint_rows", lambda body, made, ranks, params=(): (list(body), set()))
+# the gradients without this pass: the whole adjoint (Options.disable)
+WHOLE = {"adjoint_rows"}
 
 
 RINGS = [c for c in CASES if c[2] is not None]
 
 
 @pytest.mark.parametrize("fn, factory, ring", RINGS, ids=[c[0].__name__ for c in RINGS])
-def test_the_same_bits_as_the_whole_adjoint(fn, factory, ring, monkeypatch, tmp_path):
+def test_the_same_bits_as_the_whole_adjoint(fn, factory, ring):
     """Zero, one, two and many trips, and a large call after small ones (the ring on the kept
     tape), against the whole adjoint."""
     cases = [factory(nx, nt, seed) for seed, (nx, nt) in enumerate(
@@ -255,8 +253,7 @@ def test_the_same_bits_as_the_whole_adjoint(fn, factory, ring, monkeypatch, tmp_
     g = coarsen.differentiate(fn)
     got = [g.value_and_grad(*c) for c in cases]
     assert ring in g.source
-    _without_pass(monkeypatch, tmp_path)
-    whole = coarsen.differentiate(fn)
+    whole = coarsen.differentiate(fn, disable=WHOLE)
     ref = [whole.value_and_grad(*c) for c in cases]
     assert "_rows0 = " not in whole.source
     for (v, gs), (rv, rgs) in zip(got, ref):
@@ -336,7 +333,7 @@ def _load(src, path, name):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_generated_history_loops(seed, monkeypatch, tmp_path):
+def test_generated_history_loops(seed, tmp_path):
     src, ring, reach, two_d = _generated(seed)
     gen = _load(src, tmp_path / f"gen_{seed}.py", f"gen_{seed}")
     r = np.random.default_rng(100 + seed)
@@ -347,8 +344,7 @@ def test_generated_history_loops(seed, monkeypatch, tmp_path):
     # the ring exactly where every row the loss reads lies in the first window
     assert (f"_rows0 = {reach + 1} if" in g.source) == ring, (src, g.source)
     check_against_oracle(gen, cases[-1], wrt="u0", target="cpu")
-    _without_pass(monkeypatch, tmp_path / "whole")
-    whole = coarsen.differentiate(gen, wrt="u0")
+    whole = coarsen.differentiate(gen, wrt="u0", disable=WHOLE)
     for c, (v, gr) in zip(cases, got):
         rv, rgr = whole.value_and_grad(*c)
         assert v == rv and np.array_equal(gr, rgr), (src, c[1])

@@ -9,7 +9,6 @@ import pytest
 
 import coarsen
 from coarsen.codegen import runtime
-from coarsen.ad.reverse import driver
 from coarsen.ad.reverse.scratch import scratch_arrays
 from tests.helpers_passes import rewrite
 from tests.oracle import check_against_oracle
@@ -104,17 +103,10 @@ def test_user_arrays_are_left_alone():
 heat = heat_rows
 
 
-def _without_pass(monkeypatch):
-    monkeypatch.setattr(driver, "scratch_arrays", lambda body, made, taped=True, ranks=None: (list(body), set()))
-
-
-@pytest.fixture
-def whole_history(monkeypatch, tmp_path_factory):
-    """heat's history adjoint as large as the history: ``adjoint_rows`` keeps only the two
-    rows its reverse loop reaches (tests/test_adjoint_rows.py), which leaves these tests of
-    large scratch arrays nothing large; a cache of their own keeps the rings out."""
-    monkeypatch.setenv("COARSEN_CACHE_DIR", str(tmp_path_factory.mktemp("whole")))
-    monkeypatch.setattr(driver, "adjoint_rows", lambda body, made, ranks, params=(): (list(body), set()))
+# heat's history adjoint as large as the history: ``adjoint_rows`` keeps only the two rows
+# its reverse loop reaches (tests/test_adjoint_rows.py), which leaves the tests of large
+# scratch arrays nothing large (Options.disable)
+WHOLE = frozenset({"adjoint_rows"})
 
 
 @pytest.mark.parametrize("target", ["cpu", "python"])
@@ -128,19 +120,16 @@ def test_heat_gradient_uses_the_tape_and_matches_the_oracle(target):
     check_against_oracle(heat, (u0, 0.2, 6), wrt=("u0", "kappa"), target=target)
 
 
-@pytest.mark.usefixtures("whole_history")
-def test_the_same_bits_as_without_the_pass_over_calls_that_reuse_the_tape(monkeypatch, tmp_path):
+def test_the_same_bits_as_without_the_pass_over_calls_that_reuse_the_tape(monkeypatch):
     rng = np.random.default_rng(1)
     cases = [(rng.standard_normal(nx), 0.1 + 0.3 * rng.random(), nt)
              for nx, nt in ((40, 30), (7, 3), (60, 50), (40, 30), (3, 0))]
     # kept from the first call on: later calls find the earlier calls' adjoints on the tape
     monkeypatch.setattr(coarsen.transforms.gradient, "KEEP_SCRATCH_ABOVE", 1000)
-    g = coarsen.differentiate(heat, wrt=("u0", "kappa"))
+    g = coarsen.differentiate(heat, wrt=("u0", "kappa"), disable=WHOLE)
     got = [g.value_and_grad(*c) for c in cases for _ in range(2)]
     assert g.kept_tape_bytes >= 8 * 51 * 60         # u_bar of (nx, nt) = (60, 50)
-    monkeypatch.setenv("COARSEN_CACHE_DIR", str(tmp_path))
-    _without_pass(monkeypatch)
-    ref_g = coarsen.differentiate(heat, wrt=("u0", "kappa"))
+    ref_g = coarsen.differentiate(heat, wrt=("u0", "kappa"), disable=WHOLE | {"scratch_arrays"})
     ref_g(*cases[0])
     assert "_scratch_zeros" not in ref_g.source
     for k, c in enumerate(cases):
@@ -149,15 +138,14 @@ def test_the_same_bits_as_without_the_pass_over_calls_that_reuse_the_tape(monkey
             assert v == v2 and gk == gk2 and np.array_equal(gu, gu2), c[2]
 
 
-@pytest.mark.usefixtures("whole_history")
 def test_a_first_call_with_large_scratch_arrays_keeps_its_tapes():
     rng = np.random.default_rng(2)
     small = (rng.standard_normal(8), 0.2, 4)
     large = (rng.standard_normal(300), 0.2, 500)       # u_bar: 501 x 300 > 2**17 floats
-    g = coarsen.differentiate(heat, wrt=("u0", "kappa"))
+    g = coarsen.differentiate(heat, wrt=("u0", "kappa"), disable=WHOLE)
     g(*small)
     assert g.kept_tape_bytes < 8 * coarsen.transforms.gradient.KEEP_SCRATCH_ABOVE
-    g2 = coarsen.differentiate(heat, wrt=("u0", "kappa"))
+    g2 = coarsen.differentiate(heat, wrt=("u0", "kappa"), disable=WHOLE)
     first = g2(*large)
     assert g2.kept_tape_bytes >= 8 * 501 * 300
     again = g2(*large)
@@ -165,7 +153,6 @@ def test_a_first_call_with_large_scratch_arrays_keeps_its_tapes():
 
 
 @pytest.mark.parametrize("warm", [1, 70])
-@pytest.mark.usefixtures("whole_history")
 def test_a_later_call_with_large_scratch_arrays_keeps_its_tapes(warm):
     """A kind first called small, then large (more time steps): the large calls keep their
     tapes too (before, only a first call that large did, and every later call allocated,
@@ -177,18 +164,19 @@ def test_a_later_call_with_large_scratch_arrays_keeps_its_tapes(warm):
     rng = np.random.default_rng(3)
     small = (rng.standard_normal(8), 0.2, 4)
     large = (rng.standard_normal(300), 0.2, 500)       # u_bar: 501 x 300 > 2**17 floats
-    g = coarsen.differentiate(heat, wrt=("u0", "kappa"))
+    g = coarsen.differentiate(heat, wrt=("u0", "kappa"), disable=WHOLE)
     for _ in range(warm):
         g(*small)
     assert g.kept_tape_bytes < 8 * coarsen.transforms.gradient.KEEP_SCRATCH_ABOVE
     got = [g(*large), g(*large), g.value_and_grad(*large)]
     assert g.kept_tape_bytes >= 8 * 501 * 300
-    ref = coarsen.differentiate(heat, wrt=("u0", "kappa")).value_and_grad(*large)
+    ref = coarsen.differentiate(heat, wrt=("u0", "kappa"), disable=WHOLE).value_and_grad(*large)
     for gu, gk in (got[0], got[1], got[2][1]):
         assert np.array_equal(gu, ref[1][0]) and gk == ref[1][1]
     assert got[2][0] == ref[0]
     small_again = g(*small)
-    assert np.array_equal(small_again[0], coarsen.differentiate(heat, wrt=("u0", "kappa"))(*small)[0])
+    assert np.array_equal(small_again[0],
+                          coarsen.differentiate(heat, wrt=("u0", "kappa"), disable=WHOLE)(*small)[0])
 
 
 def test_a_read_of_fewer_axes_than_the_rank_is_a_view_and_is_left_alone():
@@ -243,7 +231,7 @@ def heat_with_a_helper(u0, kappa, nt):
 @pytest.mark.parametrize("variant", [heat_named_like_the_compiler, heat_with_a_helper],
                          ids=["compiler_names", "helper"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_renamed_and_split_variants(variant, dtype, monkeypatch, tmp_path):
+def test_renamed_and_split_variants(variant, dtype):
     """Each variant uses the tape for its history's adjoint and agrees with heat to rounding
     (the helper's inlined statements are planned apart, which may change the last bit, with or
     without this pass), and gives the same bits as itself without the pass."""
@@ -257,9 +245,7 @@ def test_renamed_and_split_variants(variant, dtype, monkeypatch, tmp_path):
     assert got[0] == ref[0]
     np.testing.assert_allclose(got[1][0], ref[1][0], rtol=1e-13, atol=0)
     np.testing.assert_allclose(got[1][1], ref[1][1], rtol=1e-13, atol=0)
-    monkeypatch.setenv("COARSEN_CACHE_DIR", str(tmp_path))
-    _without_pass(monkeypatch)
-    plain = coarsen.differentiate(variant, wrt=(0, 1))
+    plain = coarsen.differentiate(variant, wrt=(0, 1), disable={"scratch_arrays"})
     same = plain.value_and_grad(u0, 0.2, 40)
     assert " = _scratch_zeros(" not in plain.source       # (the user's own is escaped: u_scratch_zeros)
     assert same[0] == got[0] and same[1][1] == got[1][1] and np.array_equal(same[1][0], got[1][0])

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..ad.reverse.pipeline import REVERSE
 from ..analysis.plans import PLANS
 from ..errors import CoarsenArgumentError, CoarsenError
 from ..ir.nodes import Array, Assign, Const, Scalar, Store, Var, walk
@@ -86,6 +87,7 @@ class Options:
     max_tape_bytes: object = None   # tape budget in bytes: checkpointed loops (coarsen.ad.reverse.checkpoint)
     parallel: bool = False      # every reduction loop in parallel blocks (coarsen.ad.reverse.parallel)
     local_tape: object = None   # workspace only: (floats, ints) local stretch tapes (ad.reverse.local_stretch)
+    disable: frozenset = frozenset()    # reverse passes switched off, by name (ad.reverse.pipeline)
 
     def __post_init__(self):
         if self.target not in TARGETS:
@@ -114,6 +116,7 @@ class Options:
                                    "and two positive sizes")
             object.__setattr__(self, "local_tape", sizes)
         object.__setattr__(self, "budget_seconds", float(self.budget_seconds))
+        object.__setattr__(self, "disable", REVERSE.check(self.disable))
 
     @property
     def build_target(self):
@@ -311,6 +314,7 @@ class KeyParts:
     version: str
     code: str                   # hash of coarsen's own source
     toolchain: tuple            # sorted (name, version) pairs
+    disable: tuple = ()         # Options.disable, sorted
 
     def as_dict(self):
         """The JSON-able parts ``coarsen.lowering.cache_key`` hashes and an entry keeps."""
@@ -320,7 +324,8 @@ class KeyParts:
                 "coarsen": self.coarsen, "target": self.target, "workspace": self.workspace,
                 "boundscheck": self.boundscheck, "budget_seconds": self.budget_seconds,
                 "plan": self.plan, "weights": self.weights, "scalarize": self.scalarize, "max_tape_bytes": self.max_tape_bytes, "parallel": self.parallel,
-                "local_tape": None if self.local_tape is None else list(self.local_tape), "version": self.version, "code": self.code, "toolchain": dict(self.toolchain)}
+                "local_tape": None if self.local_tape is None else list(self.local_tape), "version": self.version, "code": self.code, "toolchain": dict(self.toolchain),
+                "disable": list(self.disable)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -347,6 +352,7 @@ class Artifact:
     taped_entry: object = None  # ``module.<entry_name>_taped``, or None (nothing taped)
     tapes: str = ""             # the tapes it takes after the entry's arguments: "f", "i", "fi"
     scratch: bool = False       # the reverse sweep's arrays lie on the float tape (ad.reverse.scratch)
+    passes: tuple = ()          # the names of the reverse passes that ran (ad.reverse.pipeline)
     # the gradient-only variants (``grad_only_source``: the value's slot 0.0, so that Numba
     # drops the work only the value needed); default: the entries themselves
     grad_entry: object = None

@@ -121,7 +121,7 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
                    plan=options.plan, weights=weights.key() if weights is not None else "",
                    scalarize=options.scalarize, max_tape_bytes=options.max_tape_bytes,
                    parallel=options.parallel, local_tape=options.local_tape,
-                   version=__version__, code=code_fingerprint(),
+                   disable=tuple(sorted(options.disable)), version=__version__, code=code_fingerprint(),
                    toolchain=tuple(sorted(toolchain_versions().items())))
     parts = key.as_dict()
     cache_key = lowering.cache_key(**parts)
@@ -134,6 +134,7 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
         source, meta = cached
         ir_text_ = meta.get("ir", "")
         plan = meta.get("plan", [])
+        passes = tuple(meta.get("passes", ()))
     else:
         # types, then element-wise array code as loop nests on the cpu target
         fn_ir = typed_ir(fn_ir, types, src, options)
@@ -144,13 +145,8 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
         # differentiate_ir gets the same IR (no copy): today it plans segments in it and
         # replaces closed-form loops in place; the planned IR it emitted from is em.fn, which
         # the IR text shows (the same object today, its own copy once it stops mutating).
-        module, em = differentiate_ir(fn_ir, wrt_ir, facts, entry_name, coarsen=options.coarsen,
-                                      budget_seconds=options.budget_seconds,
-                                      workspace=options.workspace, boundscheck=options.boundscheck,
-                                      plan=options.plan, weights=weights,
-                                      max_tape_bytes=options.max_tape_bytes,
-                                      parallel=options.parallel, local_tape=options.local_tape,
-                                      scaled_adds=options.build_target == "cpu")
+        module, em = differentiate_ir(fn_ir, wrt_ir, facts, entry_name, options, weights=weights)
+        passes = em.passes_run
         plan = [plan_entry(seg) for seg in em.segments] + [
             {"kind": "loop run", "lines": [line, line], "how": how} for line, how in em.parallel_notes] + [
             {"kind": "loop checkpoint", "lines": [line, line], "how": how}
@@ -167,7 +163,8 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
             # machine's load: it is used, never stored (the next process tries again)
             if not em.timed_out:
                 lowering.store_source(cache_key, source, {"ir": ir_text_, "wrt": list(wrt),
-                                                          "plan": plan}, parts=parts)
+                                                          "plan": plan, "passes": list(passes)},
+                                      parts=parts)
         except lowering.LoweringError:
             pass
     transform = time.perf_counter() - t0
@@ -193,7 +190,7 @@ def compile_gradient(fn, signature, options, *, module_arrays=None):
                     transform_seconds=transform, cached=cached is not None, written=written,
                     module_arrays=arrays, reads=fn_ir.dependencies, key=key, cache_key=cache_key,
                     taped_entry=taped, tapes=tapes, grad_entry=grad_entry,
-                    grad_taped_entry=grad_taped, scratch=scratch)
+                    grad_taped_entry=grad_taped, scratch=scratch, passes=passes)
 
 
 # the former name of an Artifact
@@ -248,10 +245,10 @@ class Gradient(Transform):
     what = "gradient"
 
     def __init__(self, fn, wrt, coarsen, target, boundscheck=True, plan="auto", scalarize=True,
-                 max_tape_bytes=None, parallel=False):
+                 max_tape_bytes=None, parallel=False, disable=frozenset()):
         self.options = Options(wrt=wrt, coarsen=coarsen, target=target, boundscheck=boundscheck,
                                plan=plan, scalarize=scalarize, max_tape_bytes=max_tape_bytes,
-                               parallel=parallel)
+                               parallel=parallel, disable=disable)
         self._read(fn, self.options.wrt)
         self._nparams = len(self.params)
         self._artifacts = {}
@@ -462,7 +459,7 @@ class Gradient(Transform):
         if self._unbudgeted is None:
             o = self.options
             self._unbudgeted = Gradient(self.fn, o.wrt, o.coarsen, o.target, o.boundscheck,
-                                        o.plan, o.scalarize, None, o.parallel)
+                                        o.plan, o.scalarize, None, o.parallel, o.disable)
         plain = self._unbudgeted
         result = plain.value_and_grad(*args)
         if plain.tape_bytes > self.options.max_tape_bytes:
@@ -619,7 +616,8 @@ class Gradient(Transform):
         # per checkpointed loop, the last call's stride and revolve snapshots (0: two-level)
         loops = tuple(self._tape[2:]) if self._tape is not None and self._last is art else ()
         rep = Report(self.fn.__qualname__, art.signature, self.coarsen, list(art.plan),
-                     art.transform_seconds, self.tape_bytes, loops[0::2], snapshots=loops[1::2])
+                     art.transform_seconds, self.tape_bytes, loops[0::2], snapshots=loops[1::2],
+                     passes=art.passes)
         if tape_lines:
             from .tape_lines import tape_lines as count_lines
             rep.tape_lines = count_lines(self.fn, art, self._convert(args))
@@ -699,7 +697,7 @@ def ir_text(fn, *args):
 
 
 def differentiate(fn, wrt=None, *, coarsen=True, target="cpu", boundscheck=True, plan="auto",
-                  scalarize=True, max_tape_bytes=None, parallel=False):
+                  scalarize=True, max_tape_bytes=None, parallel=False, disable=()):
     """The gradient of ``fn``, a plain Python function returning a float scalar.
 
     ``wrt``: None (every float parameter, a tuple out), a name or position (a single value out),
@@ -724,6 +722,8 @@ def differentiate(fn, wrt=None, *, coarsen=True, target="cpu", boundscheck=True,
     ``parallel``: False differentiates ``numba.prange`` reduction loops in parallel and
     ``range`` loops serially; True runs every reduction loop (``range`` or ``prange``) in
     parallel blocks, combined in a fixed order (``coarsen.ad.reverse.parallel``).
+    ``disable``: names of reverse-mode passes to switch off (``coarsen.ad.reverse.pipeline``;
+    an unknown name raises ``CoarsenError``); the report lists the passes that ran.
     """
     return new_gradient(fn, wrt, coarsen, target, boundscheck, plan, scalarize,
-                        max_tape_bytes, parallel)
+                        max_tape_bytes, parallel, disable)

@@ -47,6 +47,7 @@ class Report(TransformReport):
     strides: tuple = ()         # the last call's stride k of each checkpointed loop
     tape_lines: object = None   # ``coarsen.transforms.tape_lines.TapeLines`` when the report asked for it
     snapshots: tuple = ()       # per checkpointed loop: 0 (two-level), or the revolve's snapshots
+    passes: tuple = ()          # the reverse passes that ran, in order (coarsen.ad.reverse.pipeline)
 
     def __post_init__(self):
         # how each prange (or parallel) loop was run (coarsen.ad.reverse.parallel), and how
@@ -113,6 +114,8 @@ class Report(TransformReport):
         out.append(f"  symbolic + code generation time: {self.transform_seconds:.3f} s")
         if self.tape_bytes is not None:
             out.append(f"  tape of the last call: {self.tape_bytes} bytes")
+        if self.passes:
+            out.append(f"  passes that ran: {', '.join(self.passes)}")
         if self.tape_lines is not None:
             out.append(self.tape_lines.format())
         return "\n".join(out)

@@ -89,13 +89,8 @@ def instrumented_module(fn, art):
     wrt_ir = tuple(fn_ir.params[params.index(w)] for w in art.wrt)
     facts = analyze(fn_ir, wrt_ir)
     weights = machine_weights() if options.coarsen else None
-    module, em = differentiate_ir(fn_ir, wrt_ir, facts, art.entry_name, coarsen=options.coarsen,
-                                  budget_seconds=options.budget_seconds,
-                                  workspace=False, boundscheck=options.boundscheck,
-                                  plan=options.plan, weights=weights,
-                                  max_tape_bytes=options.max_tape_bytes,
-                                  parallel=getattr(options, "parallel", False), tape_lines=True,
-                                  scaled_adds=options.build_target == "cpu")
+    module, em = differentiate_ir(fn_ir, wrt_ir, facts, art.entry_name, options, weights=weights,
+                                  tape_lines=True)
     source = lowering.render(module, target=options.build_target,
                              header=f"coarsen tape lines (instrumented) of {fn.__qualname__}")
     return lowering.build(source, name=fn.__name__, target=options.build_target), em.tape_lines

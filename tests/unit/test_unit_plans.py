@@ -17,6 +17,7 @@ from coarsen import symbolic as S
 from coarsen.ad.canonical import lift_canonically, show_temps
 from coarsen.ad.lift import closed_form_segment, differentiate_segment
 from coarsen.ad.reverse import differentiate_ir
+from coarsen.transforms.artifact import Options
 from coarsen.ad.reverse.cleanup import drop_dead_adjoint_code
 from coarsen.analysis.activity import analyze
 from coarsen.analysis.plans import ClosedFormLoop, Fallback, LiftedSegment, SegmentPlan
@@ -83,7 +84,7 @@ def test_planning_gives_typed_plans_and_lifting_typed_results():
 def test_the_driver_leaves_plans_on_its_segments():
     f, _ = lower(arith)
     infer(f, [F64, I64])
-    _, em = differentiate_ir(f, ("a",), analyze(f, ("a",)), "entry", coarsen=True)
+    _, em = differentiate_ir(f, ("a",), analyze(f, ("a",)), "entry", Options(target="python"))
     (seg,) = em.segments
     assert isinstance(seg.plan.lifted, ClosedFormLoop) and seg.plan.kind == "loop"
     assert seg.plan.lifted.loop is not None and seg.plan.fallback is None

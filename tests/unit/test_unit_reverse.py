@@ -23,6 +23,7 @@ from coarsen import symbolic as S
 from coarsen.ad.canonical import lift_canonically, real_name, real_text
 from coarsen.ad.lift import differentiate_segment
 from coarsen.ad.reverse import differentiate_ir
+from coarsen.transforms.artifact import Options
 from coarsen.analysis.activity import analyze
 from coarsen.analysis.segments import plan_segments
 from coarsen.frontend.lower import lower
@@ -66,8 +67,8 @@ def generate(fn, types, wrt, coarse):
     f, _ = lower(fn)
     infer(f, types)
     # coarse: the recompute step (plan="auto" follows the cost weights)
-    module, _ = differentiate_ir(f, wrt, analyze(f, wrt), "entry", coarsen=coarse,
-                                 plan="recompute")
+    module, _ = differentiate_ir(f, wrt, analyze(f, wrt), "entry",
+                                 Options(coarsen=coarse, plan="recompute", target="python"))
     source = lowering.render(module, target="python")
     module = lowering.build(source, name=f"unit_{fn.__name__}", target="python")
     return source, module.entry
@@ -112,7 +113,7 @@ def test_loop_carried_scalar_is_taped_once_per_trip(coarse, taped, per_trip):
     source, entry = generate(logistic, [F64, F64, I64], ("x", "r"), coarse)
     assert pushed(source) == (taped, set())
     assert sorted(popped(source)) == sorted(taped)              # each push has its pop
-    assert f"    _ftape = _reserve(_ftape, _fpos + {per_trip} * _t1)" in source.split("\n")
+    assert f"    _ftape = _reserve(_ftape, _fpos + {per_trip} * n)" in source.split("\n")
     value, (dx, dr), (floats, ints) = entry(0.3, 3.1, 7)
     x, hx, hr = logistic_by_hand(0.3, 3.1, 7)
     assert value == x

@@ -3,7 +3,8 @@
 Requires: a typed ``ir.Function`` (``coarsen.ir.typeinfer.infer``), the IR names of the
 differentiated parameters, and activity ``Facts`` for them
 (``coarsen.analysis.activity.analyze``).
-Guarantees: ``jvp_ir(fn, wrt, facts, entry_name)`` returns ``(module, emitter)``: a
+Guarantees: ``jvp_ir(fn, wrt, facts, entry_name, options)`` (``options``: the transform's
+``JvpOptions``, one object) returns ``(module, emitter)``: a
 ``gast.Module`` with the runtime helpers it needs and the entry
 ``<entry_name>(*fn.params, *tangents)`` (one tangent per ``wrt`` parameter, shaped like it,
 named ``<name>_dot``) returning ``(value, tangent of the result)``: two floats, or two new
@@ -29,7 +30,9 @@ operation the single-direction code.  With
 ``input_language=True`` matrix products, ``solve`` and ``einsum`` are emitted as NumPy calls
 (``a @ b``, ``np.linalg.solve``, ``np.einsum``), not as the runtime helpers whose shape checks
 ``raise``, so that the module is in coarsen's input language (``coarsen.hessian`` reads it back
-for reverse mode).  The IR is not modified.
+for reverse mode).  The entry's statements then go through the passes of
+``coarsen.ad.forward.pipeline.FORWARD`` (the SIMD form's ``jam``), but those named in
+``options.disable``; ``emitter.passes_run`` names those that ran.  The IR is not modified.
 """
 from __future__ import annotations
 
@@ -45,19 +48,23 @@ from ...codegen import build as B
 from ...codegen.gast_queries import comment_pass
 from ..lift_planned import lift_planned, lifted_names
 from ...codegen.runtime import helper_source
+from ..passes import Fact
 from . import lanes
 from .emitter import ForwardEmitter
 from ...ir.tangent_names import tangent_names
-from . import jam
+from .pipeline import FORWARD, ForwardCode, ForwardContext
 from .simd import LANE_HELPERS, NotVectorized, simd_body
 
 
-def jvp_ir(fn, wrt, facts, entry_name, *, boundscheck=True, input_language=False,
-           directions=0, coarsen=False, budget_seconds=10.0, simd=False):
+def jvp_ir(fn, wrt, facts, entry_name, options, *, budget_seconds=10.0):
     """The JVP module of ``fn`` (see the module docstring) and its emitter (``names``: the
     tangents' names; ``tangent_statements``, ``zero_tangents``, ``loop_notes`` for reports;
     ``segments``: the planned segments, ``timed_out``: the locations of those whose symbolic
-    stage ran past ``budget_seconds``, with ``coarsen=True``)."""
+    stage ran past ``budget_seconds``, with ``options.coarsen``; ``passes_run``).  The
+    driver reads ``boundscheck``, ``input_language``, ``directions``, ``coarsen``, ``simd``
+    and ``disable`` from ``options``."""
+    boundscheck, input_language = options.boundscheck, options.input_language
+    directions, coarsen, simd = options.directions, options.coarsen, options.simd
     segments, budgets, names = [], [], {}
     if coarsen:
         # planning puts Segment nodes into the body and closed forms replace loops: a copy
@@ -72,7 +79,7 @@ def jvp_ir(fn, wrt, facts, entry_name, *, boundscheck=True, input_language=False
         # NotVectorized where it cannot be)
         if coarsen:
             raise NotVectorized("coarse forward mode")
-        return _simd_module(fn, wrt, facts, entry_name, bounds, input_language, directions)
+        return _simd_module(fn, wrt, facts, entry_name, bounds, options)
     em = ForwardEmitter(fn, wrt, facts, bounds, input_language, directions)
     em.lifted_names = names
     em.segments = segments
@@ -130,8 +137,18 @@ def jvp_ir(fn, wrt, facts, entry_name, *, boundscheck=True, input_language=False
         result_dot = B.name(em.dot(fn.result)) if active_result else B.const(0.0)
         ret = B.return_(B.tuple_(B.call("float", fn.result), B.call("float", result_dot)))
     params = list(fn.params) + [packed[w] if directions else em.dot(w) for w in wrt]
-    func = B.funcdef(entry_name, params, prologue + body + epilogue + [ret])
+    code = _passes(ForwardCode(prologue + body + epilogue + [ret], tuple(params), []), em,
+                   options, frozenset())
+    func = B.funcdef(entry_name, params, code.stmts)
     return _module(func, em), em
+
+
+def _passes(code, em, options, start):
+    """``code`` through the pipeline ``FORWARD`` (``start``: the facts established); the
+    names of the passes that ran in ``em.passes_run``, the loops jammed in ``em.jammed``."""
+    code, em.passes_run = FORWARD.run(code, ForwardContext(options), options.disable, start)
+    em.jammed = code.jammed
+    return code
 
 
 def _module(func, em, imports=""):
@@ -149,11 +166,12 @@ def _module(func, em, imports=""):
     return module
 
 
-def _simd_module(fn, wrt, facts, entry_name, bounds, input_language, k):
-    """The vector JVP of ``k`` directions in its SIMD form (``coarsen.ad.forward.simd``):
-    the same entry as ``directions=k`` (packed tangents in, packed tangents out), each
-    tangent K lanes wide inside."""
-    em = ForwardEmitter(fn, wrt, facts, bounds, input_language, 0)
+def _simd_module(fn, wrt, facts, entry_name, bounds, options):
+    """The vector JVP of ``k = options.directions`` directions in its SIMD form
+    (``coarsen.ad.forward.simd``): the same entry as ``directions=k`` (packed tangents in,
+    packed tangents out), each tangent K lanes wide inside."""
+    k = options.directions
+    em = ForwardEmitter(fn, wrt, facts, bounds, options.input_language, 0)
     em.lifted_names, em.segments, em.timed_out = {}, [], ()
     body = em.block(fn.body)
     comment_pass(body)
@@ -213,10 +231,9 @@ def _simd_module(fn, wrt, facts, entry_name, bounds, input_language, k):
     value = B.call("np.copy", B.name(r)) if result_arr else B.call("float", r)
     ret = B.return_(B.tuple_(value, B.name(out)))
     params = list(fn.params) + [packed[w] for w in wrt]
-    stmts = prologue + body + epilogue + [ret]
-    taken = {n.id for s in stmts for n in gast.walk(s) if isinstance(n, gast.Name)}
-    stmts, em.jammed = jam.jam_loops(stmts, taken | set(params), jam.JAM)
-    func = B.funcdef(entry_name, params, stmts)
+    code = _passes(ForwardCode(prologue + body + epilogue + [ret], tuple(params), []), em,
+                   options, frozenset({Fact.SIMD_ENTRY}))
+    func = B.funcdef(entry_name, params, code.stmts)
     used = {n.id for n in gast.walk(func) if isinstance(n, gast.Name)}
     names = [f"{fname} as {alias}" for alias, fname in sorted(LANE_HELPERS.items())
              if alias in used]

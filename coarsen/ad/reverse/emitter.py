@@ -9,17 +9,23 @@ trip by trip (``fused``), checkpointed loops under a tape budget (``checkpoint``
 preaccumulated by forward mode (``forward_loops``).  The emitter
 never changes the IR it reads: variables it makes (trip counters, closed-form temporaries) get
 their types in ``self.types``, a copy of ``fn.types``.
+It takes the transform's ``Options`` as one object (``options``: ``workspace``,
+``parallel_all``, ``max_tape_bytes`` and ``local_tape`` are read from it) and what the driver
+decided before the emission as one ``EmitterInputs``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import gast
 
+from ...analysis.costmodel import default_weights
 from ...ir.nodes import (Array, Var)
 from ...analysis.activity import intact
 from ...codegen import build as B
 from ..operands import OperandQueries
 from ...codegen.build import X
-from ...analysis.recording import find_int_recomputable, find_recomputable
+from ...analysis.recording import find_int_recomputable, find_recomputable, rereads_for_steps
 from ...analysis.reductions import find_reduction_loops
 from .adjoints import AdjointMixin
 from .checkpoint import CheckpointMixin
@@ -30,11 +36,30 @@ from .steps import SegmentMixin
 from .tapes import TapeMixin
 
 
+@dataclass(frozen=True)
+class EmitterInputs:
+    """What the reverse driver decided before an emission (one round of its tape fixpoint)."""
+    cheap: dict = field(default_factory=dict)   # float temporaries the reverse sweep re-evaluates
+    lifted_names: dict = field(default_factory=dict)    # canonical -> real names (ad.canonical)
+    weights: object = None          # the cost model's weights (default weights where None)
+    tape_sites: frozenset = frozenset()     # ids of the assignments that tape (``taped_at``)
+    bounds: object = None           # the index checks' plan (``analysis.bounds``), or None
+    tape_lines: bool = False        # count the tape's entries per source line (not workspace)
+
+
 class Emitter(OperandQueries, TapeMixin, AdjointMixin, SegmentMixin, ControlMixin, FusedMixin,
               CheckpointMixin, ForwardLoopMixin):
     def __init__(self, fn, wrt, facts, tbr=frozenset(), int_recompute=None, reductions=None,
-                 supply=None):
+                 supply=None, *, options, inputs=EmitterInputs()):
         self.fn = fn
+        self.options = options
+        self.cheap = inputs.cheap
+        self.lifted_names = inputs.lifted_names
+        self.weights = inputs.weights if inputs.weights is not None else default_weights()
+        self.tape_sites = inputs.tape_sites
+        self.bounds = inputs.bounds
+        # the sites of the tape's pushes, counted per source line (``tapes``), or None
+        self.tape_lines = [] if inputs.tape_lines and not options.workspace else None
         # names from a fork of the module's supply (each try of the tape fixpoint spells its
         # names alike), or from the supply of the emission this one is part of
         self.supply = fn.names.fork() if supply is None else supply
@@ -51,6 +76,7 @@ class Emitter(OperandQueries, TapeMixin, AdjointMixin, SegmentMixin, ControlMixi
         self.extra_inits = []     # (name, type) of emitter-made variables to pre-initialize
         self.depth = 0
         self.recompute = find_recomputable(fn, facts)
+        self.step_rereads = rereads_for_steps(fn, self.recompute)
         # the analyses of coarsen.analysis.recording and .reductions (the driver computes
         # them once for the emissions of its tape fixpoint)
         self.int_recompute = find_int_recomputable(fn, facts) if int_recompute is None else int_recompute
@@ -61,6 +87,28 @@ class Emitter(OperandQueries, TapeMixin, AdjointMixin, SegmentMixin, ControlMixi
         self.reads_at = {}
         self.region = self.new_region()
         self.defined = set(fn.params)   # set on every path to the statement being emitted
+
+    # ------------------------------------------------------------------ options
+    @property
+    def workspace(self):
+        """CUDA's workspace mode: the tapes are slices of one preallocated workspace."""
+        return self.options.workspace
+
+    @property
+    def parallel_all(self):
+        """Every reduction loop run in parallel blocks (``coarsen.ad.reverse.parallel``)."""
+        return self.options.parallel
+
+    @property
+    def max_tape_bytes(self):
+        """The tape budget (``coarsen.ad.reverse.checkpoint``); None in workspace mode, whose
+        tapes are fixed slices."""
+        return None if self.options.workspace else self.options.max_tape_bytes
+
+    @property
+    def local_tape(self):
+        """``(floats, ints)`` of the local stretch tapes (workspace mode only), or None."""
+        return self.options.local_tape if self.options.workspace else None
 
     # ------------------------------------------------------------------ naming
     def fresh(self, base):
@@ -77,8 +125,6 @@ class Emitter(OperandQueries, TapeMixin, AdjointMixin, SegmentMixin, ControlMixi
 
     def taped(self, name):
         return name in self.tbr and not intact(self.f, name)
-
-    tape_sites = frozenset()
 
     def taped_at(self, s):
         """Must the assignment ``s`` save the value it overwrites?  Arrays: when the variable
@@ -106,7 +152,6 @@ class Emitter(OperandQueries, TapeMixin, AdjointMixin, SegmentMixin, ControlMixi
         return X(B.const(operand.value))
 
     in_reverse = False
-    cheap = {}      # float temporaries the reverse sweep evaluates again (set by the driver)
 
     # the plain range loops being emitted, outermost first: (ids of the statements in the
     # loop's body, {recomputable integer: None} to assign before the loop's reverse)
@@ -163,5 +208,4 @@ class Emitter(OperandQueries, TapeMixin, AdjointMixin, SegmentMixin, ControlMixi
         for node in nodes:
             Expand().visit(node)
         return nodes
-    lifted_names = {}     # canonical -> real names of lifted segments (coarsen.ad.canonical)
 

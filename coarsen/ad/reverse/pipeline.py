@@ -1,0 +1,184 @@
+"""The reverse mode's cleanup and optimization passes, in the order they run.
+
+Requires: the entry the driver assembled (``coarsen.ad.reverse.driver``) as ``ReverseCode``
+and what the passes read besides as ``ReverseContext``; the pass manager
+(``coarsen.ad.passes``).
+Guarantees: ``REVERSE`` is the pipeline of the entry's statements and ``REVERSE.then`` that
+of the assembled module (``ReverseModule``); each pass wraps one function of its own module
+(the rewrite itself and its conditions are that module's docstring) and returns a new
+``ReverseCode`` (the input is not modified): the statements, the compiler-made names (a pass
+that makes names adds them), the runtime helpers the passes call, the tapes the entry takes
+and gives back, and its parameters.  Every pass keeps the values the function computes, bit
+for bit.  ``Options.disable`` names passes to switch off (``REVERSE.check`` validates it);
+the driver records the names of those that ran (``Emitter.passes_run``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import gast
+
+from ...codegen import build as B
+from ..passes import Fact, Pass, Pipeline
+from .adjoint_rows import adjoint_rows
+from .cleanup import drop_dead_adjoint_code
+from .dead_resets import drop_dead_resets
+from .first_writes import first_writes, guarded_first_writes
+from .fuse_loops import fuse_loops
+from .invariant_reads import invariant_reads
+from .invariant_sums import invariant_sums
+from .loop_order import forward_order
+from .rematerialize import rematerialize
+from .scaled_adds import scaled_add_calls
+from .scratch import scratch_arrays
+from .tapes import FT, IT
+from .zero_adjoints import drop_zero_accumulations
+
+
+@dataclass(frozen=True)
+class ReverseCode:
+    """The entry between passes."""
+    body: list              # its statements (gast), never modified in place
+    made: frozenset         # the names the compiler made
+    helpers: frozenset      # the runtime helpers the passes call
+    tapes: tuple            # the tapes it takes and gives back (FT, IT), those it uses
+    params: tuple           # its parameters
+
+
+@dataclass(frozen=True)
+class ReverseContext:
+    """What the passes read besides the code; fixed for the pipeline's run."""
+    options: object         # the transform's ``Options`` (workspace, build_target, ...)
+    fn_params: tuple        # the function's own parameters
+    ranks: dict             # {array name: rank}: variables (the emitter's too), adjoints, tapes
+    arrays: dict            # {array name: rank}: the function's variables and their adjoints
+    floats: frozenset       # the float64 scalars and their adjoints
+    variable_ranks: dict    # {array name: rank}: the function's variables only
+    capacity_in_counts: bool    # the counts end with the float tape's capacity (see scratch)
+    types: dict             # the function's types (its variables', the emitter's own)
+
+
+@dataclass(frozen=True)
+class ReverseModule:
+    """The assembled module between the passes of the module stage (``REVERSE.then``)."""
+    module: object          # gast.Module
+
+
+MADE = frozenset({Fact.ENTRY, Fact.MADE_NAMES})
+
+
+def _zero_adds(code, ctx):
+    return replace(code, body=drop_zero_accumulations(code.body, code.made))
+
+
+def _dead_adjoint_code(code, ctx):
+    return replace(code, body=drop_dead_adjoint_code(code.body, code.made))
+
+
+def _dead_resets(code, ctx):
+    return replace(code, body=drop_dead_resets(code.body, code.made))
+
+
+def _first_writes(code, ctx):
+    return replace(code, body=first_writes(code.body, code.made))
+
+
+def _loop_order(code, ctx):
+    return replace(code, body=forward_order(code.body, code.made, ctx.ranks))
+
+
+def _invariant_sums(code, ctx):
+    return replace(code, body=invariant_sums(code.body, code.made))
+
+
+def _fuse_loops(code, ctx):
+    return replace(code, body=fuse_loops(code.body, code.made))
+
+
+def _rematerialize(code, ctx):
+    body, new = rematerialize(code.body, code.made, ctx.arrays, ctx.floats)
+    return replace(code, body=body, made=code.made | new)
+
+
+def _adjoint_rows(code, ctx):
+    body, new = adjoint_rows(code.body, code.made, ctx.arrays, params=ctx.fn_params)
+    return replace(code, body=body, made=code.made | new)
+
+
+def _guarded_first_writes(code, ctx):
+    body, new = guarded_first_writes(code.body, code.made)
+    return replace(code, body=body, made=code.made | new)
+
+
+def _scratch(code, ctx):
+    body, used = scratch_arrays(code.body, code.made, taped=FT in code.tapes,
+                                ranks=ctx.variable_ranks)
+    tapes, params = code.tapes, code.params
+    if used and FT not in tapes:
+        # a function that tapes no float gets a float tape for them: the entry takes it and
+        # gives it back
+        tapes = (FT,) + tapes
+        params = ctx.fn_params + tapes
+        ret = body[-1]
+        body = body[:-1] + [B.return_(B.tuple_(*ret.value.elts[:3], *(B.name(t) for t in tapes)))]
+    if used and ctx.capacity_in_counts:
+        # the float tape's capacity, last in the counts: the arrays on it do not show in
+        # ``_tape_floats``, and a caller that sees it grow keeps the tapes
+        elts = body[-1].value.elts
+        counts = gast.Tuple(elts=elts[2].elts + [gast.parse(f"{FT}.shape[0]").body[0].value],
+                            ctx=elts[2].ctx)
+        body = body[:-1] + [gast.Return(value=gast.Tuple(elts=elts[:2] + [counts] + elts[3:],
+                                                          ctx=body[-1].value.ctx))]
+    return replace(code, body=body, helpers=code.helpers | used, tapes=tapes, params=params)
+
+
+def _invariant_reads(code, ctx):
+    return replace(code, body=invariant_reads(code.body, code.made, (FT, IT)))
+
+
+def _scaled_adds(code, ctx):
+    body, used = scaled_add_calls(code.body)
+    return replace(code, body=body, helpers=code.helpers | used)
+
+
+def _not_workspace(ctx):
+    return not ctx.options.workspace
+
+
+def _cpu(ctx):
+    return ctx.options.build_target == "cpu"
+
+
+REVERSE = Pipeline("reverse", (
+    Pass("zero_adds", _zero_adds, MADE, frozenset({Fact.NO_ZERO_ADDS}),
+         doc="drop `x += z` where the compiler-made z holds 0.0 (zero_adjoints)"),
+    Pass("dead_adjoint_code", _dead_adjoint_code, MADE, frozenset({Fact.NO_DEAD_ADJOINT_CODE}),
+         doc="drop dead compiler-made assignments and empty reservations (cleanup)"),
+    Pass("dead_resets", _dead_resets, MADE, frozenset({Fact.NO_DEAD_RESETS}),
+         doc="drop `X_bar[i] = 0.0` after the element's last read (dead_resets)"),
+    Pass("first_writes", _first_writes, MADE, frozenset({Fact.FIRST_WRITES}),
+         doc="np.zeros then `+=` once per element becomes np.empty and `=` (first_writes)"),
+    Pass("loop_order", _loop_order, MADE | {Fact.RANKS, Fact.REVERSE_MARKS},
+         frozenset({Fact.FORWARD_ORDER}),
+         doc="a reverse loop whose trips commute counts up (loop_order)"),
+    Pass("invariant_sums", _invariant_sums, MADE, frozenset({Fact.INVARIANT_SUMS}),
+         doc="an element a loop only adds into is held in a local (invariant_sums)"),
+    Pass("fuse_loops", _fuse_loops, MADE, frozenset({Fact.FUSED_LOOPS}),
+         doc="adjacent loops over the same range become one (fuse_loops)"),
+    Pass("rematerialize", _rematerialize, MADE | {Fact.RANKS}, frozenset({Fact.REMATERIALIZED}),
+         doc="rank-one matrix adjoints recomputed where read (rematerialize)"),
+    Pass("adjoint_rows", _adjoint_rows, MADE | {Fact.RANKS}, frozenset({Fact.ADJOINT_ROWS}),
+         doc="a history's adjoint as a ring of the rows its reverse loop reaches (adjoint_rows)"),
+    Pass("guarded_first_writes", _guarded_first_writes, MADE,
+         frozenset({Fact.GUARDED_FIRST_WRITES}),
+         doc="first writes proven by a runtime test, versioned on it (first_writes)"),
+    Pass("scratch_arrays", _scratch, MADE | {Fact.RANKS, Fact.KEPT_FLOAT_TAPE},
+         frozenset({Fact.SCRATCH_ON_TAPE}), applies=_not_workspace,
+         doc="the reverse sweep's arrays carved from the kept float tape (scratch)"),
+    Pass("invariant_reads", _invariant_reads, MADE, frozenset({Fact.INVARIANT_READS}),
+         doc="loop-invariant element reads hoisted before the loop (invariant_reads)"),
+    Pass("scaled_adds", _scaled_adds, frozenset({Fact.ENTRY, Fact.SCALED_MARKS}),
+         frozenset({Fact.SCALED_ADD_CALLS}), applies=_cpu,
+         doc="marked `X_bar += s * A` as loop helper calls, cpu target (scaled_adds)"),
+), start=frozenset({Fact.ENTRY, Fact.MADE_NAMES, Fact.RANKS, Fact.REVERSE_MARKS,
+                    Fact.SCALED_MARKS, Fact.KEPT_FLOAT_TAPE}))
