@@ -391,7 +391,7 @@ class Known:
 class GlobalArray:
     """A NumPy array bound to a module-level name: a read-only input of the gradient.
     ``where``: the namespace (a module's or function's globals dict) and the name it was read
-    under, for the check that it is not rebound later (``coarsen.module_arrays``); None for a
+    under, for the check that it is not rebound later (``coarsen.transforms.module_arrays``); None for a
     closure's cell."""
     name: str
     value: object = field(compare=False, hash=False)

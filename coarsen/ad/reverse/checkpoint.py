@@ -83,7 +83,7 @@ PEAK_CHECKPOINTED, PEAK_UNCHECKED = "peak", "peak, no loop checkpointed"
 #: the peak entries of the float and int tapes (checkpoints included), sampled in the forward sweep
 PEAK_F, PEAK_I = "_peakf", "_peaki"
 
-# the tapes, and the tape-lines counters of the instrumented build (coarsen.tape_lines): never
+# the tapes, and the tape-lines counters of the instrumented build (coarsen.transforms.tape_lines): never
 # state; the counters count the re-runs' pushes too
 _TAPES = frozenset({FT, FP, IT, IP, TLF, TLI, TL_MARK})
 

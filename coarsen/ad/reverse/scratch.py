@@ -6,7 +6,7 @@ Freed at the end of each call, two such arrays leave enough free memory at the t
 heap that it hands the pages back to the system, and the next call's arrays are fresh pages:
 one page fault per 4 KiB.  The heat app at size l (4001 x 400) took 16 ms a call that way and
 3.6 ms with glibc told to keep its memory (``MALLOC_TRIM_THRESHOLD_``), its primal 0.3 ms.  The
-gradient keeps its float tape across calls (``coarsen.api``: kept tapes), so arrays carved from
+gradient keeps its float tape across calls (``coarsen.transforms.gradient``: kept tapes), so arrays carved from
 the tape, above its last entry, reuse the same warm memory on every call.
 
 Requires: the generated function's top-level statements (gast), the names the compiler made,
@@ -45,7 +45,7 @@ from .cleanup import elementwise_uses, fresh_allocation, index_elts, np_allocati
 __all__ = ["SCRATCH_HELPERS", "scratch_arrays"]
 
 #: the runtime helpers of this pass (``coarsen.codegen.runtime``); a module that calls them keeps
-#: its tapes across calls once they have grown (``coarsen.api``)
+#: its tapes across calls once they have grown (``coarsen.transforms.gradient``)
 SCRATCH_HELPERS = ("_scratch_empty", "_scratch_zeros")
 
 FT, FP, TOP = "_ftape", "_fpos", "_wtop"
