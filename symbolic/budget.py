@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .ops import count_ops
+
 __all__ = ["Budget", "BudgetExceeded"]
 
 
@@ -85,7 +87,6 @@ class Budget:
         if isinstance(expr_or_count, int) and not isinstance(expr_or_count, bool):
             n = expr_or_count
         else:
-            from .ops import count_ops
             n = count_ops(expr_or_count, limit=self.max_ops, budget=self)
         if n > self.max_ops:
             raise BudgetExceeded(f"size: more than {self.max_ops} operations")
