@@ -8,7 +8,7 @@ import pytest
 
 import coarsen
 from coarsen.transforms import direct_call
-from coarsen.transforms.gradient import GRAD_ONLY_AFTER
+from coarsen.transforms.tiers import GRAD_ONLY_AFTER
 from coarsen.transforms.artifact import grad_only_source
 
 
@@ -136,7 +136,7 @@ def test_plain_entry_compiled_only_for_a_hot_kind():
     times compiles the taped entry alone.  The numbers are the same, bit for bit, before and
     after the switch, and after it the direct hit holds Numba's entries themselves.  (Functions
     of this test only: no other test compiles their entries.)"""
-    from coarsen.transforms.gradient import PLAIN_AFTER
+    from coarsen.transforms.tiers import PLAIN_AFTER
 
     g = coarsen.differentiate(_hot_pendulum, wrt=("theta", "omega", "k"), coarsen=False)
     small = (0.3, 0.1, 2.0, 20)                     # tapes below KEEP_TAPES_ABOVE

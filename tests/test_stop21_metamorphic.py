@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import coarsen
-from coarsen.transforms.gradient import GRAD_ONLY_AFTER
+from coarsen.transforms.tiers import GRAD_ONLY_AFTER
 from apps.series import objective as series
 from tests.oracle import assert_grad_close, fd_grad, tolerances_for
 from tests.test_hoist import mixture

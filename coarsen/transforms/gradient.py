@@ -59,7 +59,6 @@ from ..ad.reverse.scratch import SCRATCH_HELPERS
 from ..analysis.costmodel import machine_weights
 from ..analysis.activity import analyze
 from .artifact import (
-    TARGETS,
     grad_only_source,
     Artifact,
     KeyParts,
@@ -76,17 +75,8 @@ from .prepare import code_fingerprint, lower_for, typed_ir
 from ..lowering.cache import toolchain_versions
 from .tiers import GRAD_ONLY_AFTER, PLAIN_AFTER, Tiers, fresh_taped
 
-__all__ = [
-    "TARGETS",
-    "Artifact",
-    "Gradient",
-    "Options",
-    "Report",
-    "Signature",
-    "compile_gradient",
-    "differentiate",
-    "ir_text",
-]
+__all__ = ["KEEP_SCRATCH_ABOVE", "KEEP_TAPES_ABOVE", "Gradient", "compile_gradient", "differentiate",
+           "ir_text", "new_gradient"]
 
 
 # compile_gradient lives beside Gradient, not in a module of its own: it reads
