@@ -222,7 +222,7 @@ CASES = [
      "_rows0 = 2 if"),
     (every_row_read, _heat_args, None),
     # (the user's names that begin with ``_`` are escaped: ``u_rows0``)
-    (heat_named_like_the_ring, _heat_args, "_rows0 = 2 if _t4 - 1 > -1 else u_rows1.shape[0]"),
+    (heat_named_like_the_ring, _heat_args, "_rows0 = 2 if u_col0 - 1 > -1 else u_rows1.shape[0]"),
 ]
 
 

@@ -5,25 +5,18 @@ def value_and_grad_arith(a, n):
     # forward sweep
     # s = 0.0
     s = 0.0
-    # for i in range(n):
-    _t1 = n
     # loop (line 10) in closed form: s = a*trips*(trips - 1)/2 + s  where trips = Max(0, n)
-    _n1 = int(max(0, _t1))
+    _n1 = int(max(0, n))
     _closed2 = float(0.5 * a * (float(_n1) - 1) * float(_n1) + s)
     s = _closed2
-    # return s
-    _ret = s
     # reverse sweep
-    _value = float(_ret)
+    _value = float(s)
     _tape_floats = 0
     _tape_ints = 0
-    _ret_bar = 1.0
     a_bar = 0.0
     s_bar = 0.0
     # return s
-    s_bar += _ret_bar
+    s_bar += 1.0
     # segment 1 (line 10), one preaccumulated step: s = a*trips*(trips - 1)/2 + s  where trips = Max(0, n)
-    a_bar += s_bar * (0.5 * (float(max(0, _t1)) - 1) * float(max(0, _t1)))
-    # s = 0.0
-    s_bar = 0.0
+    a_bar += s_bar * (0.5 * (float(max(0, n)) - 1) * float(max(0, n)))
     return (_value, (a_bar,), (_tape_floats, _tape_ints))

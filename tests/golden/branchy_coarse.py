@@ -29,27 +29,26 @@ def value_and_grad_branchy(x, y):
     _value = float(_ret)
     _tape_floats = 0
     _tape_ints = 0
-    _ret_bar = 1.0
     x_bar = 0.0
     y_bar = 0.0
     # segment 1 (lines 55-60), one preaccumulated step: 2 paths through its branches
     if _t3:
-        _s1_t_1 = x * y + math.sin(x)
+        _s1_t_1 = _t1 + _t2
         _s1_t0 = math.sqrt(_s1_t_1)
         _s1_u_1 = y * _s1_t0
         _s1_t1 = math.exp(-y * _s1_u_1)
         _s1__ret_1 = _s1_u_1 * _s1_t1
         _s1_t2 = -y * _s1__ret_1 + _s1_t1
         _s1_t3 = 0.5 * y * _s1_t2 / _s1_t0
-        x_bar += _ret_bar * (_s1_t3 * (y + math.cos(x)))
-        y_bar += _ret_bar * (x * _s1_t3 - _s1__ret_1 * _s1_u_1 + _s1_t0 * _s1_t2)
+        x_bar += _s1_t3 * (y + math.cos(x))
+        y_bar += x * _s1_t3 - _s1__ret_1 * _s1_u_1 + _s1_t0 * _s1_t2
     else:
-        _s1_t_1 = x * y + math.sin(x)
+        _s1_t_1 = _t1 + _t2
         _s1_u_1 = -x + _s1_t_1 * _s1_t_1
         _s1_t0 = math.exp(-y * _s1_u_1)
         _s1__ret_1 = _s1_u_1 * _s1_t0
         _s1_t1 = -y * _s1__ret_1 + _s1_t0
         _s1_t2 = 2 * _s1_t_1 * _s1_t1
-        x_bar += _ret_bar * (-_s1_t1 + _s1_t2 * (y + math.cos(x)))
-        y_bar += _ret_bar * (x * _s1_t2 - _s1__ret_1 * _s1_u_1)
+        x_bar += -_s1_t1 + _s1_t2 * (y + math.cos(x))
+        y_bar += x * _s1_t2 - _s1__ret_1 * _s1_u_1
     return (_value, (x_bar, y_bar), (_tape_floats, _tape_ints))

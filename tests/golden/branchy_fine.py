@@ -29,36 +29,28 @@ def value_and_grad_branchy(x, y):
     _value = float(_ret)
     _tape_floats = 0
     _tape_ints = 0
-    _ret_bar = 1.0
     t_bar = 0.0
     u_bar = 0.0
     x_bar = 0.0
     y_bar = 0.0
     # return u * math.exp(-y * u)
-    u_bar += _ret_bar * _t8
-    _t8_bar = _ret_bar * u
-    _t7_bar = _t8_bar * _t8
-    _t6_bar = _t7_bar * u
-    u_bar += _t7_bar * _t6
+    u_bar += _t8
+    _t6_bar = _ret * u
+    u_bar += _ret * _t6
     y_bar += -_t6_bar
     # if t > 0.5:
     if _t3:
         # u = math.sqrt(t) * y
         _t4_bar = u_bar * y
         y_bar += u_bar * _t4
-        u_bar = 0.0
         t_bar += _t4_bar * (0.5 / _t4)
     else:
         # u = t * t - x
-        _t5_bar = u_bar
         x_bar += -u_bar
-        u_bar = 0.0
-        t_bar += _t5_bar * t
-        t_bar += _t5_bar * t
+        t_bar += u_bar * t
+        t_bar += u_bar * t
     # t = x * y + math.sin(x)
-    _t1_bar = t_bar
-    _t2_bar = t_bar
-    x_bar += _t2_bar * math.cos(x)
-    x_bar += _t1_bar * y
-    y_bar += _t1_bar * x
+    x_bar += t_bar * math.cos(x)
+    x_bar += t_bar * y
+    y_bar += t_bar * x
     return (_value, (x_bar, y_bar), (_tape_floats, _tape_ints))

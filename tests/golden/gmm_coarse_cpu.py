@@ -62,15 +62,8 @@ def _scratch_zeros(tape, top, shape, size):
 @numba.njit(cache=True, error_model='numpy')
 def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart_m, _ftape, _itape):
     # prologue: copies of written inputs, tapes, initial values
-    _cut16 = 0.0
-    _g14 = 0.0
-    _g15 = 0.0
-    _pa10 = 0.0
-    _pa13 = 0.0
-    _pa18 = 0.0
     _pa19 = 0.0
     _pa2 = 0.0
-    _pa4 = 0.0
     _t30 = False
     _t39 = False
     _t88 = 0.0
@@ -98,8 +91,6 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     qx = np.zeros((d,))
     # slse = 0.0
     slse = 0.0
-    # for i in range(n):
-    _t1 = n
     # qx[j] = math.exp(icf[k, j]) * (x[i, j] - means[k, j])
     _t89 = max(K, 0)
     _t90 = max(d, 0)
@@ -117,7 +108,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             _t88 = math.exp(_t87)
             _tab1[_h2, _h3] = _t88
     # for i in range(n):
-    if 0 < _t1 and main_term.shape[0] <= 0:
+    if 0 < n and main_term.shape[0] <= 0:
         raise IndexError('index out of range (axis 0 of main_term) at gmm.py:57: mx = main_term[0]')
     _ftape = _reserve(_ftape, _fpos + (max(K, 0) * max(d, 0) + max(K, 0)))
     _itape = _reserve(_itape, _ipos + (max(K, 0) + max(K - 1, 0)))
@@ -128,23 +119,21 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     _acc8 = np.zeros(means.shape)
     main_term_bar = np.zeros(main_term.shape)
     qx_bar = np.zeros(qx.shape)
-    for i in range(_t1):
+    for i in range(n):
         # for k in range(K):
-        _t2 = K
-        if _t2 > alphas.shape[0]:
+        if K > alphas.shape[0]:
             raise IndexError('index out of range (axis 0 of alphas) at gmm.py:56: main_term[k] = alphas[k] + sum_q - 0.5 * sq')
-        for k in range(_t2):
+        for k in range(K):
             # sum_q = 0.0
             sum_q = 0.0
             # for j in range(d):
-            _t3 = d
-            if 0 < _t3 and k >= icf.shape[0]:
+            if 0 < d and k >= icf.shape[0]:
                 raise IndexError('index out of range (axis 0 of icf) at gmm.py:46: sum_q += icf[k, j]')
-            if _t3 > icf.shape[1]:
+            if d > icf.shape[1]:
                 raise IndexError('index out of range (axis 1 of icf) at gmm.py:46: sum_q += icf[k, j]')
-            if _t3 > x.shape[1]:
+            if d > x.shape[1]:
                 raise IndexError('index out of range (axis 1 of x) at gmm.py:47: qx[j] = math.exp(icf[k, j]) * (x[i, j] - means[k, j])')
-            for j in range(_t3):
+            for j in range(d):
                 # sum_q += icf[k, j]
                 _t4 = icf[k, j]
                 # qx[j] = math.exp(icf[k, j]) * (x[i, j] - means[k, j])
@@ -165,24 +154,21 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             _ipos += 1
             idx = d
             # for j in range(d):
-            _t11 = d
-            for j_2 in range(_t11):
+            for j_2 in range(d):
                 # for l in range(j + 1, d):
                 _t12 = j_2 + 1
-                _t13 = _t12
-                _t14 = d
-                if _t13 < _t14 and k >= icf.shape[0]:
+                if _t12 < d and k >= icf.shape[0]:
                     raise IndexError('index out of range (axis 0 of icf) at gmm.py:51: qx[l] += icf[k, idx] * (x[i, j] - means[k, j])')
-                if _t13 < _t14 and (idx + (_t14 - _t13 - 1) >= icf.shape[1] or idx < -icf.shape[1]):
+                if _t12 < d and (idx + (d - _t12 - 1) >= icf.shape[1] or idx < -icf.shape[1]):
                     raise IndexError('index out of range (axis 1 of icf) at gmm.py:51: qx[l] += icf[k, idx] * (x[i, j] - means[k, j])')
-                if _t13 < _t14 and j_2 >= x.shape[1]:
+                if _t12 < d and j_2 >= x.shape[1]:
                     raise IndexError('index out of range (axis 1 of x) at gmm.py:51: qx[l] += icf[k, idx] * (x[i, j] - means[k, j])')
-                if _t14 > _t13:
+                if d > _t12:
                     # read once: no trip of the loop below changes it
                     _t16 = x[i, j_2]
                     _t17 = means[k, j_2]
                     _t18 = _t16 - _t17
-                    for l in range(_t13, _t14):
+                    for l in range(_t12, d):
                         # qx[l] += icf[k, idx] * (x[i, j] - means[k, j])
                         _t15 = icf[k, idx]
                         _t19 = _t15 * _t18
@@ -192,8 +178,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             # sq = 0.0
             sq = 0.0
             # for j in range(d):
-            _t20 = d
-            for j_3 in range(_t20):
+            for j_3 in range(d):
                 # sq += qx[j] * qx[j]
                 _t21 = qx[j_3]
                 _t22 = qx[j_3]
@@ -208,8 +193,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
         # mx = main_term[0]
         mx = main_term[0]
         # for k in range(1, K):
-        _t28 = K
-        for k_2 in range(1, _t28):
+        for k_2 in range(1, K):
             # if main_term[k] > mx:
             _t29 = main_term[k_2]
             _itape[_ipos] = _t30
@@ -221,8 +205,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
         # se = 0.0
         se = 0.0
         # for k in range(K):
-        _t31 = K
-        for k_3 in range(_t31):
+        for k_3 in range(K):
             # se += math.exp(main_term[k] - mx)
             _t32 = main_term[k_3]
             _t33 = _t32 - mx
@@ -238,14 +221,13 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
         slse = slse + _t36
         # segment 6: partials preaccumulated in the forward sweep
         _pa4 = 1.0 / se
-        slse_bar = 1.0
         mx_bar = 0.0
         se_bar = 0.0
         sq_bar = 0.0
         sum_q_bar = 0.0
         # segment 6 (line 64), one preaccumulated step: slse = mx + slse + math.log(se)
-        mx_bar += slse_bar
-        se_bar += slse_bar * _pa4
+        mx_bar += 1.0
+        se_bar += _pa4
         # for k in range(K):
         _fpos = _fpos - max(K, 0)
         # the trips in forward order, reading the tape from _fpos up
@@ -257,8 +239,6 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             mx_bar += se_bar * -_pa2
             main_term_bar[k_3] += _t32_bar
             _iv1 += 1
-        # se = 0.0
-        se_bar = 0.0
         # for k in range(1, K):
         for k_2 in range(K - 1, 0, -1):
             # if main_term[k] > mx:
@@ -270,23 +250,20 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             _t30 = bool(_itape[_ipos])
         # mx = main_term[0]
         main_term_bar[0] += mx_bar
-        mx_bar = 0.0
         # for k in range(K):
         for k in range(K - 1, -1, -1):
             # main_term[k] = alphas[k] + sum_q - 0.5 * sq
             _t27_bar = main_term_bar[k]
             main_term_bar[k] = 0.0
             # segment 4 (line 56), one preaccumulated step: _t27 = sum_q - 0.5*sq + alphas[k]
-            _t24_bar = _t27_bar
             sq_bar += _t27_bar * -0.5
             sum_q_bar += _t27_bar
-            _acc6[k] += _t24_bar
+            _acc6[k] += _t27_bar
             # for j in range(d):
             for j_3 in range(d):
                 # sq += qx[j] * qx[j]
-                _t23_bar = sq_bar
-                _t21_bar = _t23_bar * qx[j_3]
-                _t22_bar = _t23_bar * qx[j_3]
+                _t21_bar = sq_bar * qx[j_3]
+                _t22_bar = sq_bar * qx[j_3]
                 qx_bar[j_3] += _t22_bar
                 qx_bar[j_3] += _t21_bar
             # sq = 0.0
@@ -343,12 +320,11 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
                 qx_bar[j] = 0.0
                 # segment 1 (lines 46-47), one preaccumulated step: sum_q = sum_q + icf[k, j]; _t10 = _tab1[k, j]*(x[i, j] - means[k, j])
                 _s1_v0 = x[i, j] - means[k, j]
-                _t4_bar = sum_q_bar
                 _t6_bar = _t10_bar * _s1_v0
                 _t8_bar = -_t10_bar * _tab1[k, j]
                 _acc8[k, j] += _t8_bar
                 _acc5[k, j] += _t6_bar
-                _acc7[k, j] += _t4_bar
+                _acc7[k, j] += sum_q_bar
                 _iv3 += 1
             # sum_q = 0.0
             sum_q_bar = 0.0
@@ -357,11 +333,10 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
         raise IndexError('index out of range (axis 0 of alphas) at gmm.py:66: amax = alphas[0]')
     amax = alphas[0]
     # for k in range(1, K):
-    _t37 = K
-    if 1 < _t37 and _t37 > alphas.shape[0]:
+    if 1 < K and K > alphas.shape[0]:
         raise IndexError('index out of range (axis 0 of alphas) at gmm.py:68: if alphas[k] > amax:')
-    _itape = _reserve(_itape, _ipos + 1 * (_t37 - 1))
-    for k_4 in range(1, _t37):
+    _itape = _reserve(_itape, _ipos + 1 * (K - 1))
+    for k_4 in range(1, K):
         # if alphas[k] > amax:
         _t38 = alphas[k_4]
         _itape[_ipos] = _t39
@@ -373,25 +348,21 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     # ase = 0.0
     ase = 0.0
     # for k in range(K):
-    _t40 = K
-    if _t40 > alphas.shape[0]:
+    if K > alphas.shape[0]:
         raise IndexError('index out of range (axis 0 of alphas) at gmm.py:72: ase += math.exp(alphas[k] - amax)')
     # a reduction loop into ase: each trip is reversed right after it runs, with ase_bar = 1
     _acc11 = np.zeros(alphas.shape)
     _acc12 = 0.0
-    for k_5 in range(_t40):
+    for k_5 in range(K):
         # ase += math.exp(alphas[k] - amax)
         _t41 = alphas[k_5]
         _t42 = _t41 - amax
         _t43 = math.exp(_t42)
         ase = ase + _t43
         # segment 7: partials preaccumulated in the forward sweep
-        _pa10 = _t43
-        ase_bar = 1.0
         # segment 7 (line 72), one preaccumulated step: ase = ase + math.exp(-amax + alphas[k_5])
-        _t41_bar = ase_bar * _pa10
-        _acc12 += ase_bar * -_pa10
-        _acc11[k_5] += _t41_bar
+        _acc12 += -_t43
+        _acc11[k_5] += _t43
     # lse_alphas = amax + math.log(ase)
     _t45 = d + wishart_m
     # nn = d + wishart_m + 1
@@ -400,7 +371,6 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     _t47 = d - 1
     # for j in range(1, d + 1):
     _t50 = d + 1
-    _t51 = _t50
     # lse_alphas = amax + math.log(ase)
     _t44 = math.log(ase)
     lse_alphas = amax + _t44
@@ -412,7 +382,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     # segment 8: partials preaccumulated in the forward sweep
     _pa13 = 1.0 / ase
     # for j in range(1, d + 1):
-    for j_4 in range(1, _t51):
+    for j_4 in range(1, _t50):
         # lgd += math.lgamma(0.5 * nn + 0.5 * (1 - j))
         _t52 = 0.5 * nn
         _t53 = 1 - j_4
@@ -431,22 +401,20 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     # prior = 0.0
     prior = 0.0
     # for k in range(K):
-    _t63 = K
     _ftape = _reserve(_ftape, _fpos + max(d, 0))
     # a reduction loop into prior: each trip is reversed right after it runs, with prior_bar = 1
     _acc20 = np.zeros(icf.shape)
-    for k_6 in range(_t63):
+    for k_6 in range(K):
         # fro = 0.0
         fro = 0.0
         # sum_q = 0.0
         sum_q_2 = 0.0
         # for j in range(d):
-        _t64 = d
-        if 0 < _t64 and k_6 >= icf.shape[0]:
+        if 0 < d and k_6 >= icf.shape[0]:
             raise IndexError('index out of range (axis 0 of icf) at gmm.py:86: e = math.exp(icf[k, j])')
-        if _t64 > icf.shape[1]:
+        if d > icf.shape[1]:
             raise IndexError('index out of range (axis 1 of icf) at gmm.py:86: e = math.exp(icf[k, j])')
-        for j_5 in range(_t64):
+        for j_5 in range(d):
             # e = math.exp(icf[k, j])
             _t65 = icf[k_6, j_5]
             # sum_q += icf[k, j]
@@ -461,11 +429,9 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             # sum_q += icf[k, j]
             sum_q_2 = sum_q_2 + _t67
         # for j in range(d, icf_sz):
-        _t68 = d
-        _t69 = icf_sz
-        if _t68 < _t69 and k_6 >= icf.shape[0]:
+        if d < icf_sz and k_6 >= icf.shape[0]:
             raise IndexError('index out of range (axis 0 of icf) at gmm.py:90: fro += icf[k, j] * icf[k, j]')
-        for j_6 in range(_t68, _t69):
+        for j_6 in range(d, icf_sz):
             # fro += icf[k, j] * icf[k, j]
             _t70 = icf[k_6, j_6]
             _t71 = icf[k_6, j_6]
@@ -479,20 +445,17 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
         _t77 = _t75 - _t76
         prior = prior + _t77
         # segment 11: partials preaccumulated in the forward sweep
-        _pa18 = _t74
         _pa19 = -wishart_m
-        prior_bar = 1.0
         fro_bar = 0.0
         sum_q_2_bar = 0.0
         # segment 11 (line 91), one preaccumulated step: prior = 0.5*(wishart_gamma*wishart_gamma)*fro - wishart_m*sum_q_2 + prior
-        fro_bar += prior_bar * _pa18
-        sum_q_2_bar += prior_bar * _pa19
+        fro_bar += _t74
+        sum_q_2_bar += _pa19
         # for j in range(d, icf_sz):
         for j_6 in range(d, icf_sz):
             # fro += icf[k, j] * icf[k, j]
-            _t72_bar = fro_bar
-            _t70_bar = _t72_bar * icf[k_6, j_6]
-            _t71_bar = _t72_bar * icf[k_6, j_6]
+            _t70_bar = fro_bar * icf[k_6, j_6]
+            _t71_bar = fro_bar * icf[k_6, j_6]
             _acc20[k_6, j_6] += _t71_bar
             _acc20[k_6, j_6] += _t70_bar
         # for j in range(d):
@@ -511,10 +474,6 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             fro_bar += _g14
             sum_q_2_bar += _g15
             _acc20[k_6, j_5] += _t65_bar
-        # sum_q = 0.0
-        sum_q_2_bar = 0.0
-        # fro = 0.0
-        fro_bar = 0.0
     # prior -= K * C
     _t79 = -n
     # const = -n * d * 0.5 * math.log(2.0 * math.pi)
@@ -536,50 +495,37 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     _value = float(_ret)
     _tape_floats = _fpos
     _tape_ints = _ipos
-    _ret_bar = 1.0
     _wtop = _fpos
     _ftape, _tab1_bar, _wtop = _scratch_zeros(_ftape, _wtop, _tab1.shape, _tab1.size)
     alphas_bar = np.zeros(alphas.shape)
     amax_bar = 0.0
     ase_bar = 0.0
-    fro_bar = 0.0
     icf_bar = np.zeros(icf.shape)
     lse_alphas_bar = 0.0
     main_term_bar = np.zeros(main_term.shape)
     means_bar = np.zeros(means.shape)
-    mx_bar = 0.0
     prior_bar = 0.0
     prior_2_bar = 0.0
     qx_bar = np.zeros(qx.shape)
-    se_bar = 0.0
     slse_bar = 0.0
-    sq_bar = 0.0
-    sum_q_bar = 0.0
-    sum_q_2_bar = 0.0
     # prior -= K * C
-    _t86_bar = _ret_bar
-    prior_2_bar += _ret_bar
+    prior_2_bar += 1.0
     # return const + slse - n * lse_alphas + prior
-    _t84_bar = _t86_bar
-    _t85_bar = -_t86_bar
+    _t85_bar = -1.0
     lse_alphas_bar += _t85_bar * n
-    slse_bar += _t84_bar
+    slse_bar += 1.0
     # prior -= K * C
     prior_bar += prior_2_bar
     # for k in range(K):
     _add_scaled2(icf_bar, prior_bar, _acc20)
-    # prior = 0.0
-    prior_bar = 0.0
     # segment 8 (lines 73-77), one preaccumulated step: lse_alphas = amax + math.log(ase); lgd = 0.28618247146235004*d*(d - 1)
     amax_bar += lse_alphas_bar
     ase_bar += lse_alphas_bar * _pa13
     # for k in range(K):
     _add_scaled1(alphas_bar, ase_bar, _acc11)
     amax_bar += ase_bar * _acc12
-    # ase = 0.0
-    ase_bar = 0.0
     # for k in range(1, K):
-    for k_4 in range(_t37 - 1, 0, -1):
+    for k_4 in range(K - 1, 0, -1):
         # if alphas[k] > amax:
         if _t39:
             # amax = alphas[k]
@@ -589,7 +535,6 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
         _t39 = bool(_itape[_ipos])
     # amax = alphas[0]
     alphas_bar[0] += amax_bar
-    amax_bar = 0.0
     # for i in range(n):
     _add_scaled2(_tab1_bar, slse_bar, _acc5)
     _add_scaled1(alphas_bar, slse_bar, _acc6)
@@ -603,8 +548,6 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             _fpos -= 1
             _t88 = _ftape[_fpos]
             icf_bar[_h2, _h3] += _t87_bar
-    # slse = 0.0
-    slse_bar = 0.0
     return (_value, (alphas_bar, means_bar, icf_bar), (_tape_floats, _tape_ints, _ftape.shape[0]), _ftape, _itape)
 
 

@@ -6,42 +6,25 @@ import math
 import numpy as np
 
 
-def _grow(tape, need):
-    size = max(tape.shape[0] * 2, need)
-    if size * 8 > 8589934592:
-        raise MemoryError('coarsen: the tape would exceed 8 GiB; use fewer loop trips')
-    out = np.empty(size, tape.dtype)
-    out[:tape.shape[0]] = tape
-    return out
-
-
-def _reserve(tape, need):
-    if need > tape.shape[0]:
-        return _grow(tape, need)
-    return tape
-
-
 def value_and_grad_logistic(w, b, X, y):
     # forward sweep
     # total = 0.0
     total = 0.0
     # for i in range(X.shape[0]):
     _t1 = X.shape[0]
-    _t2 = _t1
-    if _t2 > y.shape[0]:
+    if _t1 > y.shape[0]:
         raise IndexError('index out of range (axis 0 of y) at test_hygiene.py:32: total -= y[i] * math.log(p) + (1.0 - y[i]) * math.log(1.0 - p)')
     # a reduction loop into total: each trip is reversed right after it runs, with total_bar = 1
     _acc1 = 0.0
     _acc2 = np.zeros(w.shape)
-    for i in range(_t2):
+    for i in range(_t1):
         # z = b
         z = b
         # for j in range(X.shape[1]):
         _t3 = X.shape[1]
-        _t4 = _t3
-        if _t4 > w.shape[0]:
+        if _t3 > w.shape[0]:
             raise IndexError('index out of range (axis 0 of w) at test_hygiene.py:30: z += w[j] * X[i, j]')
-        for j in range(_t4):
+        for j in range(_t3):
             # z += w[j] * X[i, j]
             _t5 = w[j]
             _t6 = X[i, j]
@@ -65,11 +48,10 @@ def value_and_grad_logistic(w, b, X, y):
         _t18 = _t15 * _t17
         _t19 = _t13 + _t18
         total = total - _t19
-        total_bar = 1.0
         z_bar = 0.0
         # segment 2 (lines 31-32), one preaccumulated step: total = total - y[i]*math.log((1.0/(1 + math.exp(-z)))) - (1 - y[i])*math.log(1 - 1/(1 + math.exp(-z)))
         _s2_p_1 = 1.0 / (1 + math.exp(-z))
-        z_bar += total_bar * (_s2_p_1 - y[i])
+        z_bar += _s2_p_1 - y[i]
         # for j in range(X.shape[1]):
         for j in range(X.shape[1]):
             # segment 1 (line 30), one preaccumulated step: z = z + w[j]*X[i, j]
@@ -77,7 +59,6 @@ def value_and_grad_logistic(w, b, X, y):
             _acc2[j] += _t5_bar
         # z = b
         _acc1 += z_bar
-        z_bar = 0.0
     # return total / X.shape[0]
     _t20 = X.shape[0]
     _ret = total / _t20
@@ -85,16 +66,12 @@ def value_and_grad_logistic(w, b, X, y):
     _value = float(_ret)
     _tape_floats = 0
     _tape_ints = 0
-    _ret_bar = 1.0
     b_bar = 0.0
     total_bar = 0.0
     w_bar = np.zeros(w.shape)
-    z_bar = 0.0
     # return total / X.shape[0]
-    total_bar += _ret_bar * (1.0 / _t20)
+    total_bar += 1.0 / _t20
     # for i in range(X.shape[0]):
     b_bar += total_bar * _acc1
     w_bar += total_bar * _acc2
-    # total = 0.0
-    total_bar = 0.0
     return (_value, (w_bar, b_bar), (_tape_floats, _tape_ints))

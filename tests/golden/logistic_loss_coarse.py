@@ -24,7 +24,6 @@ def value_and_grad_logistic_loss(z, y):
     _value = float(_ret)
     _tape_floats = 0
     _tape_ints = 0
-    _ret_bar = 1.0
     y_bar = 0.0
     z_bar = 0.0
     # segment 1 (lines 50-51), one preaccumulated step: _ret = -y*math.log((1.0/(1 + math.exp(-z)))) - (1 - y)*math.log(1 - 1/(1 + math.exp(-z)))
@@ -32,6 +31,6 @@ def value_and_grad_logistic_loss(z, y):
     _s1_t0 = math.log(_s1_p_1)
     _s1_t1 = -_s1_p_1
     _s1_t2 = math.log1p(_s1_t1)
-    y_bar += _ret_bar * (-_s1_t0 + _s1_t2)
-    z_bar += _ret_bar * (-y - _s1_t1)
+    y_bar += -_s1_t0 + _s1_t2
+    z_bar += -y - _s1_t1
     return (_value, (z_bar, y_bar), (_tape_floats, _tape_ints))

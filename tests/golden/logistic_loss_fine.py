@@ -24,25 +24,21 @@ def value_and_grad_logistic_loss(z, y):
     _value = float(_ret)
     _tape_floats = 0
     _tape_ints = 0
-    _ret_bar = 1.0
     p_bar = 0.0
     y_bar = 0.0
     z_bar = 0.0
     # return -(y * math.log(p) + (1.0 - y) * math.log(1.0 - p))
-    _t10_bar = -_ret_bar
-    _t5_bar = _t10_bar
-    _t9_bar = _t10_bar
-    _t6_bar = _t9_bar * _t8
-    _t8_bar = _t9_bar * _t6
+    _t10_bar = -1.0
+    _t6_bar = _t10_bar * _t8
+    _t8_bar = _t10_bar * _t6
     _t7_bar = _t8_bar * (1.0 / _t7)
     p_bar += -_t7_bar
     y_bar += -_t6_bar
-    y_bar += _t5_bar * _t4
-    _t4_bar = _t5_bar * y
+    y_bar += _t10_bar * _t4
+    _t4_bar = _t10_bar * y
     p_bar += _t4_bar * (1.0 / p)
     # p = 1.0 / (1.0 + math.exp(-z))
     _t3_bar = p_bar * (-(1.0 / _t3) / _t3)
-    _t2_bar = _t3_bar
-    _t1_bar = _t2_bar * _t2
+    _t1_bar = _t3_bar * _t2
     z_bar += -_t1_bar
     return (_value, (z_bar, y_bar), (_tape_floats, _tape_ints))

@@ -28,29 +28,25 @@ def value_and_grad_logistic_map_taped(r, x0, n, _ftape):
     # x = x0
     x = x0
     # for i in range(n):
-    _t1 = n
-    _ftape = _reserve(_ftape, _fpos + 1 * _t1)
-    for i in range(_t1):
+    _ftape = _reserve(_ftape, _fpos + 1 * n)
+    for i in range(n):
         # x = r * x * (1.0 - x)
         _t2 = r * x
         _t3 = 1.0 - x
         _ftape[_fpos] = x
         _fpos += 1
         x = _t2 * _t3
-    # return x
-    _ret = x
     # reverse sweep
-    _value = float(_ret)
+    _value = float(x)
     _tape_floats = _fpos
     _tape_ints = 0
-    _ret_bar = 1.0
     r_bar = 0.0
     x_bar = 0.0
     x0_bar = 0.0
     # return x
-    x_bar += _ret_bar
+    x_bar += 1.0
     # for i in range(n):
-    for i in range(_t1 - 1, -1, -1):
+    for i in range(n - 1, -1, -1):
         # x = r * x * (1.0 - x)
         _fpos -= 1
         x = _ftape[_fpos]
@@ -60,7 +56,6 @@ def value_and_grad_logistic_map_taped(r, x0, n, _ftape):
         x_bar = x_bar * (-2 * r * x + r)
     # x = x0
     x0_bar += x_bar
-    x_bar = 0.0
     return (_value, (r_bar, x0_bar), (_tape_floats, _tape_ints), _ftape)
 
 

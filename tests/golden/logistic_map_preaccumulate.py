@@ -21,18 +21,14 @@ def _reserve(tape, need):
 
 def value_and_grad_logistic_map_taped(r, x0, n, _ftape):
     # prologue: copies of written inputs, tapes, initial values
-    _entry1 = 0.0
-    _pa2 = 0.0
-    _pa3 = 0.0
     _ftape = _reserve(_ftape, 64)
     _fpos = 0
     # forward sweep
     # x = x0
     x = x0
     # for i in range(n):
-    _t1 = n
-    _ftape = _reserve(_ftape, _fpos + 2 * _t1)
-    for i in range(_t1):
+    _ftape = _reserve(_ftape, _fpos + 2 * n)
+    for i in range(n):
         # x = r * x * (1.0 - x)
         _entry1 = x
         _t2 = r * x
@@ -46,20 +42,17 @@ def value_and_grad_logistic_map_taped(r, x0, n, _ftape):
         _pa3 = -2 * r * _entry1 + r
         _ftape[_fpos] = _pa3
         _fpos += 1
-    # return x
-    _ret = x
     # reverse sweep
-    _value = float(_ret)
+    _value = float(x)
     _tape_floats = _fpos
     _tape_ints = 0
-    _ret_bar = 1.0
     r_bar = 0.0
     x_bar = 0.0
     x0_bar = 0.0
     # return x
-    x_bar += _ret_bar
+    x_bar += 1.0
     # for i in range(n):
-    for i in range(_t1 - 1, -1, -1):
+    for i in range(n - 1, -1, -1):
         # x = r * x * (1.0 - x)
         _fpos -= 1
         _pa3 = _ftape[_fpos]
@@ -70,7 +63,6 @@ def value_and_grad_logistic_map_taped(r, x0, n, _ftape):
         x_bar = x_bar * _pa3
     # x = x0
     x0_bar += x_bar
-    x_bar = 0.0
     return (_value, (r_bar, x0_bar), (_tape_floats, _tape_ints), _ftape)
 
 

@@ -28,20 +28,19 @@ def value_and_grad_branches3(x, y):
     _value = float(_ret)
     _tape_floats = 0
     _tape_ints = 0
-    _ret_bar = 1.0
     x_bar = 0.0
     y_bar = 0.0
     # segment 1 (lines 41-47), one preaccumulated step: 3 paths through its branches
     if _t1:
         _s1_z_1 = x * y
-        x_bar += _ret_bar * (y * y)
-        y_bar += _ret_bar * (2 * _s1_z_1)
+        x_bar += y * y
+        y_bar += 2 * _s1_z_1
     elif not _t1 and _t2:
         _s1_z_1 = y + math.sin(x)
-        x_bar += _ret_bar * (y * math.cos(x))
-        y_bar += _ret_bar * (y + _s1_z_1)
+        x_bar += y * math.cos(x)
+        y_bar += y + _s1_z_1
     else:
         _s1_z_1 = x * x - y
-        x_bar += _ret_bar * (2 * x * y)
-        y_bar += _ret_bar * (-y + _s1_z_1)
+        x_bar += 2 * x * y
+        y_bar += -y + _s1_z_1
     return (_value, (x_bar, y_bar), (_tape_floats, _tape_ints))

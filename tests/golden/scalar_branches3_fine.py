@@ -28,32 +28,26 @@ def value_and_grad_branches3(x, y):
     _value = float(_ret)
     _tape_floats = 0
     _tape_ints = 0
-    _ret_bar = 1.0
     x_bar = 0.0
     y_bar = 0.0
     z_bar = 0.0
     # return z * y
-    z_bar += _ret_bar * y
-    y_bar += _ret_bar * z
+    z_bar += y
+    y_bar += z
     # if x > 1.0:
     if _t1:
         # z = x * y
         x_bar += z_bar * y
         y_bar += z_bar * x
-        z_bar = 0.0
     else:
         # elif x > 0.0:
         if _t2:
             # z = math.sin(x) + y
-            _t3_bar = z_bar
             y_bar += z_bar
-            z_bar = 0.0
-            x_bar += _t3_bar * math.cos(x)
+            x_bar += z_bar * math.cos(x)
         else:
             # z = x * x - y
-            _t4_bar = z_bar
             y_bar += -z_bar
-            z_bar = 0.0
-            x_bar += _t4_bar * x
-            x_bar += _t4_bar * x
+            x_bar += z_bar * x
+            x_bar += z_bar * x
     return (_value, (x_bar, y_bar), (_tape_floats, _tape_ints))

@@ -33,6 +33,7 @@ from .scaled_adds import scaled_add_calls
 from .scratch import scratch_arrays
 from .tapes import FT, IT
 from .zero_adjoints import drop_zero_accumulations
+from ..tidy import tidy_module
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,10 @@ def _scaled_adds(code, ctx):
     return replace(code, body=body, helpers=code.helpers | used)
 
 
+def _tidy(code, ctx):
+    return replace(code, module=tidy_module(code.module, ctx.types))
+
+
 def _not_workspace(ctx):
     return not ctx.options.workspace
 
@@ -181,4 +186,8 @@ REVERSE = Pipeline("reverse", (
          frozenset({Fact.SCALED_ADD_CALLS}), applies=_cpu,
          doc="marked `X_bar += s * A` as loop helper calls, cpu target (scaled_adds)"),
 ), start=frozenset({Fact.ENTRY, Fact.MADE_NAMES, Fact.RANKS, Fact.REVERSE_MARKS,
-                    Fact.SCALED_MARKS, Fact.KEPT_FLOAT_TAPE}))
+                    Fact.SCALED_MARKS, Fact.KEPT_FLOAT_TAPE}),
+   then=Pipeline("reverse", (
+       Pass("tidy", _tidy, frozenset({Fact.MODULE}), frozenset({Fact.TIDY}),
+            doc="copies propagated, seeds folded, dead stores and unused helpers dropped (ad.tidy)"),
+   ), start=frozenset({Fact.MODULE})))

@@ -9,9 +9,10 @@ Guarantees: ``tidy_module(module, types)`` returns a new module computing the sa
 for bit, with the same entries, parameters and results, where in each entry (one rewrite per
 module, each with its own proof in its docstring):
 
-1. copies of compiler temporaries are propagated (``copies``: ``_t2 = _t1`` gone);
-2. seeds are folded (``seeds``: ``s_bar = 1.0; x_bar += s_bar * e`` is ``x_bar += e``);
-3. dead constant stores of compiler names are dropped (``dead_stores``: ``s_bar = 0.0`` that
+1. an expression a temporary already holds is read from it (``held``: no recomputation);
+2. copies of compiler temporaries are propagated (``copies``: ``_t2 = _t1`` gone);
+3. seeds are folded (``seeds``: ``s_bar = 1.0; x_bar += s_bar * e`` is ``x_bar += e``);
+4. dead constant stores of compiler names are dropped (``dead_stores``: ``s_bar = 0.0`` that
    nothing reads);
 
 and the module keeps only the runtime helpers its entries reach and the imports it reads
@@ -28,6 +29,7 @@ from ...ir.fresh import DRIVER_NAMES
 from .copies import propagate_copies
 from .dead_stores import drop_dead_stores
 from .floats import FloatFacts
+from .held import reuse_held
 from .helpers import drop_unused_helpers
 from .seeds import fold_seeds
 
@@ -46,12 +48,21 @@ def _temporary(name):
 
 
 def tidy_function(fn, floats, adjoints=True):
-    """One entry function tidied (steps 1-3 of the module docstring); a new function."""
+    """One entry function tidied (steps 1-4 of the module docstring); a new function."""
     compiler = _compiler(adjoints)
-    fn = propagate_copies(fn, _temporary)
-    if adjoints:
-        fn = fold_seeds(fn, compiler, floats)
-    return drop_dead_stores(fn, compiler, floats)
+    # each rewrite may open the way for another (a folded product leaves a copy, a dropped
+    # store no longer ends a copy's stretch): run them until none changes anything
+    for _ in range(8):
+        before = fn
+        facts = floats.extended(fn)
+        fn = reuse_held(fn, _temporary, facts)
+        fn = propagate_copies(fn, _temporary)
+        if adjoints:
+            fn = fold_seeds(fn, compiler, facts)
+        fn = drop_dead_stores(fn, compiler, facts)
+        if fn is before:
+            break
+    return fn
 
 
 def tidy_module(module, types=None, adjoints=True):

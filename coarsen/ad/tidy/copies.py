@@ -2,7 +2,8 @@
 
 Requires: a generated function (``flow.plain``: otherwise it is returned as it is) and the
 names the rewrite may drop (``temporary``: compiler names outside the driver's vocabulary).
-Guarantees: ``propagate_copies(fn, temporary)`` returns a new function where each statement
+Guarantees: ``propagate_copies(fn, temporary)`` returns a new function (``fn`` itself where
+nothing qualifies) where each statement
 ``T = S`` (``T`` temporary, ``S`` another name) that satisfies all of the following is gone,
 every read of ``T`` reading ``S`` instead:
 
@@ -69,8 +70,8 @@ def propagate_copies(fn, temporary):
     """See the module docstring."""
     if not plain(fn):
         return fn
-    fn = copy.deepcopy(fn)
-    changed = True
+    original, fn = fn, copy.deepcopy(fn)
+    done, changed = False, True
     while changed:
         changed = False
         counts = store_counts(fn)
@@ -78,8 +79,8 @@ def propagate_copies(fn, temporary):
             for k, st in enumerate(block):
                 found = _copy_of(st, temporary, counts)
                 if found and _try(fn, block, k, *found):
-                    changed = True
+                    changed = done = True
                     break
             if changed:
                 break
-    return fn
+    return fn if done else original

@@ -3,7 +3,8 @@
 Requires: a generated function (``flow.plain``: otherwise it is returned as it is), the names
 whose stores may go (``compiler``: compiler names, adjoints included; never a user variable)
 and ``FloatFacts`` (``floats``).
-Guarantees: ``drop_dead_stores(fn, compiler, floats)`` returns a new function without the
+Guarantees: ``drop_dead_stores(fn, compiler, floats)`` returns a new function (``fn`` itself
+where nothing is dead) without the
 statements ``X = c`` (``X`` a compiler name, ``c`` a constant: evaluating it does nothing)
 where ``X`` is not live after the statement (``flow.live_after``: no path from it reads ``X``
 before binding it again; zero-trip loops, later trips, ``break``/``continue`` and the reads

@@ -17,9 +17,10 @@ Guarantees:
   it binds the whole name (``x = ...``, a ``for`` target); ``x += ...`` and ``x[i] = ...``
   read ``x``.
 * ``remove(fn, ids)``: a new function without the statements whose ids are given, each
-  removed statement's comment handed to the statement after it in its block where that one
-  has none (else its description lines are prepended and the copy of the source line
-  dropped); a block the removal would leave empty keeps ``pass``.  The input is not changed.
+  removed statement's comment handed to the statement after it in its block (its description
+  lines prepended; its copy of the source line only where that statement comes from the same
+  line, or from none and has no comment of its own and is no ``return``); a block the
+  removal would leave empty keeps ``pass``.  The input is not changed.
 """
 from __future__ import annotations
 
@@ -161,6 +162,11 @@ def _source_text(st):
     return getattr(loc, "text", None)
 
 
+def _line(st):
+    loc = getattr(st, "_coarsen_loc", None)
+    return None if loc is None else (getattr(loc, "filename", None), getattr(loc, "lineno", None))
+
+
 def _hand_on(removed, nxt):
     """Give ``removed``'s comment to ``nxt`` (see the module docstring)."""
     text = getattr(removed, "coarsen_comment", None)
@@ -168,15 +174,17 @@ def _hand_on(removed, nxt):
         return
     own = getattr(nxt, "coarsen_comment", None)
     lines = text.split("\n")
-    if own:
-        src = _source_text(removed)
+    # the copy of the removed statement's source line stays only where the next statement
+    # comes from the same line, or from none and is no return (its group goes on)
+    src = _source_text(removed)
+    same = _line(nxt) == _line(removed) if _line(nxt) is not None else \
+        not own and not isinstance(nxt, gast.Return)
+    if not same:
         lines = [ln for ln in lines if ln != src]
+    if own:
         lines = [ln for ln in lines if ln not in own.split("\n")]
-        if not lines:
-            return
-        nxt.coarsen_comment = "\n".join(lines) + "\n" + own
-    else:
-        nxt.coarsen_comment = "\n".join(lines)
+    if lines:
+        nxt.coarsen_comment = "\n".join(lines + ([own] if own else []))
 
 
 def _remove_block(stmts, ids):

@@ -3,7 +3,8 @@
 Requires: a generated function (``flow.plain``: otherwise it is returned as it is), the names
 it may fold (``compiler``: compiler names, adjoints included; never a user variable) and
 ``FloatFacts`` (``floats``).
-Guarantees: ``fold_seeds(fn, compiler, floats)`` returns a new function where a statement
+Guarantees: ``fold_seeds(fn, compiler, floats)`` returns a new function (``fn`` itself where
+nothing folds) where a statement
 ``S = 1.0`` (``S`` a compiler name) is gone when all of the following hold; otherwise that
 statement and its reads are left exactly as they were:
 
