@@ -189,5 +189,6 @@ REVERSE = Pipeline("reverse", (
                     Fact.SCALED_MARKS, Fact.KEPT_FLOAT_TAPE}),
    then=Pipeline("reverse", (
        Pass("tidy", _tidy, frozenset({Fact.MODULE}), frozenset({Fact.TIDY}),
-            doc="copies propagated, seeds folded, dead stores and unused helpers dropped (ad.tidy)"),
+            doc="held expressions reused, copies propagated, seeds folded, dead stores and "
+                "unused helpers dropped (ad.tidy)"),
    ), start=frozenset({Fact.MODULE})))
