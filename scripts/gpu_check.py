@@ -4,7 +4,7 @@
     python scripts/gpu_check.py --sim           # Numba's simulator (NUMBA_ENABLE_CUDASIM=1), tiny sizes
     NUMBA_ENABLE_CUDASIM=1 python scripts/gpu_check.py --quick   # the same
 
-1. Checks (the same comparisons as tests/test_batching.py): for scalar example functions
+1. Checks (the same comparisons as tests/transforms/test_batching.py): for scalar example functions
    (``coarsen.examples``: a logistic map, Black-Scholes, Newton's square root with a ``while``
    loop, a damped pendulum), ``g.batch(..., target="cuda")`` against the CPU batch (numba
    prange) and against a Python loop calling ``g`` once per set: values, per-set gradients and

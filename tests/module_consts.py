@@ -1,4 +1,4 @@
-"""Module-level constants read as ``module_consts.NAME`` by ``tests/test_module_attributes.py``."""
+"""Module-level constants read as ``module_consts.NAME`` by ``tests/frontend/test_module_attributes.py``."""
 import numpy as np
 
 COEF = np.array([1.0, -2.0, 0.5])

@@ -1,4 +1,4 @@
-"""Module-level arrays of other dtypes, read by ``tests/test_argument_conversion.py``."""
+"""Module-level arrays of other dtypes, read by ``tests/transforms/test_argument_conversion.py``."""
 import numpy as np
 
 BIG = np.array([1.0, 2.0, 3.0]).astype(">f8")          # e.g. read from a big-endian file

@@ -1,4 +1,4 @@
-"""Module-level arrays that ``tests/test_module_rebound.py`` rebinds (its own module: no other
+"""Module-level arrays that ``tests/frontend/test_module_rebound.py`` rebinds (its own module: no other
 test reads these names)."""
 import numpy as np
 

@@ -15,7 +15,7 @@ of a ``custom_vjp`` runs in the reverse sweep, a ``custom_jvp`` rule is inlined)
 code around it is rewritten by passes that make names of their own (scalarization of array
 expressions into loop nests and in-place updates into stores on the cpu target): the names the
 rule's body took must not meet the names those passes make later.  Hand-written tests
-(``tests/test_custom_rules.py``) cover few such shapes.
+(``tests/ad/test_custom_rules.py``) cover few such shapes.
 
 Each program has one or two *kernels*: a function ``K(v[, w][, c])`` of a 1-D array ``v``, maybe
 an array ``w`` of ``v``'s length and a float ``c``, decorated with ``coarsen.custom_vjp`` (with

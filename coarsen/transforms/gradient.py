@@ -81,7 +81,7 @@ __all__ = ["KEEP_SCRATCH_ABOVE", "KEEP_TAPES_ABOVE", "Gradient", "compile_gradie
 
 # compile_gradient lives beside Gradient, not in a module of its own: it reads
 # ``differentiate_ir``, ``__version__`` and ``toolchain_versions`` as this module's names, which
-# tests/test_cache_process.py and tests/test_cache_deps.py replace in child processes.
+# tests/lowering/test_cache_process.py and tests/lowering/test_cache_deps.py replace in child processes.
 def compile_gradient(fn, signature, options, *, module_arrays=None):
     """The one pipeline: the ``Artifact`` of ``fn`` for ``signature`` (a ``Signature``) and
     ``options`` (an ``Options``), from the disk cache when an entry has exactly its key parts.

@@ -21,7 +21,7 @@ def grad(fn, coarse=True, target="python", wrt=None):
     key = (fn, coarse, target, wrt)
     if key not in _CACHE:
         # this module checks the recompute step's structure: plan="recompute" (plan="auto"
-        # follows the machine's cost weights; tests/test_strategies.py covers the others)
+        # follows the machine's cost weights; tests/analysis/test_strategies.py covers the others)
         _CACHE[key] = coarsen.differentiate(fn, wrt=wrt, coarsen=coarse, target=target,
                                             plan="recompute")
     return _CACHE[key]
@@ -90,7 +90,7 @@ def test_affine_closed_form_when_ratio_is_not_differentiated():
             assert_grad_close(list(got), exp)
     # the closed form replaces the loop; the loop stays only as the path of the guard's
     # neighbourhood of a == 1, where (a**n - 1)/(a - 1) cancels in the value even though a is
-    # not differentiated (tests/test_closed_form_ranges.py)
+    # not differentiated (tests/ad/test_closed_form_ranges.py)
     src = g.source
     assert "loop (line" in src and "in closed form" in src
     assert "exact closed form, except at its singular points (the loop)" in src

@@ -1,7 +1,7 @@
-"""The checks shared by ``tests/test_zoo.py`` and ``tests/test_realistic.py``.
+"""The checks shared by ``tests/endtoend/test_zoo.py`` and ``tests/endtoend/test_realistic.py``.
 
 For one case ``(fn, args_factory, wrt)``, one target, one coarsen setting and one ``plan``
-(default ``"auto"``; ``tests/test_strategies.py`` forces the others):
+(default ``"auto"``; ``tests/analysis/test_strategies.py`` forces the others):
 
 * ``g = coarsen.differentiate(fn, wrt, coarsen=..., target=..., plan=...)`` is built once per
   (function, wrt, target, coarsen, plan) and cached (Numba compiles take about a second each);

@@ -1,6 +1,6 @@
 """Constructs outside coarsen's input language, one small function each.
 
-The offending line carries the marker comment ``# <- unsupported``; ``tests/test_fence.py``
+The offending line carries the marker comment ``# <- unsupported``; ``tests/frontend/test_fence.py``
 checks that ``CoarsenError`` points at a marked line.  Where two lines are equally the
 construct (``global`` and the write it permits, ``try:`` and its ``except``), both are marked.
 
