@@ -10,7 +10,7 @@ a linter reads it.  Every helper is written for Numba's nopython mode (no keywor
 NumPy beyond those Numba supports, no Python objects); no helper has a docstring or an inner
 comment, because its whole text is copied: notes go above the ``def``.  ``_grow`` refuses a
 tape over ``MAX_TAPE_BYTES`` (the literal in its body: the generated text carries the number;
-``tests/unit`` checks the two agree).
+``tests/codegen/test_unit_codegen.py`` checks the two agree).
 """
 from __future__ import annotations
 
