@@ -208,7 +208,7 @@ def test_same_bits_for_one_and_two_threads(tmp_path):
     for threads in ("1", "2"):
         env["NUMBA_NUM_THREADS"] = threads
         run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                             cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), timeout=600)
+                             cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), timeout=600)
         assert run.returncode == 0, run.stderr[-2000:]
         out.append(run.stdout.strip().splitlines()[-1])
     assert out[0] == out[1]
