@@ -51,14 +51,26 @@ def _loads(node, name):
             if isinstance(n, gast.Name) and n.id == name and isinstance(n.ctx, gast.Load)]
 
 
-def _try(fn, block, k, t, s):
-    """Propagate ``block[k]`` (``t = s``) if it qualifies; True when done."""
+def _load_counts(fn):
+    """{name: how many times ``fn`` reads it}."""
+    counts = {}
+    for n in gast.walk(fn):
+        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load):
+            counts[n.id] = counts.get(n.id, 0) + 1
+    return counts
+
+
+def _try(fn, block, k, t, s, loads):
+    """Propagate ``block[k]`` (``t = s``) if it qualifies; True when done.  ``loads`` is
+    ``_load_counts(fn)``."""
     reachable = []
     for st in block[k + 1:]:
         if _binds(st, s):
             break
         reachable += _loads(st, t)
-    if len(reachable) != len(_loads(fn, t)):
+        if len(reachable) > loads.get(t, 0):
+            return False
+    if len(reachable) != loads.get(t, 0):
         return False
     for n in reachable:
         n.id = s
@@ -74,11 +86,11 @@ def propagate_copies(fn, temporary):
     done, changed = False, True
     while changed:
         changed = False
-        counts = store_counts(fn)
+        counts, loads = store_counts(fn), _load_counts(fn)
         for block in blocks(fn.body):
             for k, st in enumerate(block):
                 found = _copy_of(st, temporary, counts)
-                if found and _try(fn, block, k, *found):
+                if found and _try(fn, block, k, *found, loads):
                     changed = done = True
                     break
             if changed:

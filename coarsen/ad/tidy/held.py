@@ -72,30 +72,55 @@ def _held_of(st, temporary, counts, floats):
     return t, e
 
 
-def _binds_any(st, names):
-    return any(isinstance(n, gast.Name) and n.id in names and isinstance(n.ctx, gast.Store)
-               for n in gast.walk(st))
+def same_tree(a, b):
+    """``gast.dump(a) == gast.dump(b)`` (the same fields, recursively), failing at the first
+    difference instead of printing both trees."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, gast.AST):
+        return all(same_tree(getattr(a, f, None), getattr(b, f, None)) for f in a._fields)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(same_tree, a, b))
+    return repr(a) == repr(b)
 
 
 class _Replace(gast.NodeTransformer):
-    def __init__(self, key, name):
-        self.key, self.name, self.count = key, name, 0
+    def __init__(self, expr, name):
+        self.expr, self.name, self.count = expr, name, 0
 
     def generic_visit(self, node):
-        if isinstance(node, gast.expr) and gast.dump(node) == self.key:
+        if isinstance(node, gast.expr) and same_tree(node, self.expr):
             self.count += 1
             return gast.Name(id=self.name, ctx=gast.Load(), annotation=None, type_comment=None)
         return super().generic_visit(node)
 
 
-def _reuse_in(block, k, t, e):
-    """Replace ``e`` by ``t`` after ``block[k]``; how many were replaced."""
-    stop = {t} | {n.id for n in gast.walk(e) if isinstance(n, gast.Name)}
-    rep = _Replace(gast.dump(e), t)
+def _bound(st):
+    """The names ``st`` binds anywhere inside it."""
+    return {n.id for n in gast.walk(st) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
+
+
+def _read(st):
+    """The names ``st`` reads anywhere inside it."""
+    return {n.id for n in gast.walk(st) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)}
+
+
+def _reuse_in(block, bound, read, k, t, e):
+    """Replace ``e`` by ``t`` after ``block[k]``; how many were replaced.  ``bound[i]`` is
+    ``_bound(block[i])`` (replacing reads binds nothing, so it stays true) and ``read[i]``
+    ``_read(block[i])`` (kept true here): a statement that does not read every name of ``e``
+    holds no copy of ``e`` and is not visited."""
+    names = {n.id for n in gast.walk(e) if isinstance(n, gast.Name)}
+    stop = {t} | names
+    rep = _Replace(e, t)
     for i in range(k + 1, len(block)):
-        if _binds_any(block[i], stop):
+        if bound[i] & stop:
             break
-        block[i] = rep.visit(block[i])
+        if names <= read[i]:
+            before = rep.count
+            block[i] = rep.visit(block[i])
+            if rep.count != before:
+                read[i] = _read(block[i])
     return rep.count
 
 
@@ -107,8 +132,11 @@ def reuse_held(fn, temporary, floats):
     counts = store_counts(new)
     done = 0
     for block in blocks(new.body):
+        bound = read = None
         for k, st in enumerate(block):
             found = _held_of(st, temporary, counts, floats)
             if found:
-                done += _reuse_in(block, k, *found)
+                if bound is None:
+                    bound, read = [_bound(s) for s in block], [_read(s) for s in block]
+                done += _reuse_in(block, bound, read, k, *found)
     return new if done else fn
