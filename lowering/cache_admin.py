@@ -12,19 +12,9 @@ Guarantees:
       file (a writer's ``.tmp``, Numba's ``.tmp.<uid>``); everything else (``CACHEDIR.TAG``,
       ``cost_weights.json``, markers) is *other* and is never evicted. A unit's last use is its
       marker's mtime, else its newest file's.
-    * ``info()``: ``CacheInfo`` (entries, modules, bytes of each, total).
-    * ``prune(max_bytes)`` removes temp files older than an hour, markers of units that are
-      gone, then whole units, least recently used first, until the units and the other files
-      together take at most ``max_bytes`` (or no unit is left but those in ``protect``). A
-      source shared by entries goes with the last of them.
-    * Safe beside other processes: only ``os.unlink`` of single files (an entry before its
-      source, a module's ``.py`` before Numba's files), each ``FileNotFoundError`` ignored; a
-      reader that loses a file finds a miss and compiles again (``cache.load``,
-      ``build``, ``cache_faults.GuardedNumbaCache``), a writer's files reappear whole
-      (atomic renames) and are accounted at the next prune.
-    * ``bound_size(protect)``: where ``$COARSEN_CACHE_MAX_BYTES`` is set (bytes, or with a
-      ``K``/``M``/``G`` suffix, powers of 1024), prunes to it; called after each write; never
-      raises (a bad value warns once).
+    * ``info()``, ``prune(max_bytes)``, ``bound_size(protect)``: ``coarsen.lowering.eviction``'s
+      functions (what they do and why they are safe beside other processes is stated there) on
+      the cache directory of this process.
     * ``main(argv)``: ``python -m coarsen cache info|clear|prune --max-bytes N``; exit status
       0, or 1 with a message when the cache directory cannot be used.
 """
