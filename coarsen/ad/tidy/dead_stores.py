@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import gast
 
-from .flow import blocks, live_after, plain, remove
+from .flow import blocks, bound_by, live_after, plain, remove
 
 
 def _constant_store(st, compiler):
@@ -39,15 +39,8 @@ def _binding_kinds(fn):
             kind = type(node.value.value) if isinstance(node.value, gast.Constant) else None
             out.setdefault(node.targets[0].id, set()).add(kind)
             continue
-        targets = ()
-        if isinstance(node, gast.Assign):
-            targets = node.targets
-        elif isinstance(node, (gast.AugAssign, gast.AnnAssign, gast.For)):
-            targets = (node.target,)
-        for t in targets:
-            for n in gast.walk(t):
-                if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
-                    out.setdefault(n.id, set()).add(None)
+        for name in bound_by(node):
+            out.setdefault(name, set()).add(None)
     for a in fn.args.args:
         out.setdefault(a.id, set()).add(None)
     return out

@@ -68,16 +68,21 @@ def store_counts(fn):
         if isinstance(a, gast.Name):
             counts[a.id] = counts.get(a.id, 0) + 1
     for node in gast.walk(fn):
-        targets = ()
-        if isinstance(node, gast.Assign):
-            targets = node.targets
-        elif isinstance(node, (gast.AugAssign, gast.AnnAssign, gast.For)):
-            targets = (node.target,)
-        for t in targets:
-            for n in gast.walk(t):
-                if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
-                    counts[n.id] = counts.get(n.id, 0) + 1
+        for name in bound_by(node):
+            counts[name] = counts.get(name, 0) + 1
     return counts
+
+
+def bound_by(node):
+    """The names ``node`` binds itself, one per store in its targets (an ``Assign``,
+    ``AugAssign``, ``AnnAssign`` or ``For``; nothing for any other node)."""
+    targets = ()
+    if isinstance(node, gast.Assign):
+        targets = node.targets
+    elif isinstance(node, (gast.AugAssign, gast.AnnAssign, gast.For)):
+        targets = (node.target,)
+    return [n.id for t in targets for n in gast.walk(t)
+            if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)]
 
 
 def _target_kills_reads(target):
