@@ -69,7 +69,7 @@ import keyword
 import numpy as np
 
 from tests.progen_custom_kernels import TERMS, Kernel, Lines, fresh
-from tests.progen_generate import ADVERSARIAL_NAMES, Program, _derived_names, random_streams
+from tests.progen_generate import ADVERSARIAL_NAMES, Program, derived_names, random_streams
 
 __all__ = ["generate_custom", "minimize_custom", "rename_custom", "TERMS"]
 
@@ -526,7 +526,7 @@ def rename_custom(source, rng, features=None, prob=0.6, frozen=None):
         taken = forbidden | set(kept)
         mapping = {}
         for v in renamed:
-            near = [d for u in kept + list(mapping.values()) for d in _derived_names(u)]
+            near = [d for u in kept + list(mapping.values()) for d in derived_names(u)]
             modules = [c for c in ("np", "math") if c not in taken]
             roll = rng.random()
             if modules and roll < 0.15:

@@ -580,7 +580,7 @@ ADVERSARIAL_NAMES = [
 ]
 
 
-def _derived_names(name):
+def derived_names(name):
     out = [name + "_bar", name + "_bar_v"]
     if name.startswith("_"):
         out.append("u" + name)
@@ -620,7 +620,7 @@ def rename_adversarially(source, rng, features=None, prob=0.6):
         taken = forbidden | set(kept)
         mapping = {}
         for v in renamed:
-            near = [d for u in kept + list(mapping.values()) for d in _derived_names(u)]
+            near = [d for u in kept + list(mapping.values()) for d in derived_names(u)]
             # a function that does not use numpy or math often gets a local named after it
             modules = [c for c in ("np", "math") if c not in taken]
             if modules and rng.random() < 0.3:
