@@ -43,6 +43,8 @@ LAYERS = (
     ("coarsen.analysis",),
     ("coarsen.ad",),
     ("coarsen.transforms",),
+    ("coarsen.bridge",),                # what the framework bridges share
+    ("coarsen.torch", "coarsen.jax", "coarsen.scipy"),     # the bridges (imported on use)
     ("coarsen",),                       # the package: the public API
     ("coarsen.__main__",),
 )
