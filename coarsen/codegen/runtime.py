@@ -1,7 +1,7 @@
 """Runtime helpers written into every generated module (they travel with exported code).
 
 Requires: nothing of coarsen (the bottom code-generation layer); the fixed helpers are the
-functions of ``coarsen.codegen.helpers``.
+functions of ``coarsen.codegen.helpers`` and ``coarsen.codegen.helpers_nd``.
 Guarantees: ``helper_source(names)`` returns the Python source of the requested helpers and
 of those they call (fixed helpers by name, their text as written in ``helpers``, and what they
 call read from their code; helpers generated per parameters are requested
@@ -14,7 +14,7 @@ memory layout (slices, transposes) and need no BLAS.  ``_cumsum2``/``_rcumsum*``
 ``_diff_adj*`` are the loops of ``np.cumsum``/``np.diff`` along an axis and their adjoints;
 ``_solve*`` solve by Gaussian elimination with partial pivoting (as LAPACK's ``gesv``; Numba's
 ``np.linalg`` would need SciPy), raising ``np.linalg.LinAlgError`` at an exactly zero pivot; ``_ein_<a>_<b>__<out>``
-(``einsum_helper_name``) is a loop nest generated per ``np.einsum`` spec (Numba has none).
+(``einsum_loops``) is a loop nest generated per ``np.einsum`` spec (Numba has none).
 ``_unbound_<name>`` (``unbound_error``) raises Python's ``UnboundLocalError`` for a read of the
 source variable ``name`` before any assignment (``coarsen.frontend.unbound``).
 ``_add_scaledN`` (``X += a * Y``, one shape) and ``_red_adj_<op>_N_A`` (the adjoint of
@@ -27,7 +27,11 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .helpers import HELPERS
+from .einsum_loops import einsum_name, einsum_source
+from .helpers import HELPERS as BASE_HELPERS
+from .helpers_nd import ND_HELPERS
+
+HELPERS = {**BASE_HELPERS, **ND_HELPERS}     # every fixed helper, by name
 
 
 def fixed_source(name):
@@ -180,52 +184,6 @@ def _prod_grad_axis_source(nd, ax):
     return "\n".join(lines) + "\n"
 
 
-def einsum_helper_name(a, b, out):
-    """The runtime helper computing ``np.einsum(f"{a},{b}->{out}", x, y)`` (letters only, each
-    at most once per operand); it takes a third argument, the output's shape, when ``out``
-    has letters that neither operand has (the VJP of an operand summed over its own axes)."""
-    return f"_ein_{a}_{b}__{out}"
-
-
-def _einsum_source(a, b, out):
-    """Loops over every letter: ``out[o] += x[a] * y[b]``; checks shared letters' lengths."""
-    fname = einsum_helper_name(a, b, out)
-    free = [c for c in out if c not in a and c not in b]
-    lines = [f"def {fname}(x, y{', shape' if free else ''}):"]
-    size = {}
-    for opname, spec in (("x", a), ("y", b)):
-        for k, c in enumerate(spec):
-            dim = f"{opname}.shape[{k}]"
-            if c in size:
-                lines.append(f"    if {dim} != {size[c]}:")
-                lines.append(f"        raise ValueError('einsum: operands disagree on the length "
-                             f"of the index {c}')")
-            else:
-                size[c] = f"n_{c}"
-                lines.append(f"    n_{c} = {dim}")
-    for k, c in enumerate(out):
-        if c in free:
-            size[c] = f"n_{c}"
-            lines.append(f"    n_{c} = shape[{k}]")
-    if out:
-        lines.append(f"    out = np.zeros(({''.join(f'n_{c}, ' for c in out)}))")
-    else:
-        lines.append("    out = 0.0")
-    letters = list(dict.fromkeys(out + a + b))
-    pad = "    "
-    for c in letters:
-        lines.append(f"{pad}for {c}_ in range(n_{c}):")
-        pad += "    "
-
-    def at(opname, spec):
-        return f"{opname}[{', '.join(c + '_' for c in spec)}]" if spec else opname
-
-    target = at("out", out)
-    lines.append(f"{pad}{target} += {at('x', a)} * {at('y', b)}")
-    lines.append("    return out")
-    return "\n".join(lines) + "\n"
-
-
 @dataclass(frozen=True)
 class Generated:
     """A runtime helper generated for parameters: its name, and the source builder and
@@ -302,9 +260,10 @@ def unbound_error(name):
     return _generated(f"_unbound_{name}", _unbound_source, (name,))
 
 
-def einsum(a, b, out):
-    """The loop nest of ``np.einsum(f"{a},{b}->{out}", x, y)`` (see ``einsum_helper_name``)."""
-    return _generated(einsum_helper_name(a, b, out), _einsum_source, (a, b, out))
+def einsum(ins, out, shape=False, fixed=""):
+    """The loop nest of ``np.einsum(",".join(ins) + "->" + out, ...)`` (``einsum_loops``)."""
+    ins = tuple(ins)
+    return _generated(einsum_name(ins, out, shape, fixed), einsum_source, (ins, out, shape, fixed))
 
 
 def helper_source(names):

@@ -10,11 +10,12 @@ Guarantees, before any code is generated:
 * ``np.diff(x)``, ``np.diff(x, n)``, ``np.diff(x, n, axis)`` (or keywords): ``n`` chained
   ``diff`` statements, each with the attribute ``axis`` (``None``: the last axis, NumPy's
   default); ``n`` must be a positive integer constant (``None`` is 1);
-* ``np.einsum(spec, a, b)``: one ``einsum`` of ``a`` and ``b`` with the attribute ``spec``, the
+* ``np.einsum(spec, a, b, ...)``: one ``einsum`` of the operands with the attribute ``spec``, the
   string constant as written (the registry's type rule parses it and refuses what is not
-  supported);
+  supported); the sublist form ``np.einsum(a, [0, 1], b, [1, 2][, out])`` (lists or tuples of
+  integer constants 0..51 and ``Ellipsis``) as the string NumPy reads it (``einsum_operands``);
 * the fence (``Lowerer._fence``) lets a string constant through only as the subscripts of an
-  ``np.einsum`` call (``einsum_spec_strings``);
+  ``np.einsum`` call, and lists only as its sublists (``einsum_spec_strings``);
 * anything else is a ``CoarsenError``: other arguments (``dtype``, ``out``, ``prepend``,
   ``append``, ``optimize``) are refused by the binding to NumPy's signature
   (``coarsen.frontend.signatures``, done by the caller), naming the argument; a spec that is not
@@ -26,19 +27,24 @@ import gast
 
 STATIC_ATTR_OPS = frozenset({"cumsum", "diff", "einsum"})
 
-_EINSUM_HINT = "write np.einsum('ij,jk->ik', A, B): a string constant and two operands"
+_EINSUM_HINT = ("write np.einsum('ij,jk->ik', A, B) (a string constant and the operands) or "
+                "np.einsum(A, [0, 1], B, [1, 2])")
 
 
 def einsum_spec_strings(lw, stmt):
     """ids of the string constants that are the subscripts of an ``np.einsum`` call in
-    ``stmt`` (the fence lets strings through only there)."""
+    ``stmt``, and of the lists of its sublist form (the fence lets strings and lists through
+    only there)."""
     out = set()
     for sub in gast.walk(stmt):
-        if isinstance(sub, gast.Call) and sub.args and isinstance(sub.args[0], gast.Constant) \
-                and isinstance(sub.args[0].value, str):
+        if isinstance(sub, gast.Call) and sub.args:
             k = lw.resolve_value(sub.func, quiet=True)
-            if getattr(k, "op", None) == "einsum":
+            if getattr(k, "op", None) != "einsum":
+                continue
+            if isinstance(sub.args[0], gast.Constant) and isinstance(sub.args[0].value, str):
                 out.add(id(sub.args[0]))
+            else:
+                out.update(id(a) for a in sub.args[1:] if isinstance(a, (gast.List, gast.Tuple)))
     return out
 
 
@@ -74,11 +80,49 @@ def lower_static_attr_call(lw, node, op, args, target):
         return acc
     # einsum
     operands = args.get("operands") or []
-    if not operands or not (isinstance(operands[0], gast.Constant)
-                            and isinstance(operands[0].value, str)):
-        raise lw.err(node, "np.einsum's subscripts must be a string constant", _EINSUM_HINT)
-    if len(operands) != 3:
-        raise lw.err(node, f"np.einsum of {len(operands) - 1} operand(s) is not supported",
-                     _EINSUM_HINT)
-    ops = [lw.lower_expr(a) for a in operands[1:]]
-    return lw.op(node, target, "einsum", ops, attrs=(("spec", operands[0].value),))
+    spec, arrays = einsum_operands(lw, node, operands)
+    ops = [lw.lower_expr(a) for a in arrays]
+    return lw.op(node, target, "einsum", ops, attrs=(("spec", spec),))
+
+
+_SUBLIST_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def _sublist(lw, node):
+    """The letters of a sublist (``[0, 1]``, ``[Ellipsis, 1]``) as a subscripts term."""
+    if not isinstance(node, (gast.List, gast.Tuple)):
+        raise lw.err(node, "np.einsum's sublist form needs a list of integer constants "
+                           "after each operand", _EINSUM_HINT)
+    out = []
+    for e in node.elts:
+        if isinstance(e, gast.Constant) and e.value is Ellipsis or \
+                isinstance(e, gast.Name) and e.id == "Ellipsis":
+            out.append("...")
+        elif isinstance(e, gast.Constant) and type(e.value) is int and 0 <= e.value < 52:
+            out.append(_SUBLIST_LETTERS[e.value])
+        else:
+            raise lw.err(e, "np.einsum's sublists hold integer constants 0..51 or Ellipsis",
+                         _EINSUM_HINT)
+    return "".join(out)
+
+
+def einsum_operands(lw, node, operands):
+    """(the subscripts as a string, the operand expressions) of ``np.einsum(*operands)``: a
+    string constant and the operands, or the sublist form ``a, [0, 1], b, [1, 2][, [0, 2]]``
+    spelled as the string NumPy reads it (``0..25`` as ``A..Z``, ``26..51`` as ``a..z``)."""
+    if not operands:
+        raise lw.err(node, "np.einsum needs subscripts and operands", _EINSUM_HINT)
+    first = operands[0]
+    if isinstance(first, gast.Constant) and isinstance(first.value, str):
+        if len(operands) < 2:
+            raise lw.err(node, "np.einsum needs at least one operand", _EINSUM_HINT)
+        return first.value, list(operands[1:])
+    if isinstance(first, (gast.List, gast.Tuple)) or len(operands) < 2:
+        raise lw.err(node, "np.einsum's subscripts must be a string constant or the sublist "
+                           "form", _EINSUM_HINT)
+    pairs = operands[:len(operands) - len(operands) % 2]
+    terms = [_sublist(lw, pairs[k + 1]) for k in range(0, len(pairs), 2)]
+    spec = ",".join(terms)
+    if len(operands) % 2:
+        spec += "->" + _sublist(lw, operands[-1])
+    return spec, [pairs[k] for k in range(0, len(pairs), 2)]

@@ -2,8 +2,8 @@
 from .core import (REGISTRY, CostClass, Primitive, defjvp, deflinear, defstructural, defvjp, dt,
                    dtype_join, err, forward_rule, make, nd, ops_where, primitive, refuse_jvp,
                    spelled, spellings)
-from . import (elementwise, logic, casts, shapes, reductions, linalg, constructors,  # noqa: F401
-               cumulative, arrays, custom, checks)
+from . import (elementwise, logic, casts, shapes, reductions, einsum, linalg,  # noqa: F401
+               constructors, cumulative, arrays, custom, checks, joins, building)
 
 __all__ = ["REGISTRY", "CostClass", "Primitive", "defjvp", "deflinear", "defstructural",
            "defvjp", "dt", "dtype_join", "err", "forward_rule", "make", "nd", "ops_where", "primitive",

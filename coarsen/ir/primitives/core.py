@@ -141,7 +141,7 @@ class Primitive:
         if self.partials is not None:
             return tuple(i for i, p in enumerate(self.partials) if p is not None)
         if self.vjp is not None:
-            return tuple(p % nargs for p in self.structural)
+            return tuple(dict.fromkeys(p % nargs for p in self.structural))   # each once
         raise KeyError(self.name)
 
 

@@ -1,13 +1,14 @@
 """Cumulative and differencing primitives: ``cumsum`` (``np.cumsum``) and ``diff`` (``np.diff``).
 
 Requires: ``core``, ``coarsen.codegen.build``; the runtime helpers ``_cumsum2``, ``_rcumsum1``,
-``_rcumsum2``, ``_diff_adj1``, ``_diff_adj2`` (``coarsen.codegen.runtime``).  The frontend
+``_rcumsum2``, ``_diff_adj1``, ``_diff_adj2`` (``coarsen.codegen.runtime``), and above 2-D
+``_cumsum_nd``, ``_rcumsum_nd``, ``_diff_adj_nd`` (``coarsen.codegen.helpers_nd``).  The frontend
 (``coarsen.frontend.static_attrs``) gives both an ``axis`` attribute (``None`` or an integer)
 and lowers ``np.diff(x, n)`` to ``n`` chained ``diff``s.
-Guarantees: type rules accept integer or float arrays of 1 or 2 dimensions (``cumsum`` of a
-2-D array needs ``axis=``, as flattening is not supported; booleans and scalars are refused
+Guarantees: type rules accept integer or float arrays of any rank (``cumsum`` of an
+array above 1-D needs ``axis=``, as flattening is not supported; booleans and scalars are refused
 with a hint); the primal is NumPy's (``np.cumsum`` in 1-D, a sequential loop along the axis in
-2-D, ``x[1:] - x[:-1]`` along the axis for ``diff``); the VJPs are the reverse cumulative sum of
+2-D and above, ``x[1:] - x[:-1]`` along the axis for ``diff``); the VJPs are the reverse cumulative sum of
 the adjoint (``cumsum``) and ``x_bar[:-1] -= g; x_bar[1:] += g`` along the axis (``diff``).
 """
 from __future__ import annotations
@@ -35,8 +36,6 @@ def _checked_array(s, ts, what):
     if a.dtype == "bool":
         raise err(s, f"np.{what} of a boolean array is not supported",
                   "convert it first: x.astype(np.int64) or x.astype(np.float64)")
-    if a.ndim > 2:
-        raise err(s, f"np.{what} of arrays with more than 2 dimensions is not supported")
     return a
 
 
@@ -44,7 +43,7 @@ def _cumsum_type(c, s, ts):
     a = _checked_array(s, ts, "cumsum")
     axis = _axis_of(s, a)
     if axis is None and a.ndim > 1:
-        raise err(s, "np.cumsum of a 2-D array without axis= (which flattens it) is not supported",
+        raise err(s, f"np.cumsum of a {a.ndim}-D array without axis= (which flattens it) is not supported",
                   "pass axis=0 or axis=1, or flatten it first: np.cumsum(x.ravel())")
     return make(a.dtype, a.ndim)
 
@@ -59,6 +58,8 @@ def _emit_cumsum(em, s, v):
     rank = em.nd(s.args[0])
     if rank == 1:
         return B.call("np.cumsum", v[0])
+    if rank > 2:
+        return B.call(em.helper("_cumsum_nd"), v[0], s.attr("axis") % rank)
     return B.call(em.helper("_cumsum2"), v[0], s.attr("axis") % rank)
 
 
@@ -84,6 +85,8 @@ def _vjp_cumsum(em, s, p, g, pre_fwd, pre_rev, out):
     rank = em.nd(arg)
     if rank == 1:
         contrib = B.call(em.helper("_rcumsum1"), g)
+    elif rank > 2:
+        contrib = B.call(em.helper("_rcumsum_nd"), g, s.attr("axis") % rank)
     else:
         contrib = B.call(em.helper("_rcumsum2"), g, s.attr("axis") % rank)
     em.accumulate(arg.name, X(contrib, True), pre_fwd, pre_rev, out)
@@ -97,6 +100,8 @@ def _vjp_diff(em, s, p, g, pre_fwd, pre_rev, out):
     shape = em.shape_of(arg, pre_fwd, pre_rev)
     if rank == 1:
         contrib = B.call(em.helper("_diff_adj1"), g, shape)
+    elif rank > 2:
+        contrib = B.call(em.helper("_diff_adj_nd"), g, axis, shape)
     else:
         contrib = B.call(em.helper("_diff_adj2"), g, axis, shape)
     em.accumulate(arg.name, X(contrib, True), pre_fwd, pre_rev, out)
