@@ -227,20 +227,11 @@ class CallMixin:
         return out
 
     def understood(self, op, spelling):
-        """The parameters the lowering of ``op`` reads: ``UNDERSTOOD[op]``, else (a registry
-        primitive called as it is) its first ``arity`` positional parameters or its ``*args``."""
-        if op in UNDERSTOOD:
-            return UNDERSTOOD[op]
-        sig = signature_of(spelling)
-        if sig is None:
+        """The parameters the lowering of ``op`` reads (``understood_parameters``)."""
+        out = understood_parameters(op, spelling)
+        if out is None:
             raise self.err(None, f"internal: no signature known for {spelling}")
-        params = list(sig.parameters.values())
-        var = [p.name for p in params if p.kind == p.VAR_POSITIONAL]
-        if var:
-            return frozenset(var)
-        arity = primitive(op).arity or 1
-        return frozenset(p.name for p in params[:arity] if p.kind in (p.POSITIONAL_ONLY,
-                                                                      p.POSITIONAL_OR_KEYWORD))
+        return out
 
     def _known(self, node, kind, op, b, target):
         if op in STATIC_ATTR_OPS:      # np.cumsum, np.diff, np.einsum: static arguments as attrs
@@ -415,6 +406,25 @@ OP_ARGUMENT_HINTS = {
     ("flip", "axis"): "slice instead: x[::-1] flips axis 0, x[:, ::-1] axis 1",
     ("norm", "axis"): "write it out: np.sqrt(np.sum(x * x, axis=k))",
 }
+
+
+def understood_parameters(op, spelling):
+    """The parameters the lowering of ``op`` called as ``spelling`` reads: ``UNDERSTOOD[op]``,
+    else (a registry primitive called as it is) its first ``arity`` positional parameters or
+    its ``*args``; None where ``spelling`` has no signature.  (Also what the README's table of
+    NumPy functions lists, ``coarsen.docs``.)"""
+    if op in UNDERSTOOD:
+        return UNDERSTOOD[op]
+    sig = signature_of(spelling)
+    if sig is None:
+        return None
+    params = list(sig.parameters.values())
+    var = [p.name for p in params if p.kind == p.VAR_POSITIONAL]
+    if var:
+        return frozenset(var)
+    arity = primitive(op).arity or 1
+    return frozenset(p.name for p in params[:arity] if p.kind in (p.POSITIONAL_ONLY,
+                                                                  p.POSITIONAL_OR_KEYWORD))
 
 
 def _is_shape(node):
