@@ -3,7 +3,7 @@ from .core import (REGISTRY, CostClass, Primitive, defjvp, deflinear, defstructu
                    dtype_join, err, forward_rule, make, nd, ops_where, primitive, refuse_jvp,
                    spelled, spellings)
 from . import (elementwise, logic, casts, shapes, reductions, einsum, linalg,  # noqa: F401
-               constructors, cumulative, arrays, custom, checks, joins, building)
+               constructors, cumulative, arrays, custom, checks)
 
 __all__ = ["REGISTRY", "CostClass", "Primitive", "defjvp", "deflinear", "defstructural",
            "defvjp", "dt", "dtype_join", "err", "forward_rule", "make", "nd", "ops_where", "primitive",
