@@ -41,7 +41,7 @@ LEGACY_PARTIAL_RESULT = {"exp", "expm1", "tanh"}
 LEGACY_HOISTED = {"exp", "log", "sin", "cos", "tan", "tanh", "sqrt", "expm1", "log1p", "lgamma",
                   "erf", "erfc", "sinh", "cosh", "arctan", "arcsin", "arccos", "log2", "log10",
                   "gamma"}
-HOISTED_SINCE = {"arcsinh", "arccosh", "arctanh"}
+HOISTED_SINCE = {"arcsinh", "arccosh", "arctanh", "exp2", "angle"}   # exp2, angle: issue 44
 
 
 def legacy_weight(name, w):

@@ -204,7 +204,7 @@ _binary("pow", "**", numpy=("power",), math_=("pow",), type_rule=_pow_type, symp
 # a float // or % is a libm fmod and a correction: priced as the dearest class
 _binary("floordiv", "//", numpy=("floor_divide",), passenger=True, zero=True,
         infix=("//", 2, False), emit=_emit_int_division("//"), cost=POW)
-_binary("mod", "%", passenger=True, infix=("%", 2, False), emit=_emit_int_division("%"),
+_binary("mod", "%", numpy=("remainder", "mod"), passenger=True, infix=("%", 2, False), emit=_emit_int_division("%"),
         cost=POW, aliases=("Mod",))
 _binary("minimum", numpy=("minimum", "fmin"), emit=_emit_minmax, passenger=True, cost=ADD,
         aliases=("Min", "min"))
