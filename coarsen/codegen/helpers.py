@@ -420,6 +420,91 @@ def _solve_adj_a2(a, b, g):
     return -_mm22(gb, x.T)
 
 
+# np.linspace(start, stop, num, endpoint) of scalars, NumPy's algorithm step by step (the
+# same bits); and its partials in stop, k / div (0 where div <= 0, 1 at the endpoint)
+def _linspace(start, stop, num, endpoint):
+    if num < 0:
+        raise ValueError("Number of samples must be non-negative.")
+    div = num - 1 if endpoint else num
+    delta = float(stop) - float(start)
+    y = np.arange(0, num).astype(np.float64)
+    if div > 0:
+        step = delta / div
+        if step == 0:
+            y = y / div * delta
+        else:
+            y = y * step
+    else:
+        y = y * delta
+    y = y + start
+    if endpoint and num > 1:
+        y[-1] = stop
+    return y
+
+
+def _linspace_w(num, endpoint):
+    div = num - 1 if endpoint else num
+    w = np.zeros(max(num, 0))
+    if div > 0:
+        for k in range(num):
+            w[k] = k / div
+    return w
+
+
+# np.repeat, one axis of np.tile and np.roll on the rows of a 2-D array (coarsen.ir.primitives
+# .building moves the axis to the front); the adjoints get the output's adjoint and the row
+# count n of the operand
+def _repeat_rows(x, r):
+    if r < 0:
+        raise ValueError("repeats may not contain negative values.")
+    n = x.shape[0]
+    out = np.empty((n * r, x.shape[1]), x.dtype)
+    for i in range(n):
+        for j in range(r):
+            out[i * r + j, :] = x[i, :]
+    return out
+
+
+def _repeat_rows_adj(g, r, n):
+    out = np.zeros((n, g.shape[1]))
+    for i in range(n):
+        for j in range(r):
+            out[i, :] += g[i * r + j, :]
+    return out
+
+
+def _tile_rows(x, r):
+    if r < 0:
+        raise ValueError("negative dimensions are not allowed")
+    n = x.shape[0]
+    out = np.empty((n * r, x.shape[1]), x.dtype)
+    for k in range(r):
+        out[k * n:(k + 1) * n, :] = x
+    return out
+
+
+def _tile_rows_adj(g, r, n):
+    out = np.zeros((n, g.shape[1]))
+    for k in range(r):
+        out += g[k * n:(k + 1) * n, :]
+    return out
+
+
+def _roll_rows(x, shift):
+    n = x.shape[0]
+    out = np.empty_like(x)
+    if n == 0:
+        return out
+    s = shift % n
+    out[s:, :] = x[:n - s, :]
+    out[:s, :] = x[n - s:, :]
+    return out
+
+
+def _roll_rows_adj(g, shift, n):
+    return _roll_rows(g, -shift)
+
+
 #: name -> helper, in the order written here
 HELPERS = {f.__name__: f for f in (
     _grow, _reserve, _scratch_zeros, _scratch_empty, _scratch_at, _push, _push_array,
@@ -427,5 +512,6 @@ HELPERS = {f.__name__: f for f in (
     _slice_start, _slice_len, _bcast_len, _bcast_stride, _same_len, _custom_shape, _int_divisor,
     _range_cont, _mm22, _mm21, _mm12, _mm11, _outer, _prod_grad, _cumsum2, _rcumsum1, _rcumsum2,
     _diff_adj1, _diff_adj2, _solve2, _solve1, _solve_adj_b1, _solve_adj_b2, _solve_adj_a1,
-    _solve_adj_a2,
+    _solve_adj_a2, _linspace, _linspace_w, _repeat_rows, _repeat_rows_adj, _tile_rows,
+    _tile_rows_adj, _roll_rows, _roll_rows_adj,
 )}

@@ -16,22 +16,27 @@ memory layout (slices, transposes) and need no BLAS.  ``_cumsum2``/``_rcumsum*``
 ``np.linalg`` would need SciPy), raising ``np.linalg.LinAlgError`` at an exactly zero pivot; ``_ein_<a>_<b>__<out>``
 (``einsum_loops``) is a loop nest generated per ``np.einsum`` spec (Numba has none).
 ``_unbound_<name>`` (``unbound_error``) raises Python's ``UnboundLocalError`` for a read of the
-source variable ``name`` before any assignment (``coarsen.frontend.unbound``).
+source variable ``name`` before any assignment (``coarsen.frontend.unbound``);
+``_check_<exc>_<digest>`` (``check_error``) raises ``AssertionError`` or ``ValueError`` with a
+constant message where its flag is False (``assert``; NumPy's checks of its arguments).
 ``_add_scaledN`` (``X += a * Y``, one shape) and ``_red_adj_<op>_N_A`` (the adjoint of
 ``max``/``min`` along an axis) are loops where the array expressions they replace, with the
 same operations and bits, cost Numba seconds of compilation each.
 """
 from __future__ import annotations
 
+import hashlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .einsum_loops import einsum_name, einsum_source
+from .gather_loops import gather_name, gather_source, scatter_name, scatter_source
 from .helpers import HELPERS as BASE_HELPERS
 from .helpers_nd import ND_HELPERS
+from .helpers_numpy import NUMPY_HELPERS
 
-HELPERS = {**BASE_HELPERS, **ND_HELPERS}     # every fixed helper, by name
+HELPERS = {**BASE_HELPERS, **ND_HELPERS, **NUMPY_HELPERS}     # every fixed helper, by name
 
 
 def fixed_source(name):
@@ -264,6 +269,35 @@ def einsum(ins, out, shape=False, fixed=""):
     """The loop nest of ``np.einsum(",".join(ins) + "->" + out, ...)`` (``einsum_loops``)."""
     ins = tuple(ins)
     return _generated(einsum_name(ins, out, shape, fixed), einsum_source, (ins, out, shape, fixed))
+
+
+def gather(plan):
+    """``_gather_<tag>``: ``b[x0, x1, ...]`` by 1-D integer arrays and integers
+    (``gather_loops.GatherPlan``)."""
+    return _generated(gather_name(plan), gather_source, (plan,))
+
+
+def scatter(plan):
+    """``_scatter_<tag>``: the adjoint of ``gather(plan)``, a scatter-add into a new array."""
+    return _generated(scatter_name(plan), scatter_source, (plan,))
+
+
+def _check_source(exc, message):
+    raised = f"{exc}()" if message is None else f"{exc}({message!r})"
+    return f'''
+def {check_error(exc, message)}(ok):
+    if not ok:
+        raise {raised}
+    return True
+'''
+
+
+def check_error(exc, message):
+    """``_check_<exc>_<digest>``: raise the builtin exception ``exc`` (``AssertionError``,
+    ``ValueError``) with the constant ``message`` (None: none) unless ``ok`` (an ``assert``
+    statement; NumPy's own checks of arguments that the frontend writes out)."""
+    digest = hashlib.sha1(repr((exc, message)).encode()).hexdigest()[:12]
+    return _generated(f"_check_{exc}_{digest}", _check_source, (exc, message))
 
 
 def helper_source(names):

@@ -25,6 +25,7 @@ from ..ir.nodes import (Const, NEWAXIS, Slice)
 from ..ir.primitives import ops_where, primitive
 from .array_literals import DtypeLike, lower_array_call
 from .custom_calls import lower_custom_call
+from .joins import JOIN_OPS, JOIN_UNDERSTOOD, lower_join_call, lower_list
 from .source import (CustomFunction, Known, Module, UserFunction, UserModule)
 from .signatures import REDUCTION_METHODS, bind, signature_of
 from .static_attrs import STATIC_ATTR_OPS, lower_static_attr_call
@@ -233,7 +234,14 @@ class CallMixin:
             raise self.err(None, f"internal: no signature known for {spelling}")
         return out
 
+    def expr_List(self, node, target):
+        """A list display the fence let through (a NumPy function's argument:
+        ``coarsen.frontend.joins.list_argument_literals``): ``np.array`` of it."""
+        return lower_list(self, node, target)
+
     def _known(self, node, kind, op, b, target):
+        if op in JOIN_OPS:             # joining, splitting, building; lists (frontend.joins)
+            return lower_join_call(self, node, op, b, target)
         if op in STATIC_ATTR_OPS:      # np.cumsum, np.diff, np.einsum: static arguments as attrs
             return lower_static_attr_call(self, node, op, b, target)
         if kind.origin == "math" and op in ("floor", "ceil"):
@@ -359,6 +367,7 @@ class CallMixin:
 # parameters, or its *args (CallMixin.understood). Anything else a call passes is refused.
 _REDUCTION_ARGS = frozenset({"a", "axis", "keepdims"})
 UNDERSTOOD = {
+    **JOIN_UNDERSTOOD,
     **{op: _REDUCTION_ARGS for op in REDUCTIONS},
     "zeros": frozenset({"shape", "dtype"}), "ones": frozenset({"shape", "dtype"}),
     "empty": frozenset({"shape", "dtype"}), "full": frozenset({"shape", "fill_value", "dtype"}),

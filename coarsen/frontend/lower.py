@@ -25,6 +25,7 @@ from .loops import LoopMixin, contains_or_is
 from .names import Namer, identifiers
 from .source import (FunctionSource, GlobalArray, Known, Module, UserFunction, get_source)
 from .static_attrs import einsum_spec_strings
+from .joins import list_argument_literals
 from .unbound import guard_unbound_reads
 
 _UNSUPPORTED_STMTS = {
@@ -36,7 +37,6 @@ _UNSUPPORTED_STMTS = {
                   "parameter and return results"),
     gast.Nonlocal: ("nonlocal declarations", "pass the value as a parameter"),
     gast.Delete: ("del", "let the variable go out of scope instead"),
-    gast.Assert: ("assert", "check the condition before calling the gradient"),
     gast.ClassDef: ("class definitions", "define classes outside the function"),
     gast.FunctionDef: ("nested function definitions", "define helpers at module level; coarsen inlines calls to them"),
     gast.AsyncFunctionDef: ("async functions", "write a plain function"),
@@ -194,7 +194,9 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
 
     def _fence(self, body):
         for stmt in body:
-            literals = self._array_literal_lists(stmt) | einsum_spec_strings(self, stmt)
+            literals = self._array_literal_lists(stmt) | einsum_spec_strings(self, stmt) \
+                | list_argument_literals(self, stmt) | {
+                    id(a.msg) for a in gast.walk(stmt) if isinstance(a, gast.Assert)}
             for sub in gast.walk(stmt):
                 if id(sub) in literals:
                     continue
@@ -268,6 +270,17 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
             raise self.err(s, f"{type(s).__name__} statements are not supported")
         method(s)
         return self.exits_of(s)
+
+    def stmt_Assert(self, s):
+        """``assert test, msg``: the test evaluated where it stands and checked (``check``:
+        Python's ``AssertionError`` with the constant message), no derivative."""
+        msg = s.msg
+        if msg is not None and not (isinstance(msg, gast.Constant) and isinstance(msg.value, str)):
+            raise self.err(msg, "an assert's message must be a string constant",
+                           "assert x > 0, 'x must be positive'")
+        flag = self.op(s, None, "truth", [self.lower_expr(s.test)])
+        self.op(s, None, "check", [flag], attrs=(
+            ("exc", "AssertionError"), ("message", None if msg is None else msg.value)))
 
     def stmt_Pass(self, s):
         pass

@@ -365,11 +365,17 @@ def display_path(fn) -> str:
 # array and asarray by coarsen.frontend.array_literals)
 MATH_FUNCS = spellings("math")
 NUMPY_FUNCS = {**spellings("numpy"), "square": "square", "clip": "clip", "outer": "outer",
-               "shape": "shape", "array": "array", "asarray": "asarray"}
+               "shape": "shape", "array": "array", "asarray": "asarray",
+               # joining, splitting and building arrays (coarsen.frontend.joins)
+               **{f: f for f in ("vstack", "hstack", "row_stack", "column_stack", "append",
+                                 "roll", "flipud", "fliplr", "rot90", "tile", "repeat",
+                                 "gradient", "split", "array_split", "vsplit", "hsplit",
+                                 "dsplit", "select")}}
 # np.linalg.<attr>: the registry's spellings and the frontend's norm
 LINALG_FUNCS = {**spellings("linalg"), "norm": "norm"}
 BUILTIN_FUNCS = {"abs": "abs", "min": "min", "max": "max", "float": "float", "int": "int",
-                 "len": "len", "range": "range", "bool": "bool"}
+                 "len": "len", "range": "range", "bool": "bool",
+                 "sum": "builtin_sum"}       # sum([a, b]) (coarsen.frontend.joins)
 CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf, "tau": math.tau, "nan": math.nan}
 
 

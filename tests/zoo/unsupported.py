@@ -132,11 +132,6 @@ def del_statement(x):
     return x
 
 
-def assert_statement(x):
-    assert x > 0.0  # <- unsupported
-    return x * 2.0
-
-
 def class_definition(x):
     class Point:  # <- unsupported
         pass
@@ -200,7 +195,6 @@ FENCE = [
     (print_call, lambda: (2.0,), "print"),
     (linalg_svd, lambda: (np.eye(3) + 0.1,), "np.linalg.svd"),
     (del_statement, lambda: (2.0,), "del"),
-    (assert_statement, lambda: (2.0,), "assert"),
     (class_definition, lambda: (2.0,), "class definition"),
     (import_inside, lambda: (2.0,), "import inside the function"),
     (async_def, lambda: (2.0,), "async def"),

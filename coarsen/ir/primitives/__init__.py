@@ -4,6 +4,7 @@ from .core import (REGISTRY, CostClass, Primitive, defjvp, deflinear, defstructu
                    spelled, spellings)
 from . import (elementwise, logic, casts, shapes, reductions, einsum, linalg,  # noqa: F401
                constructors, cumulative, arrays, custom, checks)
+from . import joins, building  # noqa: F401  (joining and building arrays, issue 44b)
 from . import elementwise_numpy  # noqa: F401
 
 __all__ = ["REGISTRY", "CostClass", "Primitive", "defjvp", "deflinear", "defstructural",

@@ -6,6 +6,10 @@ raises Python's ``UnboundLocalError`` for that variable where ``flag`` is False,
 ``True`` otherwise (``coarsen.frontend.unbound`` adds it before a read that may find its
 variable unbound).  It is not liftable, not a passenger and has no derivative, so segments end
 at it and it runs in the forward sweep, where the source reads the variable, in both modes.
+``check(flag)`` (``attrs``: ``exc``, ``AssertionError`` or ``ValueError``, and ``message``, a
+constant string or None) raises that exception where ``flag`` is False: an ``assert``
+statement (``coarsen.frontend.lower``), or a check NumPy makes of its arguments that the
+frontend's sugar writes out (``np.split``'s equal division, ``np.gradient``'s length).
 Code generated in coarsen's input language (``input_language``: a JVP that reverse mode reads
 back for ``coarsen.hessian``) holds the flag instead of the raising helper: reading that code,
 the frontend finds the same read possibly unbound and checks it (naming the variable as the
@@ -34,3 +38,12 @@ def _emit_unbound_check(em, s, v):
 
 register(Primitive("unbound_check", _bool_type, _emit_unbound_check, arity=1, zero=True,
                    cost=CostClass.ADD))
+
+
+def _emit_check(em, s, v):
+    if getattr(em, "input_language", False):
+        return B.ex(v[0])       # as unbound_check: the flag (a raising helper is refused there)
+    return B.call(em.helper(R.check_error(s.attr("exc"), s.attr("message"))), v[0])
+
+
+register(Primitive("check", _bool_type, _emit_check, arity=1, zero=True, cost=CostClass.ADD))
