@@ -31,12 +31,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .einsum_loops import einsum_name, einsum_source
-from .gather_loops import gather_name, gather_source, scatter_name, scatter_source
 from .helpers import HELPERS as BASE_HELPERS
 from .helpers_nd import ND_HELPERS
-from .helpers_numpy import NUMPY_HELPERS
 
-HELPERS = {**BASE_HELPERS, **ND_HELPERS, **NUMPY_HELPERS}     # every fixed helper, by name
+HELPERS = {**BASE_HELPERS, **ND_HELPERS}     # every fixed helper, by name
 
 
 def fixed_source(name):
@@ -269,17 +267,6 @@ def einsum(ins, out, shape=False, fixed=""):
     """The loop nest of ``np.einsum(",".join(ins) + "->" + out, ...)`` (``einsum_loops``)."""
     ins = tuple(ins)
     return _generated(einsum_name(ins, out, shape, fixed), einsum_source, (ins, out, shape, fixed))
-
-
-def gather(plan):
-    """``_gather_<tag>``: ``b[x0, x1, ...]`` by 1-D integer arrays and integers
-    (``gather_loops.GatherPlan``)."""
-    return _generated(gather_name(plan), gather_source, (plan,))
-
-
-def scatter(plan):
-    """``_scatter_<tag>``: the adjoint of ``gather(plan)``, a scatter-add into a new array."""
-    return _generated(scatter_name(plan), scatter_source, (plan,))
 
 
 def _check_source(exc, message):
