@@ -81,7 +81,7 @@ class Objective:
     def _layout(self, shapes):
         shapes = tuple(tuple(s) for s in shapes)
         if len(shapes) != len(self.names):
-            raise self.bridge.error(f"{len(shapes)} shapes for {len(self.names)} wrt parameters "
+            raise self.bridge.error(f"{len(shapes)} shape(s) for {len(self.names)} wrt parameters "
                                     f"({', '.join(self.names)})", "pass one shape per wrt "
                                     "parameter, () for a float")
         return Layout(self.names, shapes)
