@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from .einsum_loops import einsum_name, einsum_source
 from .helpers import HELPERS as BASE_HELPERS
+from .gather_loops import gather_name, gather_source, scatter_name, scatter_source
 from .helpers_nd import ND_HELPERS
 
 HELPERS = {**BASE_HELPERS, **ND_HELPERS}     # every fixed helper, by name
@@ -285,6 +286,17 @@ def check_error(exc, message):
     statement; NumPy's own checks of arguments that the frontend writes out)."""
     digest = hashlib.sha1(repr((exc, message)).encode()).hexdigest()[:12]
     return _generated(f"_check_{exc}_{digest}", _check_source, (exc, message))
+
+
+def gather(plan):
+    """``_gather_<tag>``: ``b[x0, x1, ...]`` by 1-D integer arrays and integers
+    (``gather_loops.GatherPlan``)."""
+    return _generated(gather_name(plan), gather_source, (plan,))
+
+
+def scatter(plan):
+    """``_scatter_<tag>``: the adjoint of ``gather(plan)``, a scatter-add into a new array."""
+    return _generated(scatter_name(plan), scatter_source, (plan,))
 
 
 def helper_source(names):

@@ -22,6 +22,8 @@ Guarantees, before any code is generated:
   /``float``/``int`` allocates that dtype directly (a float stored into an int array is
   refused, as elsewhere); ``dtype=x.dtype`` takes ``x``'s.  ``np.array([])`` is an empty
   float64 array.  Ragged lists are refused; comprehensions are refused by the fence.
+* a list display in a subscript (``v[[0, 2, 2]]``: NumPy's advanced indexing) is lowered as
+  ``np.array`` of it (``lower_list_literal``; ``index_list_literals`` names them for the fence);
 * ``np.array(x)`` of an existing array is a copy (``copyarr``; with ``dtype=``, ``astype``,
   which copies too); ``np.asarray(x)`` is ``x`` itself (an alias, as NumPy returns it), so
   writes through it are seen by ``x``; ``np.asarray(x, dtype=...)`` is refused (NumPy copies or
@@ -64,6 +66,32 @@ def literal_shape(lw, node):
             raise lw.err(e, "np.array of a ragged nested list (rows of different lengths or depths) "
                          "is not supported", "give every row the same number of scalars")
     return (len(node.elts),) + first, [x for _, flat in parts for x in flat]
+
+
+def index_list_literals(stmt):
+    """ids of the list displays that are items of a subscript in ``stmt`` (``v[[0, 2]]``,
+    ``a[[1, 0], :, [3, 2]]``; NumPy's advanced indexing), nested lists included: the fence
+    lets lists through there, and ``lower_list_literal`` makes each an array."""
+    out = set()
+
+    def nested(n):
+        if isinstance(n, gast.List):
+            out.add(id(n))
+            for e in n.elts:
+                nested(e)
+
+    for sub in gast.walk(stmt):
+        if isinstance(sub, gast.Subscript):
+            items = sub.slice.elts if isinstance(sub.slice, gast.Tuple) else [sub.slice]
+            for it in items:
+                nested(it)
+    return out
+
+
+def lower_list_literal(lw, node):
+    """A list display in a subscript as ``np.array(node)`` (integers: an integer array, which
+    type inference takes as an advanced index); returns the operand."""
+    return _literal(lw, node, node, None, None)
 
 
 def _unravel(k, shape):

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import gast
 
-from ..ir.nodes import (RESULT_START, Assign, Const, Function, If, Loc, NEWAXIS, Slice, Store, Var)
+from ..ir.nodes import (ELLIPSIS, RESULT_START, Assign, Const, Function, If, Loc, NEWAXIS, Slice, Store,
+                        Var)
 from ..ir.ssa import split_webs
 from .calls import CallMixin
 from .expressions import OPERATORS, ExpressionMixin
@@ -24,6 +25,7 @@ from .helpers_inline import TupleValue, inline_call
 from .loops import LoopMixin, contains_or_is
 from .names import Namer, identifiers
 from .source import (FunctionSource, GlobalArray, Known, Module, UserFunction, get_source)
+from .array_literals import index_list_literals, lower_list_literal
 from .static_attrs import einsum_spec_strings
 from .joins import list_argument_literals
 from .unbound import guard_unbound_reads
@@ -195,6 +197,7 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
     def _fence(self, body):
         for stmt in body:
             literals = self._array_literal_lists(stmt) | einsum_spec_strings(self, stmt) \
+                | index_list_literals(stmt) \
                 | list_argument_literals(self, stmt) | {
                     id(a.msg) for a in gast.walk(stmt) if isinstance(a, gast.Assert)}
             for sub in gast.walk(stmt):
@@ -536,7 +539,7 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
         """``a[i] op= e`` whose subscript has no slice (it may be an element) and whose e calls
         a user function (which may update ``a``)."""
         items = target.slice.elts if isinstance(target.slice, gast.Tuple) else [target.slice]
-        if any(isinstance(it, gast.Slice) or (isinstance(it, gast.Constant) and it.value is None)
+        if any(isinstance(it, gast.Slice) or (isinstance(it, gast.Constant) and it.value in (None, Ellipsis))
                or (isinstance(it, gast.Attribute) and it.attr == "newaxis") for it in items):
             return False
         return any(isinstance(n, gast.Call)
@@ -579,8 +582,10 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
                 out.append(NEWAXIS)
             elif isinstance(it, gast.Attribute) and it.attr == "newaxis":
                 out.append(NEWAXIS)
+            elif isinstance(it, gast.List):     # v[[0, 2]]: an integer array (advanced indexing)
+                out.append(lower_list_literal(self, it))
             elif isinstance(it, gast.Constant) and it.value is Ellipsis:
-                raise self.err(it, "Ellipsis (...) indexing is not supported", "write the slices out")
+                out.append(ELLIPSIS)      # spelled out as slices by type inference
             else:
                 out.append(self.lower_expr(it))
         return tuple(out)

@@ -86,6 +86,7 @@ class Slice:
 
 
 NEWAXIS = "newaxis"
+ELLIPSIS = "ellipsis"     # ``...`` in a subscript, spelled out as slices once types are known
 IndexItem = Union[Var, Const, Slice, str]
 
 

@@ -15,8 +15,9 @@ from dataclasses import replace
 from ..errors import CoarsenError
 from ..errors import at_stmt as _err
 from .backward_typing import typed_backward
+from .fancy_index import split_fancy
 from .inplace import apply_inplace
-from .nodes import (Array, Assign, BOOL, Const, F64, For, I64, If, NEWAXIS, Scalar, Slice,
+from .nodes import (ELLIPSIS, Array, Assign, BOOL, Const, F64, For, I64, If, NEWAXIS, Scalar, Slice,
                     Store, Var, While, blocks, uses, walk)
 from .primitives import REGISTRY, dt as _dt, dtype_join as _dtype_join, nd as _nd, ops_where
 
@@ -94,6 +95,8 @@ class Inference:
         self.strict = True
         self.block(self.fn.body)
         self.fn.types = self.types
+        expand_ellipses(self.fn)
+        split_fancy(self.fn)        # integer arrays in subscripts: gather (coarsen.ir.fancy_index)
         normalize_dims(self.fn)
         settle_result_starts(self.fn)
         apply_inplace(self.fn)      # a op= e on arrays: in-place stores (coarsen.ir.inplace)
@@ -176,11 +179,17 @@ class Inference:
             out.append(self.typeof(a, s))
         return out
 
-    def index_type(self, s, arr_t, index):
+    def index_type(self, s, arr_t, index, fancy=False):
+        """The rank of ``arr_t[index]``; with ``fancy`` (a read) 1-D integer arrays among the
+        items index as NumPy's advanced indexing does (``coarsen.ir.fancy_index``)."""
         if not isinstance(arr_t, Array):
             raise _err(s, f"cannot index a {arr_t} value", "only arrays can be indexed")
-        nint = nslice = nnew = 0
+        nint = nslice = nnew = narr = 0
+        if sum(1 for it in index if it == ELLIPSIS) > 1:
+            raise _err(s, "an index can only have a single ellipsis ('...')")
         for it in index:
+            if it == ELLIPSIS:
+                continue
             if it == NEWAXIS:
                 nnew += 1
             elif isinstance(it, Slice):
@@ -191,14 +200,32 @@ class Inference:
             else:
                 t = self.typeof(it, s)
                 if isinstance(t, Array):
-                    raise _err(s, "indexing with arrays (fancy indexing) is not supported",
-                               "index with integers and slices, or write a loop")
+                    self.check_fancy_item(s, t, fancy)
+                    narr += 1
+                    continue
                 if t.kind == "f64":
                     raise _err(s, "array indices must be integers", "convert with int(...)")
                 nint += 1
-        if nint + nslice > arr_t.ndim:
+        if nint + narr + nslice > arr_t.ndim:
             raise _err(s, f"too many indices for a {arr_t.ndim}-D array")
+        if narr:      # the advanced items (arrays and the integers beside them): one axis
+            return arr_t.ndim - nint - narr + nnew + 1
         return arr_t.ndim - nint + nnew
+
+    @staticmethod
+    def check_fancy_item(s, t, fancy):
+        """An array among a subscript's items: a 1-D integer array in a read."""
+        if not fancy:
+            raise _err(s, "assigning through an index array (fancy indexing) is not supported",
+                       "write a loop over the indices")
+        if t.dtype == "bool":
+            raise _err(s, "indexing with a boolean mask is not supported (its length is known "
+                          "only at run time)", "use np.where(mask, x, 0.0), or a loop")
+        if t.dtype != "i64":
+            raise _err(s, "array indices must be integers", "convert with .astype(np.int64)")
+        if t.ndim != 1:
+            raise _err(s, f"fancy indexing with a {t.ndim}-D index array is not supported",
+                       "index with 1-D integer arrays (or lists of integers)")
 
     def assign_type(self, s):
         """The result type of ``s``: its primitive's type rule (``coarsen.ir.primitives``)."""
@@ -256,6 +283,27 @@ class Inference:
                 b = base[b]
             out[v] = b
         return out
+
+
+def spelled_out(index, ndim):
+    """``index`` with its ``...`` (``ELLIPSIS``) as the full slices it stands for on an array
+    of ``ndim`` axes (NumPy: as many as the other items leave, none, or more than one)."""
+    if ELLIPSIS not in index:
+        return index
+    taken = sum(1 for it in index if it not in (ELLIPSIS, NEWAXIS))
+    k = index.index(ELLIPSIS)
+    return index[:k] + (Slice(None, None, None),) * (ndim - taken) + index[k + 1:]
+
+
+def expand_ellipses(fn):
+    """Every ``...`` of a subscript spelled out as full slices (in place, ``fn`` typed): no
+    later pass meets ``ELLIPSIS``."""
+    for block in blocks(fn.body):
+        for n, s in enumerate(block):
+            if isinstance(s, Assign) and ELLIPSIS in s.index:
+                block[n] = replace(s, index=spelled_out(s.index, fn.types[s.args[0].name].ndim))
+            elif isinstance(s, Store) and ELLIPSIS in s.index:
+                block[n] = replace(s, index=spelled_out(s.index, fn.types[s.array].ndim))
 
 
 def normalize_dims(fn):

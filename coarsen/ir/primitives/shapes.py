@@ -23,7 +23,7 @@ from .core import CostClass, Primitive, deflinear, defstructural, dt, err, make,
 
 
 def _getitem_type(c, s, ts):
-    return make(ts[0].dtype, c.index_type(s, ts[0], s.index))
+    return make(ts[0].dtype, c.index_type(s, ts[0], s.index, fancy=True))
 
 
 def _dim_type(c, s, ts):
