@@ -26,11 +26,13 @@ from __future__ import annotations
 import gast
 
 from ...ir.fresh import DRIVER_NAMES
-from .copies import propagate_copies
-from .dead_stores import drop_dead_stores
+from .copies import propagate_copies_in_place
+from .dead_stores import drop_dead_stores_in_place
 from .floats import FloatFacts
-from .held import reuse_held
+from .flow import plain
+from .held import reuse_held_in_place
 from .helpers import drop_unused_helpers
+from .nodes import clone
 from .seeds import fold_seeds
 
 __all__ = ["tidy_module", "tidy_function", "FloatFacts"]
@@ -48,21 +50,29 @@ def _temporary(name):
 
 
 def tidy_function(fn, floats, adjoints=True):
-    """One entry function tidied (steps 1-4 of the module docstring); a new function."""
+    """One entry function tidied (steps 1-4 of the module docstring); a new function (``fn``
+    itself where nothing changes)."""
+    if not plain(fn):
+        return fn
     compiler = _compiler(adjoints)
+    # one copy, rewritten in place (the rewrites keep a function plain: they remove
+    # statements and rewrite expressions, and make no scope)
+    work, changed_any = clone(fn), False
     # each rewrite may open the way for another (a folded product leaves a copy, a dropped
     # store no longer ends a copy's stretch): run them until none changes anything
     for _ in range(8):
-        before = fn
-        facts = floats.extended(fn)
-        fn = reuse_held(fn, _temporary, facts)
-        fn = propagate_copies(fn, _temporary)
+        facts = floats.extended(work)
+        changed = reuse_held_in_place(work, _temporary, facts)
+        changed |= propagate_copies_in_place(work, _temporary)
         if adjoints:
-            fn = fold_seeds(fn, compiler, facts)
-        fn = drop_dead_stores(fn, compiler, facts)
-        if fn is before:
+            folded = fold_seeds(work, compiler, facts)
+            changed |= folded is not work
+            work = folded
+        changed |= drop_dead_stores_in_place(work, compiler, facts)
+        if not changed:
             break
-    return fn
+        changed_any = True
+    return work if changed_any else fn
 
 
 def tidy_module(module, types=None, adjoints=True):

@@ -23,11 +23,10 @@ statement goes to the next one (``flow.remove``).  User names are never bound or
 """
 from __future__ import annotations
 
-import copy
-
 import gast
 
 from .flow import blocks, plain, remove_in_place, store_counts
+from .nodes import clone, walk
 
 
 def _copy_of(st, temporary, counts):
@@ -43,18 +42,18 @@ def _copy_of(st, temporary, counts):
 
 def _binds(st, name):
     return any(isinstance(n, gast.Name) and n.id == name and isinstance(n.ctx, gast.Store)
-               for n in gast.walk(st))
+               for n in walk(st))
 
 
 def _loads(node, name):
-    return [n for n in gast.walk(node)
+    return [n for n in walk(node)
             if isinstance(n, gast.Name) and n.id == name and isinstance(n.ctx, gast.Load)]
 
 
 def _load_counts(fn):
     """{name: how many times ``fn`` reads it}."""
     counts = {}
-    for n in gast.walk(fn):
+    for n in walk(fn):
         if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load):
             counts[n.id] = counts.get(n.id, 0) + 1
     return counts
@@ -62,37 +61,65 @@ def _load_counts(fn):
 
 def _try(fn, block, k, t, s, loads):
     """Propagate ``block[k]`` (``t = s``) if it qualifies; True when done.  ``loads`` is
-    ``_load_counts(fn)``."""
-    reachable = []
+    {name: how many times ``fn`` reads it}, kept exact here."""
+    want, reachable = loads.get(t, 0), []
     for st in block[k + 1:]:
+        if len(reachable) == want:
+            break           # every read of t is found: the statements left read none
         if _binds(st, s):
             break
         reachable += _loads(st, t)
-        if len(reachable) > loads.get(t, 0):
+        if len(reachable) > want:
             return False
-    if len(reachable) != loads.get(t, 0):
+    if len(reachable) != want:
         return False
     for n in reachable:
         n.id = s
+    loads[s] = loads.get(s, 0) + want - 1     # t's reads are s's; the copy's own read is gone
+    loads[t] = 0
     remove_in_place(fn, {id(block[k])})
     return True
 
 
 def propagate_copies(fn, temporary):
-    """See the module docstring."""
+    """See the module docstring.
+
+    Each step propagates the first qualifying copy in the order of ``flow.blocks``, then looks
+    again from the start, as if the function were new: the counts are updated exactly rather
+    than recounted, and a copy found not to qualify is not tried again until a step changes
+    the reads, stores or statements its test looks at, that is until a step propagates a copy
+    ``t2 = s2`` with ``t2`` or ``s2`` among its two names (renaming ``t2``'s reads to ``s2``,
+    removing a binding of ``t2`` and a read of ``s2``, and nothing else)."""
     if not plain(fn):
         return fn
-    original, fn = fn, copy.deepcopy(fn)
-    done, changed = False, True
-    while changed:
-        changed = False
-        counts, loads = store_counts(fn), _load_counts(fn)
+    new = clone(fn)
+    return new if propagate_copies_in_place(new, temporary) else fn
+
+
+def propagate_copies_in_place(fn, temporary):
+    """``propagate_copies`` on ``fn`` itself, which must be ``flow.plain``; True where it
+    propagated a copy."""
+    counts, loads = store_counts(fn), _load_counts(fn)
+    refused = {}        # id of a statement: the (t, s) it was refused as
+    gone = []           # the removed statements, kept alive so that no id is reused
+    done = False
+    while True:
+        found = None
         for block in blocks(fn.body):
             for k, st in enumerate(block):
-                found = _copy_of(st, temporary, counts)
-                if found and _try(fn, block, k, *found, loads):
-                    changed = done = True
+                cand = _copy_of(st, temporary, counts)
+                if cand is None or refused.get(id(st)) == cand:
+                    continue
+                if _try(fn, block, k, *cand, loads):
+                    found = cand
+                    gone.append(st)
                     break
-            if changed:
+                refused[id(st)] = cand
+            if found:
                 break
-    return fn if done else original
+        if not found:
+            return done
+        done = True
+        counts[found[0]] -= 1
+        touched = set(found)
+        refused = {i: ts for i, ts in refused.items() if not touched & set(ts)}

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import gast
 
-from .flow import blocks, bound_by, live_after, plain, remove
+from .nodes import walk
+from .flow import blocks, bound_by, live_after, plain, remove, remove_in_place
 
 
 def _constant_store(st, compiler):
@@ -33,7 +34,7 @@ def _constant_store(st, compiler):
 def _binding_kinds(fn):
     """{name: the set of types of its bindings, ``None`` for a binding that is no constant}."""
     out = {}
-    for node in gast.walk(fn):
+    for node in walk(fn):
         if isinstance(node, gast.Assign) and len(node.targets) == 1 and \
                 isinstance(node.targets[0], gast.Name):
             kind = type(node.value.value) if isinstance(node.value, gast.Constant) else None
@@ -48,8 +49,20 @@ def _binding_kinds(fn):
 
 def drop_dead_stores(fn, compiler, floats):
     """See the module docstring."""
-    if not plain(fn):
-        return fn
+    return remove(fn, _dead(fn, compiler, floats)) if plain(fn) else fn
+
+
+def drop_dead_stores_in_place(fn, compiler, floats):
+    """``drop_dead_stores`` on ``fn`` itself, which must be ``flow.plain``; True where it
+    dropped a store."""
+    dead = _dead(fn, compiler, floats)
+    if dead:
+        remove_in_place(fn, dead)
+    return bool(dead)
+
+
+def _dead(fn, compiler, floats):
+    """The ids of the statements ``drop_dead_stores`` removes."""
     live = live_after(fn)
     kinds = _binding_kinds(fn)
     dead = set()
@@ -65,12 +78,12 @@ def drop_dead_stores(fn, compiler, floats):
         if len(here) == len(block) and block is not getattr(_owner(fn, block), "orelse", None):
             continue
         dead.update(here)
-    return remove(fn, dead)
+    return dead
 
 
 def _owner(fn, block):
     """The statement whose ``body`` or ``orelse`` is ``block`` (None for the function's)."""
-    for node in gast.walk(fn):
+    for node in walk(fn):
         if node is not fn and (getattr(node, "body", None) is block
                                or getattr(node, "orelse", None) is block):
             return node

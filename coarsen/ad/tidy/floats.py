@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import gast
 
+from .nodes import walk
 BAR = "_bar"
 #: the float tape (``coarsen.ad.reverse.tapes.FT``): a float64 vector
 FLOAT_TAPE = "_ftape"
@@ -59,10 +60,10 @@ class FloatFacts:
         ``min`` of ints).  The least fixed point: a name is added only once all its bindings
         are known, so a cycle of unknowns stays unknown."""
         binds = {}
-        for node in gast.walk(fn):
+        for node in walk(fn):
             if isinstance(node, gast.Assign):
                 for t in node.targets:
-                    for n in gast.walk(t):
+                    for n in walk(t):
                         if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
                             binds.setdefault(n.id, []).append(
                                 ("=", node.value) if t is n else ("?", None))
@@ -71,7 +72,7 @@ class FloatFacts:
                     node.op, (gast.Add, gast.Sub, gast.Mult)) else "?"
                 binds.setdefault(node.target.id, []).append((op, node.value))
             elif isinstance(node, (gast.For, gast.AnnAssign)):
-                for n in gast.walk(node.target):
+                for n in walk(node.target):
                     if isinstance(n, gast.Name):
                         binds.setdefault(n.id, []).append(("?", None))
         for a in fn.args.args:

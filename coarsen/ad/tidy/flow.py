@@ -24,10 +24,9 @@ Guarantees:
 """
 from __future__ import annotations
 
-import copy
-
 import gast
 
+from .nodes import clone, walk
 _STMTS = (gast.Assign, gast.AugAssign, gast.AnnAssign, gast.Expr, gast.If, gast.For, gast.While,
           gast.Return, gast.Raise, gast.Assert, gast.Pass, gast.Break, gast.Continue)
 _SCOPES = (gast.Lambda, gast.ListComp, gast.SetComp, gast.DictComp, gast.GeneratorExp,
@@ -48,7 +47,7 @@ def blocks(stmts):
 
 def plain(fn):
     """See the module docstring."""
-    for node in gast.walk(fn):
+    for node in walk(fn):
         if node is not fn and isinstance(node, _SCOPES):
             return False
         if isinstance(node, gast.stmt) and not isinstance(node, _STMTS) and node is not fn:
@@ -58,7 +57,7 @@ def plain(fn):
 
 def reads(node):
     """The names ``node`` (an expression or a statement and its blocks) reads."""
-    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)}
+    return {n.id for n in walk(node) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)}
 
 
 def store_counts(fn):
@@ -67,7 +66,7 @@ def store_counts(fn):
     for a in fn.args.args:
         if isinstance(a, gast.Name):
             counts[a.id] = counts.get(a.id, 0) + 1
-    for node in gast.walk(fn):
+    for node in walk(fn):
         for name in bound_by(node):
             counts[name] = counts.get(name, 0) + 1
     return counts
@@ -81,7 +80,7 @@ def bound_by(node):
         targets = node.targets
     elif isinstance(node, (gast.AugAssign, gast.AnnAssign, gast.For)):
         targets = (node.target,)
-    return [n.id for t in targets for n in gast.walk(t)
+    return [n.id for t in targets for n in walk(t)
             if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)]
 
 
@@ -97,7 +96,7 @@ def _target_kills_reads(target):
             rd |= r
         return kills, rd
     # x[i] = ..., x.a = ...: the object is read, no name is bound
-    return set(), reads(target) | {n.id for n in gast.walk(target) if isinstance(n, gast.Name)}
+    return set(), reads(target) | {n.id for n in walk(target) if isinstance(n, gast.Name)}
 
 
 class _Liveness:
@@ -120,7 +119,7 @@ class _Liveness:
                 rd |= r
             return (live - kills) | rd | reads(st.value)
         if isinstance(st, gast.AugAssign):
-            return live | reads(st.value) | {n.id for n in gast.walk(st.target) if isinstance(n, gast.Name)}
+            return live | reads(st.value) | {n.id for n in walk(st.target) if isinstance(n, gast.Name)}
         if isinstance(st, gast.AnnAssign):
             k, r = _target_kills_reads(st.target)
             return (live - k) | r | (reads(st.value) if st.value is not None else set())
@@ -217,7 +216,7 @@ def remove(fn, ids):
     if not ids:
         return fn
     # copy, carrying the ids over: map each original statement to its copy
-    new = copy.deepcopy(fn)
+    new = clone(fn)
     old_stmts = [s for b in blocks(fn.body) for s in b]
     new_stmts = [s for b in blocks(new.body) for s in b]
     remove_in_place(new, {id(n) for o, n in zip(old_stmts, new_stmts) if id(o) in ids})

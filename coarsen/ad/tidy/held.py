@@ -26,10 +26,9 @@ raise).  User names are never bound or removed.
 """
 from __future__ import annotations
 
-import copy
-
 import gast
 
+from .nodes import clone, walk
 from .flow import blocks, plain, store_counts
 
 _OPS = (gast.Add, gast.Sub, gast.Mult, gast.Div)
@@ -56,16 +55,16 @@ def _pure(e, local):
 
 def _worth(e):
     """At least one operation or call beyond a sign."""
-    return any(isinstance(n, (gast.BinOp, gast.Call)) for n in gast.walk(e))
+    return any(isinstance(n, (gast.BinOp, gast.Call)) for n in walk(e))
 
 
-def _held_of(st, temporary, counts, floats):
+def _held_of(st, temporary, counts, local, floats):
+    """``(T, E)`` of a statement ``T = E`` whose value later statements may read from ``T``
+    (see the module docstring); ``local``: the local scalar names."""
     if not (isinstance(st, gast.Assign) and len(st.targets) == 1
             and isinstance(st.targets[0], gast.Name)):
         return None
     t, e = st.targets[0].id, st.value
-    # local scalars only: an array (even of one element, ``float(A)``) may change unbound
-    local = {v for v, k in counts.items() if k >= 1} & (floats.float_scalars | floats.int_scalars)
     if not (temporary(t) and counts.get(t) == 1 and _worth(e) and _pure(e, local)
             and floats.scalar(e)):
         return None
@@ -84,59 +83,88 @@ def same_tree(a, b):
     return repr(a) == repr(b)
 
 
-class _Replace(gast.NodeTransformer):
-    def __init__(self, expr, name):
-        self.expr, self.name, self.count = expr, name, 0
-
-    def generic_visit(self, node):
-        if isinstance(node, gast.expr) and same_tree(node, self.expr):
-            self.count += 1
-            return gast.Name(id=self.name, ctx=gast.Load(), annotation=None, type_comment=None)
-        return super().generic_visit(node)
+def _held_name(name):
+    return gast.Name(id=name, ctx=gast.Load(), annotation=None, type_comment=None)
 
 
-def _bound(st):
-    """The names ``st`` binds anywhere inside it."""
-    return {n.id for n in gast.walk(st) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
+def _replace(node, e, name):
+    """Each expression below ``node`` (not ``node`` itself) that is the same tree as ``e``
+    replaced by a read of ``name``, outermost first (a replaced expression is not entered);
+    how many were replaced."""
+    count = 0
+    kind = type(e)
+    for field in node._fields:
+        v = getattr(node, field, None)
+        if isinstance(v, gast.AST):
+            if type(v) is kind and same_tree(v, e):
+                setattr(node, field, _held_name(name))
+                count += 1
+            else:
+                count += _replace(v, e, name)
+        elif isinstance(v, list):
+            for j, x in enumerate(v):
+                if not isinstance(x, gast.AST):
+                    continue
+                if type(x) is kind and same_tree(x, e):
+                    v[j] = _held_name(name)
+                    count += 1
+                else:
+                    count += _replace(x, e, name)
+    return count
 
 
-def _read(st):
-    """The names ``st`` reads anywhere inside it."""
-    return {n.id for n in gast.walk(st) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)}
+def _names(st):
+    """(the names ``st`` binds anywhere inside it, the names it reads anywhere inside it)."""
+    bound, read = set(), set()
+    for n in walk(st):
+        if isinstance(n, gast.Name):
+            if isinstance(n.ctx, gast.Store):
+                bound.add(n.id)
+            elif isinstance(n.ctx, gast.Load):
+                read.add(n.id)
+    return bound, read
 
 
-def _reuse_in(block, bound, read, k, t, e):
-    """Replace ``e`` by ``t`` after ``block[k]``; how many were replaced.  ``bound[i]`` is
-    ``_bound(block[i])`` (replacing reads binds nothing, so it stays true) and ``read[i]``
-    ``_read(block[i])`` (kept true here): a statement that does not read every name of ``e``
-    holds no copy of ``e`` and is not visited."""
-    names = {n.id for n in gast.walk(e) if isinstance(n, gast.Name)}
+def _reuse_in(block, names_of, k, t, e):
+    """Replace ``e`` by ``t`` after ``block[k]``; how many were replaced.  ``names_of[i]`` is
+    ``_names(block[i])``, kept true here (replacing reads binds nothing): a statement that
+    does not read every name of ``e`` holds no copy of ``e`` and is not visited."""
+    names = {n.id for n in walk(e) if isinstance(n, gast.Name)}
     stop = {t} | names
-    rep = _Replace(e, t)
+    count = 0
     for i in range(k + 1, len(block)):
-        if bound[i] & stop:
+        bound, read = names_of[i]
+        if bound & stop:
             break
-        if names <= read[i]:
-            before = rep.count
-            block[i] = rep.visit(block[i])
-            if rep.count != before:
-                read[i] = _read(block[i])
-    return rep.count
+        if names <= read:
+            here = _replace(block[i], e, t)
+            if here:
+                count += here
+                names_of[i] = _names(block[i])
+    return count
 
 
 def reuse_held(fn, temporary, floats):
     """See the module docstring."""
     if not plain(fn):
         return fn
-    new = copy.deepcopy(fn)
-    counts = store_counts(new)
+    new = clone(fn)
+    return new if reuse_held_in_place(new, temporary, floats) else fn
+
+
+def reuse_held_in_place(fn, temporary, floats):
+    """``reuse_held`` on ``fn`` itself, which must be ``flow.plain``; True where it replaced
+    an expression."""
+    counts = store_counts(fn)
+    # local scalars only: an array (even of one element, ``float(A)``) may change unbound
+    local = {v for v, k in counts.items() if k >= 1} & (floats.float_scalars | floats.int_scalars)
     done = 0
-    for block in blocks(new.body):
-        bound = read = None
+    for block in blocks(fn.body):
+        names_of = None
         for k, st in enumerate(block):
-            found = _held_of(st, temporary, counts, floats)
+            found = _held_of(st, temporary, counts, local, floats)
             if found:
-                if bound is None:
-                    bound, read = [_bound(s) for s in block], [_read(s) for s in block]
-                done += _reuse_in(block, bound, read, k, *found)
-    return new if done else fn
+                if names_of is None:
+                    names_of = [_names(s) for s in block]
+                done += _reuse_in(block, names_of, k, *found)
+    return done > 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gast
 
+from .nodes import walk
 _STANDARD = {"math", "numpy"}
 
 
@@ -20,7 +21,7 @@ def _is_helper(st):
 
 
 def _names(node):
-    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)}
+    return {n.id for n in walk(node) if isinstance(n, gast.Name)}
 
 
 def drop_unused_helpers(module):

@@ -25,10 +25,9 @@ constant ``1.0``.  The comment of a removed statement goes to the next one (``fl
 """
 from __future__ import annotations
 
-import copy
-
 import gast
 
+from .nodes import clone, walk
 from .flow import blocks, live_after, plain, remove_in_place
 
 
@@ -43,7 +42,7 @@ def _seed_of(st, compiler):
 
 def _binds(st, name):
     return any(isinstance(n, gast.Name) and n.id == name and isinstance(n.ctx, gast.Store)
-               for n in gast.walk(st))
+               for n in walk(st))
 
 
 class _Fold(gast.NodeTransformer):
@@ -103,7 +102,7 @@ class _Fold(gast.NodeTransformer):
 def _try(fn, path, name, floats):
     """Fold the seed at ``path`` (block index, statement index) in a copy of ``fn``; the copy,
     or None."""
-    new = copy.deepcopy(fn)
+    new = clone(fn)
     block = blocks(new.body)[path[0]]
     k = path[1]
     fold = _Fold(name, floats)
