@@ -243,4 +243,6 @@ def _core(jax, bridge, statics, dynamic, wrt):
         return tuple(out)
 
     core.defvjp(fwd, bwd, symbolic_zeros=True)
-    return core
+    # jit-ed: an eager call runs the traced callback (about 30 ms a call re-traced otherwise);
+    # inside a caller's jit, grad or vmap it is inlined
+    return jax.jit(core)

@@ -75,6 +75,9 @@ class TorchFunction:
         self.bridge = bridge
         self._torch = torch
         self._apply = _autograd(torch).apply
+        self._Tensor, self._strided = torch.Tensor, torch.strided
+        self._f64, self._f32 = torch.float64, torch.float32
+        self._patterns = {}         # (tensor positions, wrt) -> _Pattern
         self.__name__ = bridge.fn.__name__
         self.__doc__ = f"{bridge.fn.__qualname__} as a PyTorch function, differentiated by coarsen."
 
@@ -86,54 +89,62 @@ class TorchFunction:
     def __call__(self, *args, **kwargs):
         bridge, torch = self.bridge, self._torch
         values = bridge.bind(args, kwargs)
-        Tensor = torch.Tensor
         conv = list(values)
         tensors, positions, dtype = [], [], None
         for k, a in enumerate(values):
-            if isinstance(a, Tensor):
-                conv[k] = self._numpy(k, a)
+            if isinstance(a, self._Tensor):
+                conv[k], dt = self._numpy(k, a)
                 tensors.append(a)
                 positions.append(k)
-                if a.is_floating_point():
-                    dtype = a.dtype if dtype in (None, a.dtype) else torch.float64
+                if dt is not None:
+                    dtype = dt if dtype is None or dtype is dt else torch.float64
+        positions = tuple(positions)
         wrt = bridge.wrt_positions(conv, _is_float)
-        for k, a in zip(positions, tensors):
-            if a.requires_grad and k not in wrt:
-                name = bridge.params[k]
+        pattern = self._patterns.get((positions, wrt))
+        if pattern is None:
+            pattern = self._pattern(positions, wrt)
+        for i in pattern.others:
+            if tensors[i].requires_grad:
+                name = bridge.params[positions[i]]
                 raise bridge.error(
                     f"the tensor of parameter {name!r} requires grad, but {name!r} is not in "
                     "wrt: its gradient would be zero", f"add {name!r} to wrt, or pass "
                     f"{name}.detach()")
-        for k in wrt:
-            if k not in positions and not _is_float(conv[k]):
+        for k in pattern.untensored:
+            if not _is_float(conv[k]):
                 self._not_float(k, conv[k])
-        call = _Call(bridge, conv, tuple(positions), wrt, dtype or torch.float64)
-        return self._apply(call, *tensors)
+        return self._apply(_Call(bridge, conv, pattern, dtype or torch.float64), *tensors)
+
+    def _pattern(self, positions, wrt):
+        pattern = _Pattern(positions, wrt)
+        if len(self._patterns) < 64:
+            self._patterns[(positions, wrt)] = pattern
+        return pattern
 
     def _numpy(self, k, a):
-        """The NumPy value coarsen takes for tensor ``a`` of parameter ``k``."""
+        """``(value, float dtype or None)``: the NumPy value coarsen takes for tensor ``a`` of
+        parameter ``k`` (a Python number for a 0-d tensor) and its float dtype."""
+        dt = a.dtype
+        if (dt is self._f64 or dt is self._f32) and a.is_cpu and a.layout is self._strided:
+            if a.ndim == 0:
+                return a.item(), dt
+            return a.numpy(force=True), dt       # a view: detached, CPU, no negative bit
         bridge, torch = self.bridge, self._torch
-        if a.device.type != "cpu":
-            check_device(bridge, bridge.params[k], a.device)
+        name = bridge.params[k]
+        if not a.is_cpu:
+            check_device(bridge, name, a.device)
         if a.layout is not torch.strided:
-            raise bridge.error(f"parameter {bridge.params[k]!r} is a {a.layout} tensor",
-                               f"pass {bridge.params[k]}.to_dense()")
+            raise bridge.error(f"parameter {name!r} is a {a.layout} tensor",
+                               f"pass {name}.to_dense()")
         if a.is_floating_point():
-            if a.dtype is not torch.float64 and a.dtype is not torch.float32:
-                raise bridge.error(f"parameter {bridge.params[k]!r} is a {a.dtype} tensor; "
-                                   "coarsen takes float64 or float32 (computing in float64)",
-                                   f"pass {bridge.params[k]}.double()")
-        elif a.is_complex():
-            raise bridge.error(f"parameter {bridge.params[k]!r} is a complex tensor; coarsen "
+            raise bridge.error(f"parameter {name!r} is a {dt} tensor; coarsen takes float64 "
+                               "or float32 (computing in float64)", f"pass {name}.double()")
+        if a.is_complex():
+            raise bridge.error(f"parameter {name!r} is a complex tensor; coarsen "
                                "differentiates real functions", "pass real tensors")
-        elif bridge.named is not None and k in bridge.named:
+        if bridge.named is not None and k in bridge.named:
             self._not_float(k, a)
-        x = a.detach()
-        if x.is_neg():
-            x = x.resolve_neg()
-        if x.dim() == 0:
-            return x.item()
-        return x.numpy()
+        return (a.item() if a.ndim == 0 else a.numpy(force=True)), None
 
     def _not_float(self, k, a):
         name = self.bridge.params[k]
@@ -150,17 +161,29 @@ def _is_float(a):
         or isinstance(a, np.floating)
 
 
-class _Call:
-    """One call of ``F``: what its forward pass needs and what its backward pass keeps.
-    ``active``: the indices (among the call's tensors) of the ``wrt`` tensors, ``slots`` their
-    indices in the gradient tuple."""
-    __slots__ = ("bridge", "values", "positions", "wrt", "dtype", "grads", "active", "slots")
+class _Pattern:
+    """What a call's tensor positions and ``wrt`` decide (kept per pair): ``active``, the
+    indices among the call's tensors of the ``wrt`` ones, ``slots`` their indices in the
+    gradient tuple; ``others`` the indices of the tensors outside ``wrt``; ``untensored`` the
+    ``wrt`` positions that got no tensor."""
+    __slots__ = ("positions", "wrt", "active", "slots", "others", "untensored")
 
-    def __init__(self, bridge, values, positions, wrt, dtype):
-        self.bridge, self.values, self.positions = bridge, values, positions
-        self.wrt, self.dtype, self.grads = wrt, dtype, None
+    def __init__(self, positions, wrt):
+        self.positions, self.wrt = positions, wrt
         self.active = tuple(i for i, k in enumerate(positions) if k in wrt)
         self.slots = tuple(wrt.index(positions[i]) for i in self.active)
+        self.others = tuple(i for i, k in enumerate(positions) if k not in wrt)
+        self.untensored = tuple(k for k in wrt if k not in positions)
+
+
+class _Call:
+    """One call of ``F``: its values, pattern and result dtype; the gradients its forward
+    pass computed."""
+    __slots__ = ("bridge", "values", "wrt", "dtype", "grads", "active", "slots")
+
+    def __init__(self, bridge, values, pattern, dtype):
+        self.bridge, self.values, self.dtype, self.grads = bridge, values, dtype, None
+        self.wrt, self.active, self.slots = pattern.wrt, pattern.active, pattern.slots
 
 
 def _autograd(torch):
@@ -169,8 +192,10 @@ def _autograd(torch):
     if got is not None:
         return got
 
+    NUMPY = {torch.float64: np.float64, torch.float32: np.float32}
+
     def as_tensor(g, like):
-        t = torch.from_numpy(g) if isinstance(g, np.ndarray) else torch.tensor(g, dtype=torch.float64)
+        t = torch.from_numpy(g if isinstance(g, np.ndarray) else np.array(g))
         return t if t.dtype is like.dtype else t.to(like.dtype)
 
     class CoarsenFunction(torch.autograd.Function):
@@ -182,7 +207,7 @@ def _autograd(torch):
             call.grads = grads
             ctx.call = call
             ctx.save_for_backward(*tensors)
-            return torch.tensor(value, dtype=call.dtype)
+            return torch.from_numpy(np.array(value, dtype=NUMPY[call.dtype]))
 
         @staticmethod
         def backward(ctx, gy):
