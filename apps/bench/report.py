@@ -213,6 +213,8 @@ def render_markdown(result, summary: str = "first", title: str | None = "# coars
     lines += render_jacobians(result.get("jacobians", []))
     from apps.bench.hessians import render as render_hessians
     lines += render_hessians(result.get("hessians", []))
+    from apps.bench.bridges import render as render_bridges
+    lines += render_bridges(result.get("bridges"))
     lines += render_compile_times(result)
     lines += _peer_notes(result)
     if summary == "last":

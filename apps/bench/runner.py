@@ -62,6 +62,9 @@ class Config:
     #: where the command line writes ``BENCHMARKS.md`` when the run completes (None: nowhere;
     #: :func:`run` itself writes only ``out``'s files)
     benchmarks: Path | None = None
+    #: the bridges section (``apps.bench.bridges``): None runs it with every app (the main
+    #: job's run), True or False always or never
+    bridges: bool | None = None
 
 
 def run(cfg: Config) -> dict:
@@ -87,6 +90,12 @@ def run(cfg: Config) -> dict:
                 from apps.bench.hessians import measure_hessians
                 prog.show("Hessians")
                 result["hessians"] = measure_hessians(cfg, tools, tuple(cases))
+                write_results(result, out)
+            if "coarsen" in tools and (cfg.bridges if cfg.bridges is not None
+                                       else set(cfg.apps) == set(apps.APP_NAMES)):
+                from apps.bench.bridges import measure_bridges     # the bridges section
+                prog.show("bridges")
+                result["bridges"] = measure_bridges(cfg)
                 write_results(result, out)
     finally:
         prog.close()
