@@ -25,7 +25,10 @@ from ..ir.nodes import (Const, NEWAXIS, Slice)
 from ..ir.primitives import ops_where, primitive
 from .array_literals import DtypeLike, lower_array_call
 from .custom_calls import lower_custom_call
-from .joins import JOIN_OPS, JOIN_UNDERSTOOD, lower_join_call, lower_list
+from .numpy_forms import (FORM_METHODS, FORM_OPS, FORMS_UNDERSTOOD, lower_form, lower_form_method,
+                          tuple_axis_reduction)
+from .helpers_inline import TupleValue
+from .joins import JOIN_OPS, JOIN_UNDERSTOOD, lower_join_call, lower_list, stack_tuple
 from .source import (CustomFunction, Known, Module, UserFunction, UserModule)
 from .signatures import REDUCTION_METHODS, bind, signature_of
 from .static_attrs import STATIC_ATTR_OPS, lower_static_attr_call
@@ -155,7 +158,10 @@ class CallMixin:
             return self.op(node, target, "copyarr", [obj])
         if name in REDUCTION_METHODS:
             canon = {"max": "amax", "min": "amin"}.get(name, name)
-            return self.reduction(node, target, canon, obj, b.get("axis"), b.get("keepdims"))
+            return self.reduction(node, target, canon, obj, b.get("axis"), b.get("keepdims"),
+                                  b.get("ddof") if name in ("std", "var") else None)
+        if name in FORM_METHODS:
+            return lower_form_method(self, node, name, obj, b, target)
         if name == "reshape":
             dims = b.get("shape") or []
             if len(dims) == 1 and _is_shape(dims[0]):                 # x.reshape(a.shape)
@@ -204,10 +210,14 @@ class CallMixin:
                            f"give each of the array's axes once, e.g. {tuple(reversed(range(max(n, 2))))}")
         return self.op(node, target, "transpose", [arr], attrs=(("axes", tuple(a % n for a in axes)),))
 
-    def reduction(self, node, target, op, arr, axis_node, keepdims_node):
-        axis = self._static_int(axis_node, "axis")
+    def reduction(self, node, target, op, arr, axis_node, keepdims_node, ddof_node=None):
         keep = self._static_bool(keepdims_node, "keepdims")
-        attrs = (("axis", axis), ("keepdims", keep))
+        ddof = self._static_int(ddof_node, "ddof") or 0
+        if isinstance(axis_node, gast.Tuple):       # axis=(0, 2): numpy_forms
+            axes = tuple(self._static_int(e, "axis") for e in axis_node.elts)
+            return tuple_axis_reduction(self, node, target, op, arr, axes, keep, ddof)
+        axis = self._static_int(axis_node, "axis")
+        attrs = (("axis", axis), ("keepdims", keep)) + ((("ddof", ddof),) if ddof else ())
         return self.op(node, target, op, [arr], attrs=attrs)
 
     def known_call(self, node, kind, target):
@@ -239,6 +249,12 @@ class CallMixin:
         ``coarsen.frontend.joins.list_argument_literals``): ``np.array`` of it."""
         return lower_list(self, node, target)
 
+    def lower_operand(self, node):
+        """An array operand of a NumPy function: a tuple value (``np.sum(np.split(x, 2))``, a
+        helper's tuple) is ``np.array`` of it, as NumPy converts it (``stack``)."""
+        val = self.lower_expr(node, allow_tuple=True)
+        return stack_tuple(self, node, val) if isinstance(val, TupleValue) else val
+
     def _known(self, node, kind, op, b, target):
         if op in JOIN_OPS:             # joining, splitting, building; lists (frontend.joins)
             return lower_join_call(self, node, op, b, target)
@@ -248,9 +264,12 @@ class CallMixin:
             # Python's (and Numba's) math.floor and math.ceil return an int, np.floor a float
             rounded = self.op(node, None, op, [self.lower_expr(b["x"])])
             return self.op(node, target, "int", [rounded])
+        if op in FORM_OPS:             # issue 44a's forms (coarsen.frontend.numpy_forms)
+            return lower_form(self, node, kind, op, b, target)
         if op in REDUCTIONS:
-            arr = self.lower_expr(b["a"])
-            return self.reduction(node, target, op, arr, b.get("axis"), b.get("keepdims"))
+            arr = self.lower_operand(b["a"])
+            return self.reduction(node, target, op, arr, b.get("axis"), b.get("keepdims"),
+                                  b.get("ddof") if op in ("std", "var") else None)
         if op in ("zeros", "ones", "empty", "full"):
             shape = b["shape"]
             dt_node = self._given(b, "dtype")
@@ -358,7 +377,7 @@ class CallMixin:
             hint = "nest the calls: math.hypot(math.hypot(x, y), z)" if op == "hypot" else \
                 f"call {op} with {arity} argument(s)"
             raise self.err(node, f"{op} takes {arity} argument(s) here, got {len(args)}", hint)
-        ops = [self.lower_expr(a) for a in args]
+        ops = [self.lower_operand(a) for a in args]
         return self.op(node, target, op, ops)
 
 
@@ -369,6 +388,7 @@ _REDUCTION_ARGS = frozenset({"a", "axis", "keepdims"})
 UNDERSTOOD = {
     **JOIN_UNDERSTOOD,
     **{op: _REDUCTION_ARGS for op in REDUCTIONS},
+    "std": _REDUCTION_ARGS | {"ddof"}, "var": _REDUCTION_ARGS | {"ddof"},
     "zeros": frozenset({"shape", "dtype"}), "ones": frozenset({"shape", "dtype"}),
     "empty": frozenset({"shape", "dtype"}), "full": frozenset({"shape", "fill_value", "dtype"}),
     "zeros_like": frozenset({"a", "dtype"}), "ones_like": frozenset({"a", "dtype"}),
@@ -386,6 +406,7 @@ UNDERSTOOD = {
     "reshape": frozenset({"a", "shape"}), "copyarr": frozenset({"a"}),
     "cumsum": frozenset({"a", "axis"}), "diff": frozenset({"a", "n", "axis"}),
     "einsum": frozenset({"operands"}), "shape": frozenset({"a"}),
+    **FORMS_UNDERSTOOD,
 }
 
 # the array methods coarsen lowers, and the parameters each reads (without the array)
@@ -394,6 +415,8 @@ METHOD_UNDERSTOOD = {
     "reshape": frozenset({"shape"}), "transpose": frozenset({"axes"}),
     "astype": frozenset({"dtype"}), "dot": frozenset({"other"}),
     "flatten": frozenset(), "ravel": frozenset(),
+    "std": frozenset({"axis", "keepdims", "ddof"}), "var": frozenset({"axis", "keepdims", "ddof"}),
+    **FORM_METHODS,
 }
 
 # what to write instead of an argument coarsen refuses, by parameter name

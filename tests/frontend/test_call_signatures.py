@@ -161,9 +161,21 @@ def reshape_order(x):
     return np.sum(np.reshape(x, 3, 2)) * x[0, 0]
 
 
+@pytest.mark.parametrize("fn", [std_ddof_positional, std_ddof_method])
+def test_ddof_once_dropped_is_read(fn):
+    """std's ddof, once dropped (the population's deviation for the sample's), then refused,
+    is read since issue 44: the sample's deviation, by position and in the method."""
+    x = X2.copy() + 2.0
+    value, (grad,) = coarsen.differentiate(fn, target="python").value_and_grad(x)
+    assert value == pytest.approx(np.std(x, 0, ddof=1)[0], rel=1e-14)
+    col = x[:, 0] - x[:, 0].mean()
+    exp = np.zeros_like(x)
+    exp[:, 0] = col / ((x.shape[0] - 1) * np.std(x[:, 0], ddof=1))
+    np.testing.assert_allclose(grad, exp, rtol=1e-12, atol=1e-14)
+
+
 @pytest.mark.parametrize("fn,name", [
-    (std_ddof_positional, "ddof"), (std_ddof_method, "ddof"), (log_out, "out"),
-    (eye_columns, "M"), (reshape_order, "order"),
+    (log_out, "out"), (eye_columns, "M"), (reshape_order, "order"),
 ])
 def test_arguments_once_dropped_are_refused_by_name(fn, name):
     """Each was dropped, silently: std's ddof (the population's deviation for the sample's),
@@ -198,9 +210,17 @@ BASES = {
     "np.identity": ["3"], "np.clip": ["x", "0.4", "0.6"], "np.outer": ["x[0]", "y[1]"],
     "np.float64": ["s"], "np.linalg.norm": ["x"], "min": ["s", "t"], "max": ["s", "t"],
     "int": ["s"], "float": ["s"], "bool": ["s"], "math.log": ["s"], "math.hypot": ["s", "t"],
+    # issue 44a
+    "np.rollaxis": ["x", "1"], "np.squeeze": ["x[None]"], "np.real_if_close": ["x"],
+    "np.angle": ["x"], "np.nan_to_num": ["x"], ".squeeze": [],
     ".reshape": ["3", "2"], ".astype": ["np.float64"], ".dot": ["y.T"],
     **{f".{m}": [] for m in ("sum", "mean", "prod", "max", "min", "std", "var", "copy",
                              "flatten", "ravel", "transpose")},
+    # joining, splitting and building (issue 44b)
+    **{f"np.{j}": ["(x, y)"] for j in ("concatenate", "stack", "vstack", "hstack", "row_stack")},
+    "np.append": ["x", "y"], "np.roll": ["x", "1"], "np.rot90": ["x"], "np.repeat": ["x", "2"],
+    "np.gradient": ["x[0]"], "np.split": ["x", "[1]"], "np.array_split": ["x", "2"],
+    "np.select": ["[x > 0.5]", "[x]"], "np.linspace": ["s", "t"], "sum": ["[s, t]"],
 }
 # a value for each optional parameter, by name
 SAMPLES = {
@@ -211,7 +231,9 @@ SAMPLES = {
     "default": "0.0", "mean": "np.mean(x, axis=0, keepdims=True)", "correction": "1",
     "prepend": "0.0", "append": "0.0", "min": "0.4", "max": "0.6", "ord": "1",
     "optimize": "False", "axes": "(1, 0)", "n": "2", "shape": "(3, 2)", "a_min": "0.4",
-    "a_max": "0.6",
+    "a_max": "0.6", "tol": "1000", "deg": "True", "nan": "0.0", "posinf": "1.0",
+    "neginf": "-1.0", "start": "0", "edge_order": "2", "num": "5", "endpoint": "False",
+    "retstep": "True",
 }
 # what fills a positional parameter before the one swept whose default has no literal
 FILLERS = {"dtype": "np.float64", "keepdims": "False", "initial": "0.0", "a_min": "0.4", "a_max": "0.6"}
@@ -370,6 +392,9 @@ def _check(case_module, k, target):
             f"{call}: refused without naming {passed}: {err.problem}"
         assert err.filename == mod.__file__ and err.lineno is not None, err
         return "refused"
+    except Exception as err:        # a run-time check NumPy makes too (x.squeeze(0) of 2 x 3)
+        assert k in refs and type(err) is type(refs[k]), (call, err)
+        return "raised as NumPy raises"
     assert k not in refs, f"{call}: NumPy raises {refs[k]!r}, coarsen accepted it"
     ref = fn(x.copy(), y.copy())
     assert np.isclose(value, ref, rtol=1e-12, atol=1e-300), (call, value, ref)

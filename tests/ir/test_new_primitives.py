@@ -217,8 +217,7 @@ def test_cpu_target_coarse():
 
 
 # ------------------------------------------------------------------ refused forms
-def r_cumsum_flat(A):
-    return np.sum(np.cumsum(A))
+# (np.cumsum(A) of a 2-D A, once refused, flattens since issue 44: tests/endtoend/test_numpy_forms.py)
 
 
 def r_cumsum_dtype(x):
@@ -281,7 +280,6 @@ def r_einsum_spec_variable(A, B):
 
 
 @pytest.mark.parametrize("fn,args,words", [
-    (r_cumsum_flat, (mat(2, 3),), "axis="),
     (r_cumsum_dtype, (vec(3),), "'dtype'"),
     (r_cumsum_scalar, (1.5,), "of a scalar"),
     (r_cumsum_axis, (vec(3),), "out of range"),
@@ -306,7 +304,7 @@ def test_refused(fn, args, words):
 
 
 def test_refusals_carry_hints():
-    for fn, args in ((r_cumsum_flat, (mat(2, 3),)), (r_einsum_free_output, (mat(2, 3), mat(3, 2))),
+    for fn, args in ((r_einsum_free_output, (mat(2, 3), mat(3, 2))),
                      (r_solve_vector_A, (vec(3), vec(3))), (r_inv, (mat(3, 3),))):
         with pytest.raises(CoarsenError) as e:
             coarsen.differentiate(fn, target="python")(*args)

@@ -5,13 +5,15 @@ Requires: ``core``, ``coarsen.codegen.build``; the runtime helpers ``_cumsum2``,
 ``_cumsum_nd``, ``_rcumsum_nd``, ``_diff_adj_nd`` (``coarsen.codegen.helpers_nd``).  The frontend
 (``coarsen.frontend.static_attrs``) gives both an ``axis`` attribute (``None`` or an integer)
 and lowers ``np.diff(x, n)`` to ``n`` chained ``diff``s.
-Guarantees: type rules accept integer or float arrays of any rank (``cumsum`` of an
-array above 1-D needs ``axis=``, as flattening is not supported; booleans and scalars are refused
-with a hint); the primal is NumPy's (``np.cumsum`` in 1-D, a sequential loop along the axis in
+Guarantees: type rules accept integer or float arrays of any rank (``cumsum`` without an
+axis of an array above 1-D flattens it in C order, as NumPy does, and its adjoint is shaped
+back; booleans and scalars are refused with a hint); the primal is NumPy's (``np.cumsum`` in 1-D, a sequential loop along the axis in
 2-D and above, ``x[1:] - x[:-1]`` along the axis for ``diff``); the VJPs are the reverse cumulative sum of
 the adjoint (``cumsum``) and ``x_bar[:-1] -= g; x_bar[1:] += g`` along the axis (``diff``).
 """
 from __future__ import annotations
+
+import gast
 
 from ...codegen import build as B
 from ...codegen.build import X
@@ -42,9 +44,8 @@ def _checked_array(s, ts, what):
 def _cumsum_type(c, s, ts):
     a = _checked_array(s, ts, "cumsum")
     axis = _axis_of(s, a)
-    if axis is None and a.ndim > 1:
-        raise err(s, f"np.cumsum of a {a.ndim}-D array without axis= (which flattens it) is not supported",
-                  "pass axis=0 or axis=1, or flatten it first: np.cumsum(x.ravel())")
+    if axis is None:        # NumPy flattens (C order) and sums the 1-D array
+        return make(a.dtype, 1)
     return make(a.dtype, a.ndim)
 
 
@@ -54,10 +55,18 @@ def _diff_type(c, s, ts):
     return make(a.dtype, a.ndim)
 
 
+def _flat(em, node):
+    """``node`` raveled in C order (as NumPy's ``cumsum`` without an axis reads it)."""
+    src = B.ex(node) if getattr(em, "input_language", False) else B.call("np.ascontiguousarray", node)
+    return B.call(gast.Attribute(value=src, attr="ravel", ctx=gast.Load()))
+
+
 def _emit_cumsum(em, s, v):
     rank = em.nd(s.args[0])
     if rank == 1:
         return B.call("np.cumsum", v[0])
+    if s.attr("axis") is None:
+        return B.call("np.cumsum", _flat(em, v[0]))
     if rank > 2:
         return B.call(em.helper("_cumsum_nd"), v[0], s.attr("axis") % rank)
     return B.call(em.helper("_cumsum2"), v[0], s.attr("axis") % rank)
@@ -85,6 +94,11 @@ def _vjp_cumsum(em, s, p, g, pre_fwd, pre_rev, out):
     rank = em.nd(arg)
     if rank == 1:
         contrib = B.call(em.helper("_rcumsum1"), g)
+    elif s.attr("axis") is None:    # flattened: the 1-D adjoint, shaped back
+        shape = em.shape_of(arg, pre_fwd, pre_rev) if arg.name in em.f.set_temps \
+            else B.attr(f"{em.bar(arg.name)}.shape")
+        contrib = B.call(gast.Attribute(value=B.call(em.helper("_rcumsum1"), g), attr="reshape",
+                                        ctx=gast.Load()), shape)
     elif rank > 2:
         contrib = B.call(em.helper("_rcumsum_nd"), g, s.attr("axis") % rank)
     else:

@@ -20,7 +20,10 @@ subgradient (PyTorch's choice; JAX and autograd give nan):
 reverse).  Deviations are taken from the
 mean as the program computes it: ``[0.1, 0.1, 0.1]``, whose mean rounds to 0.1 + 1.4e-17,
 has a std of 1.4e-17 and the gradient of that (-1/3 each), not 0; deviations too small to
-square (below about 1e-154) still give inf or nan, loudly.  ``ddof`` is not accepted.
+square (below about 1e-154) still give inf or nan, loudly.  ``var``/``std`` take NumPy's
+``ddof`` (the attribute ``ddof``, an integer constant, 0 where absent): the sum of squared
+deviations is divided by ``n - ddof`` (inf or nan where that is not positive, as in NumPy), and
+so are their derivatives' ``2 dev / (n - ddof)`` and ``dev / ((n - ddof) std)``.
 """
 from __future__ import annotations
 
@@ -63,6 +66,13 @@ def _emit_reduction(em, s, v):
         axis %= rank
     fname = {"sum": "np.sum", "prod": "np.prod", "amax": "np.max", "amin": "np.min",
              "mean": "np.sum", "std": "np.std", "var": "np.var"}[op]
+    ddof = s.attr("ddof", 0)
+    if ddof and (axis is None or rank == 1):   # Numba's np.var has no ddof: written out
+        size = B.attr(f"{a.name}.size")
+        dev = B.binop(v[0], "-", B.binop(B.call("np.sum", v[0]), "/", size))
+        red = B.binop(B.call("np.sum", B.binop(dev, "*", dev)), "/", B.binop(size, "-", ddof))
+        red = B.call("np.sqrt", red) if op == "std" else red
+        return B.call("np.full", B.tuple_(*([1] * rank)), red) if keep else red
     if axis is None:
         if op == "mean":
             red = B.binop(B.call("np.sum", v[0]), "/", B.attr(f"{a.name}.size"))
@@ -88,7 +98,8 @@ def _emit_reduction(em, s, v):
     else:  # var / std along an axis
         mean = B.call("np.expand_dims", B.binop(B.call("np.sum", v[0], axis=axis), "/", count), axis)
         dev = B.binop(v[0], "-", mean)
-        red = B.binop(B.call("np.sum", B.binop(dev, "*", dev), axis=axis), "/", count)
+        red = B.binop(B.call("np.sum", B.binop(dev, "*", dev), axis=axis), "/",
+                      B.binop(count, "-", ddof) if ddof else count)
         if op == "std":
             red = B.call("np.sqrt", red)
     if keep:
@@ -158,12 +169,14 @@ def _vjp_var_std(em, s, p, g, pre_fwd, pre_rev, out):
         mean = X(B.call("np.expand_dims", B.binop(B.call("np.sum", a, axis=ax), "/", n), ax), True)
         gg = g if s.attr("keepdims") else X(B.call("np.expand_dims", g, ax), True)
     # var: 2 dev / n, finite everywhere; std: dev / (n std), 0 where every deviation is 0
+    # (n - ddof for both)
+    nd_ = n - s.attr("ddof") if s.attr("ddof", 0) else n
     if s.op == "var":
-        contrib = gg * (2.0 * (a - mean) / n)
+        contrib = gg * (2.0 * (a - mean) / nd_)
     elif axis is None or rank == 1:
-        contrib = gg * _std_grad(a, mean, n, lambda e: X(B.call("np.sum", e)))
+        contrib = gg * _std_grad(a, mean, nd_, lambda e: X(B.call("np.sum", e)))
     else:
-        contrib = gg * _std_grad(a, mean, n, lambda e: X(B.call(
+        contrib = gg * _std_grad(a, mean, nd_, lambda e: X(B.call(
             "np.expand_dims", B.call("np.sum", e, axis=ax), ax), True))
     em.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
 
@@ -280,9 +293,10 @@ def _jvp_var_std(em, s, dots, out):
         mean = X(B.call("np.expand_dims", B.binop(B.call("np.sum", a, axis=ax), "/", B.ex(n)), ax),
                  True)
         red = lambda e: X(B.call("np.expand_dims", B.call("np.sum", e, axis=ax), ax), True)  # noqa: E731
+    nd_ = n - s.attr("ddof") if s.attr("ddof", 0) else n
     if s.op == "var":
-        return _reduce_like(em, s, d * (2.0 * (a - mean)), rank) / n
-    return _reduce_like(em, s, d * _std_grad(a, mean, n, red), rank)
+        return _reduce_like(em, s, d * (2.0 * (a - mean)), rank) / nd_
+    return _reduce_like(em, s, d * _std_grad(a, mean, nd_, red), rank)
 
 
 _SPELL = {"sum": ("sum",), "mean": ("mean",), "prod": ("prod",), "amax": ("max", "amax"),

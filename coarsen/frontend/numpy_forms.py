@@ -1,0 +1,119 @@
+"""Calls of the NumPy functions of issue 44a whose arguments are static: axis moves
+(``np.moveaxis``, ``np.swapaxes``, ``np.rollaxis``), ``np.squeeze``/``x.squeeze()``,
+``np.atleast_2d``/``np.atleast_3d``, and the reductions' ``ddof`` and tuple axes.
+
+Requires: a ``Lowerer`` (``coarsen.frontend.lower``) lowering a call that resolved to one of
+``FORM_OPS``, its arguments bound to NumPy's signature (``coarsen.frontend.signatures``) with
+the parameters of ``FORMS_UNDERSTOOD``, read here only.
+Guarantees, before any code is generated: each call becomes the registry's primitive with its
+static arguments as attributes (``coarsen.ir.primitives.axes``: ``permute_axes``' ``how``,
+``squeeze``'s ``axes``, ``atleast_nd``'s ``n``); an axis that is not an integer constant (or a
+tuple of them), ``np.squeeze`` without an axis (its rank would depend on the run-time shape)
+and ``atleast_2d(a, b)`` of several arrays (a list result) are ``CoarsenError``s at the
+argument.  A reduction over a tuple of axes (``np.sum(x, axis=(0, 2))``) is the reduction over
+one axis of ``x`` with those axes moved last and merged (``permute_axes``, ``reshape``), its
+result reshaped back where ``keepdims``: one reduction, so ties of ``max``/``min`` share the
+adjoint evenly over the whole tuple, as over one axis.
+"""
+from __future__ import annotations
+
+import gast
+
+from ..ir.nodes import Const
+
+# the ops lowered here and the parameters each reads (NumPy's names, every spelling's)
+FORMS_UNDERSTOOD = {
+    "permute_axes": frozenset({"a", "source", "destination", "axis1", "axis2", "axis", "start"}),
+    "squeeze": frozenset({"a", "axis"}),
+    "atleast_nd": frozenset({"arys"}),
+}
+FORM_OPS = frozenset(FORMS_UNDERSTOOD)
+FORM_METHODS = {"squeeze": frozenset({"axis"})}
+
+_AXES_HINT = "write the axes as integer constants, e.g. np.moveaxis(x, 0, -1)"
+
+
+def constant_int(node):
+    """The value of an integer constant node (``-k`` too), else None."""
+    if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
+        v = constant_int(node.operand)
+        return None if v is None else -v
+    if isinstance(node, gast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def static_axes(lw, node, what, allow_none=False):
+    """An integer constant or a tuple of them as a tuple of ints (None: the constant None,
+    where ``allow_none``); anything else is a ``CoarsenError`` at ``node``."""
+    if allow_none and (node is None or (isinstance(node, gast.Constant) and node.value is None)):
+        return None
+    elts = node.elts if isinstance(node, (gast.Tuple, gast.List)) else [node]
+    out = [constant_int(e) for e in elts]
+    if node is None or any(v is None for v in out):
+        raise lw.err(node, f"{what} must be an integer constant or a tuple of them", _AXES_HINT)
+    return tuple(out)
+
+
+def lower_form(lw, node, kind, op, b, target):
+    """Lower a call of ``op`` (one of ``FORM_OPS``), spelled ``kind.name``, whose arguments
+    ``b`` (a ``Bound``) the caller bound; return the operand holding its result."""
+    if op == "permute_axes":
+        a = lw.lower_expr(b["a"])
+        spelling = kind.name.rsplit(".", 1)[-1]
+        if spelling == "moveaxis":
+            how = ("move", static_axes(lw, b["source"], "source"),
+                   static_axes(lw, b["destination"], "destination"))
+        elif spelling == "swapaxes":
+            how = ("swap",) + tuple(_one_axis(lw, b[p], p) for p in ("axis1", "axis2"))
+        else:
+            start = b.get("start")
+            how = ("roll", _one_axis(lw, b["axis"], "axis"),
+                   0 if start is None else _one_axis(lw, start, "start"))
+        return lw.op(node, target, "permute_axes", [a], attrs=(("how", how),))
+    if op == "squeeze":
+        return squeeze(lw, node, lw.lower_expr(b["a"]), b.get("axis"), target)
+    arys = b.get("arys") or []
+    if len(arys) != 1:
+        raise lw.err(node, f"{kind.name} of {len(arys)} arrays (a list of results) is not "
+                     "supported", "call it once per array")
+    n = 2 if kind.name.endswith("2d") else 3
+    return lw.op(node, target, "atleast_nd", [lw.lower_expr(arys[0])], attrs=(("n", n),))
+
+
+def squeeze(lw, node, arr, axis_node, target):
+    """``np.squeeze(a, axis)`` and ``a.squeeze(axis)``: ``axis`` must be given."""
+    if axis_node is None or (isinstance(axis_node, gast.Constant) and axis_node.value is None):
+        raise lw.err(node, "np.squeeze without axis= is not supported: the rank of its result "
+                     "would depend on the run-time shape", "name the axes: np.squeeze(x, axis=0)")
+    axes = static_axes(lw, axis_node, "squeeze's axis")
+    return lw.op(node, target, "squeeze", [arr], attrs=(("axes", axes),))
+
+
+def lower_form_method(lw, node, name, obj, b, target):
+    """``x.squeeze(axis)`` (one of ``FORM_METHODS``)."""
+    return squeeze(lw, node, obj, b.get("axis"), target)
+
+
+def _one_axis(lw, node, what):
+    v = constant_int(node)
+    if v is None:
+        raise lw.err(node, f"{what} must be an integer constant", _AXES_HINT)
+    return v
+
+
+def tuple_axis_reduction(lw, node, target, op, arr, axes, keep, ddof):
+    """``op`` (a reduction) of ``arr`` over the tuple ``axes``: ``permute_axes`` moving them
+    last, a ``reshape`` merging them, the reduction along the last axis, and, with
+    ``keepdims``, a reshape to the operand's shape with those axes of length 1."""
+    moved = lw.op(node, None, "permute_axes", [arr],
+                  attrs=(("how", ("move", tuple(axes), tuple(range(-len(axes), 0)))),))
+    red_attrs = (("axis", -1), ("keepdims", False)) + ((("ddof", ddof),) if ddof else ())
+    flat = lw.op(node, None, "merge_last_axes", [moved], attrs=(("count", len(axes)),))
+    out = lw.op(node, None if keep else target, op, [flat], attrs=red_attrs)
+    if not keep:
+        return out
+    return lw.op(node, target, "keep_reduced", [out, arr], attrs=(("axes", tuple(axes)),))
+
+
+_ = Const
