@@ -22,6 +22,9 @@ Guarantees, before any code is generated:
   /``float``/``int`` allocates that dtype directly (a float stored into an int array is
   refused, as elsewhere); ``dtype=x.dtype`` takes ``x``'s.  ``np.array([])`` is an empty
   float64 array.  Ragged lists are refused; comprehensions are refused by the fence.
+* ``np.array([a, b])`` whose elements type inference finds to be arrays is lowered again as
+  NumPy stacks them (``coarsen.frontend.joins.stacked_site``: the ``stack`` primitive, nested
+  lists included; with ``dtype=``, converted after), by ``coarsen.transforms.prepare.lower_for``.
 * a list display in a subscript (``v[[0, 2, 2]]``: NumPy's advanced indexing) is lowered as
   ``np.array`` of it (``lower_list_literal``; ``index_list_literals`` names them for the fence);
 * ``np.array(x)`` of an existing array is a copy (``copyarr``; with ``dtype=``, ``astype``,
@@ -42,6 +45,7 @@ from dataclasses import dataclass
 import gast
 
 from ..ir.nodes import Const, Store, Var
+from .joins import lower_list, stacked_site
 
 Operand = Var | Const
 
@@ -113,6 +117,13 @@ def lower_array_call(lw, node, op, args, target):
         dt_node = None                                  # NumPy's default
     dtype = lw.dtype_of(dt_node) if dt_node is not None else None
     if isinstance(obj, (gast.List, gast.Tuple)):
+        if stacked_site(lw, node):          # its elements are arrays: NumPy stacks them
+            if isinstance(dtype, DtypeLike):
+                raise lw.err(dt_node, "np.array of arrays with dtype=y.dtype is not supported",
+                             "write dtype=np.float64 or dtype=np.int64")
+            stacked = lower_list(lw, obj, None if dtype is not None else target)
+            return stacked if dtype is None else lw.op(node, target, "astype", [stacked],
+                                                       attrs=(("dtype", dtype),))
         return _literal(lw, node, obj, dtype, target)
     val = lw.lower_expr(obj)
     if dtype is None:

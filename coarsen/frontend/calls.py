@@ -27,7 +27,8 @@ from .array_literals import DtypeLike, lower_array_call
 from .custom_calls import lower_custom_call
 from .numpy_forms import (FORM_METHODS, FORM_OPS, FORMS_UNDERSTOOD, lower_form, lower_form_method,
                           tuple_axis_reduction)
-from .joins import JOIN_OPS, JOIN_UNDERSTOOD, lower_join_call, lower_list
+from .helpers_inline import TupleValue
+from .joins import JOIN_OPS, JOIN_UNDERSTOOD, lower_join_call, lower_list, stack_tuple
 from .source import (CustomFunction, Known, Module, UserFunction, UserModule)
 from .signatures import REDUCTION_METHODS, bind, signature_of
 from .static_attrs import STATIC_ATTR_OPS, lower_static_attr_call
@@ -248,6 +249,12 @@ class CallMixin:
         ``coarsen.frontend.joins.list_argument_literals``): ``np.array`` of it."""
         return lower_list(self, node, target)
 
+    def lower_operand(self, node):
+        """An array operand of a NumPy function: a tuple value (``np.sum(np.split(x, 2))``, a
+        helper's tuple) is ``np.array`` of it, as NumPy converts it (``stack``)."""
+        val = self.lower_expr(node, allow_tuple=True)
+        return stack_tuple(self, node, val) if isinstance(val, TupleValue) else val
+
     def _known(self, node, kind, op, b, target):
         if op in JOIN_OPS:             # joining, splitting, building; lists (frontend.joins)
             return lower_join_call(self, node, op, b, target)
@@ -260,7 +267,7 @@ class CallMixin:
         if op in FORM_OPS:             # issue 44a's forms (coarsen.frontend.numpy_forms)
             return lower_form(self, node, kind, op, b, target)
         if op in REDUCTIONS:
-            arr = self.lower_expr(b["a"])
+            arr = self.lower_operand(b["a"])
             return self.reduction(node, target, op, arr, b.get("axis"), b.get("keepdims"),
                                   b.get("ddof") if op in ("std", "var") else None)
         if op in ("zeros", "ones", "empty", "full"):
@@ -370,7 +377,7 @@ class CallMixin:
             hint = "nest the calls: math.hypot(math.hypot(x, y), z)" if op == "hypot" else \
                 f"call {op} with {arity} argument(s)"
             raise self.err(node, f"{op} takes {arity} argument(s) here, got {len(args)}", hint)
-        ops = [self.lower_expr(a) for a in args]
+        ops = [self.lower_operand(a) for a in args]
         return self.op(node, target, op, ops)
 
 

@@ -41,6 +41,8 @@ Guarantees, before any code is generated (every count, axis and option a constan
 """
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 import gast
 
 from ..ir.nodes import Const
@@ -139,6 +141,11 @@ def lower_list(lw, node, target=None):
     return lw.op(node, target, "stack", parts, attrs=(("axis", 0),))
 
 
+def stack_tuple(lw, node, val):
+    """The tuple value ``val`` as an array (``stack`` along axis 0), as NumPy converts one."""
+    return lw.op(node, None, "stack", list(val.items), attrs=(("axis", 0),))
+
+
 def elements(lw, node, what):
     """The operands of a sequence argument: a list or tuple display (nested displays are
     arrays) or a tuple value."""
@@ -153,6 +160,18 @@ def elements(lw, node, what):
         return list(val.items)
     raise lw.err(node, f"{what} takes a list or tuple of arrays here",
                  "write them out: np.concatenate([a, b]); an array's rows: list them, a[0], a[1]")
+
+
+# np.array([...]) calls whose elements turned out to be arrays (type inference refused them as
+# scalars): ``(file, line, column)`` of each call, lowered as ``stack`` instead (NumPy stacks
+# them); set by ``coarsen.transforms.prepare.lower_for`` around a second lowering
+STACKED_SITES: ContextVar[frozenset] = ContextVar("stacked_sites", default=frozenset())
+
+
+def stacked_site(lw, node):
+    """Is the ``np.array`` call ``node`` one whose list holds arrays (``STACKED_SITES``)?"""
+    loc = lw.loc(node)
+    return (loc.filename, loc.lineno, loc.col) in STACKED_SITES.get()
 
 
 def lower_join_call(lw, node, op, b, target):

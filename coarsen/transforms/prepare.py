@@ -30,6 +30,9 @@ from ..ir.nodes import Array, Scalar
 from ..ir.scalarize import scalarize
 from ..ir.hoist import hoist_invariant_calls
 from ..ir.typeinfer import infer
+from ..ir.nodes import Assign, Var, walk
+from ..ir.primitives.constructors import ARRAYS_IN_LITERAL
+from ..frontend.joins import STACKED_SITES
 
 
 def _code_fingerprint():
@@ -103,10 +106,37 @@ def lower_for(fn, signature, wrt, *, module_arrays=None, transform="coarsen.diff
         raise CoarsenError(f"the signature {signature} does not match {fn.__name__}'s {n} parameters "
                            f"and {len(arrays)} module-level arrays",
                            hint="build it with Signature.of(params, args, module_arrays)")
+    fn_ir = _arrays_stacked(fn, fn_ir, types)
     # with the types: only arrays are written (a float among them sent every call through
     # the slow path, which checks arrays for aliasing and converts the arguments)
     return Lowered(fn, src, params, wrt, fn_ir, arrays, tuple(text for _, text in array_types),
                    types, written_positions(fn_ir, types))
+
+
+def _arrays_stacked(fn, fn_ir, types):
+    """``fn_ir``, or, where an ``np.array([...])`` of ``fn`` holds arrays (which the lowering,
+    without types, wrote as element stores), ``fn`` lowered again with each such call as a
+    stack of its elements (``coarsen.frontend.joins.STACKED_SITES``), found one at a time by
+    type inference of a trial copy.  Functions without ``np.array`` of variables are lowered
+    once."""
+    if not any(isinstance(s, Assign) and s.op == "empty_like" and s.attr("dtype") == "elements"
+               and any(isinstance(a, Var) for a in s.args[1:]) for s in walk(fn_ir.body)):
+        return fn_ir
+    sites = frozenset()
+    while True:
+        token = STACKED_SITES.set(sites)
+        try:
+            trial, _ = lower(fn)
+            try:
+                infer(trial, list(types))
+                return fn_ir if not sites else lower(fn)[0]
+            except CoarsenError as e:
+                site = (e.filename, e.lineno, e.col_offset)
+                if e.problem != ARRAYS_IN_LITERAL or site in sites:
+                    return fn_ir if not sites else lower(fn)[0]    # typed_ir raises it again
+                sites = sites | {site}
+        finally:
+            STACKED_SITES.reset(token)
 
 
 def typed_ir(fn_ir, types, src, options, *, transform="coarsen", float_arrays=False):

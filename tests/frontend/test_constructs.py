@@ -324,11 +324,6 @@ def ragged(a, b):
     return np.sum(v)
 
 
-def list_of_arrays(x):
-    v = np.array([x, x])
-    return np.sum(v)
-
-
 def comprehension(x):
     v = np.array([x * k for k in range(3)])
     return np.sum(v)
@@ -370,7 +365,6 @@ REFUSED = [
     (variable_tuple_index, (0.5, 0.7, 1), "index it with an integer constant"),
     (tuple_rebound, (0.5, 0.7), "also assigned elsewhere"),
     (ragged, (0.5, 0.7), "ragged"),
-    (list_of_arrays, (np.array([0.5, 0.7]),), "list holding arrays"),
     (comprehension, (0.5,), "list comprehensions"),
     (bool_literal, (0.5,), "bool array"),
     (float32_zeros, (0.5,), "float32 is not supported"),

@@ -45,6 +45,11 @@ def _like_type(c, s, ts):
     return Array(how or a.dtype, a.ndim)
 
 
+# the refusal of np.array([...]) holding arrays among its scalars' stores: the transforms
+# (coarsen.transforms.prepare.lower_for) lower such a call again as a stack of its elements
+ARRAYS_IN_LITERAL = "np.array of a list holding arrays is not supported here (NumPy would stack them)"
+
+
 def dtype_of_operands(s, ts, how):
     """NumPy's dtype for ``dtype=x.dtype`` (``how == "like"``: ``x``'s, an array) or for
     ``np.array`` of scalars (``"elements"``: float if any is, else int); bool is refused (the
@@ -52,8 +57,8 @@ def dtype_of_operands(s, ts, how):
     if how == "like" and not isinstance(ts[0], Array):
         raise err(s, "x.dtype of a scalar", "use the dtype itself: np.float64 or np.int64")
     if how == "elements" and any(isinstance(t, Array) for t in ts):
-        raise err(s, "np.array of a list holding arrays is not supported (NumPy would stack them)",
-                  "np.array([...]) takes scalars; allocate np.empty((k, n)) and assign rows a[i] = row")
+        raise err(s, ARRAYS_IN_LITERAL, "np.array([...]) takes scalars or arrays of one shape; "
+                  "allocate np.empty((k, n)) and assign rows a[i] = row")
     out = dt(ts[0])
     for t in ts[1:]:
         out = dtype_join(out, dt(t))
