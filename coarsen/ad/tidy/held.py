@@ -113,34 +113,51 @@ def _replace(node, e, name):
     return count
 
 
-def _names(st):
-    """(the names ``st`` binds anywhere inside it, the names it reads anywhere inside it)."""
-    bound, read = set(), set()
-    for n in walk(st):
-        if isinstance(n, gast.Name):
-            if isinstance(n.ctx, gast.Store):
-                bound.add(n.id)
-            elif isinstance(n.ctx, gast.Load):
-                read.add(n.id)
-    return bound, read
+def _index(stmts, names):
+    """Record ``names[id(st)]`` = (the names ``st`` binds anywhere inside it, the names it
+    reads anywhere inside it) for each statement of ``stmts`` and below, each statement's
+    own expressions walked once and its blocks' sets joined."""
+    for st in stmts:
+        bound, read = set(), set()
+        for field in st._fields:
+            v = getattr(st, field, None)
+            if field in ("body", "orelse") and isinstance(v, list):
+                _index(v, names)
+                for sub in v:
+                    b, r = names[id(sub)]
+                    bound |= b
+                    read |= r
+                continue
+            for part in (v if isinstance(v, list) else (v,)):
+                if not isinstance(part, gast.AST):
+                    continue
+                for n in walk(part):
+                    if isinstance(n, gast.Name):
+                        if isinstance(n.ctx, gast.Store):
+                            bound.add(n.id)
+                        elif isinstance(n.ctx, gast.Load):
+                            read.add(n.id)
+        names[id(st)] = (bound, read)
 
 
-def _reuse_in(block, names_of, k, t, e):
-    """Replace ``e`` by ``t`` after ``block[k]``; how many were replaced.  ``names_of[i]`` is
-    ``_names(block[i])``, kept true here (replacing reads binds nothing): a statement that
-    does not read every name of ``e`` holds no copy of ``e`` and is not visited."""
-    names = {n.id for n in walk(e) if isinstance(n, gast.Name)}
-    stop = {t} | names
+def _reuse_in(block, names, k, t, e):
+    """Replace ``e`` by ``t`` after ``block[k]``; how many were replaced.  ``names`` is
+    ``_index``'s record, kept true here for the statements of ``block`` and below (a
+    replacement binds nothing; the statements around ``block``, whose blocks come before it
+    in ``flow.blocks``' order, are not looked at again): a statement that does not read every
+    name of ``e`` holds no copy of ``e`` and is not visited."""
+    used = {n.id for n in walk(e) if isinstance(n, gast.Name)}
+    stop = {t} | used
     count = 0
     for i in range(k + 1, len(block)):
-        bound, read = names_of[i]
+        bound, read = names[id(block[i])]
         if bound & stop:
             break
-        if names <= read:
+        if used <= read:
             here = _replace(block[i], e, t)
             if here:
                 count += here
-                names_of[i] = _names(block[i])
+                _index([block[i]], names)
     return count
 
 
@@ -158,13 +175,11 @@ def reuse_held_in_place(fn, temporary, floats):
     counts = store_counts(fn)
     # local scalars only: an array (even of one element, ``float(A)``) may change unbound
     local = {v for v, k in counts.items() if k >= 1} & (floats.float_scalars | floats.int_scalars)
-    done = 0
+    names, done = {}, 0
+    _index(fn.body, names)
     for block in blocks(fn.body):
-        names_of = None
         for k, st in enumerate(block):
             found = _held_of(st, temporary, counts, local, floats)
             if found:
-                if names_of is None:
-                    names_of = [_names(s) for s in block]
-                done += _reuse_in(block, names_of, k, *found)
+                done += _reuse_in(block, names, k, *found)
     return done > 0
