@@ -21,6 +21,9 @@ Guarantees:
   ``in_axes``, with the same tuple convention.
 * ``error(problem, hint)``: a ``CoarsenError`` located at ``fn``'s definition, starting with
   the bridge's name (``who``).
+* ``BridgeFunction(bridge, framework)``: the base of the framework's ``F``: ``F.bridge``,
+  ``F.gradient`` (the ``differentiate`` gradient it calls), ``__name__`` and ``__doc__`` of
+  the function.
 * ``Layout``: the flat vector of the ``wrt`` values (raveled, concatenated in ``wrt`` order):
   ``unflatten(x)`` (floats for scalar parameters, arrays shaped like theirs) and
   ``flatten(parts)``.
@@ -39,7 +42,7 @@ from .transforms.artifact import bind_arguments, function_error
 from .transforms.gradient import differentiate
 from .transforms.hessian import hvp
 
-__all__ = ["Bridge", "Layout", "load"]
+__all__ = ["Bridge", "BridgeFunction", "Layout", "load"]
 
 #: ``differentiate``'s options that ``coarsen.hvp`` also takes (second derivatives)
 HVP_OPTIONS = ("target", "boundscheck", "coarsen")
@@ -122,6 +125,22 @@ class Bridge:
             vals, grads = bg(*values)
             return vals, ((grads,) if single else tuple(grads))
         return run
+
+
+class BridgeFunction:
+    """What every bridge's ``F`` has: its ``Bridge`` and the function's name and doc."""
+
+    framework = "a framework"
+
+    def __init__(self, bridge):
+        self.bridge = bridge
+        self.__name__ = bridge.fn.__name__
+        self.__doc__ = f"{bridge.fn.__qualname__} as {self.framework} function, differentiated by coarsen."
+
+    @property
+    def gradient(self):
+        """The ``coarsen.differentiate`` gradient ``F`` calls."""
+        return self.bridge.gradient
 
 
 @dataclass(frozen=True)

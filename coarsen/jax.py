@@ -46,7 +46,7 @@ import math
 
 import numpy as np
 
-from .bridge import Bridge, load
+from .bridge import Bridge, BridgeFunction, load
 
 __all__ = ["function", "JaxFunction"]
 
@@ -61,20 +61,15 @@ def function(fn, wrt=None, **options):
     return JaxFunction(Bridge(fn, wrt, options, "coarsen.jax.function"), jax)
 
 
-class JaxFunction:
+class JaxFunction(BridgeFunction):
     """``F`` (see the module docstring)."""
 
+    framework = "a JAX"
+
     def __init__(self, bridge, jax):
-        self.bridge = bridge
+        super().__init__(bridge)
         self._jax = jax
         self._cores = {}
-        self.__name__ = bridge.fn.__name__
-        self.__doc__ = f"{bridge.fn.__qualname__} as a JAX function, differentiated by coarsen."
-
-    @property
-    def gradient(self):
-        """The ``coarsen.differentiate`` gradient ``F`` calls."""
-        return self.bridge.gradient
 
     def __call__(self, *args, **kwargs):
         bridge = self.bridge

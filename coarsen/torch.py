@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bridge import Bridge, load
+from .bridge import Bridge, BridgeFunction, load
 
 __all__ = ["function", "TorchFunction", "check_device"]
 
@@ -68,23 +68,18 @@ def check_device(bridge, name, device):
             "tensors are taken by g.batch(..., target='cuda') only, for now)")
 
 
-class TorchFunction:
+class TorchFunction(BridgeFunction):
     """``F`` (see the module docstring)."""
 
+    framework = "a PyTorch"
+
     def __init__(self, bridge, torch):
-        self.bridge = bridge
+        super().__init__(bridge)
         self._torch = torch
         self._apply = _autograd(torch).apply
         self._Tensor, self._strided = torch.Tensor, torch.strided
         self._f64, self._f32 = torch.float64, torch.float32
         self._patterns = {}         # (tensor positions, wrt) -> _Pattern
-        self.__name__ = bridge.fn.__name__
-        self.__doc__ = f"{bridge.fn.__qualname__} as a PyTorch function, differentiated by coarsen."
-
-    @property
-    def gradient(self):
-        """The ``coarsen.differentiate`` gradient ``F`` calls."""
-        return self.bridge.gradient
 
     def __call__(self, *args, **kwargs):
         bridge, torch = self.bridge, self._torch

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import coarsen
+from apps.bench.bridges import ode_batch_loss as ode_loss     # the model the harness times
 from coarsen.torch import check_device
 
 
@@ -17,19 +18,6 @@ def poly_sin(x, a, n):
     for i in range(n):
         s = s + a * math.sin(x[i]) * x[i] ** 2
     return s
-
-
-def ode_loss(k, y0, target, t_end, h):
-    """Euler steps of y' = -k y + sin(t) per example until t reaches t_end (a while rule)."""
-    total = 0.0
-    for b in range(k.shape[0]):
-        y = y0[b]
-        t = 0.0
-        while t < t_end:
-            y = y + h * (-k[b] * y + math.sin(t))
-            t = t + h
-        total = total + (y - target[b]) ** 2
-    return total / k.shape[0]
 
 
 @coarsen.custom_vjp
