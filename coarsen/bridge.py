@@ -34,6 +34,7 @@ import importlib
 import inspect
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -149,11 +150,11 @@ class Layout:
     names: tuple
     shapes: tuple           # () for a float scalar parameter
 
-    @property
+    @cached_property
     def sizes(self):
         return tuple(math.prod(s) for s in self.shapes)
 
-    @property
+    @cached_property
     def size(self):
         return sum(self.sizes)
 

@@ -71,6 +71,7 @@ class Objective:
         self._where = [names.index(p) if p in names else None for p in params]
         self._rest = dict(zip(rest, args))
         self.layout = None if shapes is None else self._layout(shapes)
+        self._single = {}           # one wrt parameter without shapes: x's shape -> Layout
         opts = {k: options[k] for k in HVP_OPTIONS if k in options}
         self._hessian = None
         self._hessian_options = opts
@@ -105,7 +106,9 @@ class Objective:
                     f"x holds {len(self.names)} wrt parameters ({', '.join(self.names)}) but "
                     "their shapes are not known", "pass shapes= to objective, or call "
                     "obj.pack(*values) once for x0")
-            layout = Layout(self.names, (np.shape(x),))
+            layout = self._single.get(np.shape(x))
+            if layout is None:
+                layout = self._single[np.shape(x)] = Layout(self.names, (np.shape(x),))
         return layout.unflatten(x)
 
     def _values(self, x):
@@ -116,7 +119,7 @@ class Objective:
     # ------------------------------------------------------------------ SciPy's callables
     def _evaluate(self, x):
         x = np.asarray(x, dtype=np.float64)
-        if self._x is None or self._x.shape != x.shape or not np.array_equal(self._x, x):
+        if self._x is None or self._x.shape != x.shape or not (self._x == x).all():
             value, grads = self.bridge.value_and_grad(self._values(x))
             self.calls += 1
             self._x = x.copy()

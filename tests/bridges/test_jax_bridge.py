@@ -106,7 +106,7 @@ def test_plain_jax_training_loop():
     assert all(b < a for a, b in zip(losses, losses[1:])), losses
 
 
-def test_float32_without_x64_semantics(F):
+def test_float32_values_and_gradients(F):
     x32 = jnp.asarray(X, dtype=jnp.float32)
     y, g = jax.value_and_grad(F)(x32, jnp.float32(A), 5)
     assert y.dtype == jnp.float32 and g.dtype == jnp.float32
