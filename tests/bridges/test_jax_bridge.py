@@ -137,3 +137,29 @@ def test_refusals(F):
         F(x.astype(jnp.complex64), A, 5)
     with pytest.raises(coarsen.CoarsenError, match="'a' is in wrt but got int"):
         F(x, 2, 5)
+
+
+def test_nested_vmap_and_shared_arguments(F):
+    rng = np.random.default_rng(0)
+    Xs, As = rng.random((2, 3, 5)), rng.random(3)
+    inner = jax.vmap(jax.value_and_grad(F, argnums=(0, 1)), in_axes=(0, 0, None))
+    v, (gx, ga) = jax.vmap(inner, in_axes=(0, None, None))(Xs, As, 5)
+    for i in range(2):
+        for j in range(3):
+            value, (g1, g2) = F.gradient.value_and_grad(Xs[i, j], As[j], 5)
+            assert v[i, j] == value and ga[i, j] == g2
+            np.testing.assert_array_equal(gx[i, j], g1)
+    # a shared argument outside wrt stays shared in coarsen's batch
+    Fx = coarsen.jax.function(poly_sin, wrt="x")
+    v, gx = jax.vmap(jax.value_and_grad(Fx), in_axes=(0, None, None))(Xs[0], A, 5)
+    bv, bgx = Fx.gradient.batch((0, None, None))(Xs[0], A, 5)
+    np.testing.assert_array_equal(v, bv)
+    np.testing.assert_array_equal(gx, bgx)
+
+
+def test_python_target():
+    Fp = coarsen.jax.function(poly_sin, wrt=("x", "a"), target="python")
+    gx, ga = jax.grad(Fp, argnums=(0, 1))(jnp.asarray(X), A, 5)
+    want = coarsen.differentiate(poly_sin, wrt=("x", "a"))(X, A, 5)
+    np.testing.assert_allclose(gx, want[0], rtol=1e-14)
+    assert float(ga) == pytest.approx(want[1], rel=1e-14)

@@ -168,3 +168,12 @@ def test_second_derivative_refused_where_hvp_refuses():
     with pytest.raises(coarsen.CoarsenError, match="second derivatives go through coarsen.hvp") as e:
         gx.sum().backward()
     assert "custom_vjp" in str(e.value)
+
+
+def test_python_target_and_tensor_loop_count(F):
+    Fp = coarsen.torch.function(poly_sin, wrt=("x", "a"), target="python")
+    x, a = _inputs()
+    Fp(x, a, torch.tensor(5)).backward()        # a 0-d integer tensor is an int
+    value, (gx, ga) = F.gradient.value_and_grad(x.detach().numpy(), 1.3, 5)
+    np.testing.assert_allclose(x.grad.numpy(), gx, rtol=1e-14)
+    assert a.grad.item() == pytest.approx(ga, rel=1e-14)
