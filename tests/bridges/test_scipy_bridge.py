@@ -103,3 +103,28 @@ def test_refusals(obj):
                                  target="python")
     with pytest.raises(coarsen.CoarsenError, match="hold 3 values"):
         o3.fun(np.ones(4))
+
+
+def rosen_residuals(x, scale):
+    r = np.zeros(2 * (x.shape[0] - 1))
+    for i in range(x.shape[0] - 1):
+        r[2 * i] = scale * (x[i + 1] - x[i] ** 2)
+        r[2 * i + 1] = 1.0 - x[i]
+    return r
+
+
+def test_residuals_for_least_squares():
+    res = coarsen.scipy.residuals(rosen_residuals, args=(10.0,))
+    x = np.array([1.3, 0.7, 0.8])
+    r = res.fun(x)
+    assert r.shape == (4,) and r.dtype == np.float64
+    np.testing.assert_array_equal(r, rosen_residuals(x, 10.0))
+    assert 0.5 * np.sum(r ** 2) * 2 == pytest.approx(so.rosen(x), rel=1e-14)
+    J = res.jac(x)
+    want = np.array([[-20.0 * x[0], 10.0, 0.0], [-1.0, 0.0, 0.0],
+                     [0.0, -20.0 * x[1], 10.0], [0.0, -1.0, 0.0]])
+    np.testing.assert_allclose(J, want, rtol=1e-15)
+    # the Gauss-Newton gradient J^T r is Rosenbrock's
+    np.testing.assert_allclose(2.0 * J.T @ r, so.rosen_der(x), rtol=1e-13)
+    out = so.least_squares(res.fun, x, jac=res.jac)
+    np.testing.assert_allclose(out.x, np.ones(3), atol=1e-8)
