@@ -121,6 +121,13 @@ def inline_with(lw, node, fn, args, transform=None):
     return _inline_body(lw, node, fn, sub, sub_src, list(args), None, False)
 
 
+def inline_lowered(lw, node, fn, sub, sub_src, args, target, discard=False):
+    """Inline the body of ``sub`` (a ``Lowerer`` of ``sub_src`` made by the caller: a nested
+    ``def``, ``coarsen.frontend.nested_defs``) with the lowered ``args``, as ``inline_call``
+    does; ``fn`` names it in errors (``__name__``)."""
+    return _inline_body(lw, node, fn, sub, sub_src, list(args), target, discard)
+
+
 def _sub_lowerer(lw, node, fn, transform=None):
     if fn in lw.stack:
         raise lw.err(node, f"recursive call to {fn.__name__}() is not supported",

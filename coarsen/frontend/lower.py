@@ -28,6 +28,7 @@ from .source import (FunctionSource, GlobalArray, Known, Module, UserFunction, g
 from .array_literals import index_list_literals, lower_list_literal
 from .static_attrs import einsum_spec_strings
 from .joins import list_argument_literals
+from .nested_defs import define_nested, local_store_names, walk_outside_defs
 from .unbound import guard_unbound_reads
 
 _UNSUPPORTED_STMTS = {
@@ -40,7 +41,6 @@ _UNSUPPORTED_STMTS = {
     gast.Nonlocal: ("nonlocal declarations", "pass the value as a parameter"),
     gast.Delete: ("del", "let the variable go out of scope instead"),
     gast.ClassDef: ("class definitions", "define classes outside the function"),
-    gast.FunctionDef: ("nested function definitions", "define helpers at module level; coarsen inlines calls to them"),
     gast.AsyncFunctionDef: ("async functions", "write a plain function"),
     gast.Import: ("import statements", "import at module level"),
     gast.ImportFrom: ("import statements", "import at module level"),
@@ -95,10 +95,10 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
         self.source_names = {}         # IR name -> source name (shared with inlined helpers)
         node = src.node
         self.params = [a.id for a in node.args.args]
-        self.local_names = set(self.params)
-        for sub in gast.walk(node):
-            if isinstance(sub, gast.Name) and isinstance(sub.ctx, gast.Store):
-                self.local_names.add(sub.id)
+        # the names it binds; a nested def's own locals are not (coarsen.frontend.nested_defs)
+        self.local_names = local_store_names(node)
+        self.nested = {}               # source name -> NestedDef, as its def is lowered
+        self.active_defs = ()          # the nested defs being inlined (recursion is refused)
         self._check_signature(node)
 
     # ------------------------------------------------------------------ helpers
@@ -157,7 +157,7 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
             body = body[1:]
         self._fence(body)
         self.result = self.namer.fresh("_" + self.prefix + "result" if self.prefix else "_ret")
-        returns = [s for s in gast.walk(gast.Module(body=body, type_ignores=[]))
+        returns = [s for s in walk_outside_defs(gast.Module(body=body, type_ignores=[]))
                    if isinstance(s, gast.Return)]
         if not returns and not self.prefix:
             raise self.err(node, "the function has no return statement",
@@ -273,6 +273,10 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
             raise self.err(s, f"{type(s).__name__} statements are not supported")
         method(s)
         return self.exits_of(s)
+
+    def stmt_FunctionDef(self, s):
+        """A nested ``def``: recorded, inlined where it is called (``nested_defs``)."""
+        define_nested(self, s)
 
     def stmt_Assert(self, s):
         """``assert test, msg``: the test evaluated where it stands and checked (``check``:
