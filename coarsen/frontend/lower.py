@@ -28,6 +28,7 @@ from .source import (FunctionSource, GlobalArray, Known, Module, UserFunction, g
 from .array_literals import index_list_literals, lower_list_literal
 from .static_attrs import einsum_spec_strings
 from .joins import list_argument_literals
+from .numpy_forms import static_literals
 from .nested_defs import define_nested, local_store_names, walk_outside_defs
 from .unbound import guard_unbound_reads
 
@@ -198,7 +199,7 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
         for stmt in body:
             literals = self._array_literal_lists(stmt) | einsum_spec_strings(self, stmt) \
                 | index_list_literals(stmt) \
-                | list_argument_literals(self, stmt) | {
+                | list_argument_literals(self, stmt) | static_literals(self, stmt) | {
                     id(a.msg) for a in gast.walk(stmt) if isinstance(a, gast.Assert)}
             for sub in gast.walk(stmt):
                 if id(sub) in literals:

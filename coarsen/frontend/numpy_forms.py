@@ -1,13 +1,18 @@
 """Calls of the NumPy functions of issue 44a whose arguments are static: axis moves
 (``np.moveaxis``, ``np.swapaxes``, ``np.rollaxis``), ``np.squeeze``/``x.squeeze()``,
-``np.atleast_2d``/``np.atleast_3d``, and the reductions' ``ddof`` and tuple axes.
+``np.atleast_2d``/``np.atleast_3d``, diagonals (``np.diagonal``, ``np.diag``, ``np.trace``,
+``np.tril``, ``np.triu``: the offset), products (``np.tensordot``'s ``axes``, ``np.inner``,
+``np.cross``), ``np.sort``/``np.partition`` (``axis``, ``kth``), and the reductions' ``ddof``
+and tuple axes.
 
 Requires: a ``Lowerer`` (``coarsen.frontend.lower``) lowering a call that resolved to one of
 ``FORM_OPS``, its arguments bound to NumPy's signature (``coarsen.frontend.signatures``) with
 the parameters of ``FORMS_UNDERSTOOD``, read here only.
 Guarantees, before any code is generated: each call becomes the registry's primitive with its
 static arguments as attributes (``coarsen.ir.primitives.axes``: ``permute_axes``' ``how``,
-``squeeze``'s ``axes``, ``atleast_nd``'s ``n``); an axis that is not an integer constant (or a
+``squeeze``'s ``axes``, ``atleast_nd``'s ``n``; ``diagonals``' ``k``; ``products``'
+``axes``: ``np.tensordot``'s default 2, ``np.inner`` ``((-1,), (-1,))``; ``sorting``'s
+``axis`` and ``kth``, ``axis=None`` a ``ravel`` first); an axis that is not an integer constant (or a
 tuple of them), ``np.squeeze`` without an axis (its rank would depend on the run-time shape)
 and ``atleast_2d(a, b)`` of several arrays (a list result) are ``CoarsenError``s at the
 argument.  A reduction over a tuple of axes (``np.sum(x, axis=(0, 2))``) is the reduction over
@@ -19,13 +24,16 @@ from __future__ import annotations
 
 import gast
 
-from ..ir.nodes import Const
-
 # the ops lowered here and the parameters each reads (NumPy's names, every spelling's)
 FORMS_UNDERSTOOD = {
     "permute_axes": frozenset({"a", "source", "destination", "axis1", "axis2", "axis", "start"}),
     "squeeze": frozenset({"a", "axis"}),
     "atleast_nd": frozenset({"arys"}),
+    "diagonal": frozenset({"a", "offset", "axis1", "axis2"}),
+    "diag": frozenset({"v", "k"}), "trace": frozenset({"a", "offset"}),
+    "tril": frozenset({"m", "k"}), "triu": frozenset({"m", "k"}),
+    "tensordot": frozenset({"a", "b", "axes"}), "cross": frozenset({"a", "b"}),
+    "sort": frozenset({"a", "axis"}), "partition": frozenset({"a", "kth", "axis"}),
 }
 FORM_OPS = frozenset(FORMS_UNDERSTOOD)
 FORM_METHODS = {"squeeze": frozenset({"axis"})}
@@ -55,6 +63,26 @@ def static_axes(lw, node, what, allow_none=False):
     return tuple(out)
 
 
+def static_literals(lw, stmt):
+    """ids of the nodes of ``stmt`` the fence lets through as static arguments read here:
+    lists of integer constants passed to a call of one of ``FORM_OPS``
+    (``np.tensordot(a, b, axes=([0, 1], [1, 0]))``, ``np.moveaxis(x, [0, 1], [2, 0])``)."""
+    out = set()
+    for call in gast.walk(stmt):
+        if not isinstance(call, gast.Call):
+            continue
+        k = lw.resolve_value(call.func, quiet=True)
+        if getattr(k, "op", None) not in FORM_OPS:
+            continue
+        for arg in call.args + [kw.value for kw in call.keywords]:
+            for sub in gast.walk(arg):
+                if isinstance(sub, gast.List) and all(
+                        constant_int(e) is not None or isinstance(e, (gast.List, gast.Tuple))
+                        for e in sub.elts):
+                    out.add(id(sub))
+    return out
+
+
 def lower_form(lw, node, kind, op, b, target):
     """Lower a call of ``op`` (one of ``FORM_OPS``), spelled ``kind.name``, whose arguments
     ``b`` (a ``Bound``) the caller bound; return the operand holding its result."""
@@ -73,6 +101,12 @@ def lower_form(lw, node, kind, op, b, target):
         return lw.op(node, target, "permute_axes", [a], attrs=(("how", how),))
     if op == "squeeze":
         return squeeze(lw, node, lw.lower_expr(b["a"]), b.get("axis"), target)
+    if op in ("diagonal", "diag", "trace", "tril", "triu"):
+        return _diagonal(lw, node, op, b, target)
+    if op in ("tensordot", "cross"):
+        return _product(lw, node, kind, op, b, target)
+    if op in ("sort", "partition"):
+        return _sort(lw, node, op, b, target)
     arys = b.get("arys") or []
     if len(arys) != 1:
         raise lw.err(node, f"{kind.name} of {len(arys)} arrays (a list of results) is not "
@@ -88,6 +122,60 @@ def squeeze(lw, node, arr, axis_node, target):
                      "would depend on the run-time shape", "name the axes: np.squeeze(x, axis=0)")
     axes = static_axes(lw, axis_node, "squeeze's axis")
     return lw.op(node, target, "squeeze", [arr], attrs=(("axes", axes),))
+
+
+def _int_or(lw, node, what, default):
+    if node is None:
+        return default
+    return _one_axis(lw, node, what)
+
+
+def _diagonal(lw, node, op, b, target):
+    operand = {"diag": "v", "tril": "m", "triu": "m"}.get(op, "a")
+    arr = lw.lower_expr(b[operand])
+    k = _int_or(lw, b.get("k" if op in ("diag", "tril", "triu") else "offset"), "the offset", 0)
+    attrs = (("k", k),)
+    if op == "diagonal":
+        attrs += (("axes", (_int_or(lw, b.get("axis1"), "axis1", 0),
+                            _int_or(lw, b.get("axis2"), "axis2", 1))),)
+    return lw.op(node, target, op, [arr], attrs=attrs)
+
+
+def _product(lw, node, kind, op, b, target):
+    a, c = lw.lower_expr(b["a"]), lw.lower_expr(b["b"])
+    if op == "cross":
+        return lw.op(node, target, "cross", [a, c])
+    if kind.name.endswith("inner"):
+        axes = ((-1,), (-1,))
+    else:
+        given = b.get("axes")
+        if given is None:
+            axes = 2
+        elif constant_int(given) is not None:
+            axes = constant_int(given)
+        elif isinstance(given, (gast.Tuple, gast.List)) and len(given.elts) == 2:
+            axes = tuple(static_axes(lw, e, "tensordot's axes") for e in given.elts)
+        else:
+            raise lw.err(given, "tensordot's axes must be an integer constant or a pair of "
+                         "(tuples of) integer constants", "np.tensordot(a, b, axes=([1, 0], [0, 1]))")
+    return lw.op(node, target, "tensordot", [a, c], attrs=(("axes", axes),))
+
+
+def _sort(lw, node, op, b, target):
+    arr = lw.lower_expr(b["a"])
+    axis_node = b.get("axis")
+    flat = isinstance(axis_node, gast.Constant) and axis_node.value is None
+    axis = -1 if axis_node is None or flat else _one_axis(lw, axis_node, "axis")
+    if flat:                                   # axis=None: NumPy sorts the flattened array
+        arr = lw.op(node, None, "ravel", [arr])
+    attrs = (("axis", axis),)
+    if op == "partition":
+        kth = constant_int(b["kth"])
+        if kth is None:
+            raise lw.err(b["kth"], "np.partition's kth must be an integer constant",
+                         "one kth: np.partition(x, 2) (a sequence of them is not supported)")
+        attrs += (("kth", kth),)
+    return lw.op(node, target, op, [arr], attrs=attrs)
 
 
 def lower_form_method(lw, node, name, obj, b, target):
@@ -115,5 +203,3 @@ def tuple_axis_reduction(lw, node, target, op, arr, axes, keep, ddof):
         return out
     return lw.op(node, target, "keep_reduced", [out, arr], attrs=(("axes", tuple(axes)),))
 
-
-_ = Const
