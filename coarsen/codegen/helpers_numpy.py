@@ -26,7 +26,9 @@ NumPy function computes:
   ``_diag_adj(g, k, shape)``: its adjoint into an array of ``shape``; ``_trace_adj(g, k,
   shape)``: the adjoint of ``np.trace(a, k)``; ``_tri_keep(x, k, lower)``: ``np.tril``
   (``lower``) or ``np.triu`` of the last two axes of ``x`` (a copy, the rest zeroed);
-* ``_last3(x)``: ``x``, or a ``ValueError`` where its last axis is not of length 3.
+* ``_last3(x)``: ``x``, or a ``ValueError`` where its last axis is not of length 3;
+* ``_pad1``/``_pad2``/``_pad3(x, before0, after0, ..., c)``: ``np.pad(x, widths,
+  mode="constant", constant_values=c)`` of a 1-, 2- or 3-D ``x`` (its dtype).
 """
 from __future__ import annotations
 
@@ -210,8 +212,26 @@ def _last3(x):
     return x
 
 
+def _pad1(x, b0, a0, c):
+    out = np.full((x.shape[0] + b0 + a0,), c, x.dtype)
+    out[b0:b0 + x.shape[0]] = x
+    return out
+
+
+def _pad2(x, b0, a0, b1, a1, c):
+    out = np.full((x.shape[0] + b0 + a0, x.shape[1] + b1 + a1), c, x.dtype)
+    out[b0:b0 + x.shape[0], b1:b1 + x.shape[1]] = x
+    return out
+
+
+def _pad3(x, b0, a0, b1, a1, b2, a2, c):
+    out = np.full((x.shape[0] + b0 + a0, x.shape[1] + b1 + a1, x.shape[2] + b2 + a2), c, x.dtype)
+    out[b0:b0 + x.shape[0], b1:b1 + x.shape[1], b2:b2 + x.shape[2]] = x
+    return out
+
+
 #: name -> helper, in the order written here
 NUMPY_HELPERS = {f.__name__: f for f in (
     _squeeze_axis, _sort_rows, _sort_adj_rows, _diag_of, _diag_adj, _trace_adj, _tri_keep,
     _sort_along, _sort_adj, _partition_rows, _kth, _partition_along, _partition_adj,
-    _sort_tangent, _partition_tangent, _last3)}
+    _sort_tangent, _partition_tangent, _last3, _pad1, _pad2, _pad3)}

@@ -20,6 +20,7 @@ with a hint.
 from __future__ import annotations
 
 import gast
+import numpy as np
 
 from ..ir.nodes import (Const, NEWAXIS, Slice)
 from ..ir.primitives import ops_where, primitive
@@ -86,6 +87,8 @@ class CallMixin:
         in float64, and float32 storage computed in float64 would not give NumPy's values."""
         if node is None:
             return "f64"
+        if isinstance(node, gast.Constant) and isinstance(node.value, str):
+            return self._dtype_string(node)
         if isinstance(node, gast.Attribute) and node.attr == "dtype":
             if not like_ok:
                 raise self.err(node, "dtype=x.dtype is not supported here",
@@ -104,6 +107,22 @@ class CallMixin:
         if isinstance(node, gast.Name) and node.id == "int" and node.id not in self.local_names:
             return "i64"
         raise self.err(node, "dtype must be np.float64, np.int64, float, int or x.dtype")
+
+    def _dtype_string(self, node):
+        """A dtype named by a string (``"float64"``, ``"f8"``, ``"int64"``...): NumPy's names
+        of float64 and int64; ``"float32"`` and its names refused as ``np.float32`` is; any
+        other string refused naming it."""
+        name = node.value
+        try:
+            dtype = np.dtype(name)
+        except TypeError:
+            dtype = None
+        if dtype == np.float32:
+            raise self.err(node, FLOAT32_PROBLEM, FLOAT32_HINT)
+        if dtype == np.float64 or dtype == np.int64:
+            return "f64" if dtype == np.float64 else "i64"
+        raise self.err(node, f"the dtype {name!r} is not supported",
+                       "write 'float64' or 'int64' (np.float64, np.int64)")
 
     def bind(self, node, spelling, understood, hints=None):
         """The call's arguments bound to ``spelling``'s NumPy signature

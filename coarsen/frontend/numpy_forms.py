@@ -34,6 +34,7 @@ FORMS_UNDERSTOOD = {
     "tril": frozenset({"m", "k"}), "triu": frozenset({"m", "k"}),
     "tensordot": frozenset({"a", "b", "axes"}), "cross": frozenset({"a", "b"}),
     "sort": frozenset({"a", "axis"}), "partition": frozenset({"a", "kth", "axis"}),
+    "pad": frozenset({"array", "pad_width", "mode", "constant_values"}),
 }
 FORM_OPS = frozenset(FORMS_UNDERSTOOD)
 FORM_METHODS = {"squeeze": frozenset({"axis"})}
@@ -71,9 +72,19 @@ def static_literals(lw, stmt):
     for call in gast.walk(stmt):
         if not isinstance(call, gast.Call):
             continue
+        # a dtype named by a string (x.astype("float64"), dtype="f8"): calls.dtype_of reads it
+        dtype_args = [kw.value for kw in call.keywords if kw.arg == "dtype"]
+        if isinstance(call.func, gast.Attribute) and call.func.attr == "astype":
+            dtype_args += call.args[:1]
+        out |= {id(a) for a in dtype_args if isinstance(a, gast.Constant)
+                and isinstance(a.value, str)}
         k = lw.resolve_value(call.func, quiet=True)
         if getattr(k, "op", None) not in FORM_OPS:
             continue
+        if k.op == "pad":              # its mode, read (and checked) by _pad
+            out |= {id(a) for a in call.args[2:3] + [kw.value for kw in call.keywords
+                                                     if kw.arg == "mode"]
+                    if isinstance(a, gast.Constant) and isinstance(a.value, str)}
         for arg in call.args + [kw.value for kw in call.keywords]:
             for sub in gast.walk(arg):
                 if isinstance(sub, gast.List) and all(
@@ -107,6 +118,8 @@ def lower_form(lw, node, kind, op, b, target):
         return _product(lw, node, kind, op, b, target)
     if op in ("sort", "partition"):
         return _sort(lw, node, op, b, target)
+    if op == "pad":
+        return _pad(lw, node, b, target)
     arys = b.get("arys") or []
     if len(arys) != 1:
         raise lw.err(node, f"{kind.name} of {len(arys)} arrays (a list of results) is not "
@@ -176,6 +189,35 @@ def _sort(lw, node, op, b, target):
                          "one kth: np.partition(x, 2) (a sequence of them is not supported)")
         attrs += (("kth", kth),)
     return lw.op(node, target, op, [arr], attrs=attrs)
+
+
+def _static_widths(lw, node):
+    """``pad_width`` as written: an int, or nested tuples/lists of ints."""
+    v = constant_int(node)
+    if v is not None:
+        return v
+    if isinstance(node, (gast.Tuple, gast.List)):
+        return tuple(_static_widths(lw, e) for e in node.elts)
+    raise lw.err(node, "np.pad's pad_width must be integer constants",
+                 "np.pad(x, ((1, 2), (0, 1)), mode='constant')")
+
+
+def _pad(lw, node, b, target):
+    mode = b.get("mode")
+    if mode is not None and not (isinstance(mode, gast.Constant) and mode.value == "constant"):
+        shown = repr(mode.value) if isinstance(mode, gast.Constant) else "this mode"
+        raise lw.err(mode, f"np.pad's mode {shown} is not supported",
+                     "mode='constant' (the default) is; write other paddings with slices")
+    value = b.get("constant_values")
+    fill = 0
+    if value is not None:
+        fill = value.value if isinstance(value, gast.Constant) and type(value.value) in (int, float) \
+            else constant_int(value)
+        if fill is None:
+            raise lw.err(value, "np.pad's constant_values must be one number constant",
+                         "pad with 0 and add the fill: np.pad(x, w) + c * np.pad(0 * x + 1, w) ...")
+    return lw.op(node, target, "pad", [lw.lower_expr(b["array"])],
+                 attrs=(("widths", _static_widths(lw, b["pad_width"])), ("value", fill)))
 
 
 def lower_form_method(lw, node, name, obj, b, target):

@@ -61,7 +61,7 @@ FALLBACK = {
 # the parameters for which NumPy (and Python) take None as absent, where None is their default
 # (a ufunc's ``signature=None`` is a TypeError)
 NONE_IS_DEFAULT = frozenset({"out", "dtype", "like", "device", "copy", "order", "M", "key",
-                             "axis", "ord"})
+                             "axis", "ord", "kind", "stable"})
 
 # the array methods whose parameters are the NumPy function's without the array
 REDUCTION_METHODS = {"sum": "sum", "mean": "mean", "prod": "prod", "max": "max", "min": "min",

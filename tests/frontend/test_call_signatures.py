@@ -222,6 +222,11 @@ BASES = {
     "np.gradient": ["x[0]"], "np.split": ["x", "[1]"], "np.array_split": ["x", "2"],
     "np.select": ["[x > 0.5]", "[x]"], "np.linspace": ["s", "t"], "sum": ["[s, t]"],
 }
+BASES.update({      # issue 44a: diagonals, products, sorting, padding
+    "np.diagonal": ["x"], "np.diag": ["x[0]"], "np.trace": ["x"], "np.tril": ["x"],
+    "np.triu": ["x"], "np.tensordot": ["x", "y.T"], "np.cross": ["x", "y"], "np.sort": ["x"],
+    "np.partition": ["x", "1"], "np.pad": ["x", "1"],
+})
 # a value for each optional parameter, by name
 SAMPLES = {
     "axis": "0", "keepdims": "True", "dtype": "np.float64", "out": "y", "ddof": "1",
@@ -235,6 +240,10 @@ SAMPLES = {
     "neginf": "-1.0", "start": "0", "edge_order": "2", "num": "5", "endpoint": "False",
     "retstep": "True",
 }
+SAMPLES.update({    # issue 44a
+    "offset": "1", "axis1": "1", "axis2": "0", "axisa": "-1", "axisb": "-1", "axisc": "-1",
+    "kind": "'stable'", "stable": "True", "mode": "'constant'",
+})
 # what fills a positional parameter before the one swept whose default has no literal
 FILLERS = {"dtype": "np.float64", "keepdims": "False", "initial": "0.0", "a_min": "0.4", "a_max": "0.6"}
 # the argument the domain of each needs (arccosh: x > 1)

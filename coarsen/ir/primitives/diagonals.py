@@ -46,7 +46,8 @@ def _diagonal_type(c, s, ts):
     _two_d(s, ts[0], "np.diagonal")
     axes = s.attr("axes", (0, 1))
     if len(axes) != 2 or any(not -2 <= a < 2 for a in axes) or axes[0] % 2 == axes[1] % 2:
-        raise err(s, f"np.diagonal's axes {axes} are not two different axes of a 2-D array")
+        raise err(s, f"np.diagonal's axis1 and axis2 {axes} are not two different axes of a "
+                  "2-D array", "np.diagonal(a, k) or np.diagonal(a, k, 1, 0)")
     return make(ts[0].dtype, 1)
 
 
