@@ -6,7 +6,12 @@ floats unify to f64 as in Numba); ``fn.views`` maps every variable that may alia
 array (slices, ``.T``, reshapes, plain ``b = a``) to the array it views.  Ill-typed
 programs (indexing a scalar, rank mismatches, a variable that is sometimes an array and
 sometimes a scalar) raise ``CoarsenError`` at the offending line.  Augmented assignments to
-arrays (``a += e``) become in-place stores, as in NumPy (``coarsen.ir.inplace``).
+arrays (``a += e``) become in-place stores, as in NumPy (``coarsen.ir.inplace``).  A
+subscript's ``...`` is spelled out as the full slices it stands for (``expand_ellipses``; more
+than one is refused, as NumPy does), and a read whose subscript holds 1-D integer arrays is
+typed as NumPy's advanced indexing and split into its basic view and a ``gather``
+(``coarsen.ir.fancy_index``); boolean masks, index arrays above 1-D and stores through index
+arrays are refused.
 """
 from __future__ import annotations
 
