@@ -52,6 +52,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ad.forward.pipeline import FORWARD
+from ..ad.reverse.pipeline import REVERSE
 from .gradient import differentiate
 from .artifact import Signature, resolve_wrt
 from ..errors import CoarsenError
@@ -117,9 +119,12 @@ class Jacobian(Transform):
     what = "jacobian"
 
     def __init__(self, fn, wrt=None, mode="auto", target="cpu", boundscheck=True,
-                 parallel=False, directions=None, coarsen=True, *, simd=False):
+                 parallel=False, directions=None, coarsen=True, *, simd=False, disable=()):
         if mode not in MODES:
             raise CoarsenError(f"unknown mode {mode!r}", hint=f"use one of {MODES}")
+        # passes switched off: each name is a forward pass (the columns' JVPs), a reverse one
+        # (the rows' gradients) or both (``tidy``)
+        self.disable_forward, self.disable_reverse = split_disable(disable)
         # checks the target and the number of directions
         check_directions(directions)
         self.directions = JvpOptions(wrt=wrt, target=target, boundscheck=boundscheck,
@@ -187,7 +192,8 @@ class Jacobian(Transform):
         j = self._jvps.get(wrt)
         if j is None:
             j = self._jvps[wrt] = jvp(self.array_fn, wrt, target=self.target,
-                                      boundscheck=self.boundscheck, coarsen=self.coarsen)
+                                      boundscheck=self.boundscheck, coarsen=self.coarsen,
+                                      disable=self.disable_forward)
         return j
 
     def _row_gradient(self, wrt, scalar):
@@ -196,7 +202,8 @@ class Jacobian(Transform):
         if g is None:
             if scalar:
                 g = differentiate(self.fn, wrt=wrt, target=self.target,
-                                  boundscheck=self.boundscheck, coarsen=self.coarsen)
+                                  boundscheck=self.boundscheck, coarsen=self.coarsen,
+                                  disable=self.disable_reverse)
             else:
                 taken = set(self.params)
                 f, np_ = fresh_name("_f", taken), fresh_name("np", taken)
@@ -213,7 +220,8 @@ class Jacobian(Transform):
                                    {f: self.array_fn, np_: np},
                                    f"{self.fn.__module__}.{self.fn.__qualname__}")
                 g = differentiate(row.fn, wrt=wrt, target=self.target,
-                                  boundscheck=self.boundscheck, coarsen=self.coarsen)
+                                  boundscheck=self.boundscheck, coarsen=self.coarsen,
+                                  disable=self.disable_reverse)
             self._rows[key] = g
         return g
 
@@ -275,7 +283,8 @@ class Jacobian(Transform):
                                                             boundscheck=self.boundscheck,
                                                             directions=lanes,
                                                             coarsen=self.coarsen,
-                                                            simd=self.simd),
+                                                            simd=self.simd,
+                                                            disable=self.disable_forward),
                               module_arrays=self._global_arrays)
             parallel = self._parallel_for(art.source)
             text = forward_driver(art.entry_name, len(self.params), len(art.module_arrays),
@@ -428,9 +437,32 @@ class Jacobian(Transform):
 
 
 def jacobian(fn, wrt=None, mode="auto", *, target="cpu", boundscheck=True, parallel=False,
-             directions=None, coarsen=True):
+             directions=None, coarsen=True, disable=()):
     """The Jacobian of ``fn`` (see the module docstring): ``coarsen.jacobian(fn, wrt)(*args)``
     has shape ``out.shape + in.shape`` per ``wrt`` parameter; ``parallel=True`` runs its
     sweeps in parallel on the cpu target; ``directions=K`` runs forward mode's columns K per
-    sweep (a vector JVP); ``coarsen=False``: fine-grained sweeps."""
-    return Jacobian(fn, wrt, mode, target, boundscheck, parallel, directions, coarsen)
+    sweep (a vector JVP); ``coarsen=False``: fine-grained sweeps; ``disable``: names of passes
+    to switch off, forward-mode ones for the columns, reverse-mode ones for the rows (``tidy``
+    names both; an unknown name raises ``CoarsenError``)."""
+    return Jacobian(fn, wrt, mode, target, boundscheck, parallel, directions, coarsen,
+                    disable=disable)
+
+
+def split_disable(disable):
+    """``disable`` (pass names) as (the forward-mode ones, the reverse-mode ones), frozensets;
+    ``CoarsenError`` naming any name that is neither."""
+    if isinstance(disable, str):
+        disable = (disable,)
+    try:
+        names = frozenset(disable)
+    except TypeError:
+        raise CoarsenError(f"disable must be a collection of pass names, not {disable!r}",
+                           hint="name forward-mode or reverse-mode passes") from None
+    forward, reverse = FORWARD.all_names, REVERSE.all_names
+    unknown = sorted(n for n in names if n not in forward and n not in reverse)
+    if unknown:
+        raise CoarsenError(f"unknown pass {', '.join(map(repr, unknown))} in disable",
+                           hint=f"the forward passes: {', '.join(forward)}; the reverse "
+                                f"passes: {', '.join(reverse)}")
+    return (frozenset(n for n in names if n in forward),
+            frozenset(n for n in names if n in reverse))

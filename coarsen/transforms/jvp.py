@@ -250,9 +250,9 @@ class Jvp(Transform):
     what = "jvp"
 
     def __init__(self, fn, wrt=None, target="cpu", boundscheck=True, directions=None,
-                 coarsen=True):
+                 coarsen=True, disable=()):
         self.options = JvpOptions(wrt=wrt, target=target, boundscheck=boundscheck,
-                                  directions=directions, coarsen=coarsen)
+                                  directions=directions, coarsen=coarsen, disable=disable)
         self._read(fn, self.options.wrt)
         self._fence()                      # the fence runs now
         self._artifacts = {}
@@ -401,8 +401,8 @@ class TupleJvp(Jvp):
     computed by the JVP of the wrapper that returns the tuple as one array
     (``coarsen.transforms.wrappers.array_form``)."""
 
-    def __init__(self, fn, wrt, target, boundscheck, directions, coarsen, *, k):
-        super().__init__(fn, wrt, target, boundscheck, directions, coarsen)
+    def __init__(self, fn, wrt, target, boundscheck, directions, coarsen, disable=(), *, k):
+        super().__init__(fn, wrt, target, boundscheck, directions, coarsen, disable)
         self.k = k
 
     def __call__(self, *args, tangents=None, **kwargs):
@@ -422,18 +422,21 @@ class TupleJvp(Jvp):
                           "return an array (np.array([a, b])) to export its JVP")
 
 
-def jvp(fn, wrt=None, *, target="cpu", boundscheck=True, directions=None, coarsen=True):
+def jvp(fn, wrt=None, *, target="cpu", boundscheck=True, directions=None, coarsen=True,
+        disable=()):
     """The forward-mode derivative of ``fn`` (see the module docstring):
     ``coarsen.jvp(fn, wrt)(*args, tangents=...) -> (value, tangent_out)``; with
     ``directions=K`` the tangents of K directions per call, along a leading axis;
-    ``coarsen=False`` for fine-grained forward mode (no segment lifted)."""
+    ``coarsen=False`` for fine-grained forward mode (no segment lifted); ``disable``: names
+    of forward-mode passes to switch off (``coarsen.ad.forward.pipeline``: ``jam``, ``tidy``;
+    an unknown name raises ``CoarsenError``)."""
     check_directions(directions)
     base = unwrap(fn)
     src = get_source(base)
     k = tuple_length(src)
     if k is None:
-        return Jvp(fn, wrt, target, boundscheck, directions, coarsen)
+        return Jvp(fn, wrt, target, boundscheck, directions, coarsen, disable)
     # a tuple of k floats (JAX's jvp of a tuple result): the JVP of the generated wrapper
     # returning them as one array, whose value and tangent are handed back as tuples
     return TupleJvp(array_form(base, src, [a.id for a in src.node.args.args], k),
-                    wrt, target, boundscheck, directions, coarsen, k=k)
+                    wrt, target, boundscheck, directions, coarsen, disable, k=k)

@@ -3,6 +3,7 @@
 off by ``disable`` (an option, validated, part of the cache key), the names of the passes that
 ran reach the artifact and the report, and the manager checks what each pass requires."""
 import io
+import math
 import re
 
 import gast
@@ -181,10 +182,50 @@ def test_the_forward_jam_pass_is_an_option():
         entry = lowering.build(source, name=f"jam_{len(disable)}", target="cpu").entry
         out.append((source, em, entry(*args, dots)))
     (jammed, em_on, got), (plain, em_off, ref) = out
-    assert em_on.passes_run == ("jam",) and em_off.passes_run == ()
+    assert em_on.passes_run == ("jam", "tidy") and em_off.passes_run == ("tidy",)
     assert em_on.jammed and not em_off.jammed
     assert MARK in jammed and MARK not in plain
     assert got[0] == ref[0] and got[1].tobytes() == ref[1].tobytes()
     f, facts = _ir(logreg, types, ("w",))
     _, em = jvp_ir(f, ("w",), facts, "entry", JvpOptions(directions=8))
-    assert em.passes_run == ()
+    assert em.passes_run == ("tidy",)
+
+
+def springs(x, k):
+    e = 0.0
+    for i in range(x.shape[0] - 1):
+        d = x[i + 1] - x[i] - 1.0
+        e += 0.5 * k * d * d * math.exp(-d * d)
+    return e
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_forward_tidy_keeps_every_bit_and_jvp_and_jacobian_take_disable(target):
+    """Forward mode's module stage runs ``tidy`` (``adjoints=False``); switched off by
+    ``coarsen.jvp(..., disable={"tidy"})``, the JVP gives the same bits from longer code, and
+    ``coarsen.jacobian`` hands each name to the mode it belongs to."""
+    x, k = np.array([0.0, 1.1, 2.3, 2.9, 4.4]), 2.0
+    tx = np.array([0.3, -1.0, 0.5, 0.25, 2.0])
+    on = coarsen.jvp(springs, target=target)
+    off = coarsen.jvp(springs, target=target, disable={"tidy"})
+    v_on, t_on = on(x, k, tangents=(tx, 0.7))
+    v_off, t_off = off(x, k, tangents=(tx, 0.7))
+    assert v_on == v_off and t_on == t_off
+    s_on, s_off = on.specialize((x, k)), off.specialize((x, k))
+    assert "tidy" in s_on.stats["passes"] and "tidy" not in s_off.stats["passes"]
+    assert len(s_on.source.splitlines()) < len(s_off.source.splitlines())
+    with pytest.raises(CoarsenError, match="unknown forward pass 'fuse_loops'"):
+        coarsen.jvp(springs, disable={"fuse_loops"})
+    # the Jacobian: forward columns, reverse rows; an unknown name names both lists
+    J = coarsen.jacobian(springs, mode="forward", target=target, disable={"tidy", "jam"})
+    assert (J.disable_forward, J.disable_reverse) == (frozenset({"tidy", "jam"}),
+                                                      frozenset({"tidy"}))
+    ref = coarsen.jacobian(springs, mode="forward", target=target)
+    for a, b in zip(J(x, k), ref(x, k)):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+    R = coarsen.jacobian(springs, mode="reverse", target=target, disable={"fuse_loops"})
+    assert R.disable_reverse == frozenset({"fuse_loops"}) and not R.disable_forward
+    for a, b in zip(R(x, k), ref(x, k)):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
+    with pytest.raises(CoarsenError, match="unknown pass 'nope'"):
+        coarsen.jacobian(springs, disable={"nope"})

@@ -52,7 +52,7 @@ from ..passes import Fact
 from . import lanes
 from .emitter import ForwardEmitter
 from ...ir.tangent_names import tangent_names
-from .pipeline import FORWARD, ForwardCode, ForwardContext
+from .pipeline import FORWARD, ForwardCode, ForwardContext, ForwardModule
 from .simd import LANE_HELPERS, NotVectorized, simd_body
 
 
@@ -140,7 +140,7 @@ def jvp_ir(fn, wrt, facts, entry_name, options, *, budget_seconds=10.0):
     code = _passes(ForwardCode(prologue + body + epilogue + [ret], tuple(params), []), em,
                    options, frozenset())
     func = B.funcdef(entry_name, params, code.stmts)
-    return _module(func, em), em
+    return _tidied(_module(func, em), em, options), em
 
 
 def _passes(code, em, options, start):
@@ -149,6 +149,15 @@ def _passes(code, em, options, start):
     code, em.passes_run = FORWARD.run(code, ForwardContext(options), options.disable, start)
     em.jammed = code.jammed
     return code
+
+
+def _tidied(module, em, options):
+    """``module`` through the module's stage (``FORWARD.then``), the names of the passes that
+    ran added to ``em.passes_run``."""
+    assembled, ran = FORWARD.then.run(ForwardModule(module), ForwardContext(options, em.types),
+                                      options.disable)
+    em.passes_run = tuple(em.passes_run) + tuple(ran)
+    return assembled.module
 
 
 def _module(func, em, imports=""):
@@ -238,7 +247,7 @@ def _simd_module(fn, wrt, facts, entry_name, bounds, options):
     names = [f"{fname} as {alias}" for alias, fname in sorted(LANE_HELPERS.items())
              if alias in used]
     imports = f"from {lanes.__name__} import {', '.join(names)}\n" if names else ""
-    return _module(func, em, imports), em
+    return _tidied(_module(func, em, imports), em, options), em
 
 
 def _copy(node):
