@@ -451,58 +451,44 @@ def _linspace_w(num, endpoint):
     return w
 
 
-# np.repeat, one axis of np.tile and np.roll on the rows of a 2-D array (coarsen.ir.primitives
-# .building moves the axis to the front); the adjoints get the output's adjoint and the row
-# count n of the operand
-def _repeat_rows(x, r):
-    if r < 0:
-        raise ValueError("repeats may not contain negative values.")
-    n = x.shape[0]
-    out = np.empty((n * r, x.shape[1]), x.dtype)
-    for i in range(n):
-        for j in range(r):
-            out[i * r + j, :] = x[i, :]
+# np.gradient along the rows of a 2-D array with the scalar spacing h, NumPy's formulas
+# (uniform spacing: the same operations, the same bits), and its transpose
+def _gradient_rows(f, h, order):
+    n = f.shape[0]
+    if n < order + 1:
+        raise ValueError("Shape of array too small to calculate a numerical gradient, at least "
+                         "(edge_order + 1) elements are required.")
+    out = np.empty((n, f.shape[1]))
+    for i in range(1, n - 1):
+        out[i, :] = (f[i + 1, :] - f[i - 1, :]) / (2. * h)
+    if order == 1:
+        out[0, :] = (f[1, :] - f[0, :]) / h
+        out[n - 1, :] = (f[n - 1, :] - f[n - 2, :]) / h
+    else:
+        out[0, :] = -1.5 / h * f[0, :] + 2. / h * f[1, :] + -0.5 / h * f[2, :]
+        out[n - 1, :] = 0.5 / h * f[n - 3, :] + -2. / h * f[n - 2, :] + 1.5 / h * f[n - 1, :]
     return out
 
 
-def _repeat_rows_adj(g, r, n):
+def _gradient_rows_adj(g, h, order):
+    n = g.shape[0]
     out = np.zeros((n, g.shape[1]))
-    for i in range(n):
-        for j in range(r):
-            out[i, :] += g[i * r + j, :]
+    for i in range(1, n - 1):
+        out[i + 1, :] += g[i, :] / (2. * h)
+        out[i - 1, :] -= g[i, :] / (2. * h)
+    if order == 1:
+        out[1, :] += g[0, :] / h
+        out[0, :] -= g[0, :] / h
+        out[n - 1, :] += g[n - 1, :] / h
+        out[n - 2, :] -= g[n - 1, :] / h
+    else:
+        out[0, :] += -1.5 / h * g[0, :]
+        out[1, :] += 2. / h * g[0, :]
+        out[2, :] += -0.5 / h * g[0, :]
+        out[n - 3, :] += 0.5 / h * g[n - 1, :]
+        out[n - 2, :] += -2. / h * g[n - 1, :]
+        out[n - 1, :] += 1.5 / h * g[n - 1, :]
     return out
-
-
-def _tile_rows(x, r):
-    if r < 0:
-        raise ValueError("negative dimensions are not allowed")
-    n = x.shape[0]
-    out = np.empty((n * r, x.shape[1]), x.dtype)
-    for k in range(r):
-        out[k * n:(k + 1) * n, :] = x
-    return out
-
-
-def _tile_rows_adj(g, r, n):
-    out = np.zeros((n, g.shape[1]))
-    for k in range(r):
-        out += g[k * n:(k + 1) * n, :]
-    return out
-
-
-def _roll_rows(x, shift):
-    n = x.shape[0]
-    out = np.empty_like(x)
-    if n == 0:
-        return out
-    s = shift % n
-    out[s:, :] = x[:n - s, :]
-    out[:s, :] = x[n - s:, :]
-    return out
-
-
-def _roll_rows_adj(g, shift, n):
-    return _roll_rows(g, -shift)
 
 
 #: name -> helper, in the order written here
@@ -512,6 +498,5 @@ HELPERS = {f.__name__: f for f in (
     _slice_start, _slice_len, _bcast_len, _bcast_stride, _same_len, _custom_shape, _int_divisor,
     _range_cont, _mm22, _mm21, _mm12, _mm11, _outer, _prod_grad, _cumsum2, _rcumsum1, _rcumsum2,
     _diff_adj1, _diff_adj2, _solve2, _solve1, _solve_adj_b1, _solve_adj_b2, _solve_adj_a1,
-    _solve_adj_a2, _linspace, _linspace_w, _repeat_rows, _repeat_rows_adj, _tile_rows,
-    _tile_rows_adj, _roll_rows, _roll_rows_adj,
+    _solve_adj_a2, _linspace, _linspace_w, _gradient_rows, _gradient_rows_adj,
 )}

@@ -30,6 +30,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .building_loops import along_name, along_source, kron_name, kron_source
 from .einsum_loops import einsum_name, einsum_source
 from .helpers import HELPERS as BASE_HELPERS
 from .gather_loops import gather_name, gather_source, scatter_name, scatter_source
@@ -298,6 +299,18 @@ def gather(plan):
 def scatter(plan):
     """``_scatter_<tag>``: the adjoint of ``gather(plan)``, a scatter-add into a new array."""
     return _generated(scatter_name(plan), scatter_source, (plan,))
+
+
+def along(kind, rank, ax, adj=False):
+    """``_<kind>_<rank>_<ax>[_adj]``: ``np.repeat``, one axis of ``np.tile`` or ``np.roll``
+    along axis ``ax`` of a ``rank``-D array, or its adjoint (``building_loops``)."""
+    return _generated(along_name(kind, rank, ax, adj), along_source, (kind, rank, ax, adj))
+
+
+def kron(rank, adj=None, dtype="f64"):
+    """``_kron<rank>[_adj_a|_adj_b][_i]``: ``np.kron`` of two ``rank``-D arrays, or the adjoint
+    of one operand (``building_loops``)."""
+    return _generated(kron_name(rank, adj, dtype), kron_source, (rank, adj, dtype))
 
 
 def helper_source(names):

@@ -353,45 +353,19 @@ def _gradient(lw, node, op, b, target):
         raise lw.err(spacing[0], "np.gradient with coordinates is not supported",
                      "give one scalar spacing")
     h = lw.lower_expr(spacing[0]) if spacing else Const(1.0)
-    order = static_int(lw, b.get("edge_order"), "edge_order", 1)
+    edge_node = b.get("edge_order")
+    order = static_int(lw, edge_node, "edge_order", 1)
     if order not in (1, 2):
-        raise lw.err(b.get("edge_order"), "np.gradient's edge_order must be 1 or 2")
+        raise lw.err(edge_node, "np.gradient's edge_order must be 1 or 2")
     axis_node = b.get("axis")
     if axis_node is None or (isinstance(axis_node, gast.Constant) and axis_node.value is None):
-        axis, min_rank, exact = 0, 1, True
+        attrs = (("axis", 0), ("rank", 1))
     else:
-        axis, min_rank, exact = static_int(lw, axis_node, "axis"), 1, False
-    what = "np.gradient"
-    n = lw.op(node, None, "axis_len", [f], attrs=(("axis", axis), ("what", what),
-                                                   ("min_rank", min_rank)))
-    ok = lw.op(node, None, "ge", [n, Const(order + 1)])
-    lw.op(node, None, "check", [ok], attrs=(("exc", "ValueError"), ("message", (
-        "Shape of array too small to calculate a numerical gradient, at least (edge_order + 1) "
-        "elements are required."))))
-
-    def part(lo, hi):
-        return _piece(lw, node, f, axis, None if lo is None else Const(lo),
-                      None if hi is None else Const(hi), what, min_rank)
-
-    def scaled(terms):
-        acc = None
-        for c, p in terms:
-            t = lw.op(node, None, "mul", [lw.op(node, None, "div", [Const(c), h]), p])
-            acc = t if acc is None else lw.op(node, None, "add", [acc, t])
-        return acc
-
-    two_h = lw.op(node, None, "mul", [Const(2.0), h])
-    inner = lw.op(node, None, "div", [lw.op(node, None, "sub", [part(2, None), part(None, -2)]),
-                                      two_h])
-    if order == 1:
-        first = lw.op(node, None, "div", [lw.op(node, None, "sub", [part(1, 2), part(0, 1)]), h])
-        last = lw.op(node, None, "div", [lw.op(node, None, "sub", [part(-1, None), part(-2, -1)]),
-                                         h])
-    else:
-        first = scaled([(-1.5, part(0, 1)), (2.0, part(1, 2)), (-0.5, part(2, 3))])
-        last = scaled([(0.5, part(-3, -2)), (-2.0, part(-2, -1)), (1.5, part(-1, None))])
-    attrs = (("axis", axis),) + ((("rank", 1),) if exact else ())
-    return lw.op(node, target, "concatenate", [first, inner, last], attrs=attrs)
+        if isinstance(axis_node, (gast.Tuple, gast.List)):
+            raise lw.err(axis_node, "np.gradient along several axes (one array per axis) is not "
+                         "supported", "call it once per axis: np.gradient(f, axis=0)")
+        attrs = (("axis", static_int(lw, axis_node, "axis")),)
+    return lw.op(node, target, "gradient", [f, h], attrs=attrs + (("edge_order", order),))
 
 
 def _select(lw, node, op, b, target):

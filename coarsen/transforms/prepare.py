@@ -37,7 +37,9 @@ from ..frontend.joins import STACKED_SITES
 
 def _code_fingerprint():
     h = hashlib.sha256(__version__.encode())
-    roots = [os.path.dirname(__file__), os.path.dirname(lowering.__file__)]
+    # the whole package (this file is in coarsen/transforms/: its folder alone left the
+    # frontend, ir, codegen and ad out, and entries of other compiler code loaded)
+    roots = [os.path.dirname(os.path.dirname(__file__)), os.path.dirname(lowering.__file__)]
     spec = importlib.util.find_spec("coarsen.symbolic")   # located without importing SymPy
     if spec is not None and spec.origin:
         roots.append(os.path.dirname(spec.origin))

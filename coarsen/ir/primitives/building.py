@@ -3,9 +3,10 @@
 ``axis_len`` (a slice and the length along an axis: ``split``, ``roll``, ``np.gradient``),
 ``along`` (``repeat``, ``tile`` and ``roll`` along one axis), ``rot90``, ``kron``.
 
-Requires: ``core``, ``coarsen.codegen.build``; the fixed runtime helpers ``_repeat_rows``,
-``_tile_rows``, ``_roll_rows`` and their adjoints, ``_outer``, ``_mm21``, ``_mm12``
-(``coarsen.codegen.helpers``).  The frontend's sugar (``coarsen.frontend.joins``) builds them
+Requires: ``core``, ``coarsen.codegen.build``; the runtime helpers ``_gradient_rows`` and
+``_gradient_rows_adj`` (``coarsen.codegen.helpers``) and the loops generated per rank and axis
+``_repeat_*``, ``_tile_*``, ``_roll_*``, ``_kron*`` (``coarsen.codegen.building_loops``, through
+``coarsen.codegen.runtime``).  The frontend's sugar (``coarsen.frontend.joins``) builds them
 with static attributes: ``axis`` (an integer, maybe negative; ``"h"``: ``np.hsplit``'s, 1 for
 arrays of 2 or more dimensions, else 0), ``min_rank``, ``step`` (1 or -1), ``form``
 (``"row"``/``"col"``), ``kind`` (``"repeat"``, ``"tile"``, ``"roll"``), ``k`` and ``axes``.
@@ -21,28 +22,35 @@ one out of range, as NumPy does):
   integer operands where the attributes ``lo``/``hi`` say so, else absent: NumPy's slice
   rules), a view; adjoint: added into that region.
 * ``axis_len(x)``: ``x.shape[axis]``, an integer (no derivative).
-* ``along(x, r)``: the axis moved to the front of a contiguous 2-D copy ``(n, rest)``, a
-  helper over its rows (``repeat``: each row ``r`` times in turn, NumPy's ``np.repeat``;
-  ``tile``: the ``n`` rows ``r`` times over, one axis of ``np.tile``; ``roll``: rows moved
-  ``r`` places on, ``np.roll``), moved back; a negative repeat count raises NumPy's
-  ``ValueError``.  Adjoint: the adjoint helper (sums over the copies; the roll back) on the
-  output's adjoint, the same moves; linear in forward mode (in ``x``; ``r`` is an integer).
+* ``along(x, r)``: along the axis (``kind``): ``repeat`` (each element ``r`` times in turn,
+  NumPy's ``np.repeat``), ``tile`` (the axis ``r`` times over: one axis of ``np.tile``),
+  ``roll`` (element ``i`` to ``(i + r) % n``: ``np.roll``), a loop per rank and axis; a
+  negative count raises NumPy's ``ValueError``.  Adjoint: the sum over the copies, the roll
+  back; linear in forward mode (in ``x``; ``r`` is an integer).  In coarsen's input language
+  (a JVP read back for ``coarsen.hessian``): ``np.repeat``/``np.tile``/``np.roll`` themselves.
+* ``gradient(f, h)``: NumPy's ``np.gradient`` along one axis with the scalar spacing ``h``
+  (attributes ``axis``, ``edge_order`` 1 or 2; ``rank``: the rank ``f`` must have, where
+  NumPy returns one array per axis otherwise): central differences inside, one-sided ones of
+  that order at the ends, each as NumPy writes it (the same bits), its ``ValueError`` where
+  the axis is shorter than ``edge_order + 1``; float64.  Its adjoint in ``f`` is the
+  transposed stencil (``_gradient_rows_adj``), in ``h`` ``-sum(g * result) / h``; forward mode
+  the same stencil on the tangent, ``- result * dh / h``.
 * ``rot90(x)``: NumPy's ``rot90`` by ``k`` in the plane ``axes`` (flips along an axis and a
   swap of the two), a view; adjoint ``rot90`` by ``-k``; linear.
 * ``kron(a, b)``: arrays of one rank; NumPy's ``np.kron`` (every product ``a_i * b_j``, one
-  multiplication each, interleaved as NumPy does); adjoints: the output's adjoint regrouped
-  into the matrix ``G`` of (a's index, b's index), ``a_bar = G @ b``, ``b_bar = a @ G``;
-  bilinear in forward mode.
+  multiplication each, at NumPy's place), a loop nest per rank; adjoints ``a_bar[i] = sum_j
+  g[...] * b[j]`` and the same for ``b``; bilinear in forward mode.
 """
 from __future__ import annotations
 
 import gast
 
 from ...codegen import build as B
+from ...codegen import runtime as R
 from ...codegen.build import X
 from ..nodes import I64, NEWAXIS, Array, Const, Slice
-from .core import (CostClass, Primitive, deflinear, defstructural, dt, dtype_join, err, make, nd,
-                   register)
+from .core import (CostClass, Primitive, defjvp, deflinear, defstructural, dt, dtype_join, err,
+                   make, nd, register)
 
 
 def _attr_node(node, name):
@@ -224,15 +232,16 @@ def _from_rows(node, shape, rank, ax):
     return _transposed(_method(node, "reshape", B.tuple_(*dims)), inv)
 
 
-_ALONG_HELPERS = {"repeat": "_repeat_rows", "tile": "_tile_rows", "roll": "_roll_rows"}
-
-
 def _emit_along(em, s, v):
     rank = em.nd(s.args[0])
     ax = normal_axis(s, rank)
-    shape = _attr_node(v[0], "shape")
-    rows = B.call(em.helper(_ALONG_HELPERS[s.attr("kind")]), _to_rows(v[0], shape, rank, ax), v[1])
-    return _from_rows(rows, shape, rank, ax)
+    if getattr(em, "input_language", False):      # read back by reverse mode (hessian)
+        if s.attr("kind") == "tile":
+            reps = [B.const(1)] * rank
+            reps[ax] = B.ex(v[1])
+            return B.call("np.tile", v[0], B.tuple_(*reps))
+        return B.call(f"np.{s.attr('kind')}", v[0], v[1], axis=B.const(ax))
+    return B.call(em.helper(R.along(s.attr("kind"), rank, ax)), v[0], v[1])
 
 
 def _vjp_along(em, s, p, g, pre_fwd, pre_rev, out):
@@ -240,15 +249,72 @@ def _vjp_along(em, s, p, g, pre_fwd, pre_rev, out):
     rank = em.nd(arg)
     ax = normal_axis(s, rank)
     shape = em.shape_of(arg, pre_fwd, pre_rev)
-    gshape = _attr_node(g, "shape")
-    rows = B.call(em.helper(_ALONG_HELPERS[s.attr("kind")] + "_adj"),
-                  _to_rows(g, gshape, rank, ax), em.val(s.args[1]), B.subscript(shape, ax))
-    em.accumulate(arg.name, X(_from_rows(rows, shape, rank, ax), True), pre_fwd, pre_rev, out)
+    contrib = B.call(em.helper(R.along(s.attr("kind"), rank, ax, True)), g, em.val(s.args[1]),
+                     B.subscript(shape, ax))
+    em.accumulate(arg.name, X(contrib, True), pre_fwd, pre_rev, out)
 
 
 register(Primitive("along", _along_type, _emit_along, arity=2, cost=CostClass.CALL))
 defstructural("along", _vjp_along, (0,))
 deflinear("along")
+
+
+# ------------------------------------------------------------------ np.gradient
+def _gradient_type(c, s, ts):
+    f, h = ts
+    if not isinstance(f, Array):
+        raise err(s, "np.gradient of a scalar is not supported", "pass an array")
+    if s.attr("rank") is not None and f.ndim != s.attr("rank"):
+        raise err(s, f"np.gradient of a {f.ndim}-D array without axis= (one array per axis) is "
+                     "not supported", "pass the axis: np.gradient(f, axis=0)")
+    normal_axis(s, f.ndim)
+    if isinstance(h, Array):
+        raise err(s, "np.gradient with an array of spacings or coordinates is not supported",
+                  "give one scalar spacing")
+    return Array("f64", f.ndim)
+
+
+def _gradient_rows(em, s, node, shape, h, helper):
+    rank = em.nd(s.args[0])
+    ax = normal_axis(s, rank)
+    if getattr(em, "input_language", False) and helper == "_gradient_rows":
+        return B.call("np.gradient", node, h, axis=B.const(ax),
+                      edge_order=B.const(s.attr("edge_order")))
+    rows = B.call(em.helper(helper), _to_rows(node, shape, rank, ax), h, B.const(s.attr("edge_order")))
+    return _from_rows(rows, shape, rank, ax)
+
+
+def _emit_gradient(em, s, v):
+    return _gradient_rows(em, s, v[0], _attr_node(v[0], "shape"), v[1], "_gradient_rows")
+
+
+def _vjp_gradient(em, s, p, g, pre_fwd, pre_rev, out):
+    f, h = s.args
+    if p == 0:
+        shape = em.shape_of(f, pre_fwd, pre_rev)
+        contrib = X(_gradient_rows(em, s, g, shape, em.val(h), "_gradient_rows_adj"), True)
+    else:       # every element is linear in 1 / h: d/dh = -result / h
+        result = _gradient_rows(em, s, em.val(f), _attr_node(em.val(f), "shape"), em.val(h),
+                                "_gradient_rows")
+        contrib = -X(B.call("np.sum", g * X(result, True))) / em.val(h)
+    em.accumulate(s.args[p].name, contrib, pre_fwd, pre_rev, out)
+
+
+def _jvp_gradient(em, s, dots, out):
+    f, h = s.args
+    terms = []
+    if dots[0] is not None:
+        d = em.val(dots[0])
+        terms.append(X(_gradient_rows(em, s, d, _attr_node(d, "shape"), em.val(h),
+                                      "_gradient_rows"), True))
+    if dots[1] is not None:
+        terms.append(-(out * em.val(dots[1])) / em.val(h))
+    return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+
+register(Primitive("gradient", _gradient_type, _emit_gradient, arity=2, cost=CostClass.CALL))
+defstructural("gradient", _vjp_gradient, (0, 1))
+defjvp("gradient", _jvp_gradient)
 
 
 # ------------------------------------------------------------------ rot90
@@ -316,56 +382,24 @@ def _kron_type(c, s, ts):
     return Array(dtype_join(a.dtype, b.dtype), a.ndim)
 
 
-def _interleave(rank):
-    """The permutation of (a's axes, b's axes) into NumPy's order (a0, b0, a1, b1, ...)."""
-    return tuple(d for k in range(rank) for d in (k, rank + k))
-
-
-def _kron_shape(sa, sb, rank):
-    return B.tuple_(*(B.binop(B.subscript(sa, k), "*", B.subscript(sb, k)) for k in range(rank)))
-
-
-def _float(em, node, operand):
-    if em.types[operand.name].dtype == "f64":
-        return node
-    return _method(node, "astype", B.attr("np.float64"))
-
-
 def _emit_kron(em, s, v):
     rank = em.nd(s.args[0])
-    sa, sb = (_attr_node(x, "shape") for x in v)
-    if em.types[s.target].dtype == "f64" and not getattr(em, "input_language", False):
-        flat = B.call(em.helper("_outer"), *(B.call("np.ravel", _float(em, x, a))
-                                             for x, a in zip(v, s.args)))
-    else:
-        flat = B.call("np.outer", *(B.call("np.ravel", x) for x in v))
-    full = _method(flat, "reshape", B.tuple_(*([B.subscript(sa, k) for k in range(rank)]
-                                               + [B.subscript(sb, k) for k in range(rank)])))
-    inter = B.call("np.ascontiguousarray", B.call("np.transpose", full, B.tuple_(*_interleave(rank))))
-    return _method(inter, "reshape", _kron_shape(sa, sb, rank))
+    if getattr(em, "input_language", False):
+        return B.call("np.kron", *v)
+    dtype = em.types[s.target].dtype
+    return B.call(em.helper(R.kron(rank, None, dtype)), *(
+        _method(x, "astype", B.attr("np.int64" if dtype == "i64" else "np.float64"))
+        if em.types[a.name].dtype != dtype else x for x, a in zip(v, s.args)))
 
 
 def _vjp_kron(em, s, p, g, pre_fwd, pre_rev, out):
     rank = em.nd(s.args[0])
-    sa, sb = (em.shape_of(a, pre_fwd, pre_rev) for a in s.args)
-    inter = _method(B.call("np.ascontiguousarray", g), "reshape", B.tuple_(*(
-        B.subscript(sh, k) for k in range(rank) for sh in (sa, sb))))
-    size_a, size_b = B.const(1), B.const(1)
-    for k in range(rank):
-        size_a = B.binop(size_a, "*", B.subscript(sa, k))
-        size_b = B.binop(size_b, "*", B.subscript(sb, k))
-    inv = [0] * (2 * rank)
-    for k, d in enumerate(_interleave(rank)):
-        inv[d] = k
-    grouped = _method(B.call("np.ascontiguousarray", B.call("np.transpose", inter, B.tuple_(*inv))),
-                      "reshape", B.tuple_(size_a, size_b))
-    other = B.call("np.ravel", _float(em, B.ex(em.val(s.args[1 - p])), s.args[1 - p]))
-    if getattr(em, "input_language", False):
-        prod = B.binop(grouped, "@", other) if p == 0 else B.binop(other, "@", grouped)
-    else:
-        prod = B.call(em.helper("_mm21"), grouped, other) if p == 0 else \
-            B.call(em.helper("_mm12"), other, grouped)
-    contrib = _method(prod, "reshape", sa if p == 0 else sb)
+    other = s.args[1 - p]
+    node = em.val(other)
+    if em.types[other.name].dtype != "f64":
+        node = _method(node, "astype", B.attr("np.float64"))
+    contrib = B.call(em.helper(R.kron(rank, "ab"[p])), g, node,
+                     em.shape_of(s.args[p], pre_fwd, pre_rev))
     em.accumulate(s.args[p].name, X(contrib, True), pre_fwd, pre_rev, out)
 
 
