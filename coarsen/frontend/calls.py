@@ -13,7 +13,7 @@ any other argument is refused with a ``CoarsenError`` naming it (``ARGUMENT_HINT
 write instead), as is an understood argument the lowering did not read (``Bound.finish``).  So
 no argument is dropped: ``np.transpose(x, (1, 0, 2))`` permutes by its axes (the attribute
 ``axes`` of ``transpose``), ``np.log(x, y)`` is refused (``y`` is NumPy's ``out``, not
-``math.log``'s base), ``np.std(x, 0, None, None, 1)`` is refused (``ddof``).  Each call becomes
+``math.log``'s base), ``np.std(x, 0, None, None, 1)`` reads its ``ddof``.  Each call becomes
 primitives with static attributes, or an inlined body; anything else raises ``CoarsenError``
 with a hint.
 """
