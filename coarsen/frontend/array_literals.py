@@ -24,7 +24,7 @@ Guarantees, before any code is generated:
   float64 array.  Ragged lists are refused; comprehensions are refused by the fence.
 * ``np.array([a, b])`` whose elements type inference finds to be arrays is lowered again as
   NumPy stacks them (``coarsen.frontend.joins.stacked_site``: the ``stack`` primitive, nested
-  lists included; with ``dtype=``, converted after), by ``coarsen.transforms.prepare.lower_for``.
+  lists included; with ``dtype=``, converted after), by ``coarsen.transforms.prepare.typed_ir``.
 * a list display in a subscript (``v[[0, 2, 2]]``: NumPy's advanced indexing) is lowered as
   ``np.array`` of it (``lower_list_literal``; ``index_list_literals`` names them for the fence);
 * ``np.array(x)`` of an existing array is a copy (``copyarr``; with ``dtype=``, ``astype``,

@@ -164,7 +164,7 @@ def elements(lw, node, what):
 
 # np.array([...]) calls whose elements turned out to be arrays (type inference refused them as
 # scalars): ``(file, line, column)`` of each call, lowered as ``stack`` instead (NumPy stacks
-# them); set by ``coarsen.transforms.prepare.lower_for`` around a second lowering
+# them); set by ``coarsen.transforms.prepare.typed_ir`` around a second lowering
 STACKED_SITES: ContextVar[frozenset] = ContextVar("stacked_sites", default=frozenset())
 
 

@@ -6,8 +6,9 @@ Guarantees: ``lower_for(...)`` returns a ``Lowered`` (the untyped IR, whose reco
 makes the cache key, the module-level arrays it found, the full list of IR types, the written
 positions and the resolved ``wrt``), or raises ``CoarsenError`` when the module-level arrays
 were rebound since the transform was made or the signature does not fit; ``typed_ir`` types
-that IR for the signature, refuses a result that is not one float, and scalarizes element-wise
-array code on the cpu target (``coarsen.ir.scalarize``); ``code_fingerprint()`` is the hash of
+that IR for the signature (where an ``np.array([...])`` turns out to hold arrays, it lowers
+the function again with that call as NumPy's stack), refuses a result that is not one float,
+and scalarizes element-wise array code on the cpu target (``coarsen.ir.scalarize``); ``code_fingerprint()`` is the hash of
 coarsen's own source (a cache key part: an entry made by other compiler code never loads).
 ``compile_gradient`` (``coarsen.transforms.gradient``), ``compile_jvp`` (``coarsen.transforms.jvp``) and the
 instrumented build of ``coarsen.transforms.tape_lines`` share them, so the three read a function the same
@@ -30,7 +31,6 @@ from ..ir.nodes import Array, Scalar
 from ..ir.scalarize import scalarize
 from ..ir.hoist import hoist_invariant_calls
 from ..ir.typeinfer import infer
-from ..ir.nodes import Assign, Var, walk
 from ..ir.primitives.constructors import ARRAYS_IN_LITERAL
 from ..frontend.joins import STACKED_SITES
 
@@ -108,35 +108,31 @@ def lower_for(fn, signature, wrt, *, module_arrays=None, transform="coarsen.diff
         raise CoarsenError(f"the signature {signature} does not match {fn.__name__}'s {n} parameters "
                            f"and {len(arrays)} module-level arrays",
                            hint="build it with Signature.of(params, args, module_arrays)")
-    fn_ir = _arrays_stacked(fn, fn_ir, types)
     # with the types: only arrays are written (a float among them sent every call through
     # the slow path, which checks arrays for aliasing and converts the arguments)
     return Lowered(fn, src, params, wrt, fn_ir, arrays, tuple(text for _, text in array_types),
                    types, written_positions(fn_ir, types))
 
 
-def _arrays_stacked(fn, fn_ir, types):
-    """``fn_ir``, or, where an ``np.array([...])`` of ``fn`` holds arrays (which the lowering,
-    without types, wrote as element stores), ``fn`` lowered again with each such call as a
-    stack of its elements (``coarsen.frontend.joins.STACKED_SITES``), found one at a time by
-    type inference of a trial copy.  Functions without ``np.array`` of variables are lowered
-    once."""
-    if not any(isinstance(s, Assign) and s.op == "empty_like" and s.attr("dtype") == "elements"
-               and any(isinstance(a, Var) for a in s.args[1:]) for s in walk(fn_ir.body)):
-        return fn_ir
+def _inferred(fn_ir, types, src):
+    """``fn_ir`` typed (``infer``); where an ``np.array([...])`` of ``src``'s function holds
+    arrays (which the lowering, without types, wrote as element stores: inference refuses
+    them at the call), the function lowered again with each such call as a stack of its
+    elements (``coarsen.frontend.joins.STACKED_SITES``), found one at a time, and typed.
+    Other functions are inferred once, as before."""
     sites = frozenset()
     while True:
+        try:
+            infer(fn_ir, list(types))
+            return fn_ir
+        except CoarsenError as e:
+            site = (e.filename, e.lineno, e.col_offset)
+            if e.problem != ARRAYS_IN_LITERAL or site in sites:
+                raise
+            sites = sites | {site}
         token = STACKED_SITES.set(sites)
         try:
-            trial, _ = lower(fn)
-            try:
-                infer(trial, list(types))
-                return fn_ir if not sites else lower(fn)[0]
-            except CoarsenError as e:
-                site = (e.filename, e.lineno, e.col_offset)
-                if e.problem != ARRAYS_IN_LITERAL or site in sites:
-                    return fn_ir if not sites else lower(fn)[0]    # typed_ir raises it again
-                sites = sites | {site}
+            fn_ir, _ = lower(src.fn)
         finally:
             STACKED_SITES.reset(token)
 
@@ -149,7 +145,7 @@ def typed_ir(fn_ir, types, src, options, *, transform="coarsen", float_arrays=Fa
     Numba's scalar math follows NumPy's (``inf`` and ``nan``,
     ``error_model='numpy'``) where Python's raises (``ZeroDivisionError``, math domain
     errors), so the python target keeps array code and its calls where they were."""
-    infer(fn_ir, list(types))
+    fn_ir = _inferred(fn_ir, types, src)
     check_returns_float(fn_ir, src, transform, float_arrays=float_arrays)
     if getattr(options, "scalarize", False) and options.build_target == "cpu":
         fn_ir = scalarize(fn_ir)

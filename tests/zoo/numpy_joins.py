@@ -156,7 +156,7 @@ def on_cpu(a, A, T, s):
     v = np.vstack([A[0], A[1] * s]) + np.hstack([A[:2, :2], A[1:, :2]])
     r = np.repeat(A, 2, axis=0) + np.tile(A, (2, 1))
     k = np.kron(a[:2], A[0])
-    o = np.roll(T, 1, axis=-1) * np.flipud(T)
+    o = np.roll(a, 1) * np.flipud(a) + np.roll(T, 1, axis=-1)[1, 2, 3]
     q = np.rot90(A[:, :3]) @ A[:3]
     g = np.gradient(a, s) + np.linspace(s, 1.0, 5)
     assert s > 0.0, "s must be positive"
