@@ -354,12 +354,16 @@ class CallMixin:
             return self.op(node, target, "mul", [x, x])
         if op == "clip":
             lo_node, hi_node = self._given(b, "a_min"), self._given(b, "a_max")
-            if lo_node is None or hi_node is None:
-                raise self.err(node, "np.clip needs both bounds here",
-                               "write np.maximum(a, lo) or np.minimum(a, hi) for one bound")
-            x, lo, hi = (self.lower_expr(a) for a in (b["a"], lo_node, hi_node))
+            if lo_node is None and hi_node is None:
+                raise self.err(node, "np.clip needs a bound", "give a_min, a_max or both")
+            x = self.lower_expr(b["a"])
+            if lo_node is None:         # one bound (the other None): NumPy's minimum or maximum
+                return self.op(node, target, "minimum", [x, self.lower_expr(hi_node)])
+            lo = self.lower_expr(lo_node)
+            if hi_node is None:
+                return self.op(node, target, "maximum", [x, lo])
             t = self.op(node, None, "maximum", [x, lo])
-            return self.op(node, target, "minimum", [t, hi])
+            return self.op(node, target, "minimum", [t, self.lower_expr(hi_node)])
         if op == "outer":
             a, c = (self.lower_expr(x) for x in (b["a"], b["b"]))
             ra = self.op(node, None, "ravel", [a])

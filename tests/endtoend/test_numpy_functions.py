@@ -42,6 +42,7 @@ def axes_and_forms(x, v, T):
     d = np.std(T, ddof=1) + np.var(x, axis=0, ddof=1).sum() + T.std(axis=-2, ddof=2).sum() \
         + np.sum(np.cumsum(T) ** 2) + np.sum(np.cumsum(x) * np.cumsum(v[:2])[1])
     e = np.sum(x.astype("float64") ** 2) + np.sum(np.clip(x, a_min=-0.5, a_max=0.7)) \
+        + np.sum(np.clip(x, None, 0.5) ** 2) + np.sum(np.clip(x, a_min=0.1, a_max=None) ** 3) \
         + np.sum(np.transpose(T, axes=(2, 0, 1))[0] ** 2) + x.T.sum() + x.mean() * x.sum() \
         + x.ravel()[1] + x.reshape(4, 1)[3, 0] + T.squeeze(axis=()).sum() \
         + np.sum(np.zeros(3, dtype="f8") + v)
