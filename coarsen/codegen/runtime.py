@@ -34,10 +34,12 @@ from .building_loops import along_name, along_source, kron_name, kron_source
 from .einsum_loops import einsum_name, einsum_source
 from .helpers import HELPERS as BASE_HELPERS
 from .gather_loops import gather_name, gather_source, scatter_name, scatter_source
+from .helpers_lists import LIST_HELPERS
 from .helpers_nd import ND_HELPERS
 from .helpers_numpy import NUMPY_HELPERS
 
-HELPERS = {**BASE_HELPERS, **ND_HELPERS, **NUMPY_HELPERS}     # every fixed helper, by name
+HELPERS = {**BASE_HELPERS, **ND_HELPERS, **NUMPY_HELPERS,     # every fixed helper, by name
+           **LIST_HELPERS}
 
 
 def fixed_source(name):

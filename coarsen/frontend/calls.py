@@ -28,6 +28,7 @@ from .array_literals import DtypeLike, lower_array_call
 from .custom_calls import lower_custom_call
 from .numpy_forms import (FORM_METHODS, FORM_OPS, FORMS_UNDERSTOOD, lower_form, lower_form_method,
                           tuple_axis_reduction)
+from .growable import lower_list_len, lower_list_sum
 from .helpers_inline import TupleValue
 from .nested_defs import call_nested
 from .joins import JOIN_OPS, JOIN_UNDERSTOOD, lower_join_call, lower_list, stack_tuple
@@ -259,6 +260,10 @@ class CallMixin:
         b.finish()
         return out
 
+    def list_argument(self, node):
+        """Is ``node`` the name of a growable list (``coarsen.frontend.growable``)?"""
+        return isinstance(node, gast.Name) and node.id in self.growable
+
     def understood(self, op, spelling):
         """The parameters the lowering of ``op`` reads (``understood_parameters``)."""
         out = understood_parameters(op, spelling)
@@ -278,6 +283,8 @@ class CallMixin:
         return stack_tuple(self, node, val) if isinstance(val, TupleValue) else val
 
     def _known(self, node, kind, op, b, target):
+        if op == "builtin_sum" and self.list_argument(b.get("iterable")):   # sum(xs) of a list
+            return lower_list_sum(self, node, b["iterable"].id, b.get("start"), target)
         if op in JOIN_OPS:             # joining, splitting, building; lists (frontend.joins)
             return lower_join_call(self, node, op, b, target)
         if op in STATIC_ATTR_OPS:      # np.cumsum, np.diff, np.einsum: static arguments as attrs
@@ -330,6 +337,8 @@ class CallMixin:
                            attrs=(("dtype", self.dtype_of(self._given(b, "dtype"), like_ok=False)),))
         if op in ("array", "asarray"):
             return lower_array_call(self, node, op, b, target)
+        if op == "len" and self.list_argument(b["obj"]):       # len(xs) of a growable list
+            return lower_list_len(self, node, b["obj"].id, target)
         if op == "len":
             return self.op(node, target, "dim", [self.lower_expr(b["obj"]), Const(0)])
         if op in ("min", "max"):

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..ir.nodes import (Assign, Const, If, Var)
 from ..ir.primitives import REGISTRY, spellings
+from .growable import lower_list_index, lower_list_value
 from .helpers_inline import TupleValue, constant_index
 from .source import (CONSTANTS, LINALG_FUNCS, MATH_FUNCS, NUMPY_FUNCS, GlobalArray, Known,
                      Module, UserModule, resolve, resolve_attribute)
@@ -74,6 +75,8 @@ class ExpressionMixin:
         raise self.err(node, f"constants of type {type(v).__name__} are not supported")
 
     def expr_Name(self, node, target):
+        if node.id in self.growable:      # a list as NumPy's argument: its rows so far
+            return lower_list_value(self, node, target)
         if node.id in self.tuples:
             return self.tuples[node.id]
         if node.id in self.local_names:
@@ -272,6 +275,8 @@ class ExpressionMixin:
             if not isinstance(k, Const) or not isinstance(k.value, int):
                 raise self.err(node.slice, "shape must be indexed with an integer constant")
             return self.op(node, target, "dim", [arr, k])
+        if isinstance(node.value, gast.Name) and node.value.id in self.growable:
+            return lower_list_index(self, node, target)       # xs[k] of a growable list
         arr = self.lower_expr(node.value, allow_tuple=True)
         if isinstance(arr, TupleValue):
             k = constant_index(node.slice, len(arr))

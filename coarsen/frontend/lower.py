@@ -26,6 +26,8 @@ from .loops import LoopMixin, contains_or_is
 from .names import Namer, identifiers
 from .source import (FunctionSource, GlobalArray, Known, Module, UserFunction, get_source)
 from .array_literals import index_list_literals, lower_list_literal
+from .growable import (growable_lists, is_append, is_list_start, list_literals, lower_append,
+                       lower_list_start)
 from .static_attrs import einsum_spec_strings
 from .joins import list_argument_literals
 from .numpy_forms import static_literals
@@ -156,6 +158,7 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
         if body and isinstance(body[0], gast.Expr) and isinstance(body[0].value, gast.Constant) \
                 and isinstance(body[0].value.value, str):
             body = body[1:]
+        self.growable = growable_lists(self, body)     # xs = []; xs.append(v) (frontend.growable)
         self._fence(body)
         self.result = self.namer.fresh("_" + self.prefix + "result" if self.prefix else "_ret")
         returns = [s for s in walk_outside_defs(gast.Module(body=body, type_ignores=[]))
@@ -198,6 +201,7 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
     def _fence(self, body):
         for stmt in body:
             literals = self._array_literal_lists(stmt) | einsum_spec_strings(self, stmt) \
+                | list_literals(self, [stmt]) \
                 | index_list_literals(stmt) \
                 | list_argument_literals(self, stmt) | static_literals(self, stmt) | {
                     id(a.msg) for a in gast.walk(stmt) if isinstance(a, gast.Assert)}
@@ -296,6 +300,9 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
     def stmt_Expr(self, s):
         if isinstance(s.value, gast.Constant):
             return  # docstrings and bare constants
+        if is_append(s.value, self.growable):
+            lower_append(self, s.value)
+            return
         if isinstance(s.value, gast.Call) and isinstance(self.resolve_value(s.value.func, quiet=True), UserFunction):
             self.inline(s.value, self.resolve_value(s.value.func).fn, None, discard=True)
             return
@@ -392,6 +399,12 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
             self.assign_operand(t, val, s)
 
     def assign_to(self, target, value, s):
+        if isinstance(target, gast.Name) and target.id in self.growable:
+            if not is_list_start(value):
+                raise self.err(target, f"{target.id!r} is a list: it can only be assigned []",
+                               "use another name for the new value")
+            lower_list_start(self, target, s)
+            return
         if isinstance(target, gast.Name):
             self.check_target_name(target)
             if isinstance(value, (gast.Call, gast.Name)):
@@ -416,6 +429,7 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
                                "use another variable")
 
     _for_vars = ()
+    growable: dict = {}       # source name -> GrowableList, set by lower_function
 
     def assign_operand(self, target, val, s):
         if isinstance(target, gast.Name):

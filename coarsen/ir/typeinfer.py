@@ -6,7 +6,9 @@ floats unify to f64 as in Numba); ``fn.views`` maps every variable that may alia
 array (slices, ``.T``, reshapes, plain ``b = a``) to the array it views.  Ill-typed
 programs (indexing a scalar, rank mismatches, a variable that is sometimes an array and
 sometimes a scalar) raise ``CoarsenError`` at the offending line.  Augmented assignments to
-arrays (``a += e``) become in-place stores, as in NumPy (``coarsen.ir.inplace``).  A
+arrays (``a += e``) become in-place stores, as in NumPy (``coarsen.ir.inplace``).  A growable
+list's buffer (``list_start``, ``coarsen.frontend.growable``) takes the type its appends give it
+(``list_grow`` is typed from the appended value), then starts as an empty array.  A
 subscript's ``...`` is spelled out as the full slices it stands for (``expand_ellipses``; more
 than one is refused, as NumPy does), and a read whose subscript holds 1-D integer arrays is
 typed as NumPy's advanced indexing and split into its basic view and a ``gather``
@@ -22,6 +24,7 @@ from ..errors import at_stmt as _err
 from .backward_typing import typed_backward
 from .fancy_index import split_fancy
 from .inplace import apply_inplace
+from .list_items import check_appended
 from .nodes import (ELLIPSIS, Array, Assign, BOOL, Const, F64, For, I64, If, NEWAXIS, Scalar, Slice,
                     Store, Var, While, blocks, uses, walk)
 from .primitives import REGISTRY, dt as _dt, dtype_join as _dtype_join, nd as _nd, ops_where
@@ -106,6 +109,7 @@ class Inference:
         settle_result_starts(self.fn)
         apply_inplace(self.fn)      # a op= e on arrays: in-place stores (coarsen.ir.inplace)
         self.fn.views = self.views()
+        check_appended(self.fn)     # a list's array elements are not changed after (ir.list_items)
         return self.types
 
     strict = False
@@ -117,6 +121,14 @@ class Inference:
                 # type the returns give it (a float if none does: no return reaches it)
                 if s.target in self.types or self.strict:
                     self.set(s.target, self.types.get(s.target, F64), s)
+                continue
+            if isinstance(s, Assign) and s.attr("list_start"):
+                # a growable list's buffer (coarsen.frontend.growable): typed by its appends
+                if s.target in self.types:
+                    self.set(s.target, self.types[s.target], s)
+                elif self.strict:
+                    raise _err(s, "a list that is never appended to is not supported",
+                               "append to it, or remove it")
                 continue
             if isinstance(s, Assign):
                 try:
@@ -176,7 +188,10 @@ class Inference:
 
     def arg_types(self, s):
         out = []
-        for a in s.args:
+        for k, a in enumerate(s.args):
+            if k == 0 and s.op == "list_grow" and isinstance(a, Var) and a.name not in self.types:
+                out.append(None)     # the list's buffer, typed by this append (primitives.lists)
+                continue
             if isinstance(a, Var) and a.name not in self.types:
                 if self.strict:
                     self.typeof(a, s)
@@ -328,7 +343,7 @@ def settle_result_starts(fn):
     guards every use), so that a helper or a JVP may return an int or an array early."""
     for block in blocks(fn.body):
         for n, s in enumerate(block):
-            if not (isinstance(s, Assign) and s.attr("result_start")):
+            if not (isinstance(s, Assign) and (s.attr("result_start") or s.attr("list_start"))):
                 continue
             t = fn.types[s.target]
             if isinstance(t, Array):
