@@ -303,6 +303,23 @@ def scatter(plan):
     return _generated(scatter_name(plan), scatter_source, (plan,))
 
 
+def _check_assert_source(message):
+    stmt = "assert ok" if message is None else f"assert ok, {message!r}"
+    return f'''
+def {check_assert(message)}(ok):
+    {stmt}
+    return True
+'''
+
+
+def check_assert(message):
+    """``_check_assert_<digest>``: the check of ``check_error`` as an ``assert`` statement
+    (``AssertionError``, the constant ``message``), for code in coarsen's input language (a JVP
+    that reverse mode reads back, inlining it: a ``raise`` is refused there)."""
+    digest = hashlib.sha1(repr(message).encode()).hexdigest()[:12]
+    return _generated(f"_check_assert_{digest}", _check_assert_source, (message,))
+
+
 def along(kind, rank, ax, adj=False):
     """``_<kind>_<rank>_<ax>[_adj]``: ``np.repeat``, one axis of ``np.tile`` or ``np.roll``
     along axis ``ax`` of a ``rank``-D array, or its adjoint (``building_loops``)."""

@@ -9,7 +9,9 @@ at it and it runs in the forward sweep, where the source reads the variable, in 
 ``check(flag)`` (``attrs``: ``exc``, ``AssertionError`` or ``ValueError``, and ``message``, a
 constant string or None) raises that exception where ``flag`` is False: an ``assert``
 statement (``coarsen.frontend.lower``), or a check NumPy makes of its arguments that the
-frontend's sugar writes out (``np.split``'s equal division, ``np.gradient``'s length).
+frontend's sugar writes out (``np.split``'s equal division); in coarsen's input language an
+``assert`` of the flag in a helper (``check_assert``), which reading that code back lowers to
+``check`` again.
 Code generated in coarsen's input language (``input_language``: a JVP that reverse mode reads
 back for ``coarsen.hessian``) holds the flag instead of the raising helper: reading that code,
 the frontend finds the same read possibly unbound and checks it (naming the variable as the
@@ -42,7 +44,9 @@ register(Primitive("unbound_check", _bool_type, _emit_unbound_check, arity=1, ze
 
 def _emit_check(em, s, v):
     if getattr(em, "input_language", False):
-        return B.ex(v[0])       # as unbound_check: the flag (a raising helper is refused there)
+        # read back (and inlined) by reverse mode, which refuses a raise: the check as an
+        # assert statement (an AssertionError there, where NumPy's check raises ValueError)
+        return B.call(em.helper(R.check_assert(s.attr("message"))), v[0])
     return B.call(em.helper(R.check_error(s.attr("exc"), s.attr("message"))), v[0])
 
 
