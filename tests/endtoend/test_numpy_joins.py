@@ -116,6 +116,20 @@ def test_lists_split_into_helpers_give_the_same_gradient():
         np.testing.assert_allclose(x, y, rtol=1e-13, atol=1e-13)
 
 
+def test_hessian_reads_the_joins_back():
+    """coarsen.hessian: reverse mode over the JVP read back as coarsen's input language
+    (np.repeat, np.tile, np.roll, np.kron, np.gradient, the asserts as assert statements)."""
+    x = np.array([0.3, -0.5, 0.9, 1.2])
+    hess = coarsen.hessian(Z.hessian_of_joins, target="python")
+    H = np.asarray(hess(x)).reshape(4, 4)
+    g = coarsen.differentiate(Z.hessian_of_joins, target="python")
+    cols = [(np.asarray(g(x + 1e-6 * e)) - np.asarray(g(x - 1e-6 * e))).ravel() / 2e-6
+            for e in np.eye(4)]
+    np.testing.assert_allclose(H, np.array(cols), rtol=1e-6, atol=1e-6)
+    with pytest.raises(AssertionError, match="must be positive"):
+        hess(-x)
+
+
 def test_the_cpu_target():
     check(Z.on_cpu, (A1, A2, T3, S), target="cpu")
 

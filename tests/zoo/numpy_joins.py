@@ -235,6 +235,14 @@ def r_concat_dtype(x, n):
     return np.sum(np.concatenate([x, x], dtype=np.float64))
 
 
+def hessian_of_joins(x):
+    assert x[0] > 0.0, "x[0] must be positive"
+    a, b = np.split(x, 2)
+    y = np.concatenate([a, np.repeat(b[:1], 2), np.kron(a, b)])
+    return (np.sum(y ** 3) + np.sum(np.gradient(x, 0.5) ** 2 * x)
+            + np.sum(np.roll(np.tile(x, 2), 1) * np.tile(x, 2)) + np.sum(np.stack([x, x * x]) ** 2))
+
+
 def e_split_unequal(x):
     return np.sum(np.split(x, 2)[0])
 
