@@ -131,7 +131,9 @@ def test_hessian_reads_the_joins_back():
 
 
 def test_the_cpu_target():
-    check(Z.on_cpu, (A1, A2, T3, S), target="cpu")
+    g, _ = check(Z.on_cpu, (A1, A2, T3, S), target="cpu")
+    with pytest.raises(AssertionError, match="s must be positive"):
+        g(A1, A2, T3, -S)
 
 
 REFUSED = [
