@@ -23,13 +23,14 @@ from tests.oracle import assert_grad_close, fd_grad
 
 
 # ------------------------------------------------------------------ the programs, by family
-def elementwise(x, y, M):
+def elementwise(x, y, M, T):
     a = np.deg2rad(x) + np.radians(y) * np.rad2deg(x) + np.degrees(y)
     b = np.exp2(x) * np.logaddexp2(x, y) + np.remainder(x, 0.7) + np.mod(M, 0.3).sum(axis=0)
     c = np.real(x) * np.conj(y) + np.conjugate(M)[1] * np.real_if_close(y) + np.imag(x) \
         + np.angle(x - 0.5)
     d = np.nan_to_num(np.log(x - 0.6)) + np.exp2(M[0]) * x     # nan_to_num: x[0] < 0.6
-    return np.sum(a * b + c + d)
+    e = np.exp2(T) * np.remainder(T, 0.9) + np.rad2deg(T) * np.logaddexp2(T, M) + np.conj(T) * x
+    return np.sum(a * b + c + d) + np.sum(e)
 
 
 def axes_and_forms(x, v, T):
@@ -89,7 +90,8 @@ def _n(*shape):
 
 PROGRAMS = {
     "elementwise": (elementwise, (np.array([0.3, 0.9, 1.3]), np.array([0.2, 0.5, 0.8]),
-                                  np.array([[0.4, 1.1, 0.7], [0.2, 0.65, 1.7]]))),
+                                  np.array([[0.4, 1.1, 0.7], [0.2, 0.65, 1.7]]),
+                                  np.array([[[0.1, 1.2, -0.7], [0.3, -0.5, 1.6]]] * 2) * [[[1.0]], [[1.1]]])),
     "axes_and_forms": (axes_and_forms, (_n(4), _n(3), _n(2, 3, 3))),
     "diagonals": (diagonals, (_n(3, 3), _n(3, 3), _n(3), _n(2, 3, 4))),
     "products": (products, (_n(3, 3), _n(3, 3), _n(3), _n(3), _n(2, 3, 3))),
@@ -131,10 +133,10 @@ def test_family_on_the_python_target(name, expected):
 # every new primitive once (each helper and NumPy call Numba must compile), forward mode of one
 # with the primitives that have forward rules of their own (the others' are their own emitters)
 def cpu_sampler(x, v, A, T):
-    a = np.sum(np.exp2(x) + np.logaddexp2(x, 0.5) + np.deg2rad(x) * np.rad2deg(x)) \
-        + np.sum(np.nan_to_num(x) * np.angle(x - 0.5) + np.conj(x) + np.real(x) + np.imag(x))
+    a = np.sum(np.exp2(x) + np.logaddexp2(x, 0.5) * np.deg2rad(x)) \
+        + np.sum(np.nan_to_num(x) * np.angle(x - 0.5) + np.conj(x) + np.imag(x))
     b = np.sum(np.moveaxis(T, 0, -1) ** 2 * np.swapaxes(T, 0, 2)[0, 0]) \
-        + np.sum(np.squeeze(T[:1], axis=0) * np.atleast_2d(v)) + np.sum(np.atleast_3d(A) ** 3)
+        + np.sum(np.squeeze(T[:1], axis=0) * np.atleast_2d(v)) + np.sum(np.atleast_3d(A)[0])
     c = np.sum(np.max(T, axis=(0, 2), keepdims=True) ** 2) + np.std(T, ddof=1) \
         + np.sum(np.var(A, axis=-1, ddof=1)) + np.sum(np.cumsum(A) ** 2)
     d = np.trace(A, 1) + np.sum(np.diagonal(A) ** 2) + np.sum(np.diag(v) * A) \
