@@ -120,6 +120,14 @@ def growable_lists(lw, body):
         if isinstance(node, gast.Name) and node.id in names:
             raise lw.err(node, f"the list {node.id!r} is used inside a nested function",
                          "use it in the function that makes it")
+    for node in _walk(body):
+        if isinstance(node, gast.For) and isinstance(node.iter, gast.Call) and getattr(
+                lw.resolve_value(node.iter.func, quiet=True), "op", None) == "prange":
+            for sub in _walk(node.body):
+                if isinstance(sub, gast.Expr) and is_append(sub.value, names):
+                    raise lw.err(sub, "appending to a list inside a prange loop (its trips run "
+                                      "in parallel) is not supported", "use range, or write "
+                                      "into a preallocated array at the trip's own index")
     ok = _allowed_parents(lw, body, names)
     for node in _walk(body):
         if isinstance(node, gast.Name) and node.id in names and id(node) not in ok:

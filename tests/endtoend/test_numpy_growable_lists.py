@@ -11,6 +11,7 @@ but those, an element whose dtype or rank changes (its shape: a ``ValueError`` a
 appended array written into elsewhere (a Python list would show the change), a list never
 appended to.
 """
+import numba
 import numpy as np
 import pytest
 
@@ -162,6 +163,13 @@ def r_start(s):
     return sum(xs, 1.0)
 
 
+def r_prange(s):
+    xs = []
+    for k in numba.prange(3):
+        xs.append(s * k)
+    return sum(xs)
+
+
 @pytest.mark.parametrize("fn,args,words", [
     (r_iterate, (0.5,), "this use of the list 'xs'"),
     (r_slice, (0.5,), "this use of the list 'xs'"),
@@ -170,6 +178,7 @@ def r_start(s):
     (r_mutated, (X3,), "append a copy"),
     (r_never, (0.5,), "never appended"),
     (r_start, (0.5,), "sum(xs, start)"),
+    (r_prange, (0.5,), "prange"),
 ], ids=lambda v: v.__name__ if callable(v) else None)
 def test_refused(fn, args, words):
     with pytest.raises(CoarsenError) as e:
