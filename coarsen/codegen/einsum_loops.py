@@ -15,7 +15,8 @@ letter (the output's first) that adds ``x0[..] * x1[..] * ...`` into a float64 r
   lengths differ and neither is 1; the letters of ``fixed`` (the core axes of ``@`` and
   ``np.dot``, which NumPy never broadcasts) and a letter repeated within one operand must have
   equal lengths, else ``ValueError``; an axis that is broadcast is read at index 0 (its index
-  times a 0/1 factor computed once, only for letters that appear more than once);
+  times a 0/1 factor computed once, only for letters that appear more than once; where every
+  factor is 1, a copy of the loops without them runs);
 * with ``shape`` the result has that shape (the adjoint of an operand: its axes take part in
   the lengths like an operand's, a letter only the result has takes its length there, and a
   broadcast axis of length 1 sums its letter); without it the result is
@@ -50,6 +51,31 @@ def _sites(ins, out, shape):
 
 def _dim(arr, ax):
     return f"shape[{ax}]" if arr == "shape" else f"{arr}.shape[{ax}]"
+
+
+def _nest(ins, out, shape, factors, pad):
+    """The loops over every letter (the output's first) and the product added in."""
+    lines = []
+    for c in dict.fromkeys(out + "".join(ins)):
+        lines.append(f"{pad}for {c}_ in range(n_{c}):")
+        pad += "    "
+
+    def at(arr, term):
+        if not term:
+            return arr
+        idx = []
+        for ax, c in enumerate(term):
+            f = factors.get((arr, ax))
+            idx.append(f"{c}_ * {f}" if f else f"{c}_")
+        return f"{arr}[{', '.join(idx)}]"
+
+    prod = " * ".join(at(f"x{k}", t) for k, t in enumerate(ins)) or "1.0"
+    if out:
+        target = at("shape", out).replace("shape[", "out[", 1)
+        lines.append(f"{pad}{target} += {prod}")
+    else:
+        lines.append(f"{pad}out += {prod}")
+    return lines
 
 
 def einsum_source(ins, out, shape=False, fixed=""):
@@ -90,25 +116,12 @@ def einsum_source(ins, out, shape=False, fixed=""):
         lines.append(f"    out = np.zeros(({''.join(f'n_{c}, ' for c in out)}))")
     else:
         lines.append("    out = 0.0")
-    pad = "    "
-    for c in dict.fromkeys(out + "".join(ins)):
-        lines.append(f"{pad}for {c}_ in range(n_{c}):")
-        pad += "    "
-
-    def at(arr, term):
-        if not term:
-            return arr
-        idx = []
-        for ax, c in enumerate(term):
-            f = factors.get((arr, ax))
-            idx.append(f"{c}_ * {f}" if f else f"{c}_")
-        return f"{arr}[{', '.join(idx)}]"
-
-    prod = " * ".join(at(f"x{k}", t) for k, t in enumerate(ins)) or "1.0"
-    if out:
-        target = at("shape", out).replace("shape[", "out[", 1)
-        lines.append(f"{pad}{target} += {prod}")
+    if factors:     # no axis broadcast: the loops without the factors
+        lines.append(f"    if {' and '.join(f'{f} == 1' for f in factors.values())}:")
+        lines += _nest(ins, out, shape, {}, "        ")
+        lines.append("    else:")
+        lines += _nest(ins, out, shape, factors, "        ")
     else:
-        lines.append(f"{pad}out += {prod}")
+        lines += _nest(ins, out, shape, factors, "    ")
     lines.append("    return out")
     return "\n".join(lines) + "\n"
