@@ -277,8 +277,11 @@ class CallMixin:
         return lower_list(self, node, target)
 
     def lower_operand(self, node):
-        """An array operand of a NumPy function: a tuple value (``np.sum(np.split(x, 2))``, a
-        helper's tuple) is ``np.array`` of it, as NumPy converts it (``stack``)."""
+        """An array operand of a NumPy function: a tuple display (``np.mean((a, b))``) or
+        value (``np.sum(np.split(x, 2))``, a helper's tuple) is ``np.array`` of it, as NumPy
+        converts it (``stack``)."""
+        if isinstance(node, gast.Tuple):
+            return lower_list(self, node)
         val = self.lower_expr(node, allow_tuple=True)
         return stack_tuple(self, node, val) if isinstance(val, TupleValue) else val
 

@@ -186,6 +186,8 @@ def _concatenate(lw, node, op, b, target):
     if op == "concatenate" and isinstance(axis_node, gast.Constant) and axis_node.value is None:
         parts = [lw.op(node, None, "ravel", [p]) for p in parts]
         return lw.op(node, target, "concatenate", parts, attrs=(("axis", 0),))
+    if op == "stack" and isinstance(axis_node, gast.Constant) and axis_node.value is None:
+        raise lw.err(axis_node, "np.stack's axis must be an integer (NumPy refuses None)")
     axis = static_int(lw, axis_node, "axis", 0)
     return lw.op(node, target, op, parts, attrs=(("axis", axis),))
 
