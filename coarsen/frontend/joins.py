@@ -380,7 +380,8 @@ def _select(lw, node, op, b, target):
         raise lw.err(node, "list of cases must be same length as list of conditions")
     if not conds.elts:
         raise lw.err(node, "np.select of no cases is not supported")
-    cs = [lw.lower_expr(e) for e in conds.elts]
+    cs = [lw.op(node, None, "condition", [lw.lower_expr(e)], attrs=(("entry", k),))
+          for k, e in enumerate(conds.elts)]
     vs = [lw.lower_expr(e) for e in choices.elts]
     acc = lw.lower_expr(b["default"]) if b.get("default") is not None else Const(0)
     for k in reversed(range(len(cs))):

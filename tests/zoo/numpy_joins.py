@@ -235,6 +235,10 @@ def r_concat_dtype(x, n):
     return np.sum(np.concatenate([x, x], dtype=np.float64))
 
 
+def r_select_condition(x, n):
+    return np.sum(np.select([x, x > 0.5], [x * x, x], 0.1))
+
+
 def hessian_of_joins(x):
     assert x[0] > 0.0, "x[0] must be positive"
     a, b = np.split(x, 2)

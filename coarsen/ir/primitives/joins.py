@@ -18,6 +18,8 @@ Guarantees:
   of the output's adjoint along the axis from the sum of the extents of the operands before it
   (read from their shapes in the reverse sweep) to that plus its own; forward mode
   concatenates the tangents (a zero array of the operand's shape where one has none).
+* ``condition``: an entry of ``np.select``'s ``condlist``, itself; anything but a boolean
+  scalar or array is refused, as NumPy raises.
 * ``linspace``: scalar ``start``/``stop`` (arrays are refused), an integer ``num``; the primal
   is NumPy's algorithm step by step (``k * step + start`` with ``step = (stop - start) / div``,
   ``div = num - 1`` with ``endpoint``, else ``num``; ``k / div * delta + start`` where the step
@@ -199,6 +201,22 @@ def _jvp_stack(em, s, dots, out):
 register(_Joined("stack", _stack_type, _emit_stack, numpy=("stack",), cost=CostClass.CALL))
 defstructural("stack", _vjp_stack, ())
 defjvp("stack", _jvp_stack)
+
+
+# ------------------------------------------------------------------ np.select's conditions
+def _condition_type(c, s, ts):
+    if dt(ts[0]) != "bool":
+        raise err(s, f"invalid entry {s.attr('entry')} in condlist: should be boolean ndarray "
+                     "(np.select refuses other conditions)", "compare: x > 0.0")
+    return ts[0]
+
+
+def _emit_condition(em, s, v):
+    return B.ex(v[0])
+
+
+register(Primitive("condition", _condition_type, _emit_condition, arity=1, zero=True,
+                   transparent=True, cost=CostClass.FREE))
 
 
 # ------------------------------------------------------------------ np.linspace
