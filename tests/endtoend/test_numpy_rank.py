@@ -261,3 +261,22 @@ def test_refused(fn, args, words):
         coarsen.differentiate(fn, "x", target="python")(*args)
     assert words in str(e.value)
     assert e.value.filename.endswith("test_numpy_rank.py") and e.value.lineno is not None
+
+
+# ------------------------------------------------------------------ second derivatives
+def hessian_mix(v, idx):
+    return np.sum(np.sin(v[idx]) * v[[0, 1, 1, 2]]) + np.einsum('i,i,i->', v, v, v) \
+        + np.sum(np.diff(np.outer(v, v)[None] * v, axis=1) ** 2) + np.sum((v[None, None] @ v) ** 2)
+
+
+def test_hessian_reads_back_the_new_forms():
+    """``coarsen.hessian`` (forward over reverse: the JVP in NumPy's own spelling, fancy
+    subscripts and ``np.einsum`` included) against central differences of the gradient."""
+    v, idx = np.array([0.3, 0.7, 1.1]), np.array([2, 0, 1, 1])
+    H = np.asarray(coarsen.hessian(hessian_mix, "v", target="python")(v, idx))
+    g = coarsen.differentiate(hessian_mix, "v", target="python")
+    pos = resolve_wrt(hessian_mix, [v, idx], "v")[0]
+    assert pos == [0]
+    eps = 1e-6
+    cols = [(g(v + eps * e, idx) - g(v - eps * e, idx)) / (2 * eps) for e in np.eye(3)]
+    assert np.allclose(H, np.array(cols).T, rtol=1e-7, atol=1e-7)

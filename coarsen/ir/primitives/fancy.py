@@ -8,7 +8,8 @@ with the attributes ``axes`` (the axes of ``b`` the advanced items index), ``kin
 an array, ``"i"`` an integer, per axis) and ``front`` (NumPy's placement of the indexed axis).
 Guarantees: the type rule (operand 0 an array, the others integers or 1-D integer arrays, as
 the kinds say; the result of ``b``'s dtype, its rank less the indexed axes plus one); the
-primal is the gather helper (a copy, as NumPy's; negative indices from the end, out of range
+primal is the gather helper (where the emitter speaks coarsen's input language, NumPy's own
+subscript ``b[:, x0, :, x1]``, which places the indexed axis alike) (a copy, as NumPy's; negative indices from the end, out of range
 an ``IndexError``); the VJP of ``b`` scatter-adds the adjoint where each element was read (an
 index repeated adds twice); the indices get no derivative; forward mode: linear in ``b``.
 """
@@ -37,7 +38,13 @@ def _gather_type(c, s, ts):
 
 
 def _emit_gather(em, s, v):
-    return B.call(em.helper(R.gather(plan_of(s, em.nd(s.args[0])))), *v)
+    plan = plan_of(s, em.nd(s.args[0]))
+    if em.input_language:      # NumPy's own subscript, which the frontend reads back
+        items = [B.slice_() for _ in range(plan.rank)]
+        for axis, value in zip(plan.axes, v[1:]):
+            items[axis] = value
+        return B.subscript(v[0], B.tuple_(*items))
+    return B.call(em.helper(R.gather(plan)), *v)
 
 
 def _vjp_gather(em, s, p, g, pre_fwd, pre_rev, out):
