@@ -100,6 +100,11 @@ def test_lists_assert_and_nested_defs_against_the_oracle():
     check(Z.lists, (S, 0.3, A1, A2))
 
 
+def test_nested_scopes_against_the_oracle():
+    g, _ = check(Z.nested_scopes, (np.array([0.3, 0.8, 1.4]), S))
+    assert g(np.array([0.3, 0.8, 1.4]), 6.0)[1] == 0.0
+
+
 def test_failed_assert_raises_with_its_message():
     g = coarsen.differentiate(Z.lists, target="python")
     with pytest.raises(AssertionError, match="x is far too small"):

@@ -127,6 +127,27 @@ def lists(x, y, a, A):
             + energy(A[1], 0.5) + np.mean([x, y]))
 
 
+def nested_scopes(x, c):
+    """A nested def inside a nested def, reading a sibling and the outer parameter (lexical
+    scope), branches and returns of their own, and an early return of the outer function."""
+    def clipped(v):
+        if v > 1.0:
+            return 1.0 + 0.1 * v
+        return v * v
+
+    def twice(v):
+        def inner(w):
+            return clipped(w) * c
+        return inner(v) + inner(2.0 * v)
+
+    if c > 5.0:
+        return 0.0
+    acc = 0.0
+    for i in range(x.shape[0]):
+        acc += twice(x[i])
+    return acc
+
+
 # the lists program split across a module-level helper and a nested def: the same gradient
 def _helper_energy(v, row, scale, k=1.5):
     t = np.sum(v * row) * scale
