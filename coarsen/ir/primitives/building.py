@@ -379,7 +379,11 @@ def _kron_type(c, s, ts):
     if a.ndim != b.ndim:
         raise err(s, f"np.kron of a {a.ndim}-D and a {b.ndim}-D array is not supported",
                   "give both the same rank (reshape the smaller one)")
-    return Array(dtype_join(a.dtype, b.dtype), a.ndim)
+    dtype = dtype_join(a.dtype, b.dtype)
+    if dtype == "bool":
+        raise err(s, "np.kron of two boolean arrays is not supported",
+                  "convert one: a.astype(np.int64)")
+    return Array(dtype, a.ndim)
 
 
 def _emit_kron(em, s, v):
