@@ -24,7 +24,9 @@ NumPy function computes:
   gathered by the permutation, ``sort``'s averaged over runs of equal values); ``_kth`` raises NumPy's ``ValueError`` for a ``kth`` out of bounds;
 * ``_diag_of(a, k)``: ``np.diagonal(a, k)`` of a 2-D array (a fresh array);
   ``_diag_adj(g, k, shape)``: its adjoint into an array of ``shape``; ``_trace_adj(g, k,
-  shape)``: the adjoint of ``np.trace(a, k)``; ``_tri_keep(x, k, lower)``: ``np.tril``
+  shape)``: the adjoint of ``np.trace(a, k)``; ``_diag_last2``, ``_diag_last2_adj``,
+  ``_trace_last2_adj``: the same over the last two axes of an array of any rank (the
+  diagonal last, as NumPy puts it); ``_tri_keep(x, k, lower)``: ``np.tril``
   (``lower``) or ``np.triu`` of the last two axes of ``x`` (a copy, the rest zeroed);
 * ``_last3(x)``: ``x``, or a ``ValueError`` where its last axis is not of length 3;
 * ``_pad1``/``_pad2``/``_pad3(x, before0, after0, ..., c)``: ``np.pad(x, widths,
@@ -101,6 +103,37 @@ def _trace_adj(g, k, shape):
     length = max(0, min(shape[0] - i0, shape[1] - j0))
     for t in range(length):
         out[i0 + t, j0 + t] = g
+    return out
+
+
+def _diag_last2(a, k):
+    n = a.shape[-2]
+    m = a.shape[-1]
+    i0 = -k if k < 0 else 0
+    j0 = k if k > 0 else 0
+    length = max(0, min(n - i0, m - j0))
+    out = np.empty(a.shape[:-2] + (length,), a.dtype)
+    for t in range(length):
+        out[..., t] = a[..., i0 + t, j0 + t]
+    return out
+
+
+def _diag_last2_adj(g, k, shape):
+    out = np.zeros(shape)
+    i0 = -k if k < 0 else 0
+    j0 = k if k > 0 else 0
+    for t in range(g.shape[-1]):
+        out[..., i0 + t, j0 + t] = g[..., t]
+    return out
+
+
+def _trace_last2_adj(g, k, shape):
+    out = np.zeros(shape)
+    i0 = -k if k < 0 else 0
+    j0 = k if k > 0 else 0
+    length = max(0, min(shape[-2] - i0, shape[-1] - j0))
+    for t in range(length):
+        out[..., i0 + t, j0 + t] = g
     return out
 
 
@@ -232,6 +265,7 @@ def _pad3(x, b0, a0, b1, a1, b2, a2, c):
 
 #: name -> helper, in the order written here
 NUMPY_HELPERS = {f.__name__: f for f in (
-    _squeeze_axis, _sort_rows, _sort_adj_rows, _diag_of, _diag_adj, _trace_adj, _tri_keep,
+    _squeeze_axis, _sort_rows, _sort_adj_rows, _diag_of, _diag_adj, _trace_adj, _diag_last2,
+    _diag_last2_adj, _trace_last2_adj, _tri_keep,
     _sort_along, _sort_adj, _partition_rows, _kth, _partition_along, _partition_adj,
     _sort_tangent, _partition_tangent, _last3, _pad1, _pad2, _pad3)}

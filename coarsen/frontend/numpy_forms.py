@@ -30,7 +30,7 @@ FORMS_UNDERSTOOD = {
     "squeeze": frozenset({"a", "axis"}),
     "atleast_nd": frozenset({"arys"}),
     "diagonal": frozenset({"a", "offset", "axis1", "axis2"}),
-    "diag": frozenset({"v", "k"}), "trace": frozenset({"a", "offset"}),
+    "diag": frozenset({"v", "k"}), "trace": frozenset({"a", "offset", "axis1", "axis2"}),
     "tril": frozenset({"m", "k"}), "triu": frozenset({"m", "k"}),
     "tensordot": frozenset({"a", "b", "axes"}), "cross": frozenset({"a", "b"}),
     "sort": frozenset({"a", "axis"}), "partition": frozenset({"a", "kth", "axis"}),
@@ -148,7 +148,7 @@ def _diagonal(lw, node, op, b, target):
     arr = lw.lower_expr(b[operand])
     k = _int_or(lw, b.get("k" if op in ("diag", "tril", "triu") else "offset"), "the offset", 0)
     attrs = (("k", k),)
-    if op == "diagonal":
+    if op in ("diagonal", "trace"):
         attrs += (("axes", (_int_or(lw, b.get("axis1"), "axis1", 0),
                             _int_or(lw, b.get("axis2"), "axis2", 1))),)
     return lw.op(node, target, op, [arr], attrs=attrs)

@@ -56,7 +56,9 @@ def diagonals(A, B, x, T):
     b = np.sum(np.diag(x, 1)[:3, :3] * B) + np.sum(np.diag(A) ** 2) \
         + np.sum(np.tril(A) ** 2 + np.triu(A, 1) * A) + np.sum(np.tril(T, -1) ** 2) \
         + np.sum(np.triu(T, -1) * T)
-    return a + b
+    c = np.sum(np.diagonal(T, 1, 0, 2) ** 2) + np.sum(np.trace(T, -1, 2, 1) ** 2) \
+        + np.sum(np.trace(T, axis1=0, axis2=-1)) + np.sum(np.diagonal(T) ** 3)
+    return a + b + c
 
 
 def products(A, B, x, y, T):
@@ -140,6 +142,7 @@ def cpu_sampler(x, v, A, T):
     c = np.sum(np.max(T, axis=(0, 2), keepdims=True) ** 2) + np.std(T, ddof=1) \
         + np.sum(np.var(A, axis=-1, ddof=1)) + np.sum(np.cumsum(A) ** 2)
     d = np.trace(A, 1) + np.sum(np.diagonal(A) ** 2) + np.sum(np.diag(v) * A) \
+        + np.sum(np.diagonal(T, 0, 2, 0) ** 2) + np.sum(np.trace(T, 1, 1, 2)) \
         + np.sum(np.tril(A, -1) ** 2 + np.triu(T) * T) + np.inner(v, v) \
         + np.sum(np.tensordot(T, A, axes=([2], [1])) ** 2) + np.sum(np.cross(A, v) ** 2)
     e = np.sum(np.sort(T, axis=1)[:, 0] ** 3) + np.sum(np.partition(x, 1)[:2] ** 2) \
@@ -275,8 +278,8 @@ def r_atleast_two(x, y):
     return np.sum(np.atleast_2d(x, y)[0])
 
 
-def r_diagonal_3d(T):
-    return np.sum(np.diagonal(T))
+def r_diagonal_1d(x):
+    return np.sum(np.diagonal(x))
 
 
 def r_kth_list(x):
@@ -305,7 +308,7 @@ def r_angle_deg(x):
     (r_astype_f32, (_n(3),), "float32"),
     (r_astype_complex, (_n(3),), "'complex128'"),
     (r_atleast_two, (_n(3), _n(3)), "of 2 arrays"),
-    (r_diagonal_3d, (_n(2, 2, 2),), "3-D"),
+    (r_diagonal_1d, (_n(2),), "1-D"),
     (r_kth_list, (_n(4),), "kth"),
     (r_tensordot_axes, (_n(2, 2), 1), "axes"),
     (r_moveaxis_range, (_n(2, 2, 2),), "out of bounds"),

@@ -89,7 +89,8 @@ def _inverse(perm):
     return tuple(inv)
 
 
-def _permuted(node, perm):
+def permuted(node, perm):
+    """``node`` with its axes permuted by ``perm`` (none at all for the identity)."""
     if list(perm) == list(range(len(perm))):
         return B.ex(node)
     if list(perm) == list(range(len(perm)))[::-1]:
@@ -108,12 +109,12 @@ def _permute_type(c, s, ts):
 
 
 def _emit_permute(em, s, v):
-    return _permuted(v[0], permutation(s.attr("how"), em.nd(s.args[0])))
+    return permuted(v[0], permutation(s.attr("how"), em.nd(s.args[0])))
 
 
 def _vjp_permute(em, s, p, g, pre_fwd, pre_rev, out):
     perm = permutation(s.attr("how"), em.nd(s.args[p]))
-    em.accumulate(s.args[p].name, X(_permuted(g, _inverse(perm)), True), pre_fwd, pre_rev, out)
+    em.accumulate(s.args[p].name, X(permuted(g, _inverse(perm)), True), pre_fwd, pre_rev, out)
 
 
 def _squeezed(s, ndim):

@@ -4,15 +4,17 @@
 Requires: ``core``, ``coarsen.codegen.build``; the runtime helpers ``_diag_of``, ``_diag_adj``,
 ``_trace_adj``, ``_tri_keep`` (``coarsen.codegen.helpers_numpy``); the frontend
 (``coarsen.frontend.numpy_forms``) gives each its offset as the attribute ``k`` (an integer
-constant; ``diagonal``'s ``axis1``, ``axis2`` as ``axes``, (0, 1) or (1, 0)).
+constant; ``diagonal``'s and ``trace``'s ``axis1``, ``axis2`` as ``axes``).
 Guarantees, with NumPy's values and dtypes:
 
-* ``diagonal(a, k)`` of a 2-D array: the ``k``-th diagonal (above the main one for ``k > 0``),
-  a fresh 1-D array (NumPy's is a read-only view: nothing can write through it); with
-  ``axes`` (1, 0) the diagonal of ``a.T``; an array of another rank is refused;
+* ``diagonal(a, k, axis1, axis2)`` of an array of 2 or more dimensions: the ``k``-th
+  diagonal (above the main one for ``k > 0``) of the planes of ``axis1`` and ``axis2``, as the
+  last axis of the result, the other axes in order (NumPy's layout): a fresh array (NumPy's
+  is a read-only view: nothing can write through it); a scalar or 1-D array is refused;
 * ``diag(v, k)``: of a 1-D ``v`` the square matrix with ``v`` on its ``k``-th diagonal, of a
   2-D ``v`` its ``k``-th diagonal (``np.diag`` on both targets); other ranks refused;
-* ``trace(a, k)``: the sum of ``diagonal(a, k)``, of ``a``'s dtype;
+* ``trace(a, k, axis1, axis2)``: the sum of ``diagonal(a, k, axis1, axis2)`` along its last
+  axis, of ``a``'s dtype;
 * ``tril(x, k)``/``triu(x, k)``: ``x`` with the elements above (below) the ``k``-th diagonal
   of its last two axes zeroed, any rank from 2 (a 1-D ``x`` is refused: NumPy reads it as a
   row broadcast to a square);
@@ -24,6 +26,7 @@ from __future__ import annotations
 from ...codegen import build as B
 from ...codegen.build import X
 from ..nodes import Array
+from .axes import permuted
 from .core import CostClass, Primitive, deflinear, defstructural, dt, err, make, register
 
 
@@ -32,40 +35,62 @@ def _shape(em, arg, pre_fwd, pre_rev):
         else B.attr(f"{em.bar(arg.name)}.shape")
 
 
-def _two_d(s, t, what):
-    if not isinstance(t, Array) or t.ndim != 2:
+def _two_axes(s, t, what):
+    """The normalized ``(axis1, axis2)`` of ``s`` on the array type ``t`` (CoarsenError where
+    NumPy refuses them)."""
+    if not isinstance(t, Array) or t.ndim < 2:
         rank = t.ndim if isinstance(t, Array) else 0
-        raise err(s, f"{what} of a {rank}-D array is not supported", f"{what} takes a 2-D array")
+        raise err(s, f"{what} of a {rank}-D array", f"{what} takes an array of 2 or more dimensions")
+    axes = s.attr("axes", (0, 1))
+    if any(not -t.ndim <= a < t.ndim for a in axes) or axes[0] % t.ndim == axes[1] % t.ndim:
+        raise err(s, f"{what}'s axis1 and axis2 {axes} are not two different axes of a "
+                  f"{t.ndim}-D array", f"{what}(a, k) or {what}(a, k, 1, 0)")
+    return axes[0] % t.ndim, axes[1] % t.ndim
 
 
-def _transposed(s):
-    return tuple(a % 2 for a in s.attr("axes", (0, 1))) == (1, 0)
+def _perm(em, s, arg):
+    """The permutation moving ``axis1``, ``axis2`` last (the other axes in order)."""
+    rank = em.nd(arg)
+    a1, a2 = (a % rank for a in s.attr("axes", (0, 1)))
+    return tuple(k for k in range(rank) if k not in (a1, a2)) + (a1, a2)
+
+
+def _plain(em, s):
+    return em.nd(s.args[0]) == 2 and _perm(em, s, s.args[0]) == (0, 1)
+
+
+def _moved_shape(shape, perm):
+    return B.tuple_(*(B.subscript(shape, k) for k in perm))
 
 
 def _diagonal_type(c, s, ts):
-    _two_d(s, ts[0], "np.diagonal")
-    axes = s.attr("axes", (0, 1))
-    if len(axes) != 2 or any(not -2 <= a < 2 for a in axes) or axes[0] % 2 == axes[1] % 2:
-        raise err(s, f"np.diagonal's axis1 and axis2 {axes} are not two different axes of a "
-                  "2-D array", "np.diagonal(a, k) or np.diagonal(a, k, 1, 0)")
-    return make(ts[0].dtype, 1)
+    _two_axes(s, ts[0], "np.diagonal")
+    return make(ts[0].dtype, ts[0].ndim - 1)
 
 
 def _emit_diagonal(em, s, v):
-    a = B.attr(f"{s.args[0].name}.T") if _transposed(s) else v[0]
-    return B.call(em.helper("_diag_of"), a, s.attr("k", 0))
+    if _plain(em, s):
+        return B.call(em.helper("_diag_of"), v[0], s.attr("k", 0))
+    return B.call(em.helper("_diag_last2"), permuted(v[0], _perm(em, s, s.args[0])), s.attr("k", 0))
 
 
 def _vjp_diagonal(em, s, p, g, pre_fwd, pre_rev, out):
     arg = s.args[p]
     shape = _shape(em, arg, pre_fwd, pre_rev)
-    if _transposed(s):
-        adj = B.call(em.helper("_diag_adj"), g, s.attr("k", 0),
-                     B.tuple_(B.subscript(shape, 1), B.subscript(shape, 0)))
-        contrib = X(B.call("np.ascontiguousarray", B.call("np.transpose", adj)), True)
-    else:
+    if _plain(em, s):
         contrib = X(B.call(em.helper("_diag_adj"), g, s.attr("k", 0), shape), True)
+    else:
+        perm = _perm(em, s, arg)
+        adj = B.call(em.helper("_diag_last2_adj"), g, s.attr("k", 0), _moved_shape(shape, perm))
+        contrib = X(permuted(adj, _inverse(perm)), True)
     em.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
+
+
+def _inverse(perm):
+    inv = [0] * len(perm)
+    for k, a in enumerate(perm):
+        inv[a] = k
+    return tuple(inv)
 
 
 def _diag_type(c, s, ts):
@@ -90,18 +115,26 @@ def _vjp_diag(em, s, p, g, pre_fwd, pre_rev, out):
 
 
 def _trace_type(c, s, ts):
-    _two_d(s, ts[0], "np.trace")
-    return make(ts[0].dtype, 0)
+    _two_axes(s, ts[0], "np.trace")
+    return make(ts[0].dtype, ts[0].ndim - 2)
 
 
 def _emit_trace(em, s, v):
-    return B.call("np.sum", B.call(em.helper("_diag_of"), v[0], s.attr("k", 0)))
+    if _plain(em, s):
+        return B.call("np.sum", B.call(em.helper("_diag_of"), v[0], s.attr("k", 0)))
+    diag = B.call(em.helper("_diag_last2"), permuted(v[0], _perm(em, s, s.args[0])), s.attr("k", 0))
+    return B.call("np.sum", diag, axis=em.nd(s.args[0]) - 2)
 
 
 def _vjp_trace(em, s, p, g, pre_fwd, pre_rev, out):
     arg = s.args[p]
-    contrib = X(B.call(em.helper("_trace_adj"), g, s.attr("k", 0),
-                       _shape(em, arg, pre_fwd, pre_rev)), True)
+    shape = _shape(em, arg, pre_fwd, pre_rev)
+    if _plain(em, s):
+        contrib = X(B.call(em.helper("_trace_adj"), g, s.attr("k", 0), shape), True)
+    else:
+        perm = _perm(em, s, arg)
+        adj = B.call(em.helper("_trace_last2_adj"), g, s.attr("k", 0), _moved_shape(shape, perm))
+        contrib = X(permuted(adj, _inverse(perm)), True)
     em.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
 
 
