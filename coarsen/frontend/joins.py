@@ -29,15 +29,19 @@ Guarantees, before any code is generated (every count, axis and option a constan
   ``np.tile(A, reps)`` (an integer or a tuple of integer constants: one ``along`` per axis,
   new leading axes where ``reps`` is longer than ``A``'s rank); ``np.kron`` is the registry's;
   ``np.linspace(start, stop, num=50, endpoint=True)``;
-* ``np.gradient(f, *varargs, axis=None, edge_order=1)`` with at most one scalar spacing: a 1-D
-  ``f``, or any rank with an integer ``axis``: NumPy's differences (central inside, one-sided
-  of order ``edge_order`` at the ends), its ``ValueError`` at run time where the axis is too
-  short; several axes or coordinate arrays are refused;
-* ``np.select(condlist, choicelist, default=0)``: ``np.where`` from the last pair to the first
-  (the first true condition wins), NumPy's broadcasting and dtype;
+* ``np.gradient(f, *varargs, axis=None, edge_order=1)`` with at most one scalar spacing: the
+  ``gradient`` primitive, of a 1-D ``f`` (checked at type inference), or of any rank with an
+  integer ``axis``; several axes or coordinate arrays are refused;
+* ``np.select(condlist, choicelist, default=0)`` of lists or tuples written out: ``np.where``
+  from the last pair to the first (the first true condition wins), NumPy's broadcasting and
+  dtype, each condition boolean (``condition``, refusing others as NumPy does);
 * ``sum(seq, start=0)`` of a list or tuple display: ``((start + a) + b) + ...``, as Python adds;
 * a list display elsewhere (``np.mean([a, b])``) is ``np.array`` of it: ``stack`` along axis 0
-  of its elements (scalars make a 1-D array; equal-shaped arrays one more axis).
+  of its elements (scalars make a 1-D array; equal-shaped arrays one more axis); so is a tuple
+  display or value passed as an array (``stack_tuple``, through ``calls.lower_operand``);
+* ``STACKED_SITES``/``stacked_site``: the ``np.array([...])`` calls whose elements type
+  inference found to be arrays (``coarsen.transforms.prepare.typed_ir`` lowers the function
+  again with them set), lowered here as a ``stack`` by ``coarsen.frontend.array_literals``.
 """
 from __future__ import annotations
 
