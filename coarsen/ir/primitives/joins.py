@@ -1,11 +1,12 @@
-"""Joining and building arrays: ``concatenate`` (``np.concatenate`` and, through the frontend's
-sugar in ``coarsen.frontend.joins``, ``stack``, ``vstack``, ``hstack``, ``row_stack``,
-``column_stack``, ``append``, ``roll``, ``tile``, ``repeat``, ``np.gradient``), ``linspace``.
+"""Joining arrays: ``concatenate`` (``np.concatenate`` and, through the frontend's sugar in
+``coarsen.frontend.joins``, ``vstack``, ``hstack``, ``row_stack``, ``column_stack``,
+``append``), ``stack`` (``np.stack``, ``np.array`` of arrays, lists passed to NumPy),
+``condition`` (``np.select``'s), ``linspace``.
 
 Requires: ``core``, ``coarsen.codegen.build``; the fixed runtime helpers ``_linspace`` and
 ``_linspace_w`` (``coarsen.codegen.helpers``).  The frontend gives ``concatenate`` its operands
 (the arrays, any number, at least one) and the attribute ``axis`` (an integer, maybe
-negative), ``linspace`` its operands ``start``, ``stop``, ``num`` and the attribute
+negative; ``"h"``: ``np.hstack``'s), ``stack`` the same (scalars too), ``linspace`` its operands ``start``, ``stop``, ``num`` and the attribute
 ``endpoint`` (a bool).
 Guarantees:
 
@@ -18,6 +19,9 @@ Guarantees:
   of the output's adjoint along the axis from the sum of the extents of the operands before it
   (read from their shapes in the reverse sweep) to that plus its own; forward mode
   concatenates the tangents (a zero array of the operand's shape where one has none).
+* ``stack``: values of one rank (scalars included) stacked along a new axis (``np.stack``;
+  ``np.array([...])`` of scalars is ``np.array`` of the list), NumPy's dtype; the VJP of operand
+  ``p`` is the adjoint's entry ``p`` along that axis; forward mode stacks the tangents.
 * ``condition``: an entry of ``np.select``'s ``condlist``, itself; anything but a boolean
   scalar or array is refused, as NumPy raises.
 * ``linspace``: scalar ``start``/``stop`` (arrays are refused), an integer ``num``; the primal
