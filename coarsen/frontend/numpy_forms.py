@@ -35,6 +35,7 @@ FORMS_UNDERSTOOD = {
     "tensordot": frozenset({"a", "b", "axes"}), "cross": frozenset({"a", "b"}),
     "sort": frozenset({"a", "axis"}), "partition": frozenset({"a", "kth", "axis"}),
     "pad": frozenset({"array", "pad_width", "mode", "constant_values"}),
+    "angle": frozenset({"z", "deg"}), "real": frozenset({"val", "a", "tol"}),
 }
 FORM_OPS = frozenset(FORMS_UNDERSTOOD)
 FORM_METHODS = {"squeeze": frozenset({"axis"})}
@@ -120,6 +121,18 @@ def lower_form(lw, node, kind, op, b, target):
         return _sort(lw, node, op, b, target)
     if op == "pad":
         return _pad(lw, node, b, target)
+    if op == "angle":               # np.angle(z, deg): deg a constant
+        deg = b.get("deg")
+        if deg is not None and not (isinstance(deg, gast.Constant) and isinstance(deg.value, bool)):
+            raise lw.err(deg, "np.angle's deg must be True or False", "np.angle(x, deg=True)")
+        out = lw.op(node, None if deg is not None and deg.value else target, "angle",
+                    [lw.lower_expr(b["z"])])
+        return lw.op(node, target, "rad2deg", [out]) if deg is not None and deg.value else out
+    if op == "real":                # real_if_close's tol changes nothing on real input
+        tol = b.get("tol")
+        if tol is not None and not (isinstance(tol, gast.Constant) and type(tol.value) in (int, float)):
+            raise lw.err(tol, "np.real_if_close's tol must be a number constant")
+        return lw.op(node, target, "real", [lw.lower_expr(b["val"] if "val" in b.given() else b["a"])])
     arys = b.get("arys") or []
     if len(arys) != 1:
         raise lw.err(node, f"{kind.name} of {len(arys)} arrays (a list of results) is not "

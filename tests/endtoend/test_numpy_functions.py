@@ -26,8 +26,8 @@ from tests.oracle import assert_grad_close, fd_grad
 def elementwise(x, y, M, T):
     a = np.deg2rad(x) + np.radians(y) * np.rad2deg(x) + np.degrees(y)
     b = np.exp2(x) * np.logaddexp2(x, y) + np.remainder(x, 0.7) + np.mod(M, 0.3).sum(axis=0)
-    c = np.real(x) * np.conj(y) + np.conjugate(M)[1] * np.real_if_close(y) + np.imag(x) \
-        + np.angle(x - 0.5)
+    c = np.real(x) * np.conj(y) + np.conjugate(M)[1] * np.real_if_close(y, tol=1000) + np.imag(x) \
+        + np.angle(x - 0.5) + np.angle(y - 0.3, deg=True)
     d = np.nan_to_num(np.log(x - 0.6)) + np.exp2(M[0]) * x     # nan_to_num: x[0] < 0.6
     e = np.exp2(T) * np.remainder(T, 0.9) + np.rad2deg(T) * np.logaddexp2(T, M) + np.conj(T) * x
     return np.sum(a * b + c + d) + np.sum(e)
@@ -298,8 +298,8 @@ def r_sort_kind(x):
     return np.sum(np.sort(x, kind="stable"))
 
 
-def r_angle_deg(x):
-    return np.sum(np.angle(x, deg=True))
+def r_angle_deg(x, d):
+    return np.sum(np.angle(x, deg=d))
 
 
 @pytest.mark.parametrize("fn,args,words", [
@@ -313,7 +313,7 @@ def r_angle_deg(x):
     (r_tensordot_axes, (_n(2, 2), 1), "axes"),
     (r_moveaxis_range, (_n(2, 2, 2),), "out of bounds"),
     (r_sort_kind, (_n(3),), "'kind'"),
-    (r_angle_deg, (_n(3),), "'deg'"),
+    (r_angle_deg, (_n(3), True), "deg must be True or False"),
 ])
 def test_unsupported_forms_are_refused_at_the_call(fn, args, words):
     with pytest.raises(CoarsenError, match=words) as err:
