@@ -30,7 +30,7 @@ from .numpy_forms import (FORM_METHODS, FORM_OPS, FORMS_UNDERSTOOD, lower_form, 
                           tuple_axis_reduction)
 from .growable import lower_list_len, lower_list_sum
 from .helpers_inline import TupleValue
-from .nested_defs import call_nested
+from .nested_defs import call_nested, nested_name
 from .joins import JOIN_OPS, JOIN_UNDERSTOOD, lower_join_call, lower_list, stack_tuple
 from .source import (CustomFunction, Known, Module, UserFunction, UserModule)
 from .signatures import REDUCTION_METHODS, bind, signature_of
@@ -51,8 +51,8 @@ class CallMixin:
         if isinstance(f, gast.Attribute) and not isinstance(self.resolve_value(f.value, quiet=True),
                                                             (Module, UserModule)):
             return self.method_call(node, target)
-        if isinstance(f, gast.Name) and f.id in self.nested:     # a nested def's call
-            return call_nested(self, node, target)
+        if isinstance(f, gast.Name) and (f.id in self.nested or nested_name(self, f.id)):
+            return call_nested(self, node, target)             # a nested def's call
         kind = self.resolve_value(f)
         if isinstance(kind, UserFunction):
             return self.inline(node, kind.fn, target)

@@ -138,9 +138,18 @@ def _shadowed(root, name_node, name):
     return bool(visit(root, False))
 
 
+def nested_name(lw, name):
+    """Is ``name`` a local of ``lw``'s function that a ``def`` of its body binds?"""
+    return name in lw.local_names and any(
+        isinstance(s, gast.FunctionDef) and s.name == name for s in lw.src.node.body)
+
+
 def call_nested(lw, node, target):
     """Inline the call ``node`` of a nested function of ``lw`` (``lw.nested``)."""
     name = node.func.id
+    if name not in lw.nested:
+        raise lw.err(node, f"the nested function {name}() is called before its def",
+                     "define it before the call")
     nd = lw.nested[name]
     if any(d is nd.node for d in lw.active_defs):
         raise lw.err(node, f"recursive call to the nested function {name}() is not supported",

@@ -148,7 +148,7 @@ REFUSED = [
     (Z.r_concat_ranks, "ranks"), (Z.r_sum_array, "sum()"), (Z.r_assert_message, "message"),
     (Z.r_def_in_branch, "top level"), (Z.r_def_as_value, "used as a value"),
     (Z.r_def_recursive, "recursive"), (Z.r_concat_dtype, "dtype"),
-    (Z.r_select_condition, "boolean"),
+    (Z.r_select_condition, "boolean"), (Z.r_def_called_early, "before its def"),
 ]
 
 

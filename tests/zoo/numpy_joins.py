@@ -256,6 +256,14 @@ def r_concat_dtype(x, n):
     return np.sum(np.concatenate([x, x], dtype=np.float64))
 
 
+def r_def_called_early(x, n):
+    y = h(x)  # noqa: F821 (called before its def: refused)
+
+    def h(v):
+        return v * 2.0
+    return np.sum(y)
+
+
 def r_select_condition(x, n):
     return np.sum(np.select([x, x > 0.5], [x * x, x], 0.1))
 
