@@ -34,7 +34,7 @@ def _axis_of(s, a):
 def _checked_array(s, ts, what):
     a = ts[0]
     if not isinstance(a, Array):
-        raise err(s, f"np.{what} of a scalar is not supported", f"np.{what} takes a 1-D or 2-D array")
+        raise err(s, f"np.{what} of a scalar is not supported", f"np.{what} takes an array")
     if a.dtype == "bool":
         raise err(s, f"np.{what} of a boolean array is not supported",
                   "convert it first: x.astype(np.int64) or x.astype(np.float64)")
