@@ -125,7 +125,7 @@ def lower_array_call(lw, node, op, args, target):
             return stacked if dtype is None else lw.op(node, target, "astype", [stacked],
                                                        attrs=(("dtype", dtype),))
         return _literal(lw, node, obj, dtype, target)
-    val = lw.lower_expr(obj)
+    val = lw.lower_operand(obj)         # a tuple value (np.split's pieces): stacked
     if dtype is None:
         return lw.op(node, target, "copyarr" if op == "array" else "copy", [val])
     if op == "asarray":

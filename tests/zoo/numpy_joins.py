@@ -69,7 +69,7 @@ def splits(a, A, T):
     return (np.sum(p * q) + np.sum(r[0] * r[1]) * np.sum(r[2] ** 2) + np.sum(u[1] ** 3)
             + np.sum(top) * np.sum(rest ** 2) + np.sum(left * right) + np.sum(h1)
             + np.sum(d0 ** 2) * np.sum(d1) + np.sum(t0 * t1) + np.sum(again * A)
-            + np.sum(np.split(a[:4], 2)) + u[0][0])
+            + np.sum(np.split(a[:4], 2)) + u[0][0] + np.sum(np.array(np.split(T, 2, axis=2)) ** 2))
 
 
 # ------------------------------------------------------------------ building
