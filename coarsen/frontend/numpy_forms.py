@@ -33,7 +33,7 @@ FORMS_UNDERSTOOD = {
     "diag": frozenset({"v", "k"}), "trace": frozenset({"a", "offset", "axis1", "axis2"}),
     "tril": frozenset({"m", "k"}), "triu": frozenset({"m", "k"}),
     "tensordot": frozenset({"a", "b", "axes"}), "cross": frozenset({"a", "b"}),
-    "sort": frozenset({"a", "axis"}), "partition": frozenset({"a", "kth", "axis"}),
+    "sort": frozenset({"a", "axis", "kind"}), "partition": frozenset({"a", "kth", "axis", "kind"}),
     "pad": frozenset({"array", "pad_width", "mode", "constant_values"}),
     "angle": frozenset({"z", "deg"}), "real": frozenset({"val", "a", "tol"}),
 }
@@ -82,9 +82,12 @@ def static_literals(lw, stmt):
         k = lw.resolve_value(call.func, quiet=True)
         if getattr(k, "op", None) not in FORM_OPS:
             continue
-        if k.op == "pad":              # its mode, read (and checked) by _pad
-            out |= {id(a) for a in call.args[2:3] + [kw.value for kw in call.keywords
-                                                     if kw.arg == "mode"]
+        # np.pad's mode, np.sort's and np.partition's kind: read (and checked) by _pad, _sort
+        where = {"pad": ("mode", 2), "sort": ("kind", 2), "partition": ("kind", 3)}.get(k.op)
+        if where is not None:
+            name, pos = where
+            out |= {id(a) for a in call.args[pos:pos + 1] + [kw.value for kw in call.keywords
+                                                             if kw.arg == name]
                     if isinstance(a, gast.Constant) and isinstance(a.value, str)}
         for arg in call.args + [kw.value for kw in call.keywords]:
             for sub in gast.walk(arg):
@@ -187,7 +190,17 @@ def _product(lw, node, kind, op, b, target):
     return lw.op(node, target, "tensordot", [a, c], attrs=(("axes", axes),))
 
 
+SORT_KINDS = {"sort": ("quicksort", "mergesort", "heapsort", "stable"),
+              "partition": ("introselect",)}
+
+
 def _sort(lw, node, op, b, target):
+    kind = b.get("kind")
+    if kind is not None and not (isinstance(kind, gast.Constant) and kind.value in SORT_KINDS[op]):
+        shown = repr(kind.value) if isinstance(kind, gast.Constant) else "this kind"
+        raise lw.err(kind, f"np.{op}'s kind {shown} is not supported",
+                     f"one of {', '.join(repr(k) for k in SORT_KINDS[op])} (the sorted values "
+                     "do not depend on it)")
     arr = lw.lower_expr(b["a"])
     axis_node = b.get("axis")
     flat = isinstance(axis_node, gast.Constant) and axis_node.value is None

@@ -71,7 +71,7 @@ def products(A, B, x, y, T):
 
 
 def sorting(x, y, A, T):
-    a = np.sum(np.sort(x) * y) + np.sum(np.sort(A, axis=0) * A) + np.sum(np.sort(T, axis=None)[:5] ** 2)
+    a = np.sum(np.sort(x, kind="stable") * y) + np.sum(np.sort(A, axis=0) * A) + np.sum(np.sort(T, axis=None)[:5] ** 2)
     b = np.sum(np.sort(T, axis=-2)[:, 0] ** 2) + np.sum(np.partition(x, 1)[:2] ** 2) \
         + np.partition(y, -1)[-1] + np.sum(np.partition(A, 0, axis=1)[:, 0] ** 3)
     return a + b
@@ -295,7 +295,7 @@ def r_moveaxis_range(T):
 
 
 def r_sort_kind(x):
-    return np.sum(np.sort(x, kind="stable"))
+    return np.sum(np.sort(x, kind="bogosort"))
 
 
 def r_angle_deg(x, d):
@@ -312,7 +312,7 @@ def r_angle_deg(x, d):
     (r_kth_list, (_n(4),), "kth"),
     (r_tensordot_axes, (_n(2, 2), 1), "axes"),
     (r_moveaxis_range, (_n(2, 2, 2),), "out of bounds"),
-    (r_sort_kind, (_n(3),), "'kind'"),
+    (r_sort_kind, (_n(3),), "kind 'bogosort'"),
     (r_angle_deg, (_n(3), True), "deg must be True or False"),
 ])
 def test_unsupported_forms_are_refused_at_the_call(fn, args, words):
