@@ -32,6 +32,9 @@ def _product_type(c, s, ts):
         if s.op == "dot":
             return make(dtype_join(dt(a), dt(b)), max(nd(a), nd(b)))
         raise err(s, "@ needs arrays on both sides")
+    if a.ndim > 12 or b.ndim > 12:
+        raise err(s, f"{'@' if s.op == 'matmul' else 'np.dot'} of arrays above 12 dimensions "
+                     "is not supported")
     if a.ndim > 2 or b.ndim > 2:    # the loop nests of ``einsum``: batch axes broadcast by @
         return make(dtype_join(a.dtype, b.dtype), len(product_spec(s.op, a.ndim, b.ndim).out))
     rank = {(2, 2): 2, (2, 1): 1, (1, 2): 1, (1, 1): 0}[(a.ndim, b.ndim)]
