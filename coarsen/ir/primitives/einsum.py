@@ -90,6 +90,8 @@ def normalize(spec, ranks):
                              f"{'ex' if len(head) + len(tail) == 1 else 'ices'}")
         ell_counts.append(n if ell else 0)
     n_ell = max(ell_counts, default=0)
+    if n_ell > len(spare):
+        raise ValueError("the '...' axes need more letters than the subscripts leave")
     ell_letters = "".join(spare[:n_ell])
     ins = tuple(head + ell_letters[n_ell - n:] + tail
                 for (head, tail, _), n in zip(parts, ell_counts))
