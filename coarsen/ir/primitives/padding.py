@@ -10,7 +10,8 @@ Guarantees: ``widths_for(widths, ndim)`` is NumPy's reading of ``pad_width`` for
 axis), or a ``ValueError`` (negative widths, the wrong number of pairs), refused at the call;
 the primal is a new array of ``x``'s dtype (1-D to 3-D; other ranks refused) with ``x`` in its
 middle and the fill around it; the adjoint is the middle of the result's adjoint (the fill is
-a constant). Forward mode: linear (the tangent padded with zeros: ``defjvp``).
+a constant). Forward mode: linear (the tangent padded with zeros: ``defjvp``); in coarsen's
+input language (a JVP that reverse mode reads back) the call is NumPy's own ``np.pad``.
 """
 from __future__ import annotations
 
@@ -61,9 +62,12 @@ def _pairs(em, s):
 
 def _emit_pad(em, s, v, value=None):
     pairs = _pairs(em, s)
+    fill = s.attr("value") if value is None else value
+    if getattr(em, "input_language", False):    # read back by reverse mode (coarsen.hessian)
+        return B.call("np.pad", v[0], B.tuple_(*(B.tuple_(b, a) for b, a in pairs)),
+                      constant_values=fill)
     flat = [w for p in pairs for w in p]
-    return B.call(em.helper(f"_pad{len(pairs)}"), v[0], *flat,
-                  s.attr("value") if value is None else value)
+    return B.call(em.helper(f"_pad{len(pairs)}"), v[0], *flat, fill)
 
 
 def _middle(g, pairs):

@@ -92,6 +92,8 @@ def _cross_type(c, s, ts):
 
 
 def _emit_cross(em, s, v):
+    if getattr(em, "input_language", False):    # read back by reverse mode (coarsen.hessian),
+        return B.call("np.cross", v[0], v[1])   # which checks the lengths as it lowers it here
     return B.call("np.cross", B.call(em.helper("_last3"), v[0]), B.call(em.helper("_last3"), v[1]))
 
 
