@@ -32,7 +32,7 @@ FAMILIES = {"elementwise": "element-wise", "elementwise_numpy": "element-wise",
             "logic": "logic", "casts": "casts", "shapes": "shapes and axes",
             "axes": "shapes and axes", "arrays": "shapes and axes",
             "diagonals": "diagonals", "reductions": "reductions", "cumulative": "cumulative",
-            "linalg": "products", "products": "products", "sorting": "sorting",
+            "linalg": "products", "products": "products", "sorting": "sorting", "padding": "padding",
             "constructors": "constructors", "building": "building", "joins": "joining",
             "einsum": "products"}
 SUGAR = "built from other primitives"
@@ -84,6 +84,8 @@ def _arguments(spelling, params):
         return ", ".join(sorted(params))
     out = [("*" if p.kind == p.VAR_POSITIONAL else "") + p.name
            for p in sig.parameters.values() if p.name in params]
+    if any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):   # np.pad's **kwargs
+        out += sorted(params - set(sig.parameters))
     return ", ".join(out)
 
 
