@@ -29,6 +29,8 @@ NumPy function computes:
   diagonal last, as NumPy puts it); ``_tri_keep(x, k, lower)``: ``np.tril``
   (``lower``) or ``np.triu`` of the last two axes of ``x`` (a copy, the rest zeroed);
 * ``_last3(x)``: ``x``, or a ``ValueError`` where its last axis is not of length 3;
+* ``_nan_to_num_kw(x, nan, posinf, neginf)``: ``np.nan_to_num`` of a float array with those
+  replacements (Numba's takes ``nan`` only);
 * ``_pad1``/``_pad2``/``_pad3(x, before0, after0, ..., c)``: ``np.pad(x, widths,
   mode="constant", constant_values=c)`` of a 1-, 2- or 3-D ``x`` (its dtype).
 """
@@ -263,9 +265,22 @@ def _pad3(x, b0, a0, b1, a1, b2, a2, c):
     return out
 
 
+def _nan_to_num_kw(x, nan, posinf, neginf):
+    flat = np.ascontiguousarray(x).copy().reshape(x.size)
+    for i in range(flat.size):
+        v = flat[i]
+        if v != v:
+            flat[i] = nan
+        elif v == np.inf:
+            flat[i] = posinf
+        elif v == -np.inf:
+            flat[i] = neginf
+    return flat.reshape(x.shape)
+
+
 #: name -> helper, in the order written here
 NUMPY_HELPERS = {f.__name__: f for f in (
     _squeeze_axis, _sort_rows, _sort_adj_rows, _diag_of, _diag_adj, _trace_adj, _diag_last2,
     _diag_last2_adj, _trace_last2_adj, _tri_keep,
     _sort_along, _sort_adj, _partition_rows, _kth, _partition_along, _partition_adj,
-    _sort_tangent, _partition_tangent, _last3, _pad1, _pad2, _pad3)}
+    _sort_tangent, _partition_tangent, _last3, _pad1, _pad2, _pad3, _nan_to_num_kw)}

@@ -36,6 +36,7 @@ FORMS_UNDERSTOOD = {
     "sort": frozenset({"a", "axis", "kind"}), "partition": frozenset({"a", "kth", "axis", "kind"}),
     "pad": frozenset({"array", "pad_width", "mode", "constant_values"}),
     "angle": frozenset({"z", "deg"}), "real": frozenset({"val", "a", "tol"}),
+    "nan_to_num": frozenset({"x", "copy", "nan", "posinf", "neginf"}),
 }
 FORM_OPS = frozenset(FORMS_UNDERSTOOD)
 FORM_METHODS = {"squeeze": frozenset({"axis"})}
@@ -131,6 +132,8 @@ def lower_form(lw, node, kind, op, b, target):
         out = lw.op(node, None if deg is not None and deg.value else target, "angle",
                     [lw.lower_expr(b["z"])])
         return lw.op(node, target, "rad2deg", [out]) if deg is not None and deg.value else out
+    if op == "nan_to_num":
+        return _nan_to_num(lw, node, b, target)
     if op == "real":                # real_if_close's tol changes nothing on real input
         tol = b.get("tol")
         if tol is not None and not (isinstance(tol, gast.Constant) and type(tol.value) in (int, float)):
@@ -215,6 +218,37 @@ def _sort(lw, node, op, b, target):
                          "one kth: np.partition(x, 2) (a sequence of them is not supported)")
         attrs += (("kth", kth),)
     return lw.op(node, target, op, [arr], attrs=attrs)
+
+
+def _number(node):
+    """The value of a number constant node (``-c`` too), else None."""
+    if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
+        v = _number(node.operand)
+        return None if v is None else -v
+    if isinstance(node, gast.Constant) and type(node.value) in (int, float):
+        return node.value
+    return None
+
+
+def _nan_to_num(lw, node, b, target):
+    """``np.nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None)``: the replacements
+    number constants (None: NumPy's default), ``copy`` True (False writes into ``x``)."""
+    copy = b.get("copy")
+    if copy is not None and not (isinstance(copy, gast.Constant) and copy.value is True):
+        raise lw.err(copy, "np.nan_to_num with copy=False (in place) is not supported",
+                     "assign the result: x = np.nan_to_num(x)")
+    given = []
+    for name, default in (("nan", 0.0), ("posinf", None), ("neginf", None)):
+        v = b.get(name)
+        if v is None or (isinstance(v, gast.Constant) and v.value is None):
+            given.append(default)
+            continue
+        num = _number(v)
+        if num is None:
+            raise lw.err(v, f"np.nan_to_num's {name} must be a number constant")
+        given.append(num)
+    attrs = () if given == [0.0, None, None] else (("replace", tuple(given)),)
+    return lw.op(node, target, "nan_to_num", [lw.lower_expr(b["x"])], attrs=attrs)
 
 
 def _static_widths(lw, node):

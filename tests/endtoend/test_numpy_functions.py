@@ -28,7 +28,8 @@ def elementwise(x, y, M, T):
     b = np.exp2(x) * np.logaddexp2(x, y) + np.remainder(x, 0.7) + np.mod(M, 0.3).sum(axis=0)
     c = np.real(x) * np.conj(y) + np.conjugate(M)[1] * np.real_if_close(y, tol=1000) + np.imag(x) \
         + np.angle(x - 0.5) + np.angle(y - 0.3, deg=True)
-    d = np.nan_to_num(np.log(x - 0.6)) + np.exp2(M[0]) * x     # nan_to_num: x[0] < 0.6
+    d = np.nan_to_num(np.log(x - 0.6)) + np.exp2(M[0]) * x \
+        + np.nan_to_num(np.log(x - 0.6), nan=-2.0, posinf=1.0) * y     # nan_to_num: x[0] < 0.6
     e = np.exp2(T) * np.remainder(T, 0.9) + np.rad2deg(T) * np.logaddexp2(T, M) + np.conj(T) * x
     return np.sum(a * b + c + d) + np.sum(e)
 
@@ -152,7 +153,8 @@ def cpu_sampler(x, v, A, T):
 
 def cpu_forward_sampler(x, A):
     return np.sum(np.sort(A, axis=0)[0] ** 3) + np.sum(np.partition(x, 1)[:2] ** 2) \
-        + np.sum(np.pad(A, (1, 0)) ** 2) + np.std(A, ddof=1) + np.sum(np.exp2(x))
+        + np.sum(np.pad(A, (1, 0)) ** 2) + np.std(A, ddof=1) + np.sum(np.exp2(x)) \
+        + np.sum(np.nan_to_num(np.log(A), nan=-2.0, neginf=-5.0) * A)
 
 
 CPU = {"cpu_sampler": (cpu_sampler, (np.array([0.3, 0.9, -0.4, 1.3]), _n(3), _n(3, 3), _n(2, 3, 3)),
@@ -331,6 +333,10 @@ def r_sort_kind(x):
     return np.sum(np.sort(x, kind="bogosort"))
 
 
+def r_nan_to_num_in_place(x):
+    return np.sum(np.nan_to_num(x, copy=False))
+
+
 def r_angle_deg(x, d):
     return np.sum(np.angle(x, deg=d))
 
@@ -347,6 +353,7 @@ def r_angle_deg(x, d):
     (r_moveaxis_range, (_n(2, 2, 2),), "out of bounds"),
     (r_sort_kind, (_n(3),), "kind 'bogosort'"),
     (r_angle_deg, (_n(3), True), "deg must be True or False"),
+    (r_nan_to_num_in_place, (_n(3),), "copy=False"),
 ])
 def test_unsupported_forms_are_refused_at_the_call(fn, args, words):
     with pytest.raises(CoarsenError, match=words) as err:

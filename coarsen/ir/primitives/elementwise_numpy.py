@@ -17,7 +17,9 @@ complex function is its real-input case):
   ``x >= +0.0``, pi for ``x < 0`` and ``-0.0``, nan for nan), float: both have zero derivative
   (piecewise constant on the reals);
 * ``nan_to_num(x)`` replaces nan by 0.0 and +-inf by the largest finite floats (NumPy's
-  defaults; ints unchanged); its partial is 1 where ``x`` is finite and 0 elsewhere.
+  defaults; ints unchanged), or by the constants of the attribute ``replace`` (``nan``,
+  ``posinf``, ``neginf``; None for a default; ``coarsen.frontend.numpy_forms``); its partial
+  is 1 where ``x`` is finite and 0 elsewhere.
 
 Forward mode takes the partials (``real``, ``real_if_close``: linear).  None is lifted into
 segments (no SymPy form): each is evaluated as an array routine or a scalar call.
@@ -35,6 +37,7 @@ from .core import (CostClass, Primitive, deflinear, defstructural, defvjp, dt, m
 ADD, MUL, EXP, TRIG = CostClass.ADD, CostClass.MUL, CostClass.EXP, CostClass.TRIG
 DEG2RAD = math.pi / 180.0
 RAD2DEG = 180.0 / math.pi
+BIG = 1.7976931348623157e308        # np.finfo(np.float64).max: nan_to_num's default +-inf
 
 
 def _float_type(c, s, ts):
@@ -82,7 +85,18 @@ def _emit_angle(em, s, v):
 def _emit_nan_to_num(em, s, v):
     if dt(em.types[s.target]) != "f64":
         return B.ex(v[0]) if not em.is_arr(s.args[0]) else B.call("np.copy", v[0])
-    return B.call("np.nan_to_num", v[0])
+    given = s.attr("replace")
+    if given is None:
+        return B.call("np.nan_to_num", v[0])
+    nan, posinf, neginf = (BIG if r is None and k == 1 else -BIG if r is None and k == 2 else
+                           r for k, r in enumerate(given))
+    if em.is_arr(s.args[0]):
+        return B.call(em.helper("_nan_to_num_kw"), v[0], float(nan), float(posinf), float(neginf))
+    x = B.ex(v[0])
+    inner = B.ifexp(B.compare(x, "==", B.attr("math.inf")), float(posinf),
+                    B.ifexp(B.compare(x, "==", B.ex(B.binop(0.0, "-", B.attr("math.inf")))),
+                            float(neginf), x))
+    return B.ifexp(B.compare(x, "!=", x), float(nan), inner)
 
 
 def _unary(name, type_rule, emit, *, numpy, cost, **flags):
