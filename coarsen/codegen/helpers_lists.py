@@ -12,9 +12,12 @@ list whose element shape changes is refused; a Python list would take it, NumPy 
 make an array of it); ``_list_index(k, n)``: Python's index ``k`` into a list of ``n`` (from
 the end where negative), ``IndexError('list index out of range')`` outside it;
 ``_list_sum_s/_a(buf, n)``: Python's ``sum(xs)``, ``0 + x0 + x1 + ...`` in that order (the same
-bits), of scalars or of arrays (an array of zeros for an empty list of arrays, where Python
-gives the integer 0); ``_list_sum_adj(g, n, shape)``: its adjoint, ``g`` in each of the first
-``n`` rows.
+bits), of scalars or of arrays (``ValueError`` for an empty list of arrays, where Python gives
+the integer 0, which no array of the elements' shape is); ``_list_sum_adj(g, n, shape)``: its
+adjoint, ``g`` in each of the first ``n`` rows; ``_list_count_a(n)``: ``n``, the number of
+arrays in a list passed to NumPy, ``ValueError`` where it is 0 (NumPy makes an array of shape
+``(0,)`` of an empty list, whatever its elements would have been: not the rank the list has
+here).
 """
 from __future__ import annotations
 
@@ -64,10 +67,20 @@ def _list_sum_s(buf, n):
 
 
 def _list_sum_a(buf, n):
+    if n == 0:
+        raise ValueError("sum() of an empty list of arrays: Python gives the integer 0, not an "
+                         "array (coarsen builds the list as one array of its elements)")
     acc = np.zeros(buf.shape[1:], buf.dtype)
     for i in range(n):
         acc += buf[i]
     return acc
+
+
+def _list_count_a(n):
+    if n == 0:
+        raise ValueError("an empty list of arrays passed to NumPy: NumPy makes an array of "
+                         "shape (0,) of it, coarsen one of the elements' rank plus one")
+    return n
 
 
 def _list_sum_adj(g, n, shape):
@@ -79,4 +92,5 @@ def _list_sum_adj(g, n, shape):
 
 #: name -> helper
 LIST_HELPERS = {f.__name__: f for f in (_list_grow_s, _list_grow_a, _list_grow_adj, _list_item,
-                                        _list_index, _list_sum_s, _list_sum_a, _list_sum_adj)}
+                                        _list_index, _list_sum_s, _list_sum_a, _list_sum_adj,
+                                        _list_count_a)}

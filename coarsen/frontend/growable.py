@@ -20,7 +20,9 @@ Guarantees, before any code is generated:
   (``list_grow``: the capacity doubles, so a list of ``N`` appends copies fewer than ``2 N``
   rows), stores ``list_item(v, xs)`` (``v`` checked to have a row's shape) into row ``_xs_n``
   and counts it; ``xs`` as a NumPy argument is ``xs[:_xs_n]`` (a view: ``np.array`` copies
-  it, as NumPy makes a new array of a list); ``xs[k]`` is ``xs[list_index(k, _xs_n)]``
+  it, as NumPy makes a new array of a list; an empty list of arrays raises ``ValueError``
+  there, and in ``sum(xs)``: NumPy's ``(0,)`` and Python's ``0`` are not of the rank the
+  buffer has); ``xs[k]`` is ``xs[list_index(k, _xs_n)]``
   (Python's index: from the end where negative, ``IndexError`` outside the list);
   ``len(xs)`` is ``_xs_n``; ``sum(xs)`` is ``list_sum`` (Python's order: the same bits).
   Elements of one dtype and rank (else a ``CoarsenError``: ``primitives.lists``) and one shape
@@ -162,10 +164,11 @@ def lower_append(lw, call):
 
 
 def lower_list_value(lw, node, target):
-    """``xs`` as an argument of a NumPy function: its elements, ``xs[:n]``."""
+    """``xs`` as an argument of a NumPy function: its elements, ``xs[:n]`` (``n`` checked at
+    run time to be at least 1 for a list of arrays: ``list_count``)."""
     gl = lw.growable[node.id]
-    return lw.op(node, target, "getitem", [Var(gl.buffer)],
-                 index=(Slice(None, Var(gl.count), None),))
+    n = lw.op(node, None, "list_count", [Var(gl.buffer), Var(gl.count)])
+    return lw.op(node, target, "getitem", [Var(gl.buffer)], index=(Slice(None, n, None),))
 
 
 def lower_list_index(lw, node, target):

@@ -206,3 +206,45 @@ def index_out(s):
 def test_run_time_errors(fn, args, exc):
     with pytest.raises(exc):
         coarsen.differentiate(fn, target="python")(*args)
+
+
+def empty_array_list(x, n):
+    xs = []
+    for i in range(n):
+        xs.append(x * i)
+    a = np.array(xs)
+    return np.sum(a) + a.ndim
+
+
+def empty_array_list_sum(x, n):
+    xs = []
+    for i in range(n):
+        xs.append(x * i)
+    return np.sum(sum(xs) * x)
+
+
+def empty_scalar_list(x, n):
+    xs = []
+    for i in range(n):
+        xs.append(x * i)
+    a = np.array(xs)
+    return np.sum(a) + a.ndim + a.shape[0] + sum(xs)
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_an_empty_list_of_arrays_raises_where_numpy_and_python_give_another_rank(target):
+    """NumPy makes an array of shape (0,) of an empty list and Python's ``sum([])`` is the
+    integer 0: neither has the rank of coarsen's buffer, so an empty list of arrays raises
+    (never a value of the wrong shape: ``a.ndim`` was 2 where NumPy's is 1); an empty list of
+    scalars is NumPy's ``(0,)`` and Python's 0."""
+    for fn in (empty_array_list, empty_array_list_sum):
+        g = coarsen.differentiate(fn, wrt="x", target=target)
+        np.testing.assert_allclose(g.value_and_grad(X3, 3)[0], fn(X3, 3), rtol=1e-15)
+        with pytest.raises(ValueError, match="empty list of arrays"):
+            g(X3, 0)
+        with pytest.raises(ValueError, match="empty list of arrays"):
+            coarsen.jvp(fn, wrt="x", target=target)(X3, 0, tangents=X3)
+    g = coarsen.differentiate(empty_scalar_list, wrt="x", target=target)
+    value, grad = g.value_and_grad(0.7, 0)
+    assert value == empty_scalar_list(0.7, 0) == 1.0 and grad == 0.0
+    assert g.value_and_grad(0.7, 3)[0] == empty_scalar_list(0.7, 3)

@@ -1,5 +1,5 @@
 """Growable lists (``xs = []``, ``xs.append(v)``; ``coarsen.frontend.growable`` lowers them):
-``list_grow``, ``list_item``, ``list_index``, ``list_sum``.
+``list_grow``, ``list_item``, ``list_index``, ``list_sum``, ``list_count``.
 
 Requires: ``core``, ``coarsen.codegen.build``, the fixed helpers ``_list_*``
 (``coarsen.codegen.helpers_lists``).  A list is a buffer ``buf`` (rows: the elements, one
@@ -15,7 +15,11 @@ Guarantees:
   derivative passes to ``v``;
 * ``list_index(k, n)``: Python's list index (negative from the end, ``IndexError`` outside);
   no derivative;
-* ``list_sum(buf, n)``: Python's ``sum(xs)`` in its order; linear in ``buf``.
+* ``list_sum(buf, n)``: Python's ``sum(xs)`` in its order; linear in ``buf``; ``ValueError``
+  at run time for an empty list of arrays (Python's ``0`` is no array of their shape);
+* ``list_count(buf, n)``: ``n``, the rows of a list passed to NumPy; for a list of arrays
+  checked at run time to be at least 1 (NumPy makes shape ``(0,)`` of an empty list, not the
+  rank the buffer has); no derivative.
 """
 from __future__ import annotations
 
@@ -85,6 +89,16 @@ def _emit_index(em, s, v):
     return B.call(em.helper("_list_index"), *v)
 
 
+def _count_type(c, s, ts):
+    return I64
+
+
+def _emit_count(em, s, v):
+    if em.nd(s.args[0]) == 1:
+        return B.ex(v[1])
+    return B.call(em.helper("_list_count_a"), v[1])
+
+
 def _sum_type(c, s, ts):
     return make(dt(ts[0]), nd(ts[0]) - 1)
 
@@ -107,6 +121,8 @@ register(Primitive("list_item", _item_type, _emit_item, arity=2, view=True, cost
 defstructural("list_item", _vjp_item, (0,))
 deflinear("list_item", (0,))
 register(Primitive("list_index", _index_type, _emit_index, arity=2, zero=True, cost=CostClass.ADD))
+register(Primitive("list_count", _count_type, _emit_count, arity=2, zero=True,
+                   cost=CostClass.FREE))
 register(Primitive("list_sum", _sum_type, _emit_sum, arity=2, cost=CostClass.CALL))
 defstructural("list_sum", _vjp_sum, (0,))
 deflinear("list_sum", (0,))
