@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 from .building_loops import along_name, along_source, kron_name, kron_source
 from .einsum_loops import einsum_name, einsum_source
-from .helpers import HELPERS as BASE_HELPERS
 from .gather_loops import gather_name, gather_source, scatter_name, scatter_source
+from .helpers import HELPERS as BASE_HELPERS
 from .helpers_lists import LIST_HELPERS
 from .helpers_nd import ND_HELPERS
 from .helpers_numpy import NUMPY_HELPERS
@@ -274,6 +274,17 @@ def einsum(ins, out, shape=False, fixed=""):
     return _generated(einsum_name(ins, out, shape, fixed), einsum_source, (ins, out, shape, fixed))
 
 
+def gather(plan):
+    """``_gather_<tag>``: ``b[x0, x1, ...]`` by 1-D integer arrays and integers
+    (``gather_loops.GatherPlan``)."""
+    return _generated(gather_name(plan), gather_source, (plan,))
+
+
+def scatter(plan):
+    """``_scatter_<tag>``: the adjoint of ``gather(plan)``, a scatter-add into a new array."""
+    return _generated(scatter_name(plan), scatter_source, (plan,))
+
+
 def _check_source(exc, message):
     raised = f"{exc}()" if message is None else f"{exc}({message!r})"
     return f'''
@@ -290,17 +301,6 @@ def check_error(exc, message):
     statement; NumPy's own checks of arguments that the frontend writes out)."""
     digest = hashlib.sha1(repr((exc, message)).encode()).hexdigest()[:12]
     return _generated(f"_check_{exc}_{digest}", _check_source, (exc, message))
-
-
-def gather(plan):
-    """``_gather_<tag>``: ``b[x0, x1, ...]`` by 1-D integer arrays and integers
-    (``gather_loops.GatherPlan``)."""
-    return _generated(gather_name(plan), gather_source, (plan,))
-
-
-def scatter(plan):
-    """``_scatter_<tag>``: the adjoint of ``gather(plan)``, a scatter-add into a new array."""
-    return _generated(scatter_name(plan), scatter_source, (plan,))
 
 
 def _check_assert_source(message):
