@@ -113,13 +113,7 @@ class Pipeline:
     def check(self, names):
         """``names`` (an iterable of pass names) as a frozenset, each one of this pipeline's;
         ``CoarsenError`` naming the unknown ones otherwise."""
-        if isinstance(names, str):
-            names = (names,)
-        try:
-            given = frozenset(names)
-        except TypeError:
-            raise CoarsenError(f"disable must be a collection of pass names, not {names!r}",
-                               hint=f"the {self.mode} passes: {', '.join(self.all_names)}") from None
+        given = as_names(names, f"the {self.mode} passes: {', '.join(self.all_names)}")
         unknown = sorted(n for n in given if n not in self.all_names)
         if unknown:
             raise CoarsenError(f"unknown {self.mode} pass {', '.join(map(repr, unknown))} in "
@@ -143,6 +137,18 @@ class Pipeline:
             facts |= p.guarantees
             ran.append(p.name)
         return code, tuple(ran)
+
+
+def as_names(names, hint):
+    """``names`` (pass names: one string, or an iterable of them) as a frozenset;
+    ``CoarsenError`` with ``hint`` where it is neither."""
+    if isinstance(names, str):
+        names = (names,)
+    try:
+        return frozenset(names)
+    except TypeError:
+        raise CoarsenError(f"disable must be a collection of pass names, not {names!r}",
+                           hint=hint) from None
 
 
 def _facts(facts):

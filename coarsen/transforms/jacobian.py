@@ -53,6 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ad.forward.pipeline import FORWARD
+from ..ad.passes import as_names
 from ..ad.reverse.pipeline import REVERSE
 from .gradient import differentiate
 from .artifact import Signature, resolve_wrt
@@ -451,13 +452,7 @@ def jacobian(fn, wrt=None, mode="auto", *, target="cpu", boundscheck=True, paral
 def split_disable(disable):
     """``disable`` (pass names) as (the forward-mode ones, the reverse-mode ones), frozensets;
     ``CoarsenError`` naming any name that is neither."""
-    if isinstance(disable, str):
-        disable = (disable,)
-    try:
-        names = frozenset(disable)
-    except TypeError:
-        raise CoarsenError(f"disable must be a collection of pass names, not {disable!r}",
-                           hint="name forward-mode or reverse-mode passes") from None
+    names = as_names(disable, "name forward-mode or reverse-mode passes")
     forward, reverse = FORWARD.all_names, REVERSE.all_names
     unknown = sorted(n for n in names if n not in forward and n not in reverse)
     if unknown:
