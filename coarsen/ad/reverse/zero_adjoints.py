@@ -68,12 +68,11 @@ def _block(stmts, zeros, made, memo):
             new = copy.copy(st)
             sub_changed = False
             for field in ("body", "orelse"):
-                block = getattr(st, field, None)
-                if isinstance(block, list) and block:
-                    nb, c = _block(block, inner, made, memo)
-                    if c:
-                        setattr(new, field, nb or [gast.Pass()])
-                        sub_changed = True
+                # For, While and If all hold both blocks as lists (an empty one changes nothing)
+                nb, c = _block(getattr(st, field), inner, made, memo)
+                if c:
+                    setattr(new, field, nb or [gast.Pass()])
+                    sub_changed = True
             out.append(new if sub_changed else st)
             changed |= sub_changed
             zeros -= _stored(st, memo)
