@@ -76,8 +76,9 @@ class _Rewriter:
         for st in stmts:
             if isinstance(st, (gast.For, gast.While, gast.If)):
                 body, orelse = self.block(st.body), self.block(st.orelse)
-                if any(a is not b for a, b in zip(body + orelse, st.body + st.orelse)) or \
-                        len(body) != len(st.body) or len(orelse) != len(st.orelse):
+                # ``loop`` gives one statement for one: the blocks keep their lengths
+                assert len(body) == len(st.body) and len(orelse) == len(st.orelse)
+                if any(a is not b for a, b in zip(body + orelse, st.body + st.orelse)):
                     st = copy.copy(st)
                     st.body, st.orelse = body, orelse
             out.extend(self.loop(st) if isinstance(st, gast.For) else [st])

@@ -69,8 +69,8 @@ def _try(fn, block, k, t, s, loads):
         if _binds(st, s):
             break
         reachable += _loads(st, t)
-        if len(reachable) > want:
-            return False
+        # ``loads`` is exact: these are some of the ``want`` reads of t in fn, never more
+        assert len(reachable) <= want
     if len(reachable) != want:
         return False
     for n in reachable:

@@ -147,6 +147,36 @@ def test_pair_loop_that_may_meet_the_outer_element_is_left_alone(bounds):
             A[0:1] += Y[j]
         return A
     """,
+    # the same name and constant at one axis, the loop's variable at the other: X[k, j] is
+    # X[k, 0] at j = 0
+    """
+    def f(Y, n):
+        A = np.zeros((n, n))
+        k = n - 1
+        for j in range(n):
+            A[k, 0] += Y[j]
+            A[k, j] += 1.0
+        return A
+    """,
+    # fewer axes: A[j] is a row, and row k holds A[k, 0]
+    """
+    def f(Y, n):
+        A = np.zeros((n, n))
+        k = n - 1
+        for j in range(n):
+            A[k, 0] += Y[j]
+            A[j] += 1.0
+        return A
+    """,
+    # a gathered index: nothing known of where it points
+    """
+    def f(Y, I, n):
+        A = np.zeros(n)
+        for j in range(n):
+            A[0] += Y[j]
+            A[I[j]] += 1.0
+        return A
+    """,
 ])
 def test_left_alone(src):
     _, _, text = _rewrite(src, {"A", "B", "k"})
@@ -241,3 +271,21 @@ def test_renamed_and_split_give_the_same_bits(coarse):
             else:
                 np.testing.assert_allclose(b, a, rtol=1e-13, atol=1e-13, err_msg=fn.__name__)
         assert len(re.findall(r"_sum\d+ = ", g.source)) == sums, fn.__name__
+
+
+def test_negated_shape_read_and_returned_arrays_are_still_held():
+    # ``-A``, ``A.shape`` and ``return`` reach no element: ``no_alias`` allows them
+    src = """
+    def f(Y, n):
+        A = np.zeros(n)
+        m = A.shape[0]
+        for j in range(m):
+            A[0] += Y[j]
+        B = -A
+        return A, B
+    """
+    before, after, text = _rewrite(src, {"A", "B", "m"})
+    assert "_sum1" in text, text
+    Y = np.arange(4.0) * 0.3
+    for a, b in zip(before(Y, 4), after(Y, 4)):
+        assert a.tobytes() == b.tobytes()
