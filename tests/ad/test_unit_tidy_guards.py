@@ -11,11 +11,13 @@ import numpy as np
 
 from coarsen.ad.tidy import FloatFacts
 from coarsen.ad.tidy.copies import propagate_copies
+from coarsen.ad.tidy.held import reuse_held
+from coarsen.ad.tidy.helpers import drop_unused_helpers
 from coarsen.ad.tidy.seeds import fold_seeds
-from coarsen.ir.nodes import Scalar
+from coarsen.ir.nodes import Array, Scalar
 
 F64, I64 = Scalar("f64"), Scalar("i64")
-FLOATS = FloatFacts.of({"x": F64, "y": F64, "i": I64})
+FLOATS = FloatFacts.of({"x": F64, "y": F64, "i": I64, "A": Array("f64", 1)})
 
 
 def _fn(src):
@@ -33,11 +35,16 @@ def _run(node, args):
     return env[node.name](*args)
 
 
-def _check(rewrite, src, expected, runs):
-    out = rewrite(_fn(src))
-    assert _text(out) == _text(_fn(expected))
+def _check(rewrite, src, expected, runs=()):
+    """``rewrite`` of ``src`` gives ``expected`` (None: ``src`` unchanged, the same object)."""
+    fn = _fn(src)
+    out = rewrite(fn)
+    if expected is None:
+        assert out is fn
+    assert _text(out) == _text(_fn(expected or src))
     for args in runs:
         a, b = _run(_fn(src), args), _run(out, args)
+        a, b = (a, b) if isinstance(a, tuple) else ((a,), (b,))
         assert all(type(p) is type(q) and p == q for p, q in zip(a, b)), (a, b)
 
 
@@ -98,3 +105,43 @@ def test_copy_only_inside_a_loop():
                 y += x * i
             return y, n
         """, runs=[(0.5, 3), (0.5, 0)])
+
+
+def held(fn):
+    return reuse_held(fn, lambda name: name.startswith("_"), FLOATS)
+
+
+def test_held_value_read_as_a_call_argument():
+    _check(held, """
+        def f(x, y):
+            _t8 = x * y
+            return math.sin(x * y) + _t8
+        """, """
+        def f(x, y):
+            _t8 = x * y
+            return math.sin(_t8) + _t8
+        """, runs=[(0.3, 1.7)])
+
+
+def test_held_not_for_a_negated_element_nor_other_arguments():
+    # -A[0] reads an element, which changes without A being bound
+    _check(held, """
+        def f(A):
+            A = A.copy()
+            _t8 = -A[0] * 2.0
+            A[0] = 5.0
+            return -A[0] * 2.0 + _t8
+        """, None, runs=[(np.array([1.0]),)])
+    # the same call with its arguments in another order is another value
+    _check(held, """
+        def f(x, y):
+            _t8 = math.atan2(x, y)
+            return math.atan2(y, x) + _t8
+        """, None, runs=[(0.3, 1.7)])
+
+
+def test_unused_import_dropped_from_a_shared_statement():
+    mod = gast.parse("import math, numpy as np\n\ndef entry(x):\n    return np.sqrt(x)\n")
+    out = drop_unused_helpers(mod)
+    text = ast.unparse(gast.gast_to_ast(out))
+    assert text.splitlines()[0] == "import numpy as np", text
