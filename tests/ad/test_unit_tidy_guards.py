@@ -145,3 +145,24 @@ def test_unused_import_dropped_from_a_shared_statement():
     out = drop_unused_helpers(mod)
     text = ast.unparse(gast.gast_to_ast(out))
     assert text.splitlines()[0] == "import numpy as np", text
+
+
+def test_clone_shares_immutable_values_and_copies_the_rest():
+    from coarsen.ad.tidy.nodes import clone
+    from coarsen.ir.nodes import Loc
+
+    fn = _fn("""
+        def f(x):
+            y = x * 2.0
+            return y
+        """)
+    st = fn.body[0]
+    st._coarsen_loc = Loc("f.py", 3, 4, "y = x * 2.0")
+    st.held = ([1.0], 2)            # a tuple holding a list: copied, not shared
+    st.seen = {"x": 1}              # any other value: deep-copied
+    new = clone(fn)
+    assert new is not fn and new.body is not fn.body and new.body[0] is not st
+    assert _text(new) == _text(fn)
+    assert new.body[0]._coarsen_loc is st._coarsen_loc       # immutable: shared
+    assert new.body[0].held == st.held and new.body[0].held[0] is not st.held[0]
+    assert new.body[0].seen == st.seen and new.body[0].seen is not st.seen
