@@ -20,6 +20,20 @@ def _run(src, made):
         else __import__("ast").unparse(gast.gast_to_ast(gast.Module(body=out, type_ignores=[])))
 
 
+# the history rows of the second rule (below), without the last reset
+HISTORY_SRC = """
+u_bar = np.zeros((nt + 1, nx))
+for t in range(nt - 1, -1, -1):
+    for i in range(1, nx - 1):
+        g = u_bar[t + 1, i]
+        u_bar[t + 1, i] = 0.0
+        u_bar[t, i - 1] += g
+        u_bar[t, i] += g
+        u_bar[t, i + 1] += g
+for i in range(nx):
+    s = u_bar[0, i]
+"""
+
 LAST_READ = """
 A_bar = np.zeros((n, m))
 for i in range(n - 1, -1, -1):
@@ -57,6 +71,25 @@ def test_the_reset_after_the_last_read_goes():
 ])
 def test_kept_where_it_is_read_again(src, why):
     out = _run(src, {"A_bar", "B_bar", "C_bar", "t", "s"})
+    assert "= 0.0" in out, why
+
+
+def test_the_reset_goes_in_ascending_loops():
+    # the first rule alone (the second takes only loops that run down)
+    src = LAST_READ.replace("range(n - 1, -1, -1)", "range(n)").replace("range(m - 1, -1, -1)",
+                                                                        "range(m)")
+    out = _run(src, {"A_bar", "B_bar", "t"})
+    assert "A_bar[i, j] = 0.0" not in out and "B_bar[i, j] += t" in out
+
+
+@pytest.mark.parametrize("src, why", [
+    (HISTORY_SRC.replace("u_bar[t + 1, i] = 0.0", "u_bar[1, i] = 0.0"),
+     "a constant row, reset in every trip and read by the trip t = 0"),
+    ("u_bar = np.zeros(n)\nif c:\n    g = u_bar[0]\n    u_bar[0] = 0.0\ns = u_bar[0]\n",
+     "in an if, read afterwards"),
+])
+def test_kept_by_both_rules(src, why):
+    out = _run(src, {"u_bar", "g", "s"})
     assert "= 0.0" in out, why
 
 
@@ -106,19 +139,7 @@ def test_gradients_exact_where_an_element_is_written_twice(coarse):
 
 
 # ------------------------------------------------------------------ history rows (second rule)
-HISTORY = """
-u_bar = np.zeros((nt + 1, nx))
-for t in range(nt - 1, -1, -1):
-    for i in range(1, nx - 1):
-        g = u_bar[t + 1, i]
-        u_bar[t + 1, i] = 0.0
-        u_bar[t, i - 1] += g
-        u_bar[t, i] += g
-        u_bar[t, i + 1] += g
-for i in range(nx):
-    s = u_bar[0, i]
-    u_bar[0, i] = 0.0
-"""
+HISTORY = HISTORY_SRC + "    u_bar[0, i] = 0.0\n"
 
 
 def test_the_reset_of_a_history_row_goes():

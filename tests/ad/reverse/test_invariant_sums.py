@@ -148,14 +148,15 @@ def test_pair_loop_that_may_meet_the_outer_element_is_left_alone(bounds):
         return A
     """,
     # the same name and constant at one axis, the loop's variable at the other: X[k, j] is
-    # X[k, 0] at j = 0
+    # X[k, 0] at j = 0 (k known not negative: the test of the same name and another
+    # constant would pass it)
     """
     def f(Y, n):
         A = np.zeros((n, n))
-        k = n - 1
-        for j in range(n):
-            A[k, 0] += Y[j]
-            A[k, j] += 1.0
+        for k in range(n):
+            for j in range(n):
+                A[k, 0] += Y[j]
+                A[k, j] += 1.0
         return A
     """,
     # fewer axes: A[j] is a row, and row k holds A[k, 0]
