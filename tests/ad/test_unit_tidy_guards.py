@@ -166,3 +166,32 @@ def test_clone_shares_immutable_values_and_copies_the_rest():
     assert new.body[0]._coarsen_loc is st._coarsen_loc       # immutable: shared
     assert new.body[0].held == st.held and new.body[0].held[0] is not st.held[0]
     assert new.body[0].seen == st.seen and new.body[0].seen is not st.seen
+
+
+def test_tidy_function_never_rewrites_user_or_driver_names():
+    from coarsen.ad.tidy import tidy_function
+
+    floats = FloatFacts.of({"x": F64, "y": F64, "z": F64, "s": F64, "_value": F64, "_t1": F64})
+    src = """
+        def f(x):
+            s = 1.0
+            y = x
+            z = s * y
+            _value = z
+            _t1 = _value
+            return _t1, z
+        """
+    _check(lambda fn: tidy_function(fn, floats), src, """
+        def f(x):
+            s = 1.0
+            y = x
+            z = s * y
+            _value = z
+            return _value, z
+        """, runs=[(0.7,)])
+    # nothing to do: the function itself
+    _check(lambda fn: tidy_function(fn, floats), """
+        def f(x):
+            y = x * 2.0
+            return y
+        """, None)
