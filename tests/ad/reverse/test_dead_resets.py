@@ -87,9 +87,15 @@ def test_the_reset_goes_in_ascending_loops():
      "a constant row, reset in every trip and read by the trip t = 0"),
     ("u_bar = np.zeros(n)\nif c:\n    g = u_bar[0]\n    u_bar[0] = 0.0\ns = u_bar[0]\n",
      "in an if, read afterwards"),
+    (HISTORY_SRC.replace("        u_bar[t, i + 1] += g\n", "        u_bar[t, i + 1] += g\n"
+                         "    for j in range(nx):\n        h = u_bar[t + 1, j]\n"),
+     "its row read by another loop of the same trip"),
+    ("A_bar = np.zeros(n)\nfor i in range(n):\n    for j in range(m):\n        t = A_bar[i]\n"
+     "        A_bar[i] = 0.0\n        B_bar[i, j] += t\n",
+     "the same element in every trip of an inner loop"),
 ])
 def test_kept_by_both_rules(src, why):
-    out = _run(src, {"u_bar", "g", "s"})
+    out = _run(src, {"u_bar", "g", "s", "h", "A_bar", "B_bar", "t"})
     assert "= 0.0" in out, why
 
 
