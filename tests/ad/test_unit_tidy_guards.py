@@ -138,6 +138,13 @@ def test_held_not_for_a_negated_element_nor_other_arguments():
             _t8 = math.atan2(x, y)
             return math.atan2(y, x) + _t8
         """, None, runs=[(0.3, 1.7)])
+    # one more or one fewer argument: another value
+    for a, b in (("x, y", "x, y, 2.0"), ("x, y, 2.0", "x, y")):
+        _check(held, f"""
+            def f(x, y):
+                _t8 = math.hypot({a})
+                return math.hypot({b}) + _t8
+            """, None, runs=[(0.3, 1.7)])
 
 
 def test_unused_import_dropped_from_a_shared_statement():
