@@ -202,3 +202,23 @@ def test_tidy_function_never_rewrites_user_or_driver_names():
             y = x * 2.0
             return y
         """, None)
+
+
+def test_removed_statement_hands_on_its_source_line_only_to_the_same_line():
+    from coarsen.ad.tidy.flow import remove
+    from coarsen.ir.nodes import Loc
+
+    def handed(next_line):
+        fn = _fn("""
+            def f(x):
+                _t1 = x * 2.0
+                y = _t1
+                return y
+            """)
+        fn.body[0]._coarsen_loc = Loc("f.py", 3, 4, "y = x * 2.0")
+        fn.body[0].coarsen_comment = "y = x * 2.0\nforward sweep"
+        fn.body[1]._coarsen_loc = Loc("f.py", next_line, 4, "y = x * 2.0 + 1.0")
+        return remove(fn, {id(fn.body[0])}).body[0].coarsen_comment
+
+    assert handed(3) == "y = x * 2.0\nforward sweep"
+    assert handed(4) == "forward sweep"
