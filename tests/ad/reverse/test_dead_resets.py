@@ -80,6 +80,9 @@ def test_the_reset_goes_in_ascending_loops():
                                                                         "range(m)")
     out = _run(src, {"A_bar", "B_bar", "t"})
     assert "A_bar[i, j] = 0.0" not in out and "B_bar[i, j] += t" in out
+    # the reset last in its block
+    out = _run(src.replace("        B_bar[i, j] += t\n", ""), {"A_bar", "B_bar", "t"})
+    assert "A_bar[i, j] = 0.0" not in out and "t = A_bar[i, j]" in out
 
 
 @pytest.mark.parametrize("src, why", [
