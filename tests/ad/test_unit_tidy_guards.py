@@ -222,3 +222,19 @@ def test_removed_statement_hands_on_its_source_line_only_to_the_same_line():
 
     assert handed(3) == "y = x * 2.0\nforward sweep"
     assert handed(4) == "forward sweep"
+
+
+def test_a_statement_the_analyses_do_not_cover_leaves_the_function_alone():
+    from coarsen.ad.tidy import tidy_function
+
+    floats = FloatFacts.of({"x": F64, "y": F64, "_t1": F64})
+    fn = _fn("""
+        def f(x):
+            _t1 = x
+            try:
+                y = _t1
+            except ValueError:
+                y = 0.0
+            return y
+        """)
+    assert tidy_function(fn, floats) is fn
