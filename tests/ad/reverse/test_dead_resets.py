@@ -93,6 +93,9 @@ def test_the_reset_goes_in_ascending_loops():
     (HISTORY_SRC.replace("        u_bar[t, i + 1] += g\n", "        u_bar[t, i + 1] += g\n"
                          "    for j in range(nx):\n        h = u_bar[t + 1, j]\n"),
      "its row read by another loop of the same trip"),
+    (HISTORY_SRC.replace("        u_bar[t, i + 1] += g\n", "        u_bar[t, i + 1] += g\n"
+                         "    u_bar += 1.0\n"),
+     "the whole array updated in the loop"),
     ("A_bar = np.zeros(n)\nfor i in range(n):\n    for j in range(m):\n        t = A_bar[i]\n"
      "        A_bar[i] = 0.0\n        B_bar[i, j] += t\n",
      "the same element in every trip of an inner loop"),
