@@ -86,13 +86,6 @@ def list_argument_literals(lw, stmt):
     NumPy function (not one whose lists are shapes or axes) or of the builtin ``sum``; the
     fence lets them through, and they are lowered here."""
     out = set()
-
-    def nested(n):
-        if isinstance(n, (gast.List, gast.Tuple)):
-            out.add(id(n))
-            for e in n.elts:
-                nested(e)
-
     for sub in gast.walk(stmt):
         if not isinstance(sub, gast.Call):
             continue
@@ -103,7 +96,18 @@ def list_argument_literals(lw, stmt):
         if numpy or (k.origin == "builtin" and k.op == BUILTIN_SUM):
             for a in sub.args + [kw.value for kw in sub.keywords]:
                 if isinstance(a, gast.List):
-                    nested(a)
+                    out |= nested_displays(a)
+    return out
+
+
+def nested_displays(node):
+    """ids of ``node`` and of the list and tuple displays nested in it, where ``node`` is a
+    list or tuple display (nothing otherwise)."""
+    if not isinstance(node, (gast.List, gast.Tuple)):
+        return set()
+    out = {id(node)}
+    for e in node.elts:
+        out |= nested_displays(e)
     return out
 
 

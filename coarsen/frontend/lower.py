@@ -29,7 +29,7 @@ from .array_literals import index_list_literals, lower_list_literal
 from .growable import (growable_lists, is_append, is_list_start, list_literals, lower_append,
                        lower_list_start)
 from .static_attrs import einsum_spec_strings
-from .joins import list_argument_literals
+from .joins import list_argument_literals, nested_displays
 from .numpy_forms import static_literals
 from .nested_defs import define_nested, local_store_names, walk_outside_defs
 from .unbound import guard_unbound_reads
@@ -184,18 +184,11 @@ class Lowerer(ExpressionMixin, CallMixin, LoopMixin):
     def _array_literal_lists(self, stmt):
         """ids of the list displays that are (nested in) the argument of np.array/np.asarray."""
         out = set()
-
-        def nested(n):
-            if isinstance(n, (gast.List, gast.Tuple)):
-                out.add(id(n))
-                for e in n.elts:
-                    nested(e)
-
         for sub in gast.walk(stmt):
             if isinstance(sub, gast.Call) and sub.args and isinstance(sub.args[0], gast.List):
                 k = self.resolve_value(sub.func, quiet=True)
                 if isinstance(k, Known) and k.op in ("array", "asarray"):
-                    nested(sub.args[0])
+                    out |= nested_displays(sub.args[0])
         return out
 
     def _fence(self, body):
