@@ -1,5 +1,8 @@
 """The command line: ``python -m apps.bench [--quick] [--apps a,b] [--sizes s,m,l] [--tools ...]
-[--out DIR] [--benchmarks PATH]``.
+[--out DIR] [--benchmarks PATH] [--no-arrays]``, and ``python -m apps.bench --suite arrays
+[--quick] [--kernels a,b] [--sizes s,m] [--out DIR]`` (the arrays suite alone:
+:mod:`apps.bench.arrays`; default ``--out`` ``bench_out/arrays``, sizes m with ``--quick``, else
+s,m; it writes no ``BENCHMARKS.md``).
 
 Requires the apps of :mod:`apps`.  Guarantees: validates every name before running; always runs
 the primal and the hand-written gradient (the ratios need them); prints the report once, ending
@@ -22,6 +25,7 @@ import sys
 from pathlib import Path
 
 import apps
+import apps.arrays
 from apps.bench.report import render_benchmarks, render_markdown
 from apps.bench.runner import Config, run, write_atomic
 from apps.bench.tools import ALL_TOOLS, DEFAULT_TOOLS
@@ -43,6 +47,14 @@ def parse_config(argv=None) -> Config:
     ap = argparse.ArgumentParser(prog="python -m apps.bench",
                                  description=bench.__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--suite", choices=("apps", "arrays"), default="apps",
+                    help="apps (default: the applications, then the sections, the arrays suite "
+                    "at size m among them) or arrays (the arrays suite alone)")
+    ap.add_argument("--kernels", type=_split, default=None,
+                    help="--suite arrays: comma-separated kernels (default: all): "
+                    + ",".join(apps.arrays.KERNEL_NAMES))
+    ap.add_argument("--no-arrays", action="store_true",
+                    help="skip the arrays suite's step of a run of every app")
     ap.add_argument("--quick", action="store_true",
                     help="sizes s,m; 0.05 s batches, 3 samples: about 5 minutes on 2 cores")
     ap.add_argument("--apps", type=_split, default=list(apps.APP_NAMES),
@@ -51,7 +63,8 @@ def parse_config(argv=None) -> Config:
     ap.add_argument("--tools", type=_split, default=list(DEFAULT_TOOLS),
                     help="comma-separated from " + ",".join(ALL_TOOLS)
                     + " (peers that are not installed are skipped)")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--out", type=Path, default=None,
+                    help="output folder (default: bench_out; bench_out/arrays with --suite arrays)")
     ap.add_argument("--benchmarks", default=None,
                     help="where to write BENCHMARKS.md ('none': nowhere); default: the "
                     "repository root for a run of every app into the default --out, else --out")
@@ -67,6 +80,11 @@ def parse_config(argv=None) -> Config:
                     help="empty coarsen and Numba caches for this run (a temporary "
                     "COARSEN_CACHE_DIR): transform and compile times of a first use")
     a = ap.parse_args(argv)
+    if a.suite == "arrays":
+        return _arrays_config(ap, a)
+    if a.kernels is not None:
+        ap.error("--kernels needs --suite arrays")
+    a.out = a.out if a.out is not None else DEFAULT_OUT
     for x in a.apps:
         if x not in apps.APP_NAMES:
             ap.error(f"unknown app {x!r}")
@@ -90,7 +108,28 @@ def parse_config(argv=None) -> Config:
         seed=a.seed, memory=not a.no_memory, plots=not a.no_plots, quick=a.quick,
         progress=not a.no_progress, cold=a.cold,
         benchmarks=benchmarks_path(a.benchmarks, a.out, a.apps),
+        arrays=False if a.no_arrays else None,
     )
+
+
+def _arrays_config(ap, a):
+    from apps.bench.arrays import DEFAULT_OUT as ARRAYS_OUT
+    from apps.bench.arrays import ArraysConfig
+
+    try:
+        kernels = [apps.arrays.canonical(k) for k in (a.kernels or apps.arrays.KERNEL_NAMES)]
+    except KeyError as e:
+        ap.error(str(e.args[0]))
+    sizes = a.sizes or (["m"] if a.quick else ["s", "m"])
+    for s in sizes:
+        if s not in apps.arrays.SIZES:
+            ap.error(f"unknown size {s!r} for the arrays suite (s, m)")
+    return ArraysConfig(
+        kernels=kernels, sizes=sizes, out=a.out if a.out is not None else ARRAYS_OUT,
+        min_time=a.min_time if a.min_time is not None else (0.05 if a.quick else 0.2),
+        samples=a.samples if a.samples is not None else (3 if a.quick else 7),
+        case_budget_s=2.0 if a.quick else 10.0, seed=a.seed, quick=a.quick,
+        plots=not a.no_plots, progress=not a.no_progress, cold=a.cold)
 
 
 def benchmarks_path(option, out, app_names):
@@ -103,8 +142,26 @@ def benchmarks_path(option, out, app_names):
     return Path(out) / "BENCHMARKS.md"
 
 
+def main_arrays(cfg) -> int:
+    """``--suite arrays``: run the suite, print its report, say where the files went."""
+    from apps.bench.arrays import render, run_arrays
+
+    show = None
+    if cfg.progress:
+        def show(label):
+            print(label, file=sys.stderr, flush=True)
+    result = run_arrays(cfg, show=show)
+    print(render(result))
+    plots = result.get("plots") or []
+    print(f"wrote {cfg.out / 'results.md'}, {cfg.out / 'results.json'}"
+          + (f" and {len(plots)} plots" if plots else ""))
+    return 0
+
+
 def main(argv=None):
     cfg = parse_config(argv)
+    if not isinstance(cfg, Config):
+        return main_arrays(cfg)
     result = run(cfg)
     print(render_markdown(result, summary="last"))
     skipped = [s["tool"] for s in result["meta"]["skipped_peers"]]

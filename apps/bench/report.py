@@ -215,6 +215,8 @@ def render_markdown(result, summary: str = "first", title: str | None = "# coars
     lines += render_hessians(result.get("hessians", []))
     from apps.bench.bridges import render as render_bridges
     lines += render_bridges(result.get("bridges"))
+    from apps.bench.arrays import render_section as render_arrays
+    lines += render_arrays(result.get("arrays"))
     lines += render_compile_times(result)
     lines += _peer_notes(result)
     if summary == "last":

@@ -65,6 +65,10 @@ class Config:
     #: the bridges section (``apps.bench.bridges``): None runs it with every app (the main
     #: job's run), True or False always or never
     bridges: bool | None = None
+    #: the arrays suite's step (``apps.bench.arrays``, size m, short timing, into
+    #: ``out/arrays``): None runs it with every app (the main job's run; ``--no-arrays`` skips
+    #: it), True or False always or never
+    arrays: bool | None = None
 
 
 def run(cfg: Config) -> dict:
@@ -96,6 +100,11 @@ def run(cfg: Config) -> dict:
                 from apps.bench.bridges import measure_bridges     # the bridges section
                 prog.show("bridges")
                 result["bridges"] = measure_bridges(cfg)
+                write_results(result, out)
+            if "coarsen" in tools and (cfg.arrays if cfg.arrays is not None
+                                       else set(cfg.apps) == set(apps.APP_NAMES)):
+                from apps.bench.arrays import measure_section     # the arrays suite's step
+                result["arrays"] = measure_section(cfg, show=prog.show)
                 write_results(result, out)
     finally:
         prog.close()
