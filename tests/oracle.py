@@ -72,7 +72,7 @@ import numpy as np
 
 __all__ = [
     "OracleError", "MATH_LD", "NP_LD", "extended", "to_extended", "float_positions",
-    "resolve_wrt", "fd_grad", "assert_grad_close", "tolerances_for",
+    "resolve_wrt", "fd_grad", "fd_directional", "assert_grad_close", "tolerances_for",
 ]
 
 LD = np.longdouble
@@ -700,6 +700,37 @@ def assert_grad_close(got, expected, rtol=1e-8, atol=0.0, floor=1e-4, err_msg=""
                             f"(rtol={rtol}, scale={float(scale):.3g}):\n" + "\n".join(lines))
     if problems:
         raise AssertionError((err_msg + "\n" if err_msg else "") + "\n".join(problems))
+
+
+def fd_directional(fn, args, wrt_positions, directions):
+    """The derivatives of scalar ``fn(*args)`` along each direction, in extended precision.
+
+    ``directions`` is a list of tuples, one array (or float) per position of
+    ``wrt_positions``; returns one ``np.longdouble`` per direction: the extrapolated central
+    difference of ``t -> fn(args + t * direction)`` at 0 (``_richardson``: step 1e-3, then
+    smaller while the error estimate is above 1e-13 relative).  Where a function has too many
+    inputs for ``fd_grad``'s one difference per component (matrices of BLAS size), a few random
+    directions check every component at once: ``sum(grad * direction)`` must match.  Raises
+    :class:`OracleError` where the estimate is not trustworthy (above 1e-9 relative).
+    """
+    fx = extended(fn)
+    base = [to_extended(a) for a in args]
+    out = []
+    for direction in directions:
+        dirs = {p: to_extended(d) if isinstance(d, np.ndarray) else LD(d)
+                for p, d in zip(wrt_positions, direction)}
+
+        def along(t):
+            call = [to_extended(a) if isinstance(a, np.ndarray) else a for a in base]
+            for p, d in dirs.items():
+                call[p] = call[p] + t * d
+            return _scalar_value(fx(*call))
+
+        r, e, _, _ = _richardson(along, LD(0), 1e-3)
+        if e > LD(1e-9) * max(abs(r), LD(1e-300)):
+            raise OracleError(f"directional derivative not converged: {r} +- {e}")
+        out.append(r)
+    return out
 
 
 # keep ``builtins`` referenced for readers: the clone's globals fall back to the real builtins

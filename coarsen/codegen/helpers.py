@@ -250,6 +250,47 @@ def _mm11(x, y):
     return s
 
 
+# Float64 products at and above a size (multiply-adds) run in BLAS (Numba's np.dot, through
+# SciPy's BLAS); below it the loops above are faster than the call.  The sizes are the crossovers
+# measured on the CI machine by ``python -m apps.bench.blas_crossover`` (2 cores): square
+# products at n = 12, matrix-vector products at n = 32, dot products at n = 256.  Either branch
+# accepts every memory layout (a transpose is its strides; BLAS reads it transposed).
+def _bmm22(a, b):
+    n, k = a.shape
+    m = b.shape[1]
+    if b.shape[0] != k:
+        raise ValueError('matmul/dot: shapes not aligned (the inner dimensions differ)')
+    if n * k * m < 1728:
+        return _mm22(a, b)
+    return np.dot(a, b)
+
+
+def _bmm21(a, x):
+    n, k = a.shape
+    if x.shape[0] != k:
+        raise ValueError('matmul/dot: shapes not aligned (the inner dimensions differ)')
+    if n * k < 1024:
+        return _mm21(a, x)
+    return np.dot(a, x)
+
+
+def _bmm12(x, b):
+    k, m = b.shape
+    if x.shape[0] != k:
+        raise ValueError('matmul/dot: shapes not aligned (the inner dimensions differ)')
+    if k * m < 1024:
+        return _mm12(x, b)
+    return np.dot(x, b)
+
+
+def _bmm11(x, y):
+    if y.shape[0] != x.shape[0]:
+        raise ValueError('matmul/dot: shapes not aligned (the inner dimensions differ)')
+    if x.shape[0] < 256:
+        return _mm11(x, y)
+    return np.dot(x, y)
+
+
 def _outer(x, y):
     out = np.empty((x.shape[0], y.shape[0]))
     for i in range(x.shape[0]):
@@ -417,7 +458,7 @@ def _solve_adj_a1(a, b, g):
 def _solve_adj_a2(a, b, g):
     x = _solve2(a, b)
     gb = _solve2(a.T, g)
-    return -_mm22(gb, x.T)
+    return -_bmm22(gb, x.T)
 
 
 # np.linspace(start, stop, num, endpoint) of scalars, NumPy's algorithm step by step (the
@@ -496,7 +537,7 @@ HELPERS = {f.__name__: f for f in (
     _grow, _reserve, _scratch_zeros, _scratch_empty, _scratch_at, _push, _push_array,
     _range_len, _index_error, _revolve_reps, _revolve_advances, _revolve_mid, _revolve_units,
     _slice_start, _slice_len, _bcast_len, _bcast_stride, _same_len, _custom_shape, _int_divisor,
-    _range_cont, _mm22, _mm21, _mm12, _mm11, _outer, _prod_grad, _cumsum2, _rcumsum1, _rcumsum2,
+    _range_cont, _mm22, _mm21, _mm12, _mm11, _bmm22, _bmm21, _bmm12, _bmm11, _outer, _prod_grad, _cumsum2, _rcumsum1, _rcumsum2,
     _diff_adj1, _diff_adj2, _solve2, _solve1, _solve_adj_b1, _solve_adj_b2, _solve_adj_a1,
     _solve_adj_a2, _linspace, _linspace_w, _gradient_rows, _gradient_rows_adj,
 )}

@@ -9,8 +9,9 @@ through ``sum_to``, ``pop_array``, ``reduce_axis``... which return the name and 
 build it, so no name is parsed back), in a fixed order, so generated modules are deterministic and need only
 ``math``, NumPy and Numba.  Tapes are typed NumPy buffers (float64 values, int64 control
 data) that grow geometrically; ``_grow`` refuses sizes beyond ``MAX_TAPE_BYTES`` with a
-``MemoryError`` before allocating.  Matrix products are written as loops: they accept any
-memory layout (slices, transposes) and need no BLAS.  ``_cumsum2``/``_rcumsum*`` and
+``MemoryError`` before allocating.  Matrix products are loops (``_mm*``: any dtype, any
+memory layout) and, for float64 operands, ``_bmm*``: the loops below the crossover sizes, BLAS
+(Numba's ``np.dot``, through SciPy) at and above them.  ``_cumsum2``/``_rcumsum*`` and
 ``_diff_adj*`` are the loops of ``np.cumsum``/``np.diff`` along an axis and their adjoints;
 ``_solve*`` solve by Gaussian elimination with partial pivoting (as LAPACK's ``gesv``; Numba's
 ``np.linalg`` would need SciPy), raising ``np.linalg.LinAlgError`` at an exactly zero pivot; ``_ein_<a>_<b>__<out>``

@@ -1,15 +1,19 @@
 """Matrix products: ``matmul`` (``@``) and ``dot``, of arrays of any rank (``dot`` also of
 scalars); ``solve`` (``np.linalg.solve``).  ``einsum`` is its own family (``einsum``).
 
-Requires: ``core``, ``coarsen.codegen.build``; the runtime helpers ``_mm*``, ``_outer``, ``_solve*`` (Gaussian elimination: no LAPACK);
+Requires: ``core``, ``coarsen.codegen.build``; the runtime helpers ``_mm*`` (loops),
+``_bmm*`` (float64: BLAS at and above the crossover sizes), ``_outer``, ``_solve*`` (Gaussian
+elimination: no LAPACK);
 ``einsum`` for products above 2-D (``product_spec``: ``@``'s batch axes broadcast as NumPy's).
 Guarantees: type rules (``solve`` takes a 2-D ``A`` and a 1-D or
 2-D ``b``; a product with an operand above 2-D is an einsum loop nest: ``@`` broadcasts its
 batch axes, ``np.dot`` sums the last axis of ``a`` with the second-to-last of ``b``), the emitted primal
-(loops in the runtime helpers, which check the inner dimensions and, for ``solve``, raise
+(the runtime helpers, which check the inner dimensions and, for ``solve``, raise
 ``np.linalg.LinAlgError`` on a singular matrix; where the emitter asks for coarsen's input
 language, ``em.input_language``, the primal and the tangents are ``a @ b``,
-``np.linalg.solve`` and ``np.einsum`` instead), and the VJPs ``A_bar += g @ B.T``, ``B_bar += A.T @ g`` in every rank combination; for ``solve``
+``np.linalg.solve`` and ``np.einsum`` instead), and the VJPs ``A_bar += g @ B.T``, ``B_bar += A.T @ g`` in every rank combination (float64
+products in BLAS in both sweeps: a transpose passed as its strides, a strided view, ``_layout``
+``"A"``, copied contiguous first, so that Numba never copies behind a warning); for ``solve``
 ``gb = solve(A.T, g)``, ``b_bar += gb``, ``A_bar -= gb x^T`` with ``x = solve(A, b)`` recomputed
 from ``A`` and ``b``.
 Forward mode: the products are bilinear (``deflinear(name, (0, 1))``: the same
@@ -18,10 +22,12 @@ op with one operand replaced by its tangent, summed); ``solve``'s tangent is
 """
 from __future__ import annotations
 
+import gast
+
 from ...codegen import build as B
 from ...codegen.build import X
-from ..nodes import Array, Scalar
-from .core import (CostClass, Primitive, defjvp, deflinear, defstructural, dt, dtype_join, err,
+from ..nodes import NEWAXIS, Array, Assign, Scalar, Slice, Var, walk
+from .core import (REGISTRY, CostClass, Primitive, defjvp, deflinear, defstructural, dt, dtype_join, err,
                    make, nd, register)
 from .einsum import emit_product, product_spec, vjp_product
 
@@ -41,6 +47,49 @@ def _product_type(c, s, ts):
     return make(dtype_join(a.dtype, b.dtype), rank)
 
 
+def _blas(em, *operands):
+    """The helpers' prefix for a product of these operands: ``_bmm`` (BLAS at and above the
+    crossover sizes, ``coarsen.codegen.helpers``) when every operand is a float64 array,
+    ``_mm`` (loops; Numba's np.dot takes floats of one dtype only) otherwise."""
+    ok = all(isinstance(o, Var) and isinstance(em.types.get(o.name), Array)
+             and em.types[o.name].dtype == "f64" for o in operands)
+    return "_bmm" if ok else "_mm"
+
+
+def _layout(fn, name, seen=()):
+    """The memory layout Numba types the array ``name`` with, as far as the IR tells: ``"C"``
+    (parameters, which callers pass contiguous, and every array a primitive allocates), ``"F"``
+    (the transpose of a ``"C"`` matrix), ``"A"`` (a strided view, or not known).  Numba's own
+    rule for basic subscripts: integers, then at most one slice without a step, on a ``"C"``
+    array keep it ``"C"``.  A wrong ``"C"`` costs a Numba performance warning and a copy,
+    never a wrong value."""
+    defs = [s for s in walk(fn.body) if isinstance(s, Assign) and s.target == name]
+    if name in seen or len(defs) > 1:
+        return "A"
+    if not defs or defs[0].op not in ("transpose", "getitem", "copy") \
+            or not isinstance(defs[0].args[0], Var):
+        return "A" if defs and REGISTRY[defs[0].op].view else "C"
+    s = defs[0]
+    base = _layout(fn, s.args[0].name, seen + (name,))
+    if s.op == "copy":
+        return "C"
+    if s.op == "transpose":
+        return {"C": "F", "F": "C"}.get(base, "A") if s.attr("axes") is None else "A"
+    items = s.index
+    if base != "C" or any(isinstance(i, Slice) or i == NEWAXIS for i in items[:-1]):
+        return "A"
+    last = items[-1] if items else None
+    return "C" if not isinstance(last, Slice) or last.step is None else "A"
+
+
+def _contiguous(em, operand, value):
+    """``value`` (of the array ``operand``) as BLAS takes it without a copy of Numba's: itself
+    where its layout is ``"C"`` or ``"F"``, else a C-contiguous copy."""
+    if em.input_language or _layout(em.fn, operand.name) != "A":
+        return value
+    return X(B.call("np.ascontiguousarray", value), True)
+
+
 def _emit_product(em, s, v):
     na, nb = em.nd(s.args[0]), em.nd(s.args[1])
     if na == 0 or nb == 0:
@@ -49,7 +98,10 @@ def _emit_product(em, s, v):
         return emit_product(em, s, v)
     if em.input_language:       # ``np.dot`` and ``@`` agree on ranks 1 and 2
         return B.binop(v[0], "@", v[1])
-    return B.call(em.helper(f"_mm{na}{nb}"), *v)
+    mm = _blas(em, *s.args)
+    if mm == "_bmm":
+        v = [_contiguous(em, a, x) for a, x in zip(s.args, v)]
+    return B.call(em.helper(f"{mm}{na}{nb}"), *v)
 
 
 def _vjp_product(em, s, p, g, pre_fwd, pre_rev, out):
@@ -64,13 +116,17 @@ def _vjp_product(em, s, p, g, pre_fwd, pre_rev, out):
     if na > 2 or nb > 2:
         vjp_product(em, s, p, g, pre_fwd, pre_rev, out)
         return
-    o = X(B.attr(f"{args[1 - p].name}.T"), True) if em.nd(args[1 - p]) == 2 else other
+    mm = _blas(em, args[1 - p])        # the adjoint g is float64
+    if mm == "_bmm":
+        other = _contiguous(em, args[1 - p], other)
+    o = X(gast.Attribute(value=other.node, attr="T", ctx=gast.Load()), True) \
+        if em.nd(args[1 - p]) == 2 else other
     if (na, nb) == (2, 2):
-        contrib = B.call(em.helper("_mm22"), g, o) if p == 0 else B.call(em.helper("_mm22"), o, g)
+        contrib = B.call(em.helper(f"{mm}22"), g, o) if p == 0 else B.call(em.helper(f"{mm}22"), o, g)
     elif (na, nb) == (2, 1):
-        contrib = B.call(em.helper("_outer"), g, other) if p == 0 else B.call(em.helper("_mm21"), o, g)
+        contrib = B.call(em.helper("_outer"), g, other) if p == 0 else B.call(em.helper(f"{mm}21"), o, g)
     elif (na, nb) == (1, 2):
-        contrib = B.call(em.helper("_mm21"), other, g) if p == 0 else B.call(em.helper("_outer"), other, g)
+        contrib = B.call(em.helper(f"{mm}21"), other, g) if p == 0 else B.call(em.helper("_outer"), other, g)
     else:
         contrib = B.binop(g, "*", other)
     em.accumulate(arg.name, X(contrib, True), pre_fwd, pre_rev, out)
@@ -122,7 +178,7 @@ def _jvp_solve(em, s, dots, out):
     rhs = None if dots[1] is None else em.val(dots[1])
     if dots[0] is not None:
         prod = X(B.binop(em.val(dots[0]), "@", out) if em.input_language
-                 else B.call(em.helper(f"_mm2{nb}"), em.val(dots[0]), out), True)
+                 else B.call(em.helper(f"_bmm2{nb}"), em.val(dots[0]), out), True)
         rhs = -prod if rhs is None else rhs - prod
     if em.input_language:
         return X(B.call("np.linalg.solve", em.val(a), rhs), True)
