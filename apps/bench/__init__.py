@@ -14,6 +14,7 @@ public names; its modules are:
 ``progress``  the progress display on stderr (a bar on a terminal, plain lines in a log)
 ``report``    the Markdown report, footnotes for failure messages, :func:`ratio`
 ``plots``     the PNG bar charts
+``arrays``    the arrays suite (``--suite arrays``; a step of the main run, ``--no-arrays``)
 ``cli``       the command line (:func:`main`)
 
 Tools
