@@ -1,4 +1,5 @@
-"""Scaled adds: the reverse sweep's ``X_bar += s_bar * _acc`` as a loop helper call.
+"""Scaled adds: the reverse sweep's ``X_bar += s_bar * _acc`` and ``X_bar += _outer(a, b)`` as
+loop helper calls.
 
 A reduction loop reversed in place (``coarsen.ad.reverse.fused``) leaves, per input array,
 one whole-array update ``X_bar += s_bar * _acc<k>`` for the reverse sweep.  Numba compiles
@@ -14,7 +15,11 @@ new list, the input not modified; a statement that changes is a new node) in whi
 marked ``X += s * A`` (``X``, ``s``, ``A`` names) is the statement
 ``_add_scaled<N>(X, s, A)``, and the runtime helper names it used.  The helper
 (``coarsen.codegen.runtime.add_scaled``) checks that the shapes agree and computes ``X[i...] += s * A[i...]`` per element: the operations of the array expression, so
-the same bits.  Unmarked statements are unchanged.  Meant for the cpu target (on the python
+the same bits.  Every ``X += _outer(a, b)`` (names; an adjoint of a matrix-vector product,
+``coarsen.ir.primitives.linalg``) is ``_outer_add(X, a, b)``: ``X[i, j] += a[i] * b[j]`` in
+place, the same operations without the temporary matrix (``X``, 2-D, is an adjoint; ``a`` and
+``b``, 1-D, are an adjoint and a primal value, neither of which views it).  Other statements
+are unchanged.  Meant for the cpu target (on the python
 target a loop of Python statements would be slower than NumPy's expression).
 """
 from __future__ import annotations
@@ -43,12 +48,31 @@ def _operands(st):
     return None
 
 
+def _outer_operands(st):
+    """``(X, a, b)`` of ``X += _outer(a, b)`` with names only, else None."""
+    v = st.value if isinstance(st, gast.AugAssign) else None
+    if isinstance(v, gast.Call) and isinstance(st.op, gast.Add) and \
+            isinstance(st.target, gast.Name) and isinstance(v.func, gast.Name) and \
+            v.func.id == "_outer" and len(v.args) == 2 and not v.keywords and \
+            all(isinstance(a, gast.Name) for a in v.args):
+        return st.target.id, v.args[0].id, v.args[1].id
+    return None
+
+
 def scaled_add_calls(body):
     helpers = set()
 
     def block(stmts):
         out = []
         for st in stmts:
+            ops = _outer_operands(st)
+            if ops is not None:
+                helpers.add("_outer_add")
+                call = gast.Expr(value=B.call(B.name("_outer_add"), *[B.name(n) for n in ops]))
+                if getattr(st, "coarsen_comment", None):
+                    call.coarsen_comment = st.coarsen_comment
+                out.append(call)
+                continue
             rank = getattr(st, SCALED_MARK, None)
             ops = _operands(st) if rank else None
             if ops is not None:
