@@ -17,14 +17,9 @@ from apps.bench import arrays as suite
 
 pytest.importorskip("jax")
 
-#: kernel -> why coarsen's gradient is wrong (strict xfail: fixing the compiler makes it XPASS)
-KNOWN_WRONG = {
-    "floyd-warshall": "coarsen's gradient of `path = np.minimum(path, path[:, k][:, None] + "
-                      "path[k, :][None, :])` in a loop over k differs from JAX's and from central "
-                      "differences (relative error 1.0 at size s; also with 2 trips; the same "
-                      "statement without the loop, or with a loop-invariant second operand, is "
-                      "right)",
-}
+#: kernel -> why coarsen's gradient is wrong (strict xfail: fixing the compiler makes it XPASS);
+#: empty since floyd-warshall's taped shapes were fixed (tests/ad/reverse/test_taped_shapes.py)
+KNOWN_WRONG = {}
 
 
 def _params(kernel):

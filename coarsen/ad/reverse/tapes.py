@@ -349,20 +349,27 @@ class TapeMixin:
     # ------------------------------------------------------------------ shapes
     def shape_of(self, operand, pre_fwd, pre_rev):
         """An expression for an array operand's shape valid in the reverse sweep at this
-        statement; records the shape on the int tape when the variable may be overwritten."""
+        statement; records the shape on the int tape when the variable may be overwritten.
+
+        ``pre_fwd`` runs in order before the statement, ``pre_rev`` in order at the start of
+        its adjoint: the tape is last in, first out, so this call's pops go *before* those of
+        earlier calls for the same statement (``a + b`` with both shapes taped pushes ``a``'s
+        then ``b``'s, and pops ``b``'s first)."""
         name = operand.name
         nd = self.types[name].ndim
         if intact(self.f, name) or self.taped(name):
             return B.attr(f"{name}.shape")
         self.uses_itape = True
         dims = []
+        pops = []
         for d in range(nd):
             pre_fwd.extend(self.push_int(B.subscript(B.attr(f"{name}.shape"), d)))
         for d in reversed(range(nd)):
             v = self.fresh("_shape")
             self.extra_inits.append((v, Scalar("i64")))
-            pre_rev.append(B.augassign(IP, "-", 1))
-            pre_rev.append(B.assign(v, B.subscript(IT, B.name(IP))))
+            pops.append(B.augassign(IP, "-", 1))
+            pops.append(B.assign(v, B.subscript(IT, B.name(IP))))
             dims.insert(0, v)
+        pre_rev[0:0] = pops
         return B.tuple_(*dims)
 
