@@ -12,7 +12,8 @@ reverse sweep evaluates them again); ``find_int_recomputable`` the
 integer and boolean scalars (index arithmetic, trip counts, loop conditions) the reverse sweep
 evaluates again instead of taping; ``to_be_recorded`` the variables a later assignment may overwrite before the reverse
 sweep reads them; ``tape_sites`` the scalar assignments that must save the value they
-overwrite.  None of them changes its inputs.
+overwrite.  A read of an array's shape alone is keyed ``shape_key(name)``: it needs the
+name's binding, not the elements, so no store saves elements for it.  None of them changes its inputs.
 """
 from __future__ import annotations
 
@@ -284,6 +285,24 @@ def find_int_recomputable(fn, facts):
     return out
 
 
+#: how a read of an array's shape alone is keyed in ``reads_at`` (``shape_key``): a store into
+#: the array leaves its shape as it was, so such a read keeps a store from saving nothing; an
+#: assignment that rebinds the name may change it, so there it counts as a read of the name
+SHAPE_SUFFIX = ".shape"
+
+
+def shape_key(name):
+    """The ``reads_at`` key of a read of ``name``'s shape alone (``x.shape[0]``)."""
+    return name + SHAPE_SUFFIX
+
+
+def _named(key):
+    """The variable a ``reads_at`` key reads, and whether the read is of its shape alone."""
+    if key.endswith(SHAPE_SUFFIX):
+        return key[:-len(SHAPE_SUFFIX)], True
+    return key, False
+
+
 def to_be_recorded(fn, reads_at, fused=frozenset()):
     """Variables whose values the reverse sweep reads at a point where a later assignment
     (later in program order, or in a loop around both) may have overwritten them: exactly
@@ -300,7 +319,8 @@ def to_be_recorded(fn, reads_at, fused=frozenset()):
         elif isinstance(st, For):
             defs.setdefault(st.var, []).append(st)
     out = set()
-    for v, readers in reads_at.items():
+    for key, readers in reads_at.items():
+        v, _ = _named(key)
         if v in fn.params and v not in defs:
             continue
         for r in readers:
@@ -316,7 +336,8 @@ def to_be_recorded(fn, reads_at, fused=frozenset()):
             if hit:
                 out.add(v)
                 break
-    # arrays whose elements the reverse sweep reads must be restored across stores
+    # arrays whose elements the reverse sweep reads must be restored across stores (a read
+    # of the shape alone is not one: stores keep it)
     stored = {st.array for st in walk(fn.body) if isinstance(st, Store)}
     for v in reads_at:
         if v in stored and isinstance(fn.types.get(v), Array):
@@ -387,7 +408,9 @@ def tape_sites(fn, reads_at, fused=frozenset()):
     per inner trip.)  Loops iterate to a fixpoint; both arms of an ``if`` are joined.  A loop
     in ``fused`` (its trips reversed right after they run) is one trip: what its trips read
     is consumed at the trip's end.  A store into an array that is pending is marked too (it
-    overwrites elements the reverse sweep reads), and leaves the array pending."""
+    overwrites elements the reverse sweep reads), and leaves the array pending; a read of an
+    array's shape alone (``shape_key``) is pending for the assignments that rebind the name,
+    never for stores, which keep the shape."""
     start, mid, end = {}, {}, {}
     for v, readers in reads_at.items():
         for r in readers:
@@ -398,27 +421,34 @@ def tape_sites(fn, reads_at, fused=frozenset()):
     marked = set()
     full = full_overwrites(fn)
     rows = history_rows(fn)
-    unsaved = set()       # stores filling a history row nothing pending reads (history.py)
+    # stores into a pending array, and history-row stores (history.py): a row store needs no
+    # save only if its array is pending at no visit of its loop.  Decided once the flow is
+    # done: the fixpoint of an enclosing loop may find the array pending only at a later
+    # visit (a read in the loop body after the row loop), and an early verdict of "unsaved"
+    # would then drop saves the reverse sweep needs
+    pending_stores, row_stores, row_needed = set(), set(), set()
 
     def flow(block, pending):
         pending = set(pending)
         for st in block:
             pending |= start.get(id(st), set())
             if isinstance(st, Assign):
-                if st.target in pending:
+                if st.target in pending or shape_key(st.target) in pending:
                     marked.add(id(st))
                 pending.discard(st.target)
+                pending.discard(shape_key(st.target))
             elif isinstance(st, Store):
-                if st.array in pending and id(st) not in unsaved:
-                    marked.add(id(st))
+                if st.array in pending:
+                    pending_stores.add(id(st))
             elif isinstance(st, If):
                 pending = flow(st.body, pending) | flow(st.orelse, pending)
             elif isinstance(st, For) and id(st) in fused:
                 flow(st.body, pending)
             elif isinstance(st, For):
                 for a, stores in rows.get(id(st), {}).items():
-                    if a not in pending:
-                        unsaved.update(stores)
+                    row_stores.update(stores)
+                    if a in pending:
+                        row_needed.update(stores)
                 after = loop(st.body, pending)
                 for a in full.get(id(st), ()):
                     # the loop overwrites every element of ``a`` (saving each where ``a`` is
@@ -448,6 +478,7 @@ def tape_sites(fn, reads_at, fused=frozenset()):
         return entry | out
 
     flow(fn.body, set())
+    marked |= {k for k in pending_stores if k not in row_stores or k in row_needed}
     return frozenset(marked)
 
 

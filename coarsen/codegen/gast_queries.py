@@ -3,7 +3,8 @@
 Requires: gast statements (as ``coarsen.codegen.build`` makes them); a statement the frontend
 lowered from a source line carries ``_coarsen_loc`` (a ``Loc``: filename, line, text).
 Guarantees: ``names_read(nodes, ctx)`` is the set of the names the code reads (or, with
-``ctx=gast.Store``, assigns), nothing changed; ``comment_pass(stmts)`` sets ``coarsen_comment``
+``ctx=gast.Store``, assigns), nothing changed; ``shape_only(nodes, names)`` those of ``names``
+the code reads only as ``name.shape``; ``comment_pass(stmts)`` sets ``coarsen_comment``
 (the source line's text, which the printer writes as a comment) on the first statement of
 each run of statements from one source line, in place, and keeps a comment already set.
 """
@@ -20,6 +21,22 @@ def names_read(nodes, ctx=gast.Load):
             if isinstance(sub, gast.Name) and isinstance(sub.ctx, ctx):
                 out.add(sub.id)
     return out
+
+
+def shape_only(nodes, names):
+    """Those of ``names`` that ``nodes`` read as ``name.shape`` and in no other way."""
+    other, shaped = set(), set()
+    for n in nodes:
+        for sub in gast.walk(n):
+            if isinstance(sub, gast.Attribute) and sub.attr == "shape" and \
+                    isinstance(sub.value, gast.Name):
+                shaped.add(id(sub.value))
+    for n in nodes:
+        for sub in gast.walk(n):
+            if isinstance(sub, gast.Name) and isinstance(sub.ctx, gast.Load) and \
+                    id(sub) not in shaped:
+                other.add(sub.id)
+    return {n for n in names if n not in other}
 
 
 def comment_pass(stmts, last=None):

@@ -38,7 +38,7 @@ def test_a_helper_is_one_plain_function(name):
 def test_helper_source_adds_what_a_helper_calls_in_a_fixed_order():
     src = runtime.helper_source(["_solve_adj_a2", "_push"])
     names = [f.name for f in ast.parse(src).body]
-    assert names == sorted(["_solve_adj_a2", "_solve2", "_mm22", "_push", "_grow"])
+    assert names == sorted(["_solve_adj_a2", "_solve2", "_bmm22", "_mm22", "_push", "_grow"])
     assert runtime.helper_source(["_push", "_solve_adj_a2"]) == src
 
 

@@ -15,7 +15,8 @@ from ...ir.nodes import (Assign, Const, For, If, Segment, Store,
 from ...codegen import build as B
 from ...codegen.build import X
 from ...ir.primitives import err
-from ...codegen.gast_queries import names_read
+from ...analysis.recording import shape_key
+from ...codegen.gast_queries import names_read, shape_only
 from .loop_order import REVERSE_MARK
 
 
@@ -192,9 +193,10 @@ class ControlMixin:
             names |= loads([x for x in rev if getattr(x, "_coarsen_hoist", False)])
         else:
             names = set()
+        shapes = shape_only(rev, names)
         for n in names:
             if n in self.types:
-                self.reads_at.setdefault(n, []).append(s)
+                self.reads_at.setdefault(shape_key(n) if n in shapes else n, []).append(s)
 
     def names_of(self, operands):
         """The variables the reverse sweep reads for these operands (a recomputable integer

@@ -22,11 +22,12 @@ import sympy
 
 from ... import symbolic as S
 from ...analysis.activity import intact
+from ...analysis.recording import shape_key
 from ...analysis.plans import ClosedFormLoop, ForwardLoop
 from ...analysis.strategy import cut_plan, cut_symbols, distinct_partials, needed, steps
 from ...codegen import build as B
 from ...codegen.build import X
-from ...codegen.gast_queries import names_read
+from ...codegen.gast_queries import names_read, shape_only
 from ...ir.nodes import (Assign, Scalar, walk)
 from ..canonical import real_name
 from ..segment_code import closed_form_values, held_replacements, sym_to_gast
@@ -122,19 +123,22 @@ class SegmentMixin:
             step = self.segment_step(seg)
         self.recompute_ints(step + fpops + cpops)
         names = {n for n in names_read(step + fpops + cpops) if n in self.types}
+        shapes = shape_only(step + fpops + cpops, names)
         passenger_defs = {p.target for p in seg.passengers}
         cond_defs = {st.target for st in walk(lifted)
                      if isinstance(st, Assign) and self.types[st.target].kind == "bool"}
         for n in names:
             # when the step reads each value: conditions as they stand at the segment's end,
             # passengers' results after the passengers (before the lifted statements, which
-            # may reassign them), everything else on entry
+            # may reassign them), everything else on entry; an array's shape alone is keyed
+            # apart (no store needs to save elements for it)
+            key = shape_key(n) if n in shapes else n
             if n in cond_defs:
-                self.reads_at.setdefault(n, []).append(("end", seg))
+                self.reads_at.setdefault(key, []).append(("end", seg))
             elif n in passenger_defs:
-                self.reads_at.setdefault(n, []).append(("mid", seg))
+                self.reads_at.setdefault(key, []).append(("mid", seg))
             else:
-                self.reads_at.setdefault(n, []).append(seg)
+                self.reads_at.setdefault(key, []).append(seg)
         # a cut step reads values as they stand at the segment's end: copied before the pops
         # restore anything (at the reverse point of the segment's end, every variable the
         # reverse sweep reads there holds its forward value)
