@@ -2,8 +2,8 @@
 gradient (default target) equals JAX's and a Richardson-extrapolated central difference of a
 random direction (the formula of fd_oracle); and the runner runs end to end in quick mode.
 
-A kernel coarsen refuses or gets wrong is an ``xfail(strict=True)`` with the exact error, not a
-rewritten kernel: those are compiler bugs to fix."""
+A kernel coarsen refuses or gets wrong fails here: it is a compiler bug to fix, never a kernel to
+rewrite (floyd-warshall's, tests/ad/reverse/test_taped_shapes.py)."""
 from __future__ import annotations
 
 import inspect
@@ -17,16 +17,8 @@ from apps.bench import arrays as suite
 
 pytest.importorskip("jax")
 
-#: kernel -> why coarsen's gradient is wrong (strict xfail: fixing the compiler makes it XPASS);
-#: empty since floyd-warshall's taped shapes were fixed (tests/ad/reverse/test_taped_shapes.py)
-KNOWN_WRONG = {}
-
-
 def _params(kernel):
-    marks = ()
-    if kernel in KNOWN_WRONG:
-        marks = (pytest.mark.xfail(strict=True, reason=KNOWN_WRONG[kernel]),)
-    return pytest.param(kernel, marks=marks, id=kernel)
+    return pytest.param(kernel, id=kernel)
 
 
 def _wrt_positions(mod):
