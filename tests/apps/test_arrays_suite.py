@@ -84,7 +84,7 @@ def test_registry():
         karr.canonical("nope")
     for k in karr.KERNEL_NAMES:
         mod = karr.load(k)
-        assert mod.__doc__ and set(mod.SIZES) == set(karr.SIZES), k
+        assert mod.__doc__ and set(karr.SIZES) <= set(mod.SIZES), k
         names = list(inspect.signature(mod.objective).parameters)
         assert list(inspect.signature(mod.jax_objective).parameters) == names, k
         args = mod.make_inputs("s")
