@@ -21,7 +21,8 @@ element-wise operation (a dot product needs none); its leaves are scalars and ar
   (no broadcasting between them);
 * a matrix-vector product of a 2-D tree and a 1-D tree (``(beta * A.T) @ y``), assigned to a
   variable assigned nowhere else, each element accumulated in index order; the tree must
-  compute something (a bare ``A @ x`` stays a call).
+  compute something or read a slice (a bare ``A @ x`` or ``A.T @ x`` stays a call: a
+  transpose is the call's strides, and ``coarsen.ir.transposed_products`` makes it ``x @ A``).
 
 Besides slices, a tree may read a whole 2-D array transposed (``A.T``).
 
@@ -221,7 +222,9 @@ class _Scalarizer:
             self.grow(stmts, root.name, defs, absorbed)
         absorbed.sort()
         if kind != "dot" and not any(stmts[k].op in ELEMENTWISE for k in absorbed) \
-                and not (kind == "matvec" and absorbed):
+                and not (kind == "matvec" and any(stmts[k].op != "transpose" for k in absorbed)):
+            # (a matrix-vector product whose tree only transposes stays a call: the
+            # transpose is the call's strides)
             return None
         e = _Expr(st, kind, absorbed, root, rank)
         return e if self.valid(stmts, pos, e) else None

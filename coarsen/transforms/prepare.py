@@ -29,6 +29,7 @@ from ..frontend.lower import lower
 from ..frontend.source import get_source, unwrap
 from ..ir.nodes import Array, Scalar
 from ..ir.scalarize import scalarize
+from ..ir.transposed_products import transposed_products
 from ..ir.hoist import hoist_invariant_calls
 from ..ir.typeinfer import infer
 from ..ir.primitives.constructors import ARRAYS_IN_LITERAL
@@ -149,6 +150,8 @@ def typed_ir(fn_ir, types, src, options, *, transform="coarsen", float_arrays=Fa
     check_returns_float(fn_ir, src, transform, float_arrays=float_arrays)
     if getattr(options, "scalarize", False) and options.build_target == "cpu":
         fn_ir = scalarize(fn_ir)
+        # A.T @ v as v @ A: the matrix read in its layout, its adjoint added in place
+        fn_ir = transposed_products(fn_ir)
     if getattr(options, "build_target", None) == "cpu":
         # loop-invariant transcendental calls in tables before their loops (coarsen.ir.hoist)
         fn_ir = hoist_invariant_calls(fn_ir)
