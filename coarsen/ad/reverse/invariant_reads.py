@@ -63,8 +63,9 @@ def _pure(e):
     for n in gast.walk(e):
         if not isinstance(n, _PURE):
             return False
-        if isinstance(n, gast.Call) and not _call_ok(n):
-            return False
+        # (no impure call can be here: ``loop`` leaves alone a loop that makes one outside a
+        # ``raise`` statement, and ``e`` is the value of an assignment in the loop's body)
+        assert not isinstance(n, gast.Call) or _call_ok(n), "an impure call in the loop"
         if isinstance(n, gast.Attribute) and not (
                 n.attr == "shape" or (isinstance(n.value, gast.Name) and n.value.id == "math")):
             return False
@@ -80,6 +81,13 @@ def _arrays(e):
 
 def _reads(node):
     return names_read([node])
+
+
+def _whole(e):
+    """The names ``e`` reads whole: not as the array of ``X[...]`` or of ``X.shape``
+    (``_pure`` allows no other attribute but ``math``'s functions)."""
+    based = {id(n.value) for n in gast.walk(e) if isinstance(n, (gast.Subscript, gast.Attribute))}
+    return {n.id for n in gast.walk(e) if isinstance(n, gast.Name) and id(n) not in based}
 
 
 def _stores(node):
@@ -181,9 +189,11 @@ class _Rewriter:
         arrays = _arrays(e)
         if not arrays and not (_reads(e) & moved):
             return False                # scalar arithmetic: LLVM moves it itself
-        if _reads(e) & assigned or t in _reads(e) or arrays & stored:
+        # (an array read whole, ``Y[j] + P``, is read as much as one read element by element)
+        read = arrays | _whole(e)
+        if _reads(e) & assigned or t in _reads(e) or read & stored:
             return False
-        if tape_stores and arrays & self.tuple_bound:
+        if tape_stores and read & self.tuple_bound:
             return False
         for prev in before:
             if t in _reads(prev):

@@ -1,0 +1,129 @@
+"""coarsen.ad.reverse.invariant_reads: each precondition pinned (issue 48's mutation run).
+
+Each refusal here is a program the pass would get wrong without it: run before and after the
+pass, the two functions give other numbers (or the new one raises); each rewrite that must
+happen is one a broken guard would stop."""
+import math
+
+import numpy as np
+import pytest
+
+from coarsen.ad.reverse.invariant_reads import invariant_reads
+from tests.helpers_passes import rewrite
+
+TAPES = ("_ftape", "_itape")
+
+
+def _rewrite(src, scope=None):
+    return rewrite(src, lambda body, made: invariant_reads(body, made, TAPES), (),
+                   {"math": math, **(scope or {})})
+
+
+def _same(before, after, *args):
+    for a, b in zip(np.atleast_1d(before(*args)), np.atleast_1d(after(*args))):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), args
+
+
+# the loop stores into P (a local array: no other name reaches it), then reads what it stored
+# through s in a later trip: s must be computed in every trip
+STORES_INTO_WHAT_IT_READS = {
+    # P read element by element
+    "element": "s = P[0] + Y[0]\n            P[l] += 1.0 + l\n            A[l] = s",
+    # P read whole (a NumPy operand): the bug issue 48's run found, hoisted before the fix
+    "whole": "s = Y[0] + P\n            P[l] = 1.0 + l\n            A[l] = s[0]",
+    # a view of P: an attribute other than .shape is not a pure read
+    "attribute": "s = Y[0] + P.T\n            P[l] = 1.0 + l\n            A[l] = s[0]",
+    # an element of a view of P: a subscript of something other than a name
+    "view element": "s = Y[0] + P.T[0]\n            P[l] = 1.0 + l\n            A[l] = s",
+    # a conditional expression is not among the pure forms (nor what it holds)
+    "conditional": "s = P.T[0] if n > 0 else Y[0]\n            P[l] = 1.0 + l\n            A[l] = s",
+}
+
+
+@pytest.mark.parametrize("case", sorted(STORES_INTO_WHAT_IT_READS))
+def test_a_read_of_an_array_the_loop_stores_into_stays(case):
+    body = STORES_INTO_WHAT_IT_READS[case]
+    src = f"""
+    def f(Y, n):
+        P = np.zeros(n)
+        A = np.zeros(n)
+        for l in range(n):
+            {body}
+        return A
+    """
+    before, after, text = _rewrite(src)
+    assert "if n > 0:" not in text, text
+    Y = np.array([0.5, 2.0])
+    assert before(Y, 3)[1] != before(Y, 3)[0]      # a later trip sees the store
+    _same(before, after, Y, 3)
+
+
+def test_pure_calls_shapes_and_a_chain_move():
+    # a math function, a .shape, and a statement that reads only one moved before it
+    src = """
+    def f(Y, Z, n, k):
+        A = np.zeros(n)
+        for l in range(n):
+            s = math.sin(Y[k]) * (Y.shape == Z.shape)
+            u = s * 2.0
+            A[l] += u + l
+        return A
+    """
+    before, after, text = _rewrite(src)
+    head = text.split("for l in")[0]
+    assert "if n > 0:" in head and "s = math.sin(Y[k])" in head and "u = s * 2.0" in head, text
+    Y, Z = np.array([0.3, 1.7]), np.zeros(2)
+    for n in (3, 0):
+        _same(before, after, Y, Z, n, 1)
+
+
+def test_a_loop_whose_trips_cannot_be_counted_is_left_alone():
+    # step 2: no test of "the loop runs" to put the moved read under
+    src = """
+    def f(Y, n):
+        A = np.zeros(n)
+        for l in range(0, n, 2):
+            s = Y[0]
+            A[l] += s
+        return A
+    """
+    before, after, text = _rewrite(src)
+    assert "if " not in text, text
+    _same(before, after, np.array([1.5]), 5)
+
+
+def test_inside_another_if_the_read_gets_its_own_guard():
+    # the read is out of range exactly when the loop has no trips, and the if around the loop
+    # tests something else: the moved read still needs "the loop runs"
+    src = """
+    def f(Y, n, c):
+        A = np.zeros(n + 1)
+        for j in range(n - 1, n):
+            if c > 0:
+                for l in range(j + 1, n):
+                    s = Y[j + 1]
+                    A[l] += s
+        return A
+    """
+    before, after, text = _rewrite(src)
+    assert "if n > j + 1:" in text, text
+    _same(before, after, np.arange(3.0), 3, 1)
+
+
+def test_where_the_loop_stores_into_the_tape_other_reads_still_move():
+    # W is a view of the tape (a tuple assignment): its read stays; Z is not: its read moves
+    src = """
+    def f(_ftape, Z, n):
+        _ftape, W, _wtop = h(_ftape, n)
+        A = np.zeros(n)
+        for l in range(n):
+            s = W[0]
+            u = Z[0]
+            _ftape[l + 1] = s + l
+            A[l] += s + u
+        return A
+    """
+    before, after, text = _rewrite(src, {"h": lambda t, n: (t, t[:1], 0)})
+    head = text.split("for l in")[0]
+    assert "u = Z[0]" in head and "s = W[0]" not in head, text
+    _same(before, after, np.arange(5.0), np.array([0.25]), 3)
