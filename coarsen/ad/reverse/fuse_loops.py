@@ -301,14 +301,16 @@ def _rename(stmts, old, new):
 
 def _dead_outside(top, loop, name):
     """Is every mention of ``name`` outside ``loop`` inside another loop that binds it (and
-    does not hold ``loop``: there, a read after ``loop`` would see what ``loop`` left)?"""
+    does not hold ``loop``: there, a read after ``loop`` would see what ``loop`` left): its
+    target or its body (its range and its ``else`` read the value from before it)?"""
     inside = set()
 
     def mark(stmts):
         for st in stmts:
             if isinstance(st, gast.For) and isinstance(st.target, gast.Name) and \
                     st.target.id == name and not any(n is loop for n in gast.walk(st)):
-                inside.update(id(n) for n in gast.walk(st))
+                inside.update(id(n) for part in [st.target] + st.body for n in gast.walk(part))
+                mark(st.orelse)
                 continue
             for fld in ("body", "orelse"):
                 sub = getattr(st, fld, None)
