@@ -306,6 +306,41 @@ def _outer_add(out, x, y):
             out[i, j] += xi * y[j]
 
 
+def _outer_add2(out, x, y, u, v):
+    if u.shape[0] != x.shape[0] or v.shape[0] != y.shape[0] or out.shape[0] != x.shape[0] \
+            or out.shape[1] != y.shape[0]:
+        raise ValueError('outer: the adjoint and the outer products differ in shape')
+    for i in range(x.shape[0]):
+        xi = x[i]
+        ui = u[i]
+        for j in range(y.shape[0]):
+            out[i, j] = (out[i, j] + xi * y[j]) + ui * v[j]
+
+
+def _outer_first2(shape, x, y, u, v):
+    if shape[0] != x.shape[0] or shape[1] != y.shape[0] or u.shape[0] != x.shape[0] \
+            or v.shape[0] != y.shape[0]:
+        raise ValueError('outer: the adjoint and the outer products differ in shape')
+    out = np.empty((x.shape[0], y.shape[0]))
+    for i in range(x.shape[0]):
+        xi = x[i]
+        ui = u[i]
+        for j in range(y.shape[0]):
+            out[i, j] = (0.0 + xi * y[j]) + ui * v[j]
+    return out
+
+
+def _outer_first(shape, x, y):
+    if shape[0] != x.shape[0] or shape[1] != y.shape[0]:
+        raise ValueError('outer: the adjoint and the outer product differ in shape')
+    out = np.empty((x.shape[0], y.shape[0]))
+    for i in range(x.shape[0]):
+        xi = x[i]
+        for j in range(y.shape[0]):
+            out[i, j] = 0.0 + xi * y[j]
+    return out
+
+
 def _prod_grad(a):
     flat = a.ravel()
     n = flat.shape[0]
@@ -544,7 +579,7 @@ HELPERS = {f.__name__: f for f in (
     _grow, _reserve, _scratch_zeros, _scratch_empty, _scratch_at, _push, _push_array,
     _range_len, _index_error, _revolve_reps, _revolve_advances, _revolve_mid, _revolve_units,
     _slice_start, _slice_len, _bcast_len, _bcast_stride, _same_len, _custom_shape, _int_divisor,
-    _range_cont, _mm22, _mm21, _mm12, _mm11, _bmm22, _bmm21, _bmm12, _bmm11, _outer, _outer_add, _prod_grad, _cumsum2, _rcumsum1, _rcumsum2,
+    _range_cont, _mm22, _mm21, _mm12, _mm11, _bmm22, _bmm21, _bmm12, _bmm11, _outer, _outer_add, _outer_add2, _outer_first2, _outer_first, _prod_grad, _cumsum2, _rcumsum1, _rcumsum2,
     _diff_adj1, _diff_adj2, _solve2, _solve1, _solve_adj_b1, _solve_adj_b2, _solve_adj_a1,
     _solve_adj_a2, _linspace, _linspace_w, _gradient_rows, _gradient_rows_adj,
 )}

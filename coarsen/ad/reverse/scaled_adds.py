@@ -1,5 +1,5 @@
 """Scaled adds: the reverse sweep's ``X_bar += s_bar * _acc`` and ``X_bar += _outer(a, b)`` as
-loop helper calls.
+loop helper calls, rank-one passes into one matrix fused.
 
 A reduction loop reversed in place (``coarsen.ad.reverse.fused``) leaves, per input array,
 one whole-array update ``X_bar += s_bar * _acc<k>`` for the reverse sweep.  Numba compiles
@@ -18,8 +18,12 @@ marked ``X += s * A`` (``X``, ``s``, ``A`` names) is the statement
 the same bits.  Every ``X += _outer(a, b)`` (names; an adjoint of a matrix-vector product,
 ``coarsen.ir.primitives.linalg``) is ``_outer_add(X, a, b)``: ``X[i, j] += a[i] * b[j]`` in
 place, the same operations without the temporary matrix (``X``, 2-D, is an adjoint; ``a`` and
-``b``, 1-D, are an adjoint and a primal value, neither of which views it).  Other statements
-are unchanged.  Meant for the cpu target (on the python
+``b``, 1-D, are an adjoint and a primal value, neither of which views it).  Then, per block,
+two such passes into one ``X`` become one (``_outer_add2``, ``_fused_outer_adds``) and an
+``X = np.zeros(S)`` whose next mention is such a pass becomes that pass's write
+(``_outer_first``/``_outer_first2``, ``_outer_first_writes``): the same operations in the
+same order, one pass over the matrix where there were two or three.  Other statements are
+unchanged.  Meant for the cpu target (on the python
 target a loop of Python statements would be slower than NumPy's expression).
 """
 from __future__ import annotations
@@ -89,6 +93,146 @@ def scaled_add_calls(body):
                     st = copy.copy(st)      # copy on write: the input is not modified
                     st.body, st.orelse = body, orelse
             out.append(st)
-        return out
+        return _outer_first_writes(_fused_outer_adds(out, helpers), helpers)
 
     return block(list(body)), helpers
+
+
+def _outer_add_args(st):
+    """The argument names of a statement ``_outer_add(X, a, b)`` or ``_outer_add2(X, a, b,
+    c, d)`` (names only), else None."""
+    v = st.value if isinstance(st, gast.Expr) else None
+    if isinstance(v, gast.Call) and isinstance(v.func, gast.Name) and not v.keywords and \
+            (v.func.id, len(v.args)) in (("_outer_add", 3), ("_outer_add2", 5)) and \
+            all(isinstance(a, gast.Name) for a in v.args):
+        return [a.id for a in v.args]
+    return None
+
+
+def _with_comment(new, *olds):
+    comments = [c for o in olds for c in [getattr(o, "coarsen_comment", None)] if c]
+    if comments:
+        new.coarsen_comment = comments[0]
+    return new
+
+
+#: calls that only read their array arguments (the products' helpers)
+_READING_CALLS = ("_bmm", "_mm")
+
+
+def _only_read(stmt, names):
+    """Does ``stmt`` at most read the arrays ``names``: each mention loaded, and an operand of
+    arithmetic, an element read, a ``.shape``/``.size``/``.ndim``, or an argument of a
+    product helper (``_READING_CALLS``)?  (A call of another helper, such as
+    ``_add_scaled1(q_bar, ...)``, may write into its arguments.)"""
+    parents = {}
+    for node in gast.walk(stmt):
+        for child in gast.iter_child_nodes(node):
+            parents[id(child)] = node
+    for node in gast.walk(stmt):
+        if not (isinstance(node, gast.Name) and node.id in names):
+            continue
+        if not isinstance(node.ctx, gast.Load):
+            return False
+        up = parents.get(id(node))
+        if isinstance(up, (gast.BinOp, gast.UnaryOp, gast.Compare)):
+            continue
+        if isinstance(up, gast.Subscript) and up.value is node and isinstance(up.ctx, gast.Load):
+            continue
+        if isinstance(up, gast.Attribute) and up.attr in ("shape", "size", "ndim"):
+            continue
+        if isinstance(up, gast.Call) and node is not up.func and isinstance(up.func, gast.Name) \
+                and up.func.id.startswith(_READING_CALLS):
+            continue
+        return False
+    return True
+
+
+def _fused_outer_adds(stmts, helpers):
+    """``_outer_add(X, a, b)`` and the next statement of the block that mentions ``X``,
+    ``_outer_add(X, c, d)``, as one pass ``_outer_add2(X, a, b, c, d)`` where the first was:
+    ``X[i, j] = (X[i, j] + a[i] * b[j]) + c[i] * d[j]``, the operations of the two passes in
+    their order.  Only where the statements between them at most read ``c`` and ``d``
+    (``_only_read``: the fused pass goes where the first was, and the second would have read
+    the same values), or else at most read ``a`` and ``b`` (it goes where the second was);
+    nothing between mentions ``X``, and ``a``, ``b``, ``c``, ``d`` do not view ``X``, as for
+    ``_outer_add``, so the fused pass reads what the two would have read."""
+    out = list(stmts)
+    for i, st in enumerate(stmts):
+        ops = _outer_add_args(out[i]) if out[i] is st else None
+        if ops is None or len(ops) != 3:
+            continue
+        name = ops[0]
+        for j in range(i + 1, len(stmts)):
+            if name in _names(stmts[j]):
+                break
+        else:
+            continue
+        later = _outer_add_args(stmts[j]) if out[j] is stmts[j] else None
+        if later is None or len(later) != 3 or later[0] != name or name in ops[1:] + later[1:]:
+            continue
+        between = stmts[i + 1:j]
+        if all(_only_read(s, set(later[1:])) for s in between):
+            at, gone = i, j          # the second pass's operands hold still: it moves up
+        elif all(_only_read(s, set(ops[1:])) for s in between):
+            at, gone = j, i          # the first pass's operands hold still: it moves down
+        else:
+            continue
+        helpers.add("_outer_add2")
+        out[at] = _with_comment(gast.Expr(value=B.call(
+            B.name("_outer_add2"), *[B.name(n) for n in ops + later[1:]])), st, stmts[j])
+        out[gone] = None
+    return [s for s in out if s is not None]
+
+
+def _names(node, ctx=None):
+    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)
+            and (ctx is None or isinstance(n.ctx, ctx))}
+
+
+def _zeros_shape(st):
+    """``(X, shape)`` of ``X = np.zeros(shape)`` (float64; ``shape`` names, attributes,
+    subscripts, tuples and constants: no call), else None."""
+    if not (isinstance(st, gast.Assign) and len(st.targets) == 1
+            and isinstance(st.targets[0], gast.Name)):
+        return None
+    v = st.value
+    if not (isinstance(v, gast.Call) and isinstance(v.func, gast.Attribute) and v.func.attr == "zeros"
+            and isinstance(v.func.value, gast.Name) and v.func.value.id == "np"
+            and len(v.args) == 1 and not v.keywords):
+        return None
+    allowed = (gast.Name, gast.Attribute, gast.Subscript, gast.Tuple, gast.Constant, gast.Load)
+    if not all(isinstance(n, allowed) for n in gast.walk(v.args[0])):
+        return None
+    return st.targets[0].id, v.args[0]
+
+
+def _outer_first_writes(stmts, helpers):
+    """``X = np.zeros(S)`` whose next mention (in the same block) is ``_outer_add(X, a, b)``
+    (or ``_outer_add2``): the allocation goes and that call is ``X = _outer_first(S, a, b)``
+    (``_outer_first2``), which checks ``S`` and writes ``0.0 + a[i] * b[j]`` per element: the
+    value the zeros and the pass gave, bit for bit, in one pass instead of two.  Only where
+    no statement between them assigns a name that ``S`` reads (``S`` means the same shape
+    at the call) and ``X`` is not among the products' operands."""
+    out = list(stmts)
+    for i, st in enumerate(stmts):
+        found = _zeros_shape(st)
+        if found is None:
+            continue
+        name, shape = found
+        for j in range(i + 1, len(stmts)):
+            if name in _names(stmts[j]):
+                break
+        else:
+            continue
+        ops = _outer_add_args(stmts[j])
+        if ops is None or ops[0] != name or name in ops[1:] or out[j] is not stmts[j]:
+            continue
+        if any(_names(shape) & _names(s, gast.Store) for s in stmts[i + 1:j]):
+            continue
+        helper = "_outer_first" if len(ops) == 3 else "_outer_first2"
+        helpers.add(helper)
+        call = B.call(B.name(helper), copy.deepcopy(shape), *[B.name(n) for n in ops[1:]])
+        out[j] = _with_comment(B.assign(name, call), stmts[j])
+        out[i] = None
+    return [s for s in out if s is not None]
