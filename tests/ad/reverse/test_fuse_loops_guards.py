@@ -4,6 +4,7 @@ Each refusal is a program whose two loops, fused, give other numbers (or raise):
 leave it alone, and the function computes what it did.  Each fusion that must happen is one a
 broken guard would stop."""
 import ast
+import math
 import textwrap
 import types
 
@@ -16,7 +17,11 @@ from tests.helpers_passes import rewrite
 
 
 def _rewrite(src):
-    return rewrite(src, fuse_loops, (), {"types": types})
+    return rewrite(src, fuse_loops, (), {"types": types, "math": math, "fill_ones": _fill_ones})
+
+
+def _fill_ones(a):
+    a.fill(1.0)
 
 
 def _loops(text):
@@ -156,6 +161,29 @@ def f(n):
         C[j] = B[j] + 1.0
     return B, C
 """, (3,)),
+    # nor is a call of a plain function that is not among the pure ones (this one writes B)
+    "impure call between": ("""
+def f(n):
+    B = np.zeros((n,))
+    C = np.zeros((n,))
+    for i in range(n):
+        B[i] = i * 1.0
+    w = fill_ones(B)
+    for j in range(n):
+        C[j] = B[j] + 1.0
+    return B, C
+""", (3,)),
+    # the second loop reads B whole (an operand), which the first writes element by element
+    "reads the array whole": ("""
+def f(n):
+    B = np.zeros((n,))
+    C = np.zeros((n,))
+    for i in range(n):
+        B[i] = i * 1.0
+    for j in range(n):
+        C[j] = (B + 0.0)[n - 1 - j]
+    return B, C
+""", (3,)),
     # range(n) and range(1, n): other trips
     "one and two arguments": ("""
 def f(n):
@@ -238,6 +266,18 @@ def f(n):
     for i in range(n):
         if i > 0:
             B[i] = i * 1.0
+    for j in range(n):
+        C[j] = B[j] + 1.0
+    return B, C
+""", (3,)),
+    # pass, and math's functions, in a loop's body are fusable
+    "pass and math": ("""
+def f(n):
+    B = np.zeros((n,))
+    C = np.zeros((n,))
+    for i in range(n):
+        pass
+        B[i] = math.sin(i * 1.0)
     for j in range(n):
         C[j] = B[j] + 1.0
     return B, C
