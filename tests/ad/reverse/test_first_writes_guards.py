@@ -1,0 +1,84 @@
+"""coarsen.ad.reverse.first_writes: each precondition pinned (issue 48's mutation run).
+
+Each case is a nest that does not write every element of the allocation exactly once (or whose
+extents the rule cannot prove): ``np.empty`` there would leave elements uninitialized, so the
+allocation must stay ``np.zeros`` and the nest keep its ``+=``."""
+import ast
+
+import gast
+import numpy as np
+import pytest
+
+from coarsen.ad.reverse.first_writes import first_writes
+from tests.ad.reverse.test_first_writes import MADE, NEST, STRIDED, _exec, _run, _run_guarded
+
+
+def _chain(k):
+    """``n0`` resolved through ``k`` copies (``c1 = Y.shape[0] - 1``, ``c2 = c1``, ...)."""
+    lines = ["c1 = Y.shape[0] - 1"] + [f"c{j + 1} = c{j}" for j in range(1, k)]
+    return "\n".join(lines) + f"\nn0 = c{k}\n"
+
+
+KEPT = [
+    # a chain of copies deeper than _is_dim follows: no proof (here it is not the extent)
+    (NEST.replace("n0 = Y.shape[0]\n", _chain(10)), "a chain of ten copies"),
+    # np.zeros(Y.size): not Y's shape
+    (NEST.replace("X = np.zeros(Y.shape)", "X = np.zeros(Y.size)")
+         .replace("X[i, j] += t * b[j]", "X[i * n1 + j] += t * b[j]"), "another shape"),
+    # a loop over a list, not a range
+    (NEST.replace("for i in range(n0 - 1, -1, -1):", "for i in idx:"), "not a range"),
+    # range(n0 - 1, 0, -1) misses i = 0
+    (NEST.replace("for i in range(n0 - 1, -1, -1):", "for i in range(n0 - 1, 0, -1):"),
+     "stops at 1"),
+    # range(n0 - 1, n0): one trip
+    (NEST.replace("for i in range(n0 - 1, -1, -1):", "for i in range(n0 - 1, n0):"), "one trip"),
+    # Y assigned again in a compound statement: the range reads the new shape
+    (NEST.replace("X = np.zeros(Y.shape)\n", "X = np.zeros(Y.shape)\nif c:\n    Y = f(b)\n")
+         .replace("for i in range(n0 - 1, -1, -1):", "for i in range(Y.shape[0] - 1, -1, -1):"),
+     "Y assigned in an if"),
+]
+
+
+@pytest.mark.parametrize("src, why", KEPT, ids=[k[1] for k in KEPT])
+def test_kept(src, why):
+    out = _run(src)
+    assert "X = np.zeros(" in out and "X = np.empty(" not in out, (why, out)
+
+
+def test_a_copy_of_the_extent_is_followed():
+    # (the chain above is refused for its depth: a short chain of the extent itself is followed)
+    out = _run(NEST.replace("n0 = Y.shape[0]\n", _chain(1).replace(" - 1", "")))
+    assert "X = np.empty(Y.shape)" in out, out
+
+
+def test_a_range_built_with_constant_minus_ones():
+    # the compiler builds range(E - 1, -1, -1) with Constant(-1), not -(1) as parsed source
+    body = gast.parse(NEST).body
+    for n in gast.walk(gast.Module(body=body, type_ignores=[])):
+        if isinstance(n, gast.UnaryOp) and isinstance(n.op, gast.USub) and \
+                isinstance(n.operand, gast.Constant) and n.operand.value == 1:
+            n.op, n.operand = gast.UAdd(), gast.Constant(value=-1, kind=None)
+    # (+(-1): rebuilt below as plain constants)
+    for n in gast.walk(gast.Module(body=body, type_ignores=[])):
+        if isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and n.func.id == "range":
+            n.args = [a.operand if isinstance(a, gast.UnaryOp) and isinstance(a.op, gast.UAdd)
+                      else a for a in n.args]
+    assert sum(isinstance(n, gast.Constant) and n.value == -1
+               for n in gast.walk(gast.Module(body=body, type_ignores=[]))) == 4
+    out = first_writes(body, MADE)
+    text = ast.unparse(ast.fix_missing_locations(gast.gast_to_ast(gast.Module(body=out, type_ignores=[]))))
+    assert "X = np.empty(Y.shape)" in text and "X[i, j] = t * b[j]" in text, text
+
+
+def test_guarded_kept_where_the_array_is_assigned_in_an_if():
+    # A assigned again in a compound statement after X's initialization: the range that reads
+    # A.shape[1] there proves nothing about X's extent
+    src = STRIDED.replace("X = np.zeros(A.shape)\n", "X = np.zeros(A.shape)\nif c[0] > 1e300:\n"
+                          "    A = np.zeros((1, 1))\n") \
+        .replace("for j in range(n1):", "for j in range(A.shape[1]):")
+    text, new = _run_guarded(src)
+    assert not new and "X = np.zeros(A.shape)" in text, text
+    rng = np.random.default_rng(2)
+    A, B = np.zeros((3, 4)), np.zeros((3, 4))
+    b, c = rng.standard_normal(4), rng.standard_normal(3)
+    assert np.array_equal(_exec(src, A, B, b, c), _exec(text, A, B, b, c))
