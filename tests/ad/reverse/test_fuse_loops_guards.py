@@ -17,11 +17,11 @@ from tests.helpers_passes import rewrite
 
 
 def _rewrite(src):
-    return rewrite(src, fuse_loops, (), {"types": types, "math": math, "fill_ones": _fill_ones})
+    return rewrite(src, fuse_loops, (), {"types": types, "math": math, "fill_with": _fill_with})
 
 
-def _fill_ones(a):
-    a.fill(1.0)
+def _fill_with(a, v):
+    a.fill(v)
 
 
 def _loops(text):
@@ -111,16 +111,18 @@ def f(n):
         C[j] = t
     return B, C
 """, (3,)),
-    # a method call between the loops: not an allocation, and it writes B
+    # a method call between the loops: not an allocation; it reads i, so it would move after
+    # the fused loop, and it writes D, which the second loop reads
     "call between": ("""
 def f(n):
     B = np.zeros((n,))
     C = np.zeros((n,))
+    D = np.zeros((n,))
     for i in range(n):
         B[i] = i * 1.0
-    w = B.fill(0.0)
+    w = D.fill(i)
     for j in range(n):
-        C[j] = B[j] + 1.0
+        C[j] = B[j] + D[j]
     return B, C
 """, (3,)),
     # a tuple target is not among the fusable statements
@@ -147,30 +149,31 @@ def f(n):
         C[j] = 2.0 * j
     return B, C, o.x
 """, (3,)),
-    # a call between the loops through a name that is not np: not an allocation, though it
-    # is called ones (this one writes B)
+    # the same through a name that is not np: not an allocation, though it is called ones
     "ones not np's": ("""
 def f(n):
-    h = types.SimpleNamespace(ones=lambda a: a.fill(1.0))
+    h = types.SimpleNamespace(ones=lambda a, v: a.fill(v))
     B = np.zeros((n,))
     C = np.zeros((n,))
+    D = np.zeros((n,))
     for i in range(n):
         B[i] = i * 1.0
-    w = h.ones(B)
+    w = h.ones(D, i)
     for j in range(n):
-        C[j] = B[j] + 1.0
+        C[j] = B[j] + D[j]
     return B, C
 """, (3,)),
-    # nor is a call of a plain function that is not among the pure ones (this one writes B)
+    # nor is a call of a plain function that is not among the pure ones
     "impure call between": ("""
 def f(n):
     B = np.zeros((n,))
     C = np.zeros((n,))
+    D = np.zeros((n,))
     for i in range(n):
         B[i] = i * 1.0
-    w = fill_ones(B)
+    w = fill_with(D, i)
     for j in range(n):
-        C[j] = B[j] + 1.0
+        C[j] = B[j] + D[j]
     return B, C
 """, (3,)),
     # the second loop reads B whole (an operand), which the first writes element by element
