@@ -23,8 +23,8 @@ KEPT = [
     # a chain of copies deeper than _is_dim follows: no proof (here it is not the extent)
     (NEST.replace("n0 = Y.shape[0]\n", _chain(10)), "a chain of ten copies"),
     # np.zeros(Y.size): not Y's shape
-    (NEST.replace("X = np.zeros(Y.shape)", "X = np.zeros(Y.size)")
-         .replace("X[i, j] += t * b[j]", "X[i * n1 + j] += t * b[j]"), "another shape"),
+    ("Y = f(a)\nn0 = Y.shape[0]\nX = np.zeros(Y.size)\nfor i in range(n0):\n    X[i] += b[i]\n"
+     "out = X\n", "another shape"),
     # a loop over a list, not a range
     (NEST.replace("for i in range(n0 - 1, -1, -1):", "for i in idx:"), "not a range"),
     # range(n0 - 1, 0, -1) misses i = 0
@@ -82,3 +82,20 @@ def test_guarded_kept_where_the_array_is_assigned_in_an_if():
     A, B = np.zeros((3, 4)), np.zeros((3, 4))
     b, c = rng.standard_normal(4), rng.standard_normal(3)
     assert np.array_equal(_exec(src, A, B, b, c), _exec(text, A, B, b, c))
+
+
+def test_guarded_leaves_a_nest_with_nothing_to_test_to_the_rule():
+    # every index is its loop variable and every extent is proven: first_writes' case, no test
+    text, new = _run_guarded(NEST, made=MADE)
+    assert not new and "_fw" not in text and "X = np.zeros(Y.shape)" in text, text
+
+
+def test_guarded_tests_only_the_strides_where_the_extents_are_proven():
+    src = STRIDED.replace("n1 = B.shape[1]", "n1 = A.shape[1]")
+    text, new = _run_guarded(src)
+    assert new == {"_fw0"} and "_fw0 = s0 == 1 and s1 == 1\n" in text, text
+    rng = np.random.default_rng(5)
+    for shape in ((3, 4), (1, 4), (3, 1)):
+        A, B = np.zeros(shape), np.zeros((3, 4))
+        b, c = rng.standard_normal(shape[1]), rng.standard_normal(shape[0])
+        assert np.array_equal(_exec(src, A, B, b, c), _exec(text, A, B, b, c))
