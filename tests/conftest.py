@@ -21,3 +21,15 @@ os.environ.setdefault("COARSEN_COST_WEIGHTS", "default")
 # every module the suite generates is checked for compiler names with no generator or more
 # than one (coarsen.ir.fresh_check): set before coarsen is imported, inherited by workers
 os.environ.setdefault("COARSEN_CHECK_NAMES", "1")
+
+# Numba compiles the generated modules at LLVM's -O1 in the tests (NUMBA_OPT=1), not the -O3
+# users get: a third of the compile time, which is most of the suite's time.  The optimization
+# level does not change what the code computes (no fast-math anywhere: LLVM keeps IEEE
+# semantics at every level); tests/lowering/test_opt_levels.py compiles programs at -O3 in a
+# fresh process and checks the same bits.  Set before Numba is imported, inherited by the
+# workers and by the processes tests start.  The modules then go to a cache of their own
+# (Numba's cache index does not key on the level): -O1 code never reaches the users' cache.
+os.environ.setdefault("NUMBA_OPT", "1")
+os.environ.setdefault("COARSEN_CACHE_DIR", os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+    f"coarsen-tests-O{os.environ['NUMBA_OPT']}"))
