@@ -36,6 +36,11 @@ KEPT = [
     (NEST.replace("X = np.zeros(Y.shape)\n", "X = np.zeros(Y.shape)\nif c:\n    Y = f(b)\n")
          .replace("for i in range(n0 - 1, -1, -1):", "for i in range(Y.shape[0] - 1, -1, -1):"),
      "Y assigned in an if"),
+    # Y assigned again after X's initialization, at the top level: the range reads the new Y
+    (NEST.replace("X = np.zeros(Y.shape)\n", "X = np.zeros(Y.shape)\nY = f(b)\n")
+         .replace("for i in range(n0 - 1, -1, -1):", "for i in range(Y.shape[0] - 1, -1, -1):")
+         .replace("for j in range(n1 - 1, -1, -1):", "for j in range(Y.shape[1] - 1, -1, -1):"),
+     "Y assigned again between"),
 ]
 
 
@@ -98,4 +103,22 @@ def test_guarded_tests_only_the_strides_where_the_extents_are_proven():
     for shape in ((3, 4), (1, 4), (3, 1)):
         A, B = np.zeros(shape), np.zeros((3, 4))
         b, c = rng.standard_normal(shape[1]), rng.standard_normal(shape[0])
+        assert np.array_equal(_exec(src, A, B, b, c), _exec(text, A, B, b, c))
+
+
+def test_guarded_kept_where_the_index_has_fewer_axes_than_the_nest():
+    # X[r] is a row: each trip of j adds into all of it
+    src = STRIDED.replace("X[r, s1 * j] += t * b[j]", "X[r] += t * b[j]")
+    text, new = _run_guarded(src)
+    assert not new and "X = np.zeros(A.shape)" in text, text
+
+
+def test_guarded_tests_an_extent_it_cannot_prove_without_strides():
+    src = STRIDED.replace("X[r, s1 * j] += t * b[j]", "X[i, j] += t * b[j]")
+    text, new = _run_guarded(src)
+    assert new == {"_fw0"} and "_fw0 = n1 == A.shape[1]\n" in text, text
+    rng = np.random.default_rng(6)
+    for shape in ((3, 4), (3, 5)):
+        A, B = np.zeros(shape), np.zeros((3, 4))
+        b, c = rng.standard_normal(4), rng.standard_normal(3)
         assert np.array_equal(_exec(src, A, B, b, c), _exec(text, A, B, b, c))
