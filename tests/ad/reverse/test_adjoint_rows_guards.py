@@ -38,3 +38,70 @@ def test_a_row_view_before_the_loop_is_left_whole():
     assert "x_bar = np.zeros(u.shape)" in text and not new, text
     for nt in (1, 2, 5):
         _same(before, after, *_args(6, nt))
+
+
+AFTER = "out[i] = x_bar[0, i] + 0.5 * x_bar[1, i]"
+
+
+def _reading_after(loop_and_read):
+    """SWEEP with the rows after the loop read by ``loop_and_read`` (in the loop over i)."""
+    return _replaced(AFTER, loop_and_read)
+
+
+RING = {
+    # the rows after the loop read by a loop over them (a scheme of several steps)
+    "a loop over rows 0, 1": "for k in range(0, 2):\n            out[i] += x_bar[k, i]",
+    "a loop down over rows 1, 0": "for k in range(1, -1, -1):\n            out[i] += x_bar[k, i]",
+    "a loop over row 1": "for k in range(1, 2):\n            out[i] += x_bar[k, i]",
+    "a loop over rows 0, 1 by range(2)": "for k in range(2):\n            out[i] += x_bar[k, i]",
+}
+
+
+@pytest.mark.parametrize("case", sorted(RING))
+def test_rows_after_the_loop_read_in_a_loop_get_the_ring(case):
+    before, after, text, new = _rewrite(_reading_after(RING[case]))
+    assert "x_bar = np.zeros((_rows0, _ext0))" in text, text
+    for nt in (1, 2, 5):
+        _same(before, after, *_args(6, nt))
+
+
+WHOLE = {
+    # row 2 is not in the last window (rows 0 and 1)
+    "a loop over rows 0, 1, 2": "for k in range(0, 3):\n            out[i] += x_bar[k, i]",
+    "a loop down over rows 2, 1, 0": "for k in range(2, -1, -1):\n            out[i] += x_bar[k, i]",
+    # step 2: the rule knows steps 1 and -1 only
+    "a loop by twos": "for k in range(0, 4, 2):\n            out[i] += x_bar[k, i]",
+    # k assigned again in the statement: not the loop's values only
+    "k assigned again": "for k in range(0, 2):\n            out[i] += x_bar[k, i]\n"
+                        "        k = 3\n        out[i] += x_bar[k, i]",
+    # a loop without trips leaves k as it was (here: unbound, then 2)
+    "a loop without trips": "k = 2\n        for k in range(1, 1):\n            pass\n"
+                            "        out[i] += x_bar[k, i]",
+    # a row index that is not a constant or such a loop's variable
+    "a row index computed": "out[i] = x_bar[i % 2, i]",
+}
+
+
+@pytest.mark.parametrize("case", sorted(WHOLE))
+def test_rows_after_the_loop_outside_the_last_window_keep_it_whole(case):
+    before, after, text, new = _rewrite(_reading_after(WHOLE[case]))
+    assert "x_bar = np.zeros(u.shape)" in text and not new, text
+    for nt in (3, 5):       # (rows up to 3 read after the loop)
+        _same(before, after, *_args(6, nt))
+
+
+def test_a_loop_that_stops_at_1_keeps_row_2_in_the_ring():
+    # t runs down to 1: the last window is rows 1, 2; row 2 is slot 2 % 2, not index 2
+    src = _replaced("for t in range(m - 1, -1, -1):", "for t in range(m - 1, 0, -1):") \
+        .replace(AFTER, "out[i] = x_bar[1, i] + 0.5 * x_bar[2, i]")
+    before, after, text, new = _rewrite(src)
+    assert "x_bar = np.zeros((_rows0, _ext0))" in text and "x_bar[2 % _rows0, i]" in text, text
+    for nt in (2, 3, 6):
+        _same(before, after, *_args(6, nt))
+
+
+def test_a_row_before_the_loop_indexed_by_a_call_keeps_it_whole():
+    src = _replaced("x_bar[nt, i] += seed[i]", "x_bar[int(nt), i] += seed[i]")
+    before, after, text, new = _rewrite(src)
+    assert "x_bar = np.zeros(u.shape)" in text and not new, text
+
