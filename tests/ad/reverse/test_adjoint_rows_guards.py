@@ -105,3 +105,15 @@ def test_a_row_before_the_loop_indexed_by_a_call_keeps_it_whole():
     before, after, text, new = _rewrite(src)
     assert "x_bar = np.zeros(u.shape)" in text and not new, text
 
+
+
+def test_a_statement_that_names_only_the_adjoint_is_mapped_too():
+    # x_bar[2, 0] += 1.0 names nothing else: its row is still a slot of the ring (t runs down
+    # to 1: the last window is rows 1, 2, and row 2 is slot 0)
+    src = _replaced("for t in range(m - 1, -1, -1):", "for t in range(m - 1, 0, -1):") \
+        .replace("    out = np.zeros(u.shape[1])\n", "    x_bar[2, 0] += 1.0\n    out = np.zeros(u.shape[1])\n") \
+        .replace(AFTER, "out[i] = x_bar[1, i] + 0.5 * x_bar[2, i]")
+    before, after, text, new = _rewrite(src)
+    assert "x_bar[2 % _rows0, 0] += 1.0" in text, text
+    for nt in (2, 3, 6):
+        _same(before, after, *_args(6, nt))
