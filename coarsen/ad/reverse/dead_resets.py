@@ -146,8 +146,9 @@ def _removable_shifted(top, path, st, name, idx, later):
         if any(isinstance(n, gast.Name) and n.id == var and isinstance(n.ctx, gast.Store)
                for b in lp.body for n in gast.walk(b)):
             return False
-    if len(set([t] + inner)) != 1 + len(inner):
-        return False
+    # distinct already: the loops of ``path`` are nested, so a repeated variable is the target
+    # of a loop inside a loop of that name, a store the check above refused
+    assert len(set([t] + inner)) == 1 + len(inner), "a loop variable repeated in the nest"
     elts = index_elts(idx)
     if len(elts) != 1 + len(inner) or \
             [e.id if isinstance(e, gast.Name) else None for e in elts[1:]] != inner:
