@@ -158,10 +158,13 @@ def _reduce_source(op, nd, ax):
     return "\n".join(lines) + "\n"
 
 
-def _reduce_adjoint_source(op, nd, ax, keep):
+def _reduce_adjoint_source(op, nd, ax, keep, add=False):
     """_red_adj_<op>_<nd>_<ax>[_k](a, g): the adjoint of max/min along axis ax, ``g`` shared
     evenly by the ties of each fiber (as JAX), with ``g`` shaped like the reduction (``keep``:
-    with the axis kept, of length 1).  The operations of ``mask * (g / count)``: the same bits."""
+    with the axis kept, of length 1).  The operations of ``mask * (g / count)``: the same bits.
+    ``add``: _red_adj_add_<op>_<nd>_<ax>[_k](out, a, g) adds that adjoint into ``out`` (``a``'s
+    shape) in place, ``out[...] += mask * q``: the bits of ``out += _red_adj_...(a, g)``
+    without the temporary array."""
     cmp = ">" if op == "amax" else "<"
     gidx = ", ".join(("0" if keep else None) if d == ax else f"i{d}" for d in range(nd)
                      if d != ax or keep)
@@ -170,13 +173,18 @@ def _reduce_adjoint_source(op, nd, ax, keep):
             f"    v = {_at(nd, ax, 'k')}", f"    if v {cmp} acc or v != v:", "        acc = v",
             "cnt = 0.0", f"for k in range(a.shape[{ax}]):", f"    if {_at(nd, ax, 'k')} == acc:",
             "        cnt += 1.0", f"q = g[{gidx}] / cnt", f"for k in range(a.shape[{ax}]):",
-            f"    {oat} = (1.0 if {_at(nd, ax, 'k')} == acc else 0.0) * q"]
-    name = f"_red_adj_{op}_{nd}_{ax}" + ("_k" if keep else "")
-    lines = [f"def {name}(a, g):", "    out = np.empty(a.shape)",
-             f"    if a.shape[{ax}] == 0:",
-             "        raise ValueError('zero-size array to reduction operation which has no identity')"]
+            f"    {oat} {'+=' if add else '='} (1.0 if {_at(nd, ax, 'k')} == acc else 0.0) * q"]
+    name = f"_red_adj_{'add_' if add else ''}{op}_{nd}_{ax}" + ("_k" if keep else "")
+    if add:
+        lines = [f"def {name}(out, a, g):", "    if out.shape != a.shape:",
+                 "        raise ValueError('coarsen: an adjoint accumulator of another shape')"]
+    else:
+        lines = [f"def {name}(a, g):", "    out = np.empty(a.shape)"]
+    lines += [f"    if a.shape[{ax}] == 0:",
+              "        raise ValueError('zero-size array to reduction operation which has no identity')"]
     lines += _fiber_loops(nd, ax, body)
-    lines.append("    return out")
+    if not add:
+        lines.append("    return out")
     return "\n".join(lines) + "\n"
 
 
@@ -246,6 +254,12 @@ def reduce_adjoint(op, nd, ax, keep):
     """``_red_adj_<op>_N_A[_k]``: the adjoint of ``amax``/``amin`` along axis A of an N-D array."""
     return _generated(f"_red_adj_{op}_{nd}_{ax}" + ("_k" if keep else ""), _reduce_adjoint_source,
                       (op, nd, ax, keep))
+
+
+def reduce_adjoint_add(op, nd, ax, keep):
+    """``_red_adj_add_<op>_N_A[_k]``: ``reduce_adjoint``'s adjoint added into an array in place."""
+    return _generated(f"_red_adj_add_{op}_{nd}_{ax}" + ("_k" if keep else ""), _reduce_adjoint_source,
+                      (op, nd, ax, keep, True))
 
 
 def prod_grad_axis(nd, ax):

@@ -86,6 +86,19 @@ def test_reduce_adjoint_shares_ties_as_before(op, shape, ax, keep):
     assert got.shape == a.shape
     assert np.array_equal(got, want, equal_nan=True)
     assert np.array_equal(np.signbit(got), np.signbit(want))
+    # the in-place form: the bits of ``out += helper(a, g)``
+    base = r.normal(size=a.shape)
+    base.flat[0] = -0.0
+    add = _helper(R.reduce_adjoint_add(op, len(shape), ax, keep))
+    expect, inplace = base.copy(), base.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expect += want
+        assert add(inplace, a, g) is None
+    assert np.array_equal(inplace, expect, equal_nan=True)
+    assert np.array_equal(np.signbit(inplace), np.signbit(expect))
+    with pytest.raises(ValueError):
+        add(np.zeros(tuple(n + 1 for n in a.shape)), a, g)
 
 
 def test_reduce_adjoint_compiled_matches_python():
@@ -112,7 +125,8 @@ def test_gradients_through_the_helpers_match_the_oracle(target):
     _, value, grads = check_against_oracle(maxes, args, target)
     if target == "cpu":
         src = coarsen.differentiate(maxes).source_for(*args)
-        assert "_red_adj_amax_2_1(" in src and "_red_adj_amin_2_0_k(" in src
+        # np.max of a temporary: the helper; np.min of the parameter T: added into T_bar in place
+        assert "_red_adj_amax_2_1(" in src and "_red_adj_add_amin_2_0_k(T_bar, " in src
         assert "_add_scaled2(T_bar, s_bar, " in src
         py = coarsen.differentiate(maxes, target="python")
         pv, pg = py.value_and_grad(*args)

@@ -27,6 +27,8 @@ so are their derivatives' ``2 dev / (n - ddof)`` and ``dev / ((n - ddof) std)``.
 """
 from __future__ import annotations
 
+import gast
+
 from ...codegen import build as B
 from ...codegen import runtime as R
 from ...codegen.build import X
@@ -198,7 +200,14 @@ def _vjp_extremum(em, s, p, g, pre_fwd, pre_rev, out):
         contrib = X(B.call("np.where", mask, gs / X(B.call("np.sum", mask)), 0.0), True)
     else:  # ties along the axis share the adjoint evenly, as in JAX: one loop helper
         ax = axis % rank
-        helper = em.helper(R.reduce_adjoint(s.op, rank, ax, bool(s.attr("keepdims"))))
+        keep = bool(s.attr("keepdims"))
+        if arg.name not in em.f.set_temps:
+            # added into the adjoint in place: the bits of ``a_bar += helper(a, g)``, no
+            # temporary of a's size
+            helper = em.helper(R.reduce_adjoint_add(s.op, rank, ax, keep))
+            out.append(gast.Expr(value=B.call(helper, B.name(em.bar(arg.name)), a, g)))
+            return
+        helper = em.helper(R.reduce_adjoint(s.op, rank, ax, keep))
         contrib = X(B.call(helper, a, g), True)
     em.accumulate(arg.name, contrib, pre_fwd, pre_rev, out)
 
