@@ -180,13 +180,16 @@ class _Hoister:
             return None
         a = st.args[0].name
         read = defs.get(a)
-        if read is None or read.op != "getitem" or types.get(a) != F64 or \
-                not isinstance(read.args[0], Var):
+        if read is None or read.op != "getitem" or types.get(a) != F64:
             return None
+        # a getitem indexes an array variable (the IR has no array constants), and its element
+        # is f64 (checked above) only where the array's dtype is f64
+        assert isinstance(read.args[0], Var), read.args
         array = read.args[0].name
         at = types.get(array)
-        if not (isinstance(at, Array) and at.dtype == "f64") or written(array):
+        if not isinstance(at, Array) or written(array):
             return None
+        assert at.dtype == "f64", (array, at)
         by_var = {lp.var: lp for lp in nest}
         seen, dims, prelude = set(), [], []
         for item in read.index:
