@@ -54,6 +54,7 @@ RING = {
     "a loop down over rows 1, 0": "for k in range(1, -1, -1):\n            out[i] += x_bar[k, i]",
     "a loop over row 1": "for k in range(1, 2):\n            out[i] += x_bar[k, i]",
     "a loop over rows 0, 1 by range(2)": "for k in range(2):\n            out[i] += x_bar[k, i]",
+    "a loop over rows 0, 1 with step 1": "for k in range(0, 2, 1):\n            out[i] += x_bar[k, i]",
 }
 
 

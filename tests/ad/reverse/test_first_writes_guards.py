@@ -122,3 +122,10 @@ def test_guarded_tests_an_extent_it_cannot_prove_without_strides():
         A, B = np.zeros(shape), np.zeros((3, 4))
         b, c = rng.standard_normal(4), rng.standard_normal(3)
         assert np.array_equal(_exec(src, A, B, b, c), _exec(text, A, B, b, c))
+
+
+def test_guarded_a_statement_other_than_an_assignment_before_the_inner_loop():
+    # (a pass before the inner loop: not one of the names assigned in the nest)
+    src = STRIDED.replace("    t = c[i]\n", "    t = c[i]\n    pass\n")
+    text, new = _run_guarded(src)
+    assert new == {"_fw0"} and "X[i, j] = t * b[j]" in text, text
