@@ -129,3 +129,19 @@ def test_guarded_a_statement_other_than_an_assignment_before_the_inner_loop():
     src = STRIDED.replace("    t = c[i]\n", "    t = c[i]\n    pass\n")
     text, new = _run_guarded(src)
     assert new == {"_fw0"} and "X[i, j] = t * b[j]" in text, text
+
+
+def test_guarded_kept_where_the_array_is_assigned_again_between():
+    # A assigned again at the top level after X's initialization: A.shape[0] in the range is
+    # the new A's
+    src = STRIDED.replace("X = np.zeros(A.shape)\n", "X = np.zeros(A.shape)\nA = np.zeros((1, 1))\n") \
+        .replace("for i in range(n0 - 1, -1, -1):", "for i in range(A.shape[0] - 1, -1, -1):")
+    text, new = _run_guarded(src)
+    assert not new and "X = np.zeros(A.shape)" in text, text
+
+
+def test_guarded_a_statement_between_that_does_not_name_the_array():
+    # the first statement after the initialization that names X is the nest
+    src = STRIDED.replace("X = np.zeros(A.shape)\n", "X = np.zeros(A.shape)\nq = 2.0\n")
+    text, new = _run_guarded(src)
+    assert new == {"_fw0"} and "X[i, j] = t * b[j]" in text, text
