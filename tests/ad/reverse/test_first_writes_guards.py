@@ -145,3 +145,11 @@ def test_guarded_a_statement_between_that_does_not_name_the_array():
     src = STRIDED.replace("X = np.zeros(A.shape)\n", "X = np.zeros(A.shape)\nq = 2.0\n")
     text, new = _run_guarded(src)
     assert new == {"_fw0"} and "X[i, j] = t * b[j]" in text, text
+
+
+def test_guarded_kept_where_an_index_is_assigned_in_an_outer_trip():
+    # q = s1 * j before the loop over j: the j of an earlier trip, not this one's
+    src = STRIDED.replace("    t = c[i]\n", "    t = c[i]\n    q = s1 * j\n") \
+        .replace("X[r, s1 * j] += t * b[j]", "X[r, q] += t * b[j]")
+    text, new = _run_guarded(src)
+    assert not new and "X = np.zeros(A.shape)" in text, text
