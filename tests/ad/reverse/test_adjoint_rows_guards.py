@@ -120,3 +120,20 @@ def test_a_statement_that_names_only_the_adjoint_is_mapped_too():
     assert "x_bar[2 % _rows0, 0] += 1.0" in text, text
     for nt in (2, 3, 6):
         _same(before, after, *_args(6, nt))
+
+
+def test_a_window_wider_than_max_window_alone_keeps_it_whole():
+    # rows t .. t + 9: ten rows, none negative
+    src = _replaced("g = x_bar[t + 1, i]", "g = x_bar[t + 1, i] + x_bar[t + 9, i]")
+    _, _, text, new = _rewrite(src)
+    assert "x_bar = np.zeros(u.shape)" in text and not new, text
+
+
+def test_a_negative_row_alone_keeps_it_whole():
+    # t runs down to -1: row -1 is Python's last row, which a ring cannot hold
+    src = _replaced("for t in range(m - 1, -1, -1):", "for t in range(m - 1, -2, -1):") \
+        .replace(AFTER, "out[i] = x_bar[0, i]")
+    before, after, text, new = _rewrite(src)
+    assert "x_bar = np.zeros(u.shape)" in text and not new, text
+    for nt in (1, 3):
+        _same(before, after, *_args(6, nt))
