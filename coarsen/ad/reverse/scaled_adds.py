@@ -72,20 +72,16 @@ def scaled_add_calls(body):
             ops = _outer_operands(st)
             if ops is not None:
                 helpers.add("_outer_add")
-                call = gast.Expr(value=B.call(B.name("_outer_add"), *[B.name(n) for n in ops]))
-                if getattr(st, "coarsen_comment", None):
-                    call.coarsen_comment = st.coarsen_comment
-                out.append(call)
+                out.append(_with_comment(gast.Expr(value=B.call(
+                    B.name("_outer_add"), *[B.name(n) for n in ops])), st))
                 continue
             rank = getattr(st, SCALED_MARK, None)
             ops = _operands(st) if rank else None
             if ops is not None:
                 name = add_scaled(rank)
                 helpers.add(name)
-                call = gast.Expr(value=B.call(B.name(name), *[B.name(n) for n in ops]))
-                if getattr(st, "coarsen_comment", None):
-                    call.coarsen_comment = st.coarsen_comment
-                out.append(call)
+                out.append(_with_comment(gast.Expr(value=B.call(
+                    B.name(name), *[B.name(n) for n in ops])), st))
                 continue
             if isinstance(st, (gast.For, gast.While, gast.If)):
                 body, orelse = block(st.body), block(st.orelse)
@@ -110,6 +106,7 @@ def _outer_add_args(st):
 
 
 def _with_comment(new, *olds):
+    """``new`` with the source-line comment of the first of ``olds`` that has one."""
     comments = [c for o in olds for c in [getattr(o, "coarsen_comment", None)] if c]
     if comments:
         new.coarsen_comment = comments[0]
