@@ -72,7 +72,7 @@ TESTS = {
     "coarsen/ad/reverse/zero_adjoints.py": ["tests/ad/reverse/test_zero_adjoints.py"],
     "coarsen/ad/reverse/checkpoint.py": ["tests/ad/reverse/test_checkpoint.py", "tests/ad/reverse/test_revolve.py"],
     "coarsen/ir/scalarize.py": ["tests/ir/test_scalarize.py", "tests/ir/test_scalarize_shapes.py"],
-    "coarsen/ir/inplace.py": ["tests/ir/test_inplace.py"],
+    "coarsen/ir/inplace.py": ["tests/ir/test_inplace_guards.py", "tests/ir/test_inplace.py"],
     "coarsen/ir/hoist.py": ["tests/ir/test_hoist_guards.py", "tests/ir/test_hoist.py"],
     "coarsen/analysis/bounds.py": ["tests/analysis/test_bounds.py", "tests/analysis/test_bounds_induction.py"],
     "coarsen/analysis/activity.py": ["tests/analysis/test_unit_analysis.py"],

@@ -179,13 +179,14 @@ def _is_alias(s, types):
 
 
 def _refers(s, name):
-    """Does the statement itself (not its nested blocks) read or assign ``name``?"""
+    """Does the statement itself (not its nested blocks) read or assign the array ``name``?"""
     if isinstance(s, Assign) and s.target == name:
         return True
     if isinstance(s, Store) and s.array == name:
         return True
-    if isinstance(s, For) and s.var == name:
-        return True
+    # a loop variable is never the array: typeinfer types it i64 (``range`` bounds are ints),
+    # and a variable has one type (``unify`` refuses an array in one place, an int in another)
+    assert not (isinstance(s, For) and s.var == name), (s.var, "loop variable and array")
     return any(isinstance(u, Var) and u.name == name for u in uses(s))
 
 
