@@ -115,13 +115,46 @@ def test_w_rebound_and_read_by_the_rebinding():
     """The rebinding of ``w`` reads ``v`` (the old ``w``): it reads ``w`` after the rewrite, and
     what follows it is kept."""
     f = function(["w", "x"], [
+        A("y", "mul", "x", "x"),        # the alias is not the block's first statement
         A("v", "copy", "w"),
-        add_into("v", "x"),
+        add_into("v", "y"),
         A("w", "mul", "v", 3.0),
         A("s", "sum", "w"),
-    ], "s", arrays="wxv", scalars=["s"])
-    assert rewritten(f) == ["  w[:] += x", "  w = mul(w, 3.0)", "  s = sum(w)", "  return s"]
+    ], "s", arrays="wxvy", scalars=["s"])
+    assert rewritten(f) == ["  y = mul(x, x)", "  w[:] += y", "  w = mul(w, 3.0)", "  s = sum(w)",
+                            "  return s"]
     assert "v" not in f.types
+
+
+def test_w_rebound_right_after_the_alias():
+    """The rebinding is the statement right after ``v = w`` (here the alias's third), and the
+    old array is written and read after it: the alias stays."""
+    body = [
+        A("y", "mul", "x", "x"),
+        A("z", "mul", "y", "x"),
+        A("v", "copy", "w"),
+        A("w", "mul", "x", 3.0),        # w rebound
+        add_into("v", "z"),             # the old array
+        A("t", "mul", "v", "w"),
+        A("s", "sum", "t"),
+    ]
+    f = function(["w", "x"], list(body), "s", arrays="wxvyzt", scalars=["s"])
+    assert rewritten(f)[2:5] == ["  v = copy(w)", "  w = mul(x, 3.0)", "  v[:] += z"]
+
+
+def test_w_rebound_before_and_after_the_alias():
+    """A rebinding of ``w`` before ``v = w`` does not end its range; the one after does."""
+    f = function(["w", "x"], [
+        A("w", "mul", "w", 2.0),
+        A("z", "mul", "x", "x"),
+        A("v", "copy", "w"),
+        add_into("v", "z"),
+        A("t", "mul", "v", "x"),
+        A("w", "mul", "t", 3.0),        # w rebound: the range ends here
+        A("s", "sum", "w"),
+    ], "s", arrays="wxvzt", scalars=["s"])
+    assert rewritten(f) == ["  w = mul(w, 2.0)", "  z = mul(x, x)", "  w[:] += z", "  t = mul(w, x)",
+                            "  w = mul(t, 3.0)", "  s = sum(w)", "  return s"]
 
 
 def test_v_rebound_before_any_write():
@@ -146,6 +179,18 @@ def test_a_self_copy_goes_and_the_next_alias_is_resolved():
         A("s", "sum", "w"),
     ], "s", arrays="wxzv", scalars=["s"])
     assert rewritten(f) == ["  x[:] += z", "  w[:] += z", "  s = sum(w)", "  return s"]
+
+
+def test_the_update_result_is_the_array_it_updates():
+    """``w_2 = add(w, x)`` marked in place: the web of ``w_2`` is ``w``'s again (renamed, its
+    type gone); a parameter keeps its name."""
+    f = function(["w", "x"], [
+        Assign("w_2", "add", (Var("w"), Var("x")), L, attrs=(("inplace", True),)),
+        A("y", "mul", "w_2", "x"),
+        A("s", "sum", "y"),
+    ], "s", arrays=["w", "x", "w_2", "y"], scalars=["s"])
+    assert rewritten(f) == ["  w[:] += x", "  y = mul(w, x)", "  s = sum(y)", "  return s"]
+    assert "w_2" not in f.types and f.types["w"] == V1
 
 
 @pytest.mark.parametrize("kept", ["result", "live_out", "used_after"])
