@@ -59,7 +59,7 @@ def _written_before_use(block, getitem, base, idx_vars, after=()):
     changed = False
     def writes(sub):
         return (isinstance(sub, Store) and sub.array == base) or \
-            (isinstance(sub, Assign) and sub.target in idx_vars) or \
+            (isinstance(sub, Assign) and (sub.target in idx_vars or sub.target == base)) or \
             (isinstance(sub, For) and sub.var in idx_vars)
 
     for st in list(block[k + 1:]) + [x for rest in after for x in rest]:
@@ -81,6 +81,19 @@ def _written_before_use(block, getitem, base, idx_vars, after=()):
                 if used:
                     return True
     return False
+
+
+def recorded_rebound(fn, facts, name):
+    """Is ``name`` an array the reverse sweep holds at its forward binding at every reverse
+    point: differentiated (``facts.active``), assigned more than once or in a loop, not a set-once
+    temporary, not a parameter, not a view, and written element by element through no name
+    (its views only read)?  The driver records every such array
+    (``coarsen.ad.reverse.driver._settle``): each assignment saves the array it rebinds and
+    its reverse restores it, so a read of it in the reverse sweep sees the binding and the
+    elements that the forward sweep read at that point."""
+    return isinstance(fn.types.get(name), Array) and name in facts.active \
+        and name not in facts.set_temps and name not in fn.params and name not in fn.views \
+        and not any(fn.views.get(a, a) == name for a in facts.stored)
 
 
 def _block_local(fn, block, k, name):
@@ -118,7 +131,11 @@ def _find(fn, facts, block, out, loop_vars=(), after=()):
             # the array holds its forward contents at each reverse point
             # indices: any integer variable works (the reverse sweep restores what it
             # reads), unless it is reassigned between the read and the use
-            ok = intact(facts, base) and (base not in fn.views or _unwritten_view(fn, facts, base))
+            # an array rebound in a loop qualifies where the driver records it anyway (active,
+            # not set once: ``driver._settle`` saves every binding it overwrites and restores it
+            # when the rebinding is reversed) and no rebinding comes between the read and a use
+            ok = (intact(facts, base) or recorded_rebound(fn, facts, base)) and \
+                (base not in fn.views or _unwritten_view(fn, facts, base))
             idx_vars = {it.name for it in s.index if isinstance(it, Var)}
             if ok and _written_before_use(block, s, base, idx_vars, after):
                 ok = False
@@ -235,6 +252,7 @@ def find_int_recomputable(fn, facts):
             if isinstance(u, Var):
                 counts[u.name] = counts.get(u.name, 0) + 1
     out = {}
+    rebound_dims = {}   # a qualifying scalar -> the rebound arrays whose dimensions it reads
 
     def operand_ok(st, a, loop_vars):
         if isinstance(a, Const):
@@ -243,7 +261,7 @@ def find_int_recomputable(fn, facts):
             return False
         n = a.name
         if isinstance(fn.types.get(n), Array):
-            return st.op == "dim" and intact(facts, n)
+            return st.op == "dim" and (intact(facts, n) or recorded_rebound(fn, facts, n))
         if n in out:
             return True
         if n in loop_vars and facts.defs.get(n) == 1:
@@ -270,8 +288,15 @@ def find_int_recomputable(fn, facts):
                         and all(operand_ok(st, a, loop_vars) for a in st.args):
                     later = sum(1 for x in walk(block[k + 1:]) for u in uses(x)
                                 if isinstance(u, Var) and u.name == st.target)
-                    if later == counts.get(st.target, 0):
+                    arrays = {a.name for a in st.args if isinstance(a, Var)
+                              and isinstance(fn.types.get(a.name), Array) and not intact(facts, a.name)}
+                    arrays = arrays.union(*(rebound_dims.get(a.name, ()) for a in st.args
+                                            if isinstance(a, Var)))
+                    if later == counts.get(st.target, 0) and \
+                            not (arrays and _rebound_before_reads(block, k, st.target, arrays)):
                         out[st.target] = st
+                        if arrays:
+                            rebound_dims[st.target] = arrays
             elif isinstance(st, If):
                 visit(st.body, loop_vars)
                 visit(st.orelse, loop_vars)
@@ -283,6 +308,17 @@ def find_int_recomputable(fn, facts):
 
     visit(fn.body, ())
     return out
+
+
+def _rebound_before_reads(block, k, name, arrays):
+    """Is one of ``arrays`` assigned after ``block[k]`` and before (or in) the last statement of
+    ``block`` that reads ``name``?  A dimension of a rebound array read again in the reverse
+    sweep is then not the one ``block[k]`` read (the reverse sweep restores the binding only
+    when it reverses the rebinding)."""
+    last = max((j for j in range(k + 1, len(block)) if any(
+        isinstance(u, Var) and u.name == name for x in walk([block[j]]) for u in uses(x))),
+        default=k)
+    return any(isinstance(x, Assign) and x.target in arrays for x in walk(block[k + 1:last + 1]))
 
 
 #: how a read of an array's shape alone is keyed in ``reads_at`` (``shape_key``): a store into

@@ -16,6 +16,12 @@ element-wise operation (a dot product needs none); its leaves are scalars and ar
 * a store into a region of an array (``B[1:-1, 1:-1] = c * (...)``, ``u[:] += ...``);
 * a sum over every axis (``np.sum(W * e * e)``), accumulated in index order;
 * the assignment of the new array to a variable assigned nowhere else (``e = A - target``);
+* the assignment of the new array to a variable assigned elsewhere too (``path =
+  np.minimum(path, ...)`` in a loop): the nest writes a new temporary, moved into the variable
+  after it (the tree may read the variable); only for the user's variables that are not
+  parameters, not views, and never written element by element through any name
+  (``rebindable``: nothing can then write the temporary's memory after the move, and the
+  move is not recorded in ``fn.views``);
 * a dot product of two 1-D trees (``L[i, :i] @ x[:i]``, ``np.dot(w, x)``), accumulated in
   index order; its two sides must have one length (``same_len``), as NumPy's ``dot`` requires
   (no broadcasting between them);
@@ -24,7 +30,9 @@ element-wise operation (a dot product needs none); its leaves are scalars and ar
   compute something or read a slice (a bare ``A @ x`` or ``A.T @ x`` stays a call: a
   transpose is the call's strides, and ``coarsen.ir.transposed_products`` makes it ``x @ A``).
 
-Besides slices, a tree may read a whole 2-D array transposed (``A.T``).
+Besides slices, a tree may read a whole 2-D array transposed (``A.T``).  A read of a read
+(``t = a[i1]`` used once, by ``t[i2]``, ``i1`` of integers and full slices) is one read of ``a``
+(``path[:, k][:, None]`` is ``path[:, None, k]``: ``scalar_index.compose_index``).
 
 The nest runs over the broadcast shape.  Each leaf's extents (and the stored region's) are
 computed at run time with NumPy's slice rules (``slice_len``, ``slice_start``); NumPy's
@@ -56,6 +64,8 @@ from dataclasses import dataclass, replace
 from .nodes import (NEWAXIS, Array, Assign, Const, For, I64, If, Scalar, Slice, Store, Var,
                     While, keep_records, uses, walk)
 from .primitives import REGISTRY, ops_where
+from .scalar_index import (compose_index, constant_slice, full_axes, int_items, same_slice_length,
+                           shape_roots, slice_key)
 from .scalar_nest import NestBody, levels
 
 ELEMENTWISE = ops_where(lambda p: p.elementwise)
@@ -90,6 +100,7 @@ class _Expr:
     absorbed: list        # positions (in the block) of the tree's statements, ascending
     root: object          # the operand the sink consumes
     rank: int             # the nest's depth
+    out: str | None = None    # the new array the nest writes ("fresh": the sink's target)
 
 
 def scalarize(fn):
@@ -116,11 +127,13 @@ class _Scalarizer:
                     self.nuses[u.name] = self.nuses.get(u.name, 0) + 1
         fn.names.reserve(used)
         self.names = fn.names      # the module's supply: it knows the names of custom rules too
-        self.shape_roots = _shape_roots(fn)
+        self.shape_roots = shape_roots(fn)
         self.lengths = {}       # an extent operand -> (shape root, axis, constant slice) or absent
         self.counter = max([int(n[2:]) for n in used if n[:2] == "_t" and n[2:].isdigit()] or [0])
         self.loops = 0
         self.changed = False
+        self.composed = {}          # id of a read t[i2] -> (a, i3) of t = a[i1] (``composable``)
+        self.composed_inner = set()  # ids of the reads t = a[i1] composed into another
 
     # ------------------------------------------------------------------ names
     def new(self, kind, t):
@@ -197,6 +210,10 @@ class _Scalarizer:
                 and not (st.target in self.temps and self.nuses.get(st.target) == 1):
             # (a temporary used once belongs to the tree of its use)
             kind, root, rank = "fresh", Var(st.target), self.types[st.target].ndim
+        elif isinstance(st, Assign) and st.op in ELEMENTWISE \
+                and isinstance(self.types.get(st.target), Array) \
+                and self.defs.get(st.target, 0) > 1 and self.rebindable(st.target):
+            kind, root, rank = "rebind", Var(st.target), self.types[st.target].ndim
         elif isinstance(st, Assign) and st.op in DOTS and len(st.args) == 2 \
                 and all(self.is_arr(a) and self.types[a.name].ndim == 1 for a in st.args) \
                 and isinstance(self.types.get(st.target), Scalar):
@@ -212,11 +229,11 @@ class _Scalarizer:
             return None
         defs = {s.target: k for k, s in enumerate(stmts[:pos]) if isinstance(s, Assign)}
         absorbed = []
-        if kind in ("fresh", "dot", "matvec"):
+        if kind in ("fresh", "rebind", "dot", "matvec"):
             for a in st.args:
                 if self.is_arr(a):
                     self.grow(stmts, a.name, defs, absorbed)
-            if kind == "fresh":
+            if kind in ("fresh", "rebind"):
                 absorbed.append(pos)
         else:
             self.grow(stmts, root.name, defs, absorbed)
@@ -243,9 +260,39 @@ class _Scalarizer:
         elif s.op == "getitem" and self.is_arr(s.args[0]) \
                 and self.axes(s.args[0].name, s.index) is not None:
             absorbed.append(k)
+            inner = self.composable(stmts, s, defs)
+            if inner is not None:
+                # ``t = a[i1]; u = t[i2]``: one read ``a[i3]``, ``t`` absorbed with it
+                absorbed.append(inner)
         elif s.op == "transpose" and len(s.args) == 1 and self.is_arr(s.args[0]) \
                 and self.types[s.args[0].name].ndim == 2 and not s.attrs:
             absorbed.append(k)
+
+    def composable(self, stmts, s, defs):
+        """The position of ``t = a[i1]`` when the read ``s`` (``t[i2]``) composes with it into
+        one basic read of ``a`` (``path[:, k][:, None]`` is ``path[:, None, k]``), else None.
+        ``t`` is a temporary of this block used once (by ``s``), and ``i1`` holds integers and
+        full slices only: ``t``'s axes are then ``a``'s unindexed axes, in order, and ``s``'s
+        items apply to them as they are (``composed``)."""
+        t = s.args[0].name
+        k = defs.get(t)
+        if k is None or t not in self.temps or self.defs.get(t) != 1 or self.nuses.get(t) != 1:
+            return None
+        inner = stmts[k]
+        if inner.op != "getitem" or not self.is_arr(inner.args[0]) or inner.attrs:
+            return None
+        if not all(self.is_int(it) or it == Slice(None, None, None) for it in inner.index):
+            return None
+        if self.axes(inner.args[0].name, inner.index) is None:
+            return None
+        self.composed[id(s)] = (inner.args[0].name, compose_index(
+            inner.index, s.index, self.types[inner.args[0].name].ndim))
+        self.composed_inner.add(id(inner))
+        return k
+
+    def read_of(self, s):
+        """``(array, items)`` an absorbed read ``s`` reads (composed with the read it reads)."""
+        return self.composed.get(id(s), (s.args[0].name, s.index))
 
     def axes(self, array, index):
         """The ``_Axis`` of each axis of ``array[index]`` (a basic index), or None."""
@@ -285,12 +332,14 @@ class _Scalarizer:
 
     def leaves(self, stmts, e):
         """The tree's leaves: absorbed reads, then whole arrays (in order of first use)."""
-        mine = {stmts[k].target for k in e.absorbed}
+        mine = {stmts[k].target for k in e.absorbed if stmts[k] is not e.sink or e.kind != "rebind"}
         out, seen = [], set()
         for k in e.absorbed:
             s = stmts[k]
             if s.op == "getitem":
-                out.append(_Leaf(s.args[0].name, s.index, s))
+                if id(s) in self.composed_inner:
+                    continue        # read through the read composed with it
+                out.append(_Leaf(*self.read_of(s), s))
                 continue
             if s.op == "transpose":
                 out.append(_Leaf(s.args[0].name, (), s, transposed=True))
@@ -299,7 +348,8 @@ class _Scalarizer:
                 if self.is_arr(a) and a.name not in mine and a.name not in seen:
                     seen.add(a.name)
                     out.append(_Leaf(a.name, (), None))
-        roots = e.sink.args if e.kind in ("dot", "matvec") else (e.root,) if e.kind != "fresh" else ()
+        roots = e.sink.args if e.kind in ("dot", "matvec") else \
+            (e.root,) if e.kind not in ("fresh", "rebind") else ()
         for r in roots:
             if r.name not in mine and r.name not in seen:
                 seen.add(r.name)
@@ -344,15 +394,15 @@ class _Scalarizer:
                     self.types[stmts[k].target].dtype == "f64" for k in e.absorbed):
                 return False          # NumPy's casting on store is not element-wise code here
             base = self.views.get(target, target)
-            region = _full(self.axes(target, e.sink.index))
+            region = full_axes(self.axes(target, e.sink.index))
             fresh = self.fresh_in_block(stmts, pos, target, absorbed)
             for leaf in leaves:
                 if leaf.array != target and (fresh or self.views.get(leaf.array, leaf.array) != base):
                     continue
                 # the one safe overlap: each element read exactly where it is then written
                 if leaf.array != target or target in self.views or leaf.transposed \
-                        or _full(self.axes(leaf.array, leaf.items)) != region \
-                        or _ints(leaf.items) != _ints(e.sink.index):
+                        or full_axes(self.axes(leaf.array, leaf.items)) != region \
+                        or int_items(leaf.items) != int_items(e.sink.index):
                     return False
         # between the tree's first statement and the sink: no stores, no control flow, and no
         # reassignment of a variable an earlier statement of the tree read
@@ -365,6 +415,20 @@ class _Scalarizer:
             if not isinstance(s, Assign) or s.target in read:
                 return False
         return True
+
+    def rebindable(self, target):
+        """May an element-wise tree assigned to ``target``, a variable assigned elsewhere too
+        (``path = np.minimum(path, ...)`` in a loop), become a nest into a new temporary moved
+        into ``target`` after it?  The move (``copy``) is recorded as no view: ``target`` is
+        the user's (not a parameter, not the result), never written element by element
+        (``Store``), directly or through a view, and no view of anything (``fn.views``):
+        no write can reach the temporary's memory after the nest, and no analysis needs
+        the alias.  (A view of ``target`` only reads: of the old array or of the new.)"""
+        if target in self.fn.params or target == self.fn.result or target in self.temps \
+                or target in self.views:
+            return False
+        return not any(isinstance(st, Store) and self.views.get(st.array, st.array) == target
+                       for st in walk(self.fn.body))
 
     def fresh_in_block(self, stmts, pos, target, absorbed):
         """Is ``target`` a new array at ``pos``, that no other variable can view?  It is when
@@ -395,7 +459,7 @@ class _Scalarizer:
         if ax.axis is None:
             return Const(1)
         root = self.shape_roots.get(array, array)
-        key = (root, ax.axis, _slice_key(ax.slice))
+        key = (root, ax.axis, slice_key(ax.slice))
         if key in cache:
             return cache[key]
         n = self.dim(pre, cache, array, ax.axis)
@@ -410,18 +474,18 @@ class _Scalarizer:
         e = self.new("e", I64)
         pre.append(Assign(e, "slice_len", (n, lo, hi, Const(step)), self.loc))
         cache[key] = Var(e)
-        constant = _constant_slice(sl)
+        constant = constant_slice(sl)
         if constant is not None:
             self.lengths[Var(e)] = (root, ax.axis, constant)
         return Var(e)
 
     def same_length(self, x, n):
         """Whether the extents ``x`` and ``n`` hold one length whatever the arrays' shapes:
-        the same axis of arrays of one shape (``_shape_roots``) through slices of that
-        length for every axis length (``_same_slice_length``)."""
+        the same axis of arrays of one shape (``shape_roots``) through slices of that
+        length for every axis length (``same_slice_length``)."""
         a, b = self.lengths.get(x), self.lengths.get(n)
         return a is not None and b is not None and a[:2] == b[:2] and \
-            _same_slice_length(a[2], b[2])
+            same_slice_length(a[2], b[2])
 
     def dim(self, pre, cache, array, axis):
         key = (self.shape_roots.get(array, array), axis)
@@ -439,7 +503,7 @@ class _Scalarizer:
             return Const(0)
         if step > 0 and isinstance(sl.lower, Const) and sl.lower.value >= 0:
             return sl.lower
-        key = ("start", array, ax.axis, _slice_key(sl))
+        key = ("start", array, ax.axis, slice_key(sl))
         if key not in cache:
             n = self.dim(pre, cache, array, ax.axis)
             lo = sl.lower if sl.lower is not None else Const(BIG)
@@ -470,9 +534,12 @@ class _Scalarizer:
             zero = Assign(acc, "copy", (Const(0.0 if kind == "f64" else 0),), sink.loc)
             if e.kind != "matvec":
                 pre.append(zero)
-        if e.kind in ("fresh", "matvec"):
+        if e.kind in ("fresh", "rebind", "matvec"):
             t = self.types[sink.target]
-            pre.append(Assign(sink.target, "zeros" if e.kind == "matvec" and swap else "empty", tuple(extents[:t.ndim]), sink.loc,
+            # a rebinding's tree may read the variable it rebinds: the nest writes a new
+            # temporary, moved into the variable after the nest (``rebindable``)
+            e.out = self.new("a", t) if e.kind == "rebind" else sink.target
+            pre.append(Assign(e.out, "zeros" if e.kind == "matvec" and swap else "empty", tuple(extents[:t.ndim]), sink.loc,
                               attrs=(("dtype", t.dtype), ("ndim", t.ndim))))
         body = NestBody(self, [self.loop_var() for _ in range(R)], plans)
         factor = self.matvec_factor(stmts, e) if e.kind == "matvec" else None
@@ -481,6 +548,8 @@ class _Scalarizer:
         out = pre + self.loop_nest(e, body, acc, zero, factor, swap, extents)
         if e.kind in ("sum", "dot"):
             out.append(Assign(sink.target, "copy", (Var(acc),), sink.loc))
+        elif e.kind == "rebind":
+            out.append(Assign(sink.target, "copy", (Var(e.out),), sink.loc))
         return out
 
     def nest_extents(self, pre, cache, stmts, e, leaves):
@@ -561,6 +630,12 @@ class _Scalarizer:
                 self.views.pop(s.target, None)
                 self.temps.discard(s.target)
                 continue
+            if id(s) in self.composed_inner:
+                # read through the read composed with it: no scalar of its own
+                self.types.pop(s.target, None)
+                self.views.pop(s.target, None)
+                self.temps.discard(s.target)
+                continue
             v = self.new("v", self.types[s.target].dtype)
             if s.op in ("getitem", "transpose"):
                 leaf, per = body.by_stmt[id(s)]
@@ -605,8 +680,8 @@ class _Scalarizer:
                                 sink.loc, attrs=sink.attrs))
             idx = tuple(Var(i) for i in ivars)
             for d, i in enumerate(ivars):
-                self.in_range.add((sink.target, d, i))
-            inner.append(Store(sink.target, idx, Var(v), None, sink.loc))
+                self.in_range.add((e.out, d, i))
+            inner.append(Store(e.out, idx, Var(v), None, sink.loc))
 
     def loop_nest(self, e, body, acc, zero, factor, swap, extents):
         """The loops around ``body``'s statements, each statement in the loop whose index it
@@ -693,81 +768,4 @@ class _Scalarizer:
             i = Var(t)
         self.in_range.add((array, ax.axis, i.name))
         return i
-
-
-def _slice_key(sl):
-    return (sl.lower, sl.upper, sl.step)
-
-
-def _full(axes):
-    return tuple((a.axis, _slice_key(a.slice) if a.slice is not None else None) for a in axes)
-
-
-def _ints(items):
-    return tuple(it for it in items if not isinstance(it, Slice) and it != NEWAXIS)
-
-
-def _shape_roots(fn):
-    """{array variable: the variable whose shape it has wherever it is defined}: arrays assigned
-    once, by a primitive that makes a new array of its operand's shape (``shape_like``: a
-    copy, an element-wise function of one array) or aliases it, of an array that itself
-    keeps one shape (a parameter never assigned, or such an array).  Stores never change a
-    shape, so their dimensions are their root's (read at any point both are defined)."""
-    defs = {}
-    for st in walk(fn.body):
-        if isinstance(st, Assign):
-            defs.setdefault(st.target, []).append(st)
-    roots = {}
-
-    def root(v, seen=()):
-        if v in roots:
-            return roots[v]
-        ds = defs.get(v, [])
-        r = None
-        if not ds:
-            r = v if v in fn.params and isinstance(fn.types.get(v), Array) else None
-        elif len(ds) == 1 and v not in fn.params and v not in seen:
-            st = ds[0]
-            prim = REGISTRY.get(st.op)
-            t = fn.types.get(v)
-            if prim is not None and (prim.shape_like or st.op == "copy") and st.args and \
-                    isinstance(st.args[0], Var) and isinstance(t, Array) and \
-                    isinstance(fn.types.get(st.args[0].name), Array) and \
-                    fn.types[st.args[0].name].ndim == t.ndim:
-                r = root(st.args[0].name, seen + (v,))
-        roots[v] = r
-        return r
-    out = {}
-    for v, t in fn.types.items():
-        if isinstance(t, Array):
-            r = root(v)
-            if r is not None and r != v:
-                out[v] = r
-    return out
-
-
-def _constant_slice(sl):
-    """A slice with constant (or missing) bounds and step as a Python ``slice``, else None."""
-    parts = []
-    for b in (sl.lower, sl.upper, sl.step):
-        if b is None:
-            parts.append(None)
-        elif isinstance(b, Const) and type(b.value) is int:
-            parts.append(b.value)
-        else:
-            return None
-    return slice(*parts)
-
-
-def _same_slice_length(a, b):
-    """Whether ``len(range(n)[a]) == len(range(n)[b])`` for every ``n >= 0``.  For steps of 1
-    and bounds at most ``K`` in magnitude, a length is ``max(0, c + s*n)`` beyond ``n = K``
-    (``s`` in -1, 0, 1; ``|c| <= 2K``), so linear beyond ``2K``: equal on ``0 .. 2K + 2``
-    means equal everywhere.  Other steps: only identical slices."""
-    if a == b:
-        return True
-    if (a.step or 1) != 1 or (b.step or 1) != 1:
-        return False
-    k = max([abs(x) for x in (a.start, a.stop, b.start, b.stop) if x is not None] or [0])
-    return all(len(range(n)[a]) == len(range(n)[b]) for n in range(2 * k + 3))
 

@@ -16,7 +16,6 @@ import gast
 import numpy as np
 import pytest
 
-import coarsen
 from coarsen.ad.reverse.scaled_adds import scaled_add_calls
 from coarsen.codegen.helpers import HELPERS
 from tests.oracle import check_against_oracle
