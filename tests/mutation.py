@@ -76,7 +76,7 @@ TESTS = {
     "coarsen/ir/inplace.py": ["tests/ir/test_inplace_guards.py", "tests/ir/test_inplace.py"],
     "coarsen/ir/hoist.py": ["tests/ir/test_hoist_guards.py", "tests/ir/test_hoist.py"],
     "coarsen/analysis/bounds.py": ["tests/analysis/test_bounds.py", "tests/analysis/test_bounds_induction.py"],
-    "coarsen/analysis/activity.py": ["tests/analysis/test_unit_analysis.py"],
+    "coarsen/analysis/activity.py": ["tests/analysis/test_activity_guards.py", "tests/analysis/test_unit_analysis.py"],
     **{f"coarsen/ad/tidy/{name}.py": ["tests/ad/test_unit_tidy.py",
                                       "tests/ad/test_unit_tidy_guards.py"]
        for name in ("__init__", "copies", "dead_stores", "floats", "flow", "held", "helpers",

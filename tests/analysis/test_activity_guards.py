@@ -1,0 +1,139 @@
+"""Activity analysis (``coarsen.analysis.activity``): the preconditions the mutation run
+(``python -m tests.mutation coarsen/analysis/activity.py``) found unpinned.
+
+A named view of an array written later (or earlier in a loop around it) is refused unless the
+array is rebound to a new one in between; a write through a view is refused, with its own
+message where the names trade arrays; an array value stored once from a temporary used once
+sets that temporary's adjoint; a variable keeps one value for the reverse sweep when it is
+assigned once outside every loop.  The accepted programs agree with the oracle.
+"""
+import numpy as np
+import pytest
+
+import coarsen
+from coarsen import CoarsenError
+from coarsen.analysis.activity import analyze, intact
+from coarsen.ir.nodes import Array, Assign, Const, For, Function, Loc, Scalar, Store, Var
+from tests.oracle import check_against_oracle
+
+R = np.random.default_rng(148)
+L = Loc("<unit>", 1, 0, "")
+F64, I64 = Scalar("f64"), Scalar("i64")
+
+
+def vec(n):
+    return R.uniform(0.5, 1.5, n)
+
+
+# ------------------------------------------------------------------ facts on hand-built IR
+def test_a_temporary_stored_once_sets_its_adjoint():
+    arr = Array("f64", 1)
+    f = Function("f", ["a", "x", "n"], [
+        Assign("_t1", "mul", (Var("x"), Const(2.0)), L),
+        Store("a", (Const(0),), Var("_t1"), None, L),         # _t1: defined once, used once
+        Assign("_t2", "mul", (Var("x"), Const(3.0)), L),
+        Store("a", (Const(1),), Var("_t2"), None, L),
+        Store("a", (Const(2),), Var("_t2"), None, L),         # _t2: used twice
+        For("i", Const(0), Var("n"), Const(1), [
+            Assign("_t3", "mul", (Var("x"), Var("x")), L),
+            Store("a", (Var("i"),), Var("_t3"), "add", L)], L),
+        Assign("r", "getitem", (Var("a"),), L, index=(Const(1),)),
+    ], "r", "<unit>")
+    f.types = {"a": arr, "x": F64, "n": I64, "i": I64, "_t1": F64, "_t2": F64, "_t3": F64,
+               "r": F64}
+    facts = analyze(f, ("x",))
+    assert facts.set_temps == {"_t1", "_t3"}
+    assert intact(facts, "x") and intact(facts, "_t1") and intact(facts, "a")
+    assert not intact(facts, "_t3") and not intact(facts, "i")
+    facts.defs["_t1"] = 2
+    assert not intact(facts, "_t1")
+
+
+# ------------------------------------------------------------------ views and writes
+def view_then_write(w, x):
+    v = w[0:2]
+    w[0] = x[0]                 # v sees it
+    return np.sum(v * x[0:2])
+
+
+def view_then_rebind_then_write(w, x):
+    v = w[0:2]
+    s = np.sum(v * x[0:2])
+    w = x * 2.0                 # a new array: the write below does not reach v
+    w[0] = x[1]
+    return s + np.sum(v * v) + np.sum(w * w)
+
+
+def written_earlier_in_the_loop(w, x):
+    s = 0.0
+    for k in range(3):
+        w[1] = w[1] * x[0]      # the next trip's write changes v
+        v = w[0:2]
+        s += np.sum(v * x[0:2])
+    return s
+
+
+def rebound_earlier_in_the_loop(w, x):
+    s = 0.0
+    for k in range(3):
+        w = x * (k + 1.0)       # a new array each trip
+        w[1] = w[1] * x[0]
+        v = w[0:2]
+        s += np.sum(v * x[0:2])
+    return s
+
+
+def rebound_before_the_view(w, x):
+    y = x * w                   # made before the view: it does not separate the view and the write
+    v = y[0:2]
+    y[0] = x[1]
+    return np.sum(v * x[0:2])
+
+
+def rebound_after_the_write(w, x):
+    s = 0.0
+    for k in range(2):
+        v = w[0:2]
+        w[0] = x[1]             # v sees it
+        s += np.sum(v * x[0:2])
+        w = x * 3.0             # after the write: too late
+    return s
+
+
+def write_through_a_view(w, x):
+    v = w[0:2]
+    v[0] = x[0]
+    return np.sum(w * x)
+
+
+def names_trade_arrays(u, x):
+    un = u * 1.0
+    for k in range(2):
+        for i in range(3):
+            un[i] = u[i] * x[i]
+        tmp = u
+        u = un
+        un = tmp
+    return np.sum(u * u)
+
+
+@pytest.mark.parametrize("fn, words", [
+    (view_then_write, "'v' is a view of 'w', which is modified elsewhere in the function\n"
+                      "hint: take a snapshot with v = ....copy()"),
+    (written_earlier_in_the_loop, "'v' is a view of 'w', which is modified elsewhere"),
+    (rebound_before_the_view, "'v' is a view of 'y', which is modified elsewhere"),
+    (rebound_after_the_write, "'v' is a view of 'w', which is modified elsewhere"),
+    (write_through_a_view, "writing into 'v', which is a view of 'w'\n"),
+    (names_trade_arrays, "which trades arrays with another name"),
+], ids=["view_then_write", "written_earlier_in_the_loop", "rebound_before_the_view",
+        "rebound_after_the_write", "write_through_a_view",
+        "names_trade_arrays"])
+def test_refused(fn, words):
+    with pytest.raises(CoarsenError) as e:
+        coarsen.differentiate(fn, target="python")(vec(3), vec(3))
+    assert words in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("fn", [view_then_rebind_then_write, rebound_earlier_in_the_loop])
+def test_a_rebinding_in_between_is_accepted(fn):
+    check_against_oracle(fn, (vec(3), vec(3)))
