@@ -1,17 +1,38 @@
-"""Index and shape arithmetic of scalarization (``coarsen.ir.scalarize``): composing two basic
-reads into one, the keys that compare slices and regions, and which arrays share a shape.
+"""Index and shape arithmetic of scalarization (``coarsen.ir.scalarize``): the axes and leaves
+a nest reads, composing two basic reads into one, the keys that compare slices and regions,
+and which arrays share a shape.
 
 Requires: IR index items (``coarsen.ir.nodes``: integers as operands, ``Slice``, ``NEWAXIS``) and
 a typed ``ir.Function`` (``shape_roots``).
-Guarantees: pure functions of their arguments; nothing is modified.
+Guarantees: plain records and pure functions of their arguments; nothing is modified.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from .nodes import NEWAXIS, Array, Assign, Const, Slice, Var, walk
 from .primitives import REGISTRY
 
-__all__ = ["compose_index", "slice_key", "full_axes", "int_items", "shape_roots", "constant_slice",
-           "same_slice_length"]
+__all__ = ["Axis", "Leaf", "compose_index", "slice_key", "full_axes", "int_items", "shape_roots",
+           "constant_slice", "same_slice_length"]
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis of a value the nest reads or writes: ``array``'s ``axis`` through ``slice``,
+    or a new axis of length 1 (``axis`` None)."""
+    axis: int | None
+    slice: Slice | None
+
+
+@dataclass
+class Leaf:
+    """An array read element by element: ``array[items]`` (``stmt`` its absorbed ``getitem``),
+    or the whole array (``stmt`` None)."""
+    array: str
+    items: tuple
+    stmt: Assign | None
+    transposed: bool = False      # ``array.T`` (a 2-D array read whole)
 
 
 def compose_index(outer, inner, ndim):

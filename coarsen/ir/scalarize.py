@@ -15,6 +15,11 @@ element-wise operation (a dot product needs none); its leaves are scalars and ar
 
 * a store into a region of an array (``B[1:-1, 1:-1] = c * (...)``, ``u[:] += ...``);
 * a sum over every axis (``np.sum(W * e * e)``), accumulated in index order;
+* a sum along one axis of a float64 array of rank 2 or more (``np.sum(d * d, axis=0)``, no
+  ``keepdims``), assigned to a variable assigned nowhere else: ``out[j] += v[i, j]`` into a
+  zeroed array with the loops in index order, so each element adds its terms in the order of
+  the summed axis from 0.0, as Numba's ``np.sum(axis=)`` does (the cpu target's bits); the
+  tree may be a bare array (softmax's ``np.sum(e, axis=1)``);
 * the assignment of the new array to a variable assigned nowhere else (``e = A - target``);
 * the assignment of the new array to a variable assigned elsewhere too (``path =
   np.minimum(path, ...)`` in a loop): the nest writes a new temporary, moved into the variable
@@ -64,7 +69,7 @@ from dataclasses import dataclass, replace
 from .nodes import (NEWAXIS, Array, Assign, Const, For, I64, If, Scalar, Slice, Store, Var,
                     While, keep_records, uses, walk)
 from .primitives import REGISTRY, ops_where
-from .scalar_index import (compose_index, constant_slice, full_axes, int_items, same_slice_length,
+from .scalar_index import (Axis, Leaf, compose_index, constant_slice, full_axes, int_items, same_slice_length,
                            shape_roots, slice_key)
 from .scalar_nest import NestBody, levels
 
@@ -75,32 +80,15 @@ BIG = 2 ** 62
 _DTYPES = ("f64", "i64")
 
 
-@dataclass(frozen=True)
-class _Axis:
-    """One axis of a value the nest reads or writes: ``array``'s ``axis`` through ``slice``,
-    or a new axis of length 1 (``axis`` None)."""
-    axis: int | None
-    slice: Slice | None
-
-
-@dataclass
-class _Leaf:
-    """An array read element by element: ``array[items]`` (``stmt`` its absorbed ``getitem``),
-    or the whole array (``stmt`` None)."""
-    array: str
-    items: tuple
-    stmt: Assign | None
-    transposed: bool = False      # ``array.T`` (a 2-D array read whole)
-
-
 @dataclass
 class _Expr:
     sink: object          # the Store or Assign that consumes the tree
-    kind: str             # "store", "sum", "fresh", "dot" or "matvec"
+    kind: str             # "store", "sum", "axsum", "fresh", "rebind", "dot" or "matvec"
     absorbed: list        # positions (in the block) of the tree's statements, ascending
     root: object          # the operand the sink consumes
     rank: int             # the nest's depth
     out: str | None = None    # the new array the nest writes ("fresh": the sink's target)
+    axis: int | None = None   # the summed axis ("axsum"), from 0
 
 
 def scalarize(fn):
@@ -210,6 +198,9 @@ class _Scalarizer:
                 and not (st.target in self.temps and self.nuses.get(st.target) == 1):
             # (a temporary used once belongs to the tree of its use)
             kind, root, rank = "fresh", Var(st.target), self.types[st.target].ndim
+        elif isinstance(st, Assign) and st.op == "sum" and len(st.args) == 1 \
+                and self.axis_sum_axis(st) is not None:
+            kind, root, rank = "axsum", st.args[0], self.types[st.args[0].name].ndim
         elif isinstance(st, Assign) and st.op in ELEMENTWISE \
                 and isinstance(self.types.get(st.target), Array) \
                 and self.defs.get(st.target, 0) > 1 and self.rebindable(st.target):
@@ -238,12 +229,13 @@ class _Scalarizer:
         else:
             self.grow(stmts, root.name, defs, absorbed)
         absorbed.sort()
-        if kind != "dot" and not any(stmts[k].op in ELEMENTWISE for k in absorbed) \
+        if kind not in ("dot", "axsum") and not any(stmts[k].op in ELEMENTWISE for k in absorbed) \
                 and not (kind == "matvec" and any(stmts[k].op != "transpose" for k in absorbed)):
             # (a matrix-vector product whose tree only transposes stays a call: the
             # transpose is the call's strides)
             return None
-        e = _Expr(st, kind, absorbed, root, rank)
+        e = _Expr(st, kind, absorbed, root, rank,
+                  axis=self.axis_sum_axis(st) if kind == "axsum" else None)
         return e if self.valid(stmts, pos, e) else None
 
     def grow(self, stmts, name, defs, absorbed):
@@ -295,12 +287,12 @@ class _Scalarizer:
         return self.composed.get(id(s), (s.args[0].name, s.index))
 
     def axes(self, array, index):
-        """The ``_Axis`` of each axis of ``array[index]`` (a basic index), or None."""
+        """The ``Axis`` of each axis of ``array[index]`` (a basic index), or None."""
         nd = self.types[array].ndim
         out, axis = [], 0
         for it in index:
             if it == NEWAXIS:
-                out.append(_Axis(None, None))
+                out.append(Axis(None, None))
             elif isinstance(it, Slice):
                 step = it.step
                 if step is not None and not (isinstance(step, Const) and type(step.value) is int
@@ -309,7 +301,7 @@ class _Scalarizer:
                 for part in (it.lower, it.upper):
                     if part is not None and not self.is_int(part):
                         return None
-                out.append(_Axis(axis, it))
+                out.append(Axis(axis, it))
                 axis += 1
             elif self.is_int(it):
                 axis += 1
@@ -317,7 +309,7 @@ class _Scalarizer:
                 return None
         if axis > nd:
             return None
-        out.extend(_Axis(a, Slice(None, None, None)) for a in range(axis, nd))
+        out.extend(Axis(a, Slice(None, None, None)) for a in range(axis, nd))
         return out
 
     def leaf_axes(self, leaf):
@@ -339,21 +331,21 @@ class _Scalarizer:
             if s.op == "getitem":
                 if id(s) in self.composed_inner:
                     continue        # read through the read composed with it
-                out.append(_Leaf(*self.read_of(s), s))
+                out.append(Leaf(*self.read_of(s), s))
                 continue
             if s.op == "transpose":
-                out.append(_Leaf(s.args[0].name, (), s, transposed=True))
+                out.append(Leaf(s.args[0].name, (), s, transposed=True))
                 continue
             for a in s.args:
                 if self.is_arr(a) and a.name not in mine and a.name not in seen:
                     seen.add(a.name)
-                    out.append(_Leaf(a.name, (), None))
+                    out.append(Leaf(a.name, (), None))
         roots = e.sink.args if e.kind in ("dot", "matvec") else \
             (e.root,) if e.kind not in ("fresh", "rebind") else ()
         for r in roots:
             if r.name not in mine and r.name not in seen:
                 seen.add(r.name)
-                out.append(_Leaf(r.name, (), None))
+                out.append(Leaf(r.name, (), None))
         return out
 
     def side(self, stmts, e, leaves, operand):
@@ -415,6 +407,22 @@ class _Scalarizer:
             if not isinstance(s, Assign) or s.target in read:
                 return False
         return True
+
+    def axis_sum_axis(self, st):
+        """The axis of ``target = np.sum(a, axis=k)`` that qualifies as a sink (``a`` a float64
+        array of rank 2 or more, one integer axis, no other parameter, ``target`` a new array
+        assigned once, not a parameter, not the result), from 0; else None."""
+        a, t = st.args[0], self.types.get(st.target)
+        ax = st.attr("axis")
+        if not self.is_arr(a) or not isinstance(t, Array) or type(ax) is not int \
+                or st.attr("keepdims") or any(k not in ("axis", "keepdims") for k, _ in st.attrs):
+            return None
+        nd = self.types[a.name].ndim
+        if nd < 2 or t.ndim != nd - 1 or not -nd <= ax < nd or t.dtype != "f64" \
+                or self.types[a.name].dtype != "f64" or self.defs.get(st.target) != 1 \
+                or st.target in self.fn.params or st.target == self.fn.result:
+            return None
+        return ax % nd
 
     def rebindable(self, target):
         """May an element-wise tree assigned to ``target``, a variable assigned elsewhere too
@@ -534,6 +542,11 @@ class _Scalarizer:
             zero = Assign(acc, "copy", (Const(0.0 if kind == "f64" else 0),), sink.loc)
             if e.kind != "matvec":
                 pre.append(zero)
+        if e.kind == "axsum":
+            t = self.types[sink.target]
+            e.out = sink.target
+            pre.append(Assign(e.out, "zeros", tuple(x for d, x in enumerate(extents) if d != e.axis),
+                              sink.loc, attrs=(("dtype", t.dtype), ("ndim", t.ndim))))
         if e.kind in ("fresh", "rebind", "matvec"):
             t = self.types[sink.target]
             # a rebinding's tree may read the variable it rebinds: the nest writes a new
@@ -659,6 +672,14 @@ class _Scalarizer:
             inner.append(Store(sink.array, idx, value(e.root, sink.loc), sink.aug, sink.loc))
         elif e.kind == "sum":
             inner.append(Assign(acc, "add", (Var(acc), value(e.root, sink.loc)), sink.loc))
+        elif e.kind == "axsum":
+            # out[j] += v[i, j] with the loops in index order: each element of the result sums
+            # its terms in the order of the summed axis, from 0.0 (as Numba's np.sum(axis=))
+            kept = [i for d, i in enumerate(ivars) if d != e.axis]
+            for d, i in enumerate(kept):
+                self.in_range.add((e.out, d, i))
+            inner.append(Store(e.out, tuple(Var(i) for i in kept), value(e.root, sink.loc), "add",
+                               sink.loc))
         elif e.kind in ("dot", "matvec"):
             t = self.types[sink.target]
             v = self.new("v", t.kind if e.kind == "dot" else t.dtype)

@@ -1,11 +1,11 @@
 """Scalarized nests read arrays of one shape without broadcast strides (coarsen.ir.scalarize:
-``_shape_roots``, ``_same_slice_length``), and keep NumPy's broadcasting everywhere else."""
+``shape_roots``, ``same_slice_length``), and keep NumPy's broadcasting everywhere else."""
 import itertools
 
 import numpy as np
 import pytest
 
-from coarsen.ir import scalarize as S
+from coarsen.ir import scalar_index as S
 from tests.oracle import check_against_oracle
 
 BOUNDS = [None, -4, -3, -2, -1, 0, 1, 2, 3, 4]
@@ -15,12 +15,12 @@ def test_same_slice_length_is_exact_for_every_length():
     slices = [slice(a, b) for a, b in itertools.product(BOUNDS, BOUNDS)]
     for a, b in itertools.product(slices, slices):
         truth = all(len(range(n)[a]) == len(range(n)[b]) for n in range(40))
-        assert S._same_slice_length(a, b) == truth, (a, b)
+        assert S.same_slice_length(a, b) == truth, (a, b)
 
 
 def test_other_steps_only_when_identical():
-    assert S._same_slice_length(slice(0, None, 2), slice(0, None, 2))
-    assert not S._same_slice_length(slice(0, None, 2), slice(1, None, 2))
+    assert S.same_slice_length(slice(0, None, 2), slice(0, None, 2))
+    assert not S.same_slice_length(slice(0, None, 2), slice(1, None, 2))
 
 
 def stencil(A0, c, steps):
