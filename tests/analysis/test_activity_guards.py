@@ -49,6 +49,20 @@ def test_a_temporary_stored_once_sets_its_adjoint():
     assert not intact(facts, "_t1")
 
 
+def test_stores_of_constants_and_of_values_not_varied_vary_nothing():
+    arr = Array("f64", 1)
+    f = Function("f", ["a", "b", "x", "z"], [
+        Store("b", (Const(0),), Const(0.5), None, L),          # a constant
+        Store("b", (Const(1),), Var("z"), None, L),            # z: not differentiated
+        Store("a", (Const(0),), Var("x"), None, L),
+        Assign("p", "getitem", (Var("a"),), L, index=(Const(0),)),
+        Assign("q", "getitem", (Var("b"),), L, index=(Const(1),)),
+        Assign("r", "mul", (Var("p"), Var("q")), L),
+    ], "r", "<unit>")
+    f.types = {"a": arr, "b": arr, "x": F64, "z": F64, "p": F64, "q": F64, "r": F64}
+    assert analyze(f, ("x",)).active == {"a", "x", "p", "r"}
+
+
 # ------------------------------------------------------------------ views and writes
 def view_then_write(w, x):
     v = w[0:2]
