@@ -114,6 +114,14 @@ def rebound_after_the_write(w, x):
     return s
 
 
+def view_and_another_array_written(w, x):
+    w[1] = x[0]                 # before the view: v sees it, as it should
+    v = w[0:2]
+    y = x * 1.0
+    y[0] = x[1]                 # another array
+    return np.sum(v * x[0:2]) + np.sum(y * y)
+
+
 def write_through_a_view(w, x):
     v = w[0:2]
     v[0] = x[0]
@@ -148,6 +156,7 @@ def test_refused(fn, words):
     assert words in str(e.value), str(e.value)
 
 
-@pytest.mark.parametrize("fn", [view_then_rebind_then_write, rebound_earlier_in_the_loop])
+@pytest.mark.parametrize("fn", [view_then_rebind_then_write, rebound_earlier_in_the_loop,
+                                view_and_another_array_written])
 def test_a_rebinding_in_between_is_accepted(fn):
     check_against_oracle(fn, (vec(3), vec(3)))
