@@ -104,6 +104,13 @@ def rebound_before_the_view(w, x):
     return np.sum(v * x[0:2])
 
 
+def parameter_rebound_before_the_view(w, x):
+    w = x * 2.0                 # a new web of w (the SSA split renames it)
+    v = w[0:2]
+    w[0] = x[1]
+    return np.sum(v * x[0:2])
+
+
 def rebound_after_the_write(w, x):
     s = 0.0
     for k in range(2):
@@ -118,8 +125,10 @@ def view_and_another_array_written(w, x):
     w[1] = x[0]                 # before the view: v sees it, as it should
     v = w[0:2]
     y = x * 1.0
-    y[0] = x[1]                 # another array
-    return np.sum(v * x[0:2]) + np.sum(y * y)
+    y[0] = x[1]                 # other arrays (their names sort after and before w's)
+    b = x * 2.0
+    b[1] = x[2]
+    return np.sum(v * x[0:2]) + np.sum(y * y) + np.sum(b * b)
 
 
 def write_through_a_view(w, x):
@@ -144,11 +153,12 @@ def names_trade_arrays(u, x):
                       "hint: take a snapshot with v = ....copy()"),
     (written_earlier_in_the_loop, "'v' is a view of 'w', which is modified elsewhere"),
     (rebound_before_the_view, "'v' is a view of 'y', which is modified elsewhere"),
+    (parameter_rebound_before_the_view, "'v' is a view of "),
     (rebound_after_the_write, "'v' is a view of 'w', which is modified elsewhere"),
     (write_through_a_view, "writing into 'v', which is a view of 'w'\n"),
     (names_trade_arrays, "which trades arrays with another name"),
 ], ids=["view_then_write", "written_earlier_in_the_loop", "rebound_before_the_view",
-        "rebound_after_the_write", "write_through_a_view",
+        "parameter_rebound_before_the_view", "rebound_after_the_write", "write_through_a_view",
         "names_trade_arrays"])
 def test_refused(fn, words):
     with pytest.raises(CoarsenError) as e:
