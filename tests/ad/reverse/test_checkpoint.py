@@ -348,8 +348,10 @@ def test_a_peak_over_budget_is_not_called_a_minimum():
     # again with another stride (found by two probes); the message now says what happened
     u = np.random.default_rng(5).standard_normal(8)
     ref = coarsen.differentiate(stencil_then_sum, wrt=(0, 1)).value_and_grad(u.copy(), 0.1, 4)
-    refused = 0
-    for budget in (576, 700, 800, 1000, 1128):
+    # (the budget is a constant of the generated code: each one is a compile of its own; 700 is
+    # refused and 800 runs, the two sides of the boundary; 576, 1000 and 1128 behaved as these)
+    refused = accepted = 0
+    for budget in (700, 800):
         g = coarsen.differentiate(stencil_then_sum, wrt=(0, 1), max_tape_bytes=budget)
         try:
             v, grads = g.value_and_grad(u.copy(), 0.1, 4)
@@ -360,7 +362,8 @@ def test_a_peak_over_budget_is_not_called_a_minimum():
             continue
         assert v == ref[0] and all(np.array_equal(a, b) for a, b in zip(grads, ref[1]))
         assert g.tape_bytes <= budget
-    assert refused
+        accepted += 1
+    assert refused and accepted
 
 
 @coarsen.custom_vjp
