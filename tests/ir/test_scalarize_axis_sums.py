@@ -166,3 +166,19 @@ def test_metamorphic_variants_give_the_same_bits():
         assert got[0] == want[0], fn.__name__
         for a, b in zip(got[1], want[1]):
             assert np.array_equal(a, b), fn.__name__
+
+
+# ----------------------------------------------------------------------------- guards (issue 48)
+def param_summed_into_itself(A, x):
+    """``x = np.sum(A * x, axis=1)``: the target is a parameter's web, assigned once, read by
+    its own tree.  A nest into ``x`` would zero it before reading it: stays a call."""
+    for k in range(2):
+        x = np.sum(A * x, axis=1)
+    return np.sum(x * x)
+
+
+def test_a_parameter_summed_into_itself_stays_a_call():
+    args = (_rng(12).standard_normal((3, 3)) * 0.5, _rng(13).standard_normal(3))
+    text = _scalarized(param_summed_into_itself, args)
+    assert not re.findall(r"\w+: f64\[[:,]*\] = zeros\(", text), text
+    check_against_oracle(param_summed_into_itself, args, "python")
