@@ -20,3 +20,20 @@ def rewrite(src, reverse_pass, made, scope=None):
         exec(code, names)      # noqa: S102 - the test's own text
         out.append(names[fn.name])
     return out[0], out[1], ast.unparse(gast.gast_to_ast(new))
+
+
+def scalarized_ir(fn, args):
+    """The IR text of ``fn`` typed for ``args`` after ``coarsen.ir.scalarize`` (checked to leave
+    its input as it was)."""
+    from coarsen.frontend.lower import lower
+    from coarsen.ir.printer import format_function
+    from coarsen.ir.scalarize import scalarize
+    from coarsen.ir.typeinfer import infer
+    from coarsen.transforms.artifact import arg_type
+
+    fn_ir, _ = lower(fn)
+    infer(fn_ir, [arg_type("a", a)[0] for a in args])
+    before = format_function(fn_ir)
+    out = scalarize(fn_ir)
+    assert format_function(fn_ir) == before, "scalarize modified its input"
+    return format_function(out)

@@ -18,11 +18,7 @@ import numpy as np
 import pytest
 
 import coarsen
-from coarsen.frontend.lower import lower
-from coarsen.ir.printer import format_function
-from coarsen.ir.scalarize import scalarize
-from coarsen.ir.typeinfer import infer
-from coarsen.transforms.artifact import arg_type
+from tests.helpers_passes import scalarized_ir
 from tests.oracle import check_against_oracle, fd_directional
 
 
@@ -113,15 +109,6 @@ def _copies(args):
     return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
 
 
-def _scalarized(fn, args):
-    fn_ir, _ = lower(fn)
-    infer(fn_ir, [arg_type("a", a)[0] for a in args])
-    before = format_function(fn_ir)
-    out = scalarize(fn_ir)
-    assert format_function(fn_ir) == before, "scalarize modified its input"
-    return format_function(out)
-
-
 # ----------------------------------------------------------------------------- tests
 @pytest.mark.parametrize("target", ["cpu", "python"])
 @pytest.mark.parametrize("fn", list(CASES), ids=lambda f: f.__name__)
@@ -131,7 +118,7 @@ def test_oracle(fn, target):
 
 @pytest.mark.parametrize("fn", list(CASES), ids=lambda f: f.__name__)
 def test_which_sums_become_nests(fn):
-    text = _scalarized(fn, CASES[fn]())
+    text = scalarized_ir(fn, CASES[fn]())
     sums = re.findall(r"\w+: f64\[[:,]*\] = sum\(", text)
     nests = re.findall(r"\w+: f64\[[:,]*\] = zeros\(", text)
     assert len(nests) == NESTS[fn], text
@@ -179,6 +166,6 @@ def param_summed_into_itself(A, x):
 
 def test_a_parameter_summed_into_itself_stays_a_call():
     args = (_rng(12).standard_normal((3, 3)) * 0.5, _rng(13).standard_normal(3))
-    text = _scalarized(param_summed_into_itself, args)
+    text = scalarized_ir(param_summed_into_itself, args)
     assert not re.findall(r"\w+: f64\[[:,]*\] = zeros\(", text), text
     check_against_oracle(param_summed_into_itself, args, "python")

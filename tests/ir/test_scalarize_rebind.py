@@ -20,11 +20,7 @@ import numpy as np
 import pytest
 
 import coarsen
-from coarsen.frontend.lower import lower
-from coarsen.ir.printer import format_function
-from coarsen.ir.scalarize import scalarize
-from coarsen.ir.typeinfer import infer
-from coarsen.transforms.artifact import arg_type
+from tests.helpers_passes import scalarized_ir
 from tests.oracle import check_against_oracle, fd_directional, float_positions
 
 
@@ -141,17 +137,6 @@ def _copies(args):
     return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
 
 
-def _scalarized(fn, args):
-    """The IR text after scalarization (the input IR left as it was)."""
-    fn_ir, _ = lower(fn)
-    infer(fn_ir, [arg_type("a", a)[0] for a in args])
-    before = format_function(fn_ir)
-    out = scalarize(fn_ir)
-    assert format_function(out if out is fn_ir else fn_ir) == format_function(fn_ir)
-    assert format_function(fn_ir) == before, "scalarize modified its input"
-    return format_function(out)
-
-
 # ----------------------------------------------------------------------------- tests
 @pytest.mark.parametrize("target", ["cpu", "python"])
 @pytest.mark.parametrize("fn", list(CASES), ids=lambda f: f.__name__)
@@ -174,7 +159,7 @@ def test_tangents_against_finite_differences(fn):
 
 
 def test_floyd_relaxation_is_one_nest_with_composed_reads():
-    text = _scalarized(floyd, _floyd_args())
+    text = scalarized_ir(floyd, _floyd_args())
     assert re.search(r"_t\d+: f64 = minimum\(", text), text          # element by element
     assert "getitem(path[_i1, k])" in text and "getitem(path[k, _i2])" in text, text
     assert "path[:, k]" not in text and "path[k, :]" not in text, text
@@ -183,7 +168,7 @@ def test_floyd_relaxation_is_one_nest_with_composed_reads():
 
 @pytest.mark.parametrize("fn", [written_after, rebound_param], ids=lambda f: f.__name__)
 def test_no_rebinding_nest(fn):
-    text = _scalarized(fn, CASES[fn]())
+    text = scalarized_ir(fn, CASES[fn]())
     name = "B" if fn is written_after else "x"
     assert not re.search(name + r": f64\[:*,?:*\] = copy\(_t", text), text
     assert not re.search(r"_t\d+: f64 = (exp|cos)\(", text), text
@@ -259,7 +244,7 @@ def test_a_dimension_read_through_another_scalar():
 
 def test_no_rebinding_nest_for_a_parameter_or_a_view():
     for fn, name in ((rebound_param_twice, "x"), (rebound_view, "B")):
-        text = _scalarized(fn, GUARD_CASES[fn]())
+        text = scalarized_ir(fn, GUARD_CASES[fn]())
         assert not re.search(name + r": f64\[:*,?:*\] = copy\(_t", text), text
         assert not re.search(r"_t\d+: f64 = (exp|cos|tanh)\(", text), text
 
