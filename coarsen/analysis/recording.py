@@ -381,6 +381,16 @@ def to_be_recorded(fn, reads_at, fused=frozenset()):
     return out
 
 
+def shape_recorded(fn, recorded, reads_at):
+    """The arrays of ``recorded`` (``to_be_recorded``) whose every reverse-sweep read is of
+    the shape alone (``shape_key``: an adjoint reset ``v_bar = np.zeros(v.shape)`` after the
+    reverse of ``v``'s rebinding): saving the shape before each assignment does, where the
+    elements would be copied onto the tape whole (Floyd-Warshall's per-trip temporary).  An
+    array with no recorded read keeps the whole save."""
+    return frozenset(v for v in recorded if isinstance(fn.types.get(v), Array)
+                     and shape_key(v) in reads_at and v not in reads_at)
+
+
 def full_overwrites(fn):
     """``{id(loop): arrays}``: the ``range`` loops that overwrite every element of a 1-D array,
     ``for j in range(n): a[j] = e`` at the top of the loop body, where ``a`` is assigned once,

@@ -109,6 +109,15 @@ def _pop_array{nd}(ftape, fpos, itape, ipos):
 '''
 
 
+def _pop_shape_source(nd):
+    dims = ", ".join(f"itape[ipos + {d}]" for d in range(nd))
+    return f'''
+def _pop_shape{nd}(itape, ipos):
+    ipos -= {nd}
+    return np.empty(({dims},)), ipos
+'''
+
+
 def _pop_into_source(nd):
     idx = ", ".join(f"i{d}" for d in range(nd))
     loops = []
@@ -204,7 +213,7 @@ def _prod_grad_axis_source(nd, ax):
 @dataclass(frozen=True)
 class Generated:
     """A runtime helper generated for parameters: its name, and the source builder and
-    arguments that produce it (requested through ``sum_to``, ``pop_array``, ``pop_into``,
+    arguments that produce it (requested through ``sum_to``, ``pop_array``, ``pop_shape``, ``pop_into``,
     ``reduce_axis``, ``prod_grad_axis``, ``einsum``; never parsed back from the name)."""
     name: str
     build: Callable
@@ -238,6 +247,12 @@ def add_scaled(nd):
 def pop_array(nd):
     """``_pop_arrayN``: pop an N-D array (with its shape) off the tapes."""
     return _generated(f"_pop_array{nd}", _pop_array_source, (nd,))
+
+
+def pop_shape(nd):
+    """``_pop_shapeN``: pop an N-D array's shape off the integer tape, as a new array of that
+    shape whose elements are never read (``recording.shape_recorded``)."""
+    return _generated(f"_pop_shape{nd}", _pop_shape_source, (nd,))
 
 
 def pop_into(nd):

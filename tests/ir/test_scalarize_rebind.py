@@ -250,11 +250,15 @@ def test_no_rebinding_nest_for_a_parameter_or_a_view():
 
 
 def test_the_relaxation_tapes_no_integer_per_trip():
-    """At most the two n*n arrays per trip (``path``'s binding and the nest's temporary): the
-    nest's extents are evaluated again from ``path.shape`` (no rebinding between them and
-    their reads: ``find_int_recomputable``), its elements re-read, nothing else taped."""
+    """Per trip, ``path``'s binding (n*n floats, its two dimensions) and the nest's temporary's
+    two dimensions alone (the reverse sweep reads its shape only, for its adjoint's reset:
+    ``recording.shape_recorded``), plus the first binding's dimensions: the nest's extents are
+    evaluated again from ``path.shape`` (no rebinding between them and their reads:
+    ``find_int_recomputable``), its elements re-read, nothing else taped."""
     args = _floyd_args(6)
     g = coarsen.differentiate(floyd, target="cpu")
     g.value_and_grad(*_copies(args))
     n = 6
-    assert g.tape_bytes <= 8 * n * (2 * n * n), g.tape_bytes
+    assert g.tape_bytes <= 8 * (n * (n * n + 4) + 2), g.tape_bytes
+    src = g.source_for(*_copies(args))
+    assert re.search(r"_t\d+, _ipos = _pop_shape2\(_itape, _ipos\)", src), src

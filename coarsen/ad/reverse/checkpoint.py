@@ -298,7 +298,7 @@ class CheckpointMixin:
             fn = self.helper(R.pop_into(self.types[v].ndim))
             out.append(B.assign(FP, B.call(fn, FT, FP, v)))
         for v in reversed(rebound):
-            out += self.pop(v)
+            out += self.pop(v, whole=True)     # save_state pushed the whole array
         for v in reversed(scalars):
             out += self.pop(v)
         return out

@@ -43,7 +43,7 @@ from ...analysis.bounds import plan_bounds
 from ...analysis.reductions import find_reduction_loops
 from ...analysis.forward_loops import wrap_forward_loops
 from ...analysis.recording import (find_cheap_recomputable, find_int_recomputable, find_recomputable,
-                                   rereads_for_steps, tape_sites, to_be_recorded)
+                                   rereads_for_steps, shape_recorded, tape_sites, to_be_recorded)
 from ...errors import CoarsenError
 from ...ir.nodes import Array, Assign, For, Scalar, Segment, While, walk
 from ...ir import fresh_check
@@ -175,10 +175,10 @@ def _settle(planned, wrt, facts, options, cheap):
     bounds): emit until the reads no longer grow (monotone, so this ends)."""
     fn = planned.fn
     reads = {}
-    tbr, sites, fused_for = set(), frozenset(), None
+    tbr, sites, fused_for, shapes = set(), frozenset(), None, frozenset()
     for k in range(8):
         em = Emitter(fn, wrt, facts, tbr, planned.int_recompute, planned.reductions, options=options,
-                     inputs=replace(planned.inputs, cheap=cheap, tape_sites=sites))
+                     inputs=replace(planned.inputs, cheap=cheap, tape_sites=sites, shape_recorded=shapes))
         fwd, rev = em.block(fn.body)
         grown = False
         for v, rs in em.reads_at.items():
@@ -200,6 +200,7 @@ def _settle(planned, wrt, facts, options, cheap):
             if isinstance(fn.types.get(v), Array) and not intact(facts, v) and v not in facts.set_temps:
                 tbr.add(v)
         sites = tape_sites(fn, reads, fused_for)
+        shapes = shape_recorded(fn, tbr, reads)
     raise CoarsenError("internal: the tape analysis did not settle", filename=fn.filename)
 
 

@@ -43,6 +43,7 @@ class EmitterInputs:
     lifted_names: dict = field(default_factory=dict)    # canonical -> real names (ad.canonical)
     weights: object = None          # the cost model's weights (default weights where None)
     tape_sites: frozenset = frozenset()     # ids of the assignments that tape (``taped_at``)
+    shape_recorded: frozenset = frozenset()     # arrays recorded by their shape alone
     bounds: object = None           # the index checks' plan (``analysis.bounds``), or None
     tape_lines: bool = False        # count the tape's entries per source line (not workspace)
 
@@ -57,6 +58,7 @@ class Emitter(OperandQueries, TapeMixin, AdjointMixin, SegmentMixin, ControlMixi
         self.lifted_names = inputs.lifted_names
         self.weights = inputs.weights if inputs.weights is not None else default_weights()
         self.tape_sites = inputs.tape_sites
+        self.shape_recorded = inputs.shape_recorded
         self.bounds = inputs.bounds
         # the sites of the tape's pushes, counted per source line (``tapes``), or None
         self.tape_lines = [] if inputs.tape_lines and not options.workspace else None

@@ -39,6 +39,9 @@ TLF, TLI, TL_MARK = "_tlf", "_tli", "_tlmark"      # the tape-lines counters (in
 
 
 class TapeMixin:
+    #: arrays the reverse sweep reads the shape of only (``recording.shape_recorded``)
+    shape_recorded = frozenset()
+
     def saved_scalar(self, base, kind):
         """A fresh scalar that the forward sweep sets once per execution of a statement and the
         reverse sweep reads at that statement's reverse: ``(name, pushes, pops)``, the pushes
@@ -55,8 +58,16 @@ class TapeMixin:
         self.extra_inits.append((name, Scalar(kind)))
         return name, self.push(name), self.pop(name)
 
-    def push(self, name):
+    def push(self, name, whole=False):
+        """Save ``name``'s value before an assignment overwrites it.  An array the reverse
+        sweep reads the shape of only (``shape_recorded``) saves its shape, unless ``whole``
+        (a checkpoint's state)."""
         t = self.types[name]
+        if isinstance(t, Array) and name in self.shape_recorded and not whole:
+            out = []
+            for d in range(t.ndim):
+                out += self.push_int(B.subscript(B.attr(f"{name}.shape"), d))
+            return out
         if isinstance(t, Array):
             self.uses_ftape = True
             self.uses_itape = True
@@ -299,11 +310,16 @@ class TapeMixin:
         return B.if_(B.compare(need, ">", B.subscript(B.attr(f"{tape}.shape"), 0)),
                      [B.assign(B.subscript("_status", 0), 1), ret])
 
-    def pop(self, name):
+    def pop(self, name, whole=False):
+        """``push`` undone: the value (or, for a shape-recorded array, a new array of the
+        saved shape) back into ``name``."""
         t = self.types[name]
-        if isinstance(t, Array):
+        if isinstance(t, Array) and name in self.shape_recorded and not whole:
+            out = [B.assign(B.tuple_(name, IP), B.call(self.helper(R.pop_shape(t.ndim)), IT, IP))]
+        elif isinstance(t, Array):
             fn = self.helper(R.pop_array(t.ndim))
             out = [B.assign(B.tuple_(name, FP, IP), B.call(fn, FT, FP, IT, IP))]
+        if isinstance(t, Array):
             if t.dtype != "f64":
                 out.append(B.assign(name, B.call(B.attr(f"{name}.astype"), B.attr("np.int64" if t.dtype == "i64" else "np.bool_"))))
             return out
