@@ -10,7 +10,10 @@ a linter reads it.  Every helper is written for Numba's nopython mode (no keywor
 NumPy beyond those Numba supports, no Python objects); no helper has a docstring or an inner
 comment, because its whole text is copied: notes go above the ``def``.  ``_grow`` refuses a
 tape over ``MAX_TAPE_BYTES`` (the literal in its body: the generated text carries the number;
-``tests/codegen/test_unit_codegen.py`` checks the two agree).
+``tests/codegen/test_unit_codegen.py`` checks the two agree).  Copies are loops, not slice
+assignments: Numba compiles an array-to-array slice assignment in about 1.5 s the first time
+per signature (``fancy_setslice``), a loop in a few milliseconds, and every gradient with a tape
+calls these.
 """
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ def _grow(tape, need):
     if size * 8 > 8589934592:
         raise MemoryError("coarsen: the tape would exceed 8 GiB; use fewer loop trips")
     out = np.empty(size, tape.dtype)
-    out[:tape.shape[0]] = tape
+    for i in range(tape.shape[0]):
+        out[i] = tape[i]
     return out
 
 
@@ -41,7 +45,8 @@ def _reserve(tape, need):
 def _scratch_zeros(tape, top, shape, size):
     tape, start = _scratch_at(tape, top, size)
     flat = tape[start:start + size]
-    flat[:] = 0.0
+    for i in range(size):
+        flat[i] = 0.0
     return tape, flat.reshape(shape), start + size
 
 
@@ -53,7 +58,8 @@ def _scratch_empty(tape, top, shape, size):
 def _scratch_at(tape, top, size):
     if top + size + 8 > tape.shape[0]:
         grown = np.empty(top + size + 8)
-        grown[:top] = tape[:top]
+        for i in range(top):
+            grown[i] = tape[i]
         tape = grown
     misaligned = (np.int64(tape.ctypes.data) + 8 * top) & 63
     return tape, top + ((64 - misaligned) & 63) // 8
@@ -71,7 +77,8 @@ def _push_array(tape, pos, a):
     n = flat.shape[0]
     if pos + n > tape.shape[0]:
         tape = _grow(tape, pos + n)
-    tape[pos:pos + n] = flat
+    for i in range(n):
+        tape[pos + i] = flat[i]
     return tape, pos + n
 
 

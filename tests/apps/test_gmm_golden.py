@@ -23,7 +23,8 @@ GOLDEN = os.path.join(os.path.dirname(os.path.dirname(__file__)), "golden", "gmm
 def _point_loop(src):
     """The text of the top-level ``for i in range(...)`` loop of the taped entry."""
     lines = src.splitlines()
-    start = next(k for k, ln in enumerate(lines) if ln.startswith("    for i in range("))
+    entry = next(k for k, ln in enumerate(lines) if ln.startswith("def value_and_grad_objective_taped("))
+    start = next(k for k, ln in enumerate(lines) if k > entry and ln.startswith("    for i in range("))
     end = next(k for k in range(start + 1, len(lines))
                if lines[k].startswith("    ") and not lines[k].startswith("     "))
     return "\n".join(lines[start:end])

@@ -30,7 +30,8 @@ def _grow(tape, need):
     if size * 8 > 8589934592:
         raise MemoryError('coarsen: the tape would exceed 8 GiB; use fewer loop trips')
     out = np.empty(size, tape.dtype)
-    out[:tape.shape[0]] = tape
+    for i in range(tape.shape[0]):
+        out[i] = tape[i]
     return out
 
 
@@ -45,7 +46,8 @@ def _reserve(tape, need):
 def _scratch_at(tape, top, size):
     if top + size + 8 > tape.shape[0]:
         grown = np.empty(top + size + 8)
-        grown[:top] = tape[:top]
+        for i in range(top):
+            grown[i] = tape[i]
         tape = grown
     misaligned = np.int64(tape.ctypes.data) + 8 * top & 63
     return (tape, top + (64 - misaligned & 63) // 8)
@@ -55,7 +57,8 @@ def _scratch_at(tape, top, size):
 def _scratch_zeros(tape, top, shape, size):
     tape, start = _scratch_at(tape, top, size)
     flat = tape[start:start + size]
-    flat[:] = 0.0
+    for i in range(size):
+        flat[i] = 0.0
     return (tape, flat.reshape(shape), start + size)
 
 
@@ -72,10 +75,10 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     idx = 0
     main_term = np.empty((0,))
     qx = np.empty((0,))
-    _ftape = _reserve(_ftape, 64)
-    _fpos = 0
-    _itape = _reserve(_itape, 64)
-    _ipos = 0
+    _fpos = np.int64(0)
+    _ftape = _reserve(_ftape, _fpos + 64)
+    _ipos = np.int64(0)
+    _itape = _reserve(_itape, _ipos + 64)
     # forward sweep
     # K = means.shape[0]
     K = means.shape[0]

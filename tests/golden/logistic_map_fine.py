@@ -9,7 +9,8 @@ def _grow(tape, need):
     if size * 8 > 8589934592:
         raise MemoryError('coarsen: the tape would exceed 8 GiB; use fewer loop trips')
     out = np.empty(size, tape.dtype)
-    out[:tape.shape[0]] = tape
+    for i in range(tape.shape[0]):
+        out[i] = tape[i]
     return out
 
 
@@ -24,8 +25,8 @@ def value_and_grad_logistic_map_taped(r, x0, n, _ftape):
     _t2 = 0.0
     _t3 = 0.0
     x = 0.0
-    _ftape = _reserve(_ftape, 64)
     _fpos = 0
+    _ftape = _reserve(_ftape, _fpos + 64)
     # forward sweep
     # x = x0
     x = x0

@@ -9,7 +9,8 @@ def _grow(tape, need):
     if size * 8 > 8589934592:
         raise MemoryError('coarsen: the tape would exceed 8 GiB; use fewer loop trips')
     out = np.empty(size, tape.dtype)
-    out[:tape.shape[0]] = tape
+    for i in range(tape.shape[0]):
+        out[i] = tape[i]
     return out
 
 
@@ -21,8 +22,8 @@ def _reserve(tape, need):
 
 def value_and_grad_logistic_map_taped(r, x0, n, _ftape):
     # prologue: copies of written inputs, tapes, initial values
-    _ftape = _reserve(_ftape, 64)
     _fpos = 0
+    _ftape = _reserve(_ftape, _fpos + 64)
     # forward sweep
     # x = x0
     x = x0

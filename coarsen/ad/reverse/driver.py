@@ -256,11 +256,14 @@ def _prologue(fn, facts, em, tbr, top_f, top_i):
                 prologue.append(em.workspace_check(tape, X(k)))
     else:
         # the tapes come in as parameters (the taped entry, below): reserved for the pushes
-        # outside every loop, plus slack, then grown per loop as before
+        # outside every loop, plus slack, then grown per loop as before.  On the cpu target
+        # positions start as np.int64(0) and sizes count from them: Numba compiles a helper
+        # called with a literal (``0``, ``64``) once more for the literal's own type
+        start = B.call("np.int64", 0) if em.options.build_target == "cpu" else 0
         for used, tape, pos, top in ((em.uses_ftape, FT, FP, top_f), (em.uses_itape, IT, IP, top_i)):
             if used:
-                prologue.append(B.assign(tape, B.call(em.helper("_reserve"), tape, top + 64)))
-                prologue.append(B.assign(pos, 0))
+                prologue.append(B.assign(pos, copy.deepcopy(start)))
+                prologue.append(B.assign(tape, B.call(em.helper("_reserve"), tape, X(B.name(pos)) + (top + 64))))
     if em.tape_lines is not None:
         for counter in (TLF, TLI):
             prologue.append(B.assign(counter, B.call("np.zeros", max(1, len(em.tape_lines)),

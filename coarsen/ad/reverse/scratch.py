@@ -27,7 +27,7 @@ the other by ``c``) where
   is neither stored into nor assigned (but by these statements): the entries the pops read lie
   below ``_fpos``, the arrays above it.
 
-``_wtop = _fpos`` is inserted before the first such statement (``_wtop = 0`` where the
+``_wtop = _fpos`` is inserted before the first such statement (``_wtop = np.int64(0)`` where the
 function had no float tape: ``taped=False``, the caller then adds ``_ftape``).  The helper grows the tape where
 it must (keeping its entries) and returns the array as a C-contiguous view of it, zeroed for
 ``np.zeros``; the values computed are unchanged.  Where nothing qualifies the statements are
@@ -139,7 +139,8 @@ def scratch_arrays(body, made, taped=True, ranks=None):
     out, used = [], set()
     for pos, st in enumerate(body):
         if pos == found[0][0]:
-            out.append(B.assign(TOP, B.name(FP) if taped else 0))
+            # np.int64(0), not 0: Numba would compile the helpers again for a literal's type
+            out.append(B.assign(TOP, B.name(FP) if taped else B.call("np.int64", 0)))
         if pos in at:
             name, kind, shape, size = at[pos]
             if isinstance(kind, str):
