@@ -58,6 +58,7 @@ class Fact(Enum):
     SCRATCH_ON_TAPE = "the reverse sweep's arrays are views of the kept float tape"
     INVARIANT_READS = "loop-invariant element reads are read once, before the loop"
     SCALED_ADD_CALLS = "marked scaled updates are loop helper calls"
+    REGION_STORE_CALLS = "whole-array stores into regions are loop helper calls"
     JAMMED = "qualifying loops of the SIMD form run several trips side by side"
     TIDY = "no copy temporaries, folded seeds, no dead stores, no unused helpers"
 

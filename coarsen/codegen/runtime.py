@@ -38,6 +38,7 @@ from .helpers import HELPERS as BASE_HELPERS
 from .helpers_lists import LIST_HELPERS
 from .helpers_nd import ND_HELPERS
 from .helpers_numpy import NUMPY_HELPERS
+from .region_loops import region_name, region_source
 
 HELPERS = {**BASE_HELPERS, **ND_HELPERS, **NUMPY_HELPERS,     # every fixed helper, by name
            **LIST_HELPERS}
@@ -253,6 +254,12 @@ def pop_shape(nd):
     """``_pop_shapeN``: pop an N-D array's shape off the integer tape, as a new array of that
     shape whose elements are never read (``recording.shape_recorded``)."""
     return _generated(f"_pop_shape{nd}", _pop_shape_source, (nd,))
+
+
+def store_region(op, r, v):
+    """``_region_<op><r>_<v>``: ``out[...] = x`` (``op`` ``set``), ``+=`` (``add``) or ``-=``
+    (``sub``) of a v-D array into an r-D region, as loops (``region_loops``)."""
+    return _generated(region_name(op, r, v), region_source, (op, r, v))
 
 
 def pop_into(nd):

@@ -29,6 +29,7 @@ from .invariant_reads import invariant_reads
 from .invariant_sums import invariant_sums
 from .loop_order import forward_order
 from .rematerialize import rematerialize
+from .region_stores import region_store_calls
 from .scaled_adds import scaled_add_calls
 from .scratch import scratch_arrays
 from .tapes import FT, IT
@@ -142,6 +143,11 @@ def _scaled_adds(code, ctx):
     return replace(code, body=body, helpers=code.helpers | used)
 
 
+def _region_stores(code, ctx):
+    body, used = region_store_calls(code.body, ctx.types, ctx.arrays)
+    return replace(code, body=body, helpers=code.helpers | used)
+
+
 def _tidy(code, ctx):
     return replace(code, module=tidy_module(code.module, ctx.types))
 
@@ -185,6 +191,9 @@ REVERSE = Pipeline("reverse", (
     Pass("scaled_adds", _scaled_adds, frozenset({Fact.ENTRY, Fact.SCALED_MARKS}),
          frozenset({Fact.SCALED_ADD_CALLS}), applies=_cpu,
          doc="marked `X_bar += s * A` as loop helper calls, cpu target (scaled_adds)"),
+    Pass("region_stores", _region_stores, frozenset({Fact.ENTRY}),
+         frozenset({Fact.REGION_STORE_CALLS}), applies=_cpu,
+         doc="`a[s] = x` / `a[s] += x` of arrays as loop helper calls, cpu target (region_stores)"),
 ), start=frozenset({Fact.ENTRY, Fact.MADE_NAMES, Fact.RANKS, Fact.REVERSE_MARKS,
                     Fact.SCALED_MARKS, Fact.KEPT_FLOAT_TAPE}),
    then=Pipeline("reverse", (
