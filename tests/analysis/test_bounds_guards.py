@@ -280,6 +280,87 @@ def increments(L, x, n):
     return s
 
 
+def rebound_in_loop(w, idx, k):
+    s = 0.0
+    a = w * 1.0
+    for i in range(len(w)):
+        j = i
+        s += w[j] + a[k]
+        j = idx[i]
+        a = w * 2.0
+        s += w[j] + a[k]
+        k = k + 1
+        s += w[k]
+    return s
+
+
+def inner_rebound(w, idx):
+    s = 0.0
+    for i in range(len(w)):
+        j = i
+        for t in range(len(idx)):
+            s += w[j]
+            j = idx[t]
+    return s
+
+
+def shrinking_like(w, n):
+    a = w * 1.0
+    s = 0.0
+    for t in range(n):
+        for i in range(len(w)):
+            s += a[i]
+        a = a[1:] * 1.0
+    return s
+
+
+def checked_then_moved(w, k, n):
+    s = 0.0
+    for i in range(n):
+        s += w[k]
+        k = (k + 1) % 7
+        s += w[k]
+    return s
+
+
+def merged_shapes(w, x, c, n):
+    s = 0.0
+    for t in range(n):
+        if c > 0.0:
+            a = w * 2.0
+        else:
+            a = x * 2.0
+        for i in range(len(w)):
+            s += a[i]
+    return s
+
+
+def nested_increments(L, x, n):
+    s = 0.0
+    b = 0
+    for m in range(n):
+        s += L[b] * x[m]
+        b = b + 1
+        for t in range(2):
+            b = b + 1
+    return s
+
+
+def mixed_offsets(w):
+    s = 0.0
+    for i in range(len(w)):
+        s += w[i + 1] * w[i - 2]
+        s += w[i - 1] * w[i - 3]
+    return s
+
+
+def constant_range(w, k):
+    s = 0.0
+    for i in range(3):
+        s += w[k] * w[i + 2]
+    return s
+
+
 FACTS = [
     (shrinking, "w", [(W, 1), (W, 0)], [(W, 2)]),
     (merged, ("w", "x"), [(W, W, 1.0), (W, W[:3], 1.0), (W, W[:3], -1.0)], [(W[:3], W, -1.0)]),
@@ -289,6 +370,15 @@ FACTS = [
     (shapes_of, ("w", "x"), [(W, W, 3), (W, W, 0)], []),
     (starts_and_steps, "w", [(W, 2, 2, 5), (W, -5, 1, 0)], [(W, 0, 1, 6), (W, -6, 1, 0), (np.ones(6), 0, 1, 0)]),
     (increments, ("L", "x"), [(W, W[:3], 3)], [(W[:4], W, 3), (W, W, 5), (W[:2], W, 3)]),
+    (rebound_in_loop, "w", [(W, np.arange(5), -5), (W, -np.arange(5), -4)],
+     [(W, np.arange(5), -6), (W, np.arange(1, 6), -5), (W, np.arange(4), -5), (W, np.arange(5), 0)]),
+    (inner_rebound, "w", [(W, np.arange(3)), (W, np.zeros(0, np.int64))], [(W, np.array([0, 5, 1]))]),
+    (shrinking_like, "w", [(W, 1), (W, 0)], [(W, 2)]),
+    (checked_then_moved, "w", [(np.ones(7), 0, 9)], [(W, 3, 2), (W, 0, 6)]),
+    (merged_shapes, ("w", "x"), [(W, W[:3], 1.0, 2), (W[:3], W, -1.0, 2)], [(W, W[:3], -1.0, 1)]),
+    (nested_increments, ("L", "x"), [(np.ones(7), W[:3], 3), (W, W, 0)], [(np.ones(6), W[:3], 3)]),
+    (mixed_offsets, "w", [(np.zeros(0),)], [(W,)]),
+    (constant_range, "w", [(W, 4), (W, -5)], [(W, 5), (W, -6), (W[:4], 0)]),
     (offsets, "w", [(W, 2, 3), (W, 2, 0), (W, -3, 3), (W, 1, 2)], [(W, 4, 3), (W, 2, 4), (W, -4, 2), (W[:2], 0, 1)]),
 ]
 
@@ -343,6 +433,48 @@ PLACED = {
             [(0, 'if 0 < n and (a + (n - 0 - 1) >= L.shape[0] or a < -L.shape[0]):'), (1, 'if b >= L.shape[0] or b < -L.shape[0]:'), (1, 'if c >= L.shape[0] or c < -L.shape[0]:')],
         ('axis 0 of x', 's += L[a] * x[m] + L[b] + L[c]'):
             [(0, 'if n > x.shape[0]:')],
+    },
+    'rebound_in_loop': {
+        ('axis 0 of idx', 'j = idx[i]'):
+            [(0, 'if _t1 > idx.shape[0]:')],
+        ('axis 0 of w', 's += w[k]'):
+            [(0, 'if 0 < _t1 and (k + 1 + (_t1 - 0 - 1) >= w.shape[0] or k + 1 < -w.shape[0]):')],
+        ('axis 0 of a', 's += w[j] + a[k]'):
+            [(1, 'if k >= a.shape[0] or k < -a.shape[0]:'), (1, 'if k >= a.shape[0] or k < -a.shape[0]:')],
+        ('axis 0 of w', 's += w[j] + a[k]'):
+            [(1, 'if j_2 >= w.shape[0] or j_2 < -w.shape[0]:')],
+    },
+    'inner_rebound': {
+        ('axis 0 of w', 's += w[j]'):
+            [(2, 'if j >= w.shape[0] or j < -w.shape[0]:')],
+    },
+    'shrinking_like': {
+        ('axis 0 of a', 's += a[i]'):
+            [(1, 'if _t2 > a.shape[0]:')],
+    },
+    'checked_then_moved': {
+        ('axis 0 of w', 's += w[k]'):
+            [(1, 'if k >= w.shape[0] or k < -w.shape[0]:'), (1, 'if k >= w.shape[0] or k < -w.shape[0]:')],
+    },
+    'merged_shapes': {
+        ('axis 0 of a', 's += a[i]'):
+            [(1, 'if _t3 > a.shape[0]:')],
+    },
+    'nested_increments': {
+        ('axis 0 of x', 's += L[b] * x[m]'):
+            [(0, 'if n > x.shape[0]:')],
+        ('axis 0 of L', 's += L[b] * x[m]'):
+            [(1, 'if b >= L.shape[0] or b < -L.shape[0]:')],
+    },
+    'mixed_offsets': {
+        ('axis 0 of w', 's += w[i + 1] * w[i - 2]'):
+            [(0, 'if 0 < _t1 and (_t1 >= w.shape[0] or w.shape[0] < 2):')],
+        ('axis 0 of w', 's += w[i - 1] * w[i - 3]'):
+            [(0, 'if 0 < _t1 and w.shape[0] < 3:')],
+    },
+    'constant_range': {
+        ('axis 0 of w', 's += w[k] * w[i + 2]'):
+            [(0, 'if k >= w.shape[0] or k < -w.shape[0]:'), (0, 'if 5 > w.shape[0]:')],
     },
     'offsets': {
         ('axis 0 of w', 's += w[k + 1] * w[k - 2] * w[i + 2] * w[i - 1] + w[2] + w[-3] + w[1]'):
