@@ -55,10 +55,10 @@ def _rematerialized(source):
 
 
 def test_the_pipeline_lists_every_pass_once_in_order():
-    assert REVERSE.names[:13] == ("zero_adds", "dead_adjoint_code", "dead_resets", "first_writes",
+    assert REVERSE.names[:14] == ("zero_adds", "dead_adjoint_code", "dead_resets", "first_writes",
                                   "loop_order", "invariant_sums", "fuse_loops", "rematerialize",
                                   "adjoint_rows", "guarded_first_writes", "scratch_arrays",
-                                  "invariant_reads", "scaled_adds")
+                                  "invariant_reads", "scaled_adds", "region_stores")
     assert len(set(REVERSE.names)) == len(REVERSE.names)
     for p in REVERSE.passes + FORWARD.passes:
         assert p.requires and p.guarantees and p.doc, p.name
@@ -106,8 +106,8 @@ def test_the_report_lists_the_passes_that_ran():
     line = [s for s in rep.format().splitlines() if s.startswith("  passes that ran: ")]
     assert len(line) == 1
     names = line[0].split(": ", 1)[1].split(", ")
-    # in the pipeline's order; scaled_adds is for the cpu target only
-    assert names == [n for n in REVERSE.all_names if n not in ("fuse_loops", "scaled_adds")]
+    # in the pipeline's order; scaled_adds and region_stores are for the cpu target only
+    assert names == [n for n in REVERSE.all_names if n not in ("fuse_loops", "scaled_adds", "region_stores")]
 
 
 def _ir(fn, types, wrt):
@@ -120,6 +120,7 @@ def test_the_workspace_mode_runs_no_scratch_pass_and_every_pass_may_be_off():
     f, facts = _ir(scalar_loop, [F64, I64], ("a",))
     _, em = differentiate_ir(f, ("a",), facts, "entry", Options(workspace=True, target="cpu"))
     assert "scratch_arrays" not in em.passes_run and "scaled_adds" not in em.passes_run
+    assert "region_stores" not in em.passes_run
     assert "zero_adds" in em.passes_run
     f, facts = _ir(scalar_loop, [F64, I64], ("a",))
     _, em = differentiate_ir(f, ("a",), facts, "entry",
