@@ -104,10 +104,11 @@ def analyze(fn, wrt):
         if isinstance(s, Store) and s.array in views:
             if views[s.array] == s.array:
                 # the chain of aliases comes back to the array: names that trade arrays
-                raise _err(s, f"writing into {s.array!r}, which trades arrays with another name "
+                shown_as = shown(fn, s.array)
+                raise _err(s, f"writing into {shown_as}, which trades arrays with another name "
                            "(a swap such as 'u, un = un, u', or 'tmp = u; u = un; un = tmp'): "
                            "the gradient cannot follow writes into arrays that change names",
-                           f"make a new array at each step instead ({s.array} = a new array, "
+                           f"make a new array at each step instead ({shown_as.strip(chr(39))} = a new array, "
                            f"e.g. an expression or .copy()) and write into that")
             raise _err(s, f"writing into {shown(fn, s.array)}, which is a view of "
                        f"{shown(fn, views[s.array])}",
@@ -224,14 +225,21 @@ def _write_after_view(view_def, root, views, order, loops_of, body):
 
 
 _RESULT = re.compile(r"^_(\w+?)_result\d*$")
+#: an SSA web of a variable (``coarsen.ir.ssa.split_webs``: ``numbered(var, "ssa", start=2, sep="_")``)
+_WEB = re.compile(r"^(.+)_\d+$")
 
 
 def shown(fn, name):
-    """``name`` as a message shows it: the user's variable, or what a compiler variable holds
-    (the value a helper returns, a temporary value), never the compiler's spelling."""
+    """``name`` as a message shows it: the user's variable (an SSA web of it, ``w_2`` for the
+    second value assigned to ``w``, shows as ``w``), or what a compiler variable holds (the
+    value a helper returns, a temporary value), never the compiler's spelling."""
     m = _RESULT.match(name)
     if m:
         return f"the value {m.group(1)}() returns"
     if is_temp(fn, name):
         return "a temporary value"
+    names = getattr(fn, "names", None)
+    web = _WEB.match(name) if names is not None and names.owner(name) == "ssa" else None
+    if web:
+        return repr(web.group(1))
     return repr(name)
