@@ -7,6 +7,7 @@ hoisted check sits outside the loop of its access and a proven access has none),
 gradient of in-range calls (that of ``boundscheck=False``), and the ``IndexError`` naming the
 line for out-of-range calls.
 """
+import math
 import re
 
 import numpy as np
@@ -361,6 +362,26 @@ def constant_range(w, k):
     return s
 
 
+def lifted_passengers(w, x, k, n):
+    s = x
+    for i in range(n):
+        s = math.sin(s) * x + w[k] * s
+        k = k + 1
+        s = s * math.cos(x) + w[k]
+    return s
+
+
+def one_passenger(w, x, k, n):
+    out = np.zeros(len(w))
+    s = x
+    for i in range(n):
+        s = math.sin(s) * x + s * 0.5
+        k = k + 1
+        s = s * math.cos(x)
+        out[k] = s
+    return np.sum(out * w)
+
+
 FACTS = [
     (shrinking, "w", [(W, 1), (W, 0)], [(W, 2)]),
     (merged, ("w", "x"), [(W, W, 1.0), (W, W[:3], 1.0), (W, W[:3], -1.0)], [(W[:3], W, -1.0)]),
@@ -379,6 +400,8 @@ FACTS = [
     (nested_increments, ("L", "x"), [(np.ones(7), W[:3], 3), (W, W, 0)], [(np.ones(6), W[:3], 3)]),
     (mixed_offsets, "w", [(np.zeros(0),)], [(W,)]),
     (constant_range, "w", [(W, 4), (W, -5)], [(W, 5), (W, -6), (W[:4], 0)]),
+    (lifted_passengers, ("w", "x"), [(W, 0.3, 0, 4), (W, 0.3, -5, 5)], [(W, 0.3, 1, 4), (W, 0.3, -6, 2)]),
+    (one_passenger, ("w", "x"), [(W, 0.3, -1, 5), (W, 0.3, -6, 2)], [(W, 0.3, 0, 5), (W, 0.3, -7, 1)]),
     (offsets, "w", [(W, 2, 3), (W, 2, 0), (W, -3, 3), (W, 1, 2)], [(W, 4, 3), (W, 2, 4), (W, -4, 2), (W[:2], 0, 1)]),
 ]
 
@@ -475,6 +498,16 @@ PLACED = {
     'constant_range': {
         ('axis 0 of w', 's += w[k] * w[i + 2]'):
             [(0, 'if k >= w.shape[0] or k < -w.shape[0]:'), (0, 'if 5 > w.shape[0]:')],
+    },
+    'lifted_passengers': {
+        ('axis 0 of w', 's = math.sin(s) * x + w[k] * s'):
+            [(0, 'if 0 < n and (k + (n - 0 - 1) >= w.shape[0] or k < -w.shape[0]):')],
+        ('axis 0 of w', 's = s * math.cos(x) + w[k]'):
+            [(0, 'if 0 < n and (k + 1 + (n - 0 - 1) >= w.shape[0] or k + 1 < -w.shape[0]):')],
+    },
+    'one_passenger': {
+        ('axis 0 of out', 'out[k] = s'):
+            [(0, 'if 0 < n and (k + 1 + (n - 0 - 1) >= out.shape[0] or k + 1 < -out.shape[0]):')],
     },
     'offsets': {
         ('axis 0 of w', 's += w[k + 1] * w[k - 2] * w[i + 2] * w[i - 1] + w[2] + w[-3] + w[1]'):
