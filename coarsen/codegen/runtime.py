@@ -96,6 +96,21 @@ def _add_scaled_source(nd):
     return "\n".join(lines) + "\n"
 
 
+def _set_scaled_source(nd):
+    """_set_scaledN(out, a, x): ``out = 0.0 + a * x`` into an N-D array of ``x``'s shape (the
+    value ``np.zeros`` then ``_add_scaledN`` give, bit for bit), as a loop."""
+    idx = ", ".join(f"i{d}" for d in range(nd))
+    lines = [f"def _set_scaled{nd}(out, a, x):",
+             "    if out.shape != x.shape:",
+             "        raise ValueError('coarsen: an adjoint accumulator of another shape')"]
+    pad = "    "
+    for d in range(nd):
+        lines.append(f"{pad}for i{d} in range(out.shape[{d}]):")
+        pad += "    "
+    lines.append(f"{pad}out[{idx}] = 0.0 + a * x[{idx}]")
+    return "\n".join(lines) + "\n"
+
+
 def _pop_array_source(nd):
     dims = ", ".join(f"itape[ipos + {d}]" for d in range(nd))
     return f'''
@@ -243,6 +258,11 @@ def sum_to(gnd, tnd):
 def add_scaled(nd):
     """``_add_scaledN``: ``out += a * x`` for N-D arrays of one shape, one loop nest."""
     return _generated(f"_add_scaled{nd}", _add_scaled_source, (nd,))
+
+
+def set_scaled(nd):
+    """``_set_scaledN``: ``out = 0.0 + a * x`` for N-D arrays of one shape, one loop nest."""
+    return _generated(f"_set_scaled{nd}", _set_scaled_source, (nd,))
 
 
 def pop_array(nd):

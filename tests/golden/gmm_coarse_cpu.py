@@ -54,12 +54,26 @@ def _scratch_at(tape, top, size):
 
 
 @numba.njit(cache=True, error_model='numpy')
-def _scratch_zeros(tape, top, shape, size):
+def _scratch_empty(tape, top, shape, size):
     tape, start = _scratch_at(tape, top, size)
-    flat = tape[start:start + size]
-    for i in range(size):
-        flat[i] = 0.0
-    return (tape, flat.reshape(shape), start + size)
+    return (tape, tape[start:start + size].reshape(shape), start + size)
+
+
+@numba.njit(cache=True, error_model='numpy')
+def _set_scaled1(out, a, x):
+    if out.shape != x.shape:
+        raise ValueError('coarsen: an adjoint accumulator of another shape')
+    for i0 in range(out.shape[0]):
+        out[i0] = 0.0 + a * x[i0]
+
+
+@numba.njit(cache=True, error_model='numpy')
+def _set_scaled2(out, a, x):
+    if out.shape != x.shape:
+        raise ValueError('coarsen: an adjoint accumulator of another shape')
+    for i0 in range(out.shape[0]):
+        for i1 in range(out.shape[1]):
+            out[i0, i1] = 0.0 + a * x[i0, i1]
 
 
 @numba.njit(cache=True, error_model='numpy')
@@ -499,14 +513,14 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     _tape_floats = _fpos
     _tape_ints = _ipos
     _wtop = _fpos
-    _ftape, _tab1_bar, _wtop = _scratch_zeros(_ftape, _wtop, _tab1.shape, _tab1.size)
-    alphas_bar = np.zeros(alphas.shape)
+    _ftape, _tab1_bar, _wtop = _scratch_empty(_ftape, _wtop, _tab1.shape, _tab1.size)
+    alphas_bar = np.empty(alphas.shape)
     amax_bar = 0.0
     ase_bar = 0.0
-    icf_bar = np.zeros(icf.shape)
+    icf_bar = np.empty(icf.shape)
     lse_alphas_bar = 0.0
     main_term_bar = np.zeros(main_term.shape)
-    means_bar = np.zeros(means.shape)
+    means_bar = np.empty(means.shape)
     prior_bar = 0.0
     prior_2_bar = 0.0
     qx_bar = np.zeros(qx.shape)
@@ -520,12 +534,12 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     # prior -= K * C
     prior_bar += prior_2_bar
     # for k in range(K):
-    _add_scaled2(icf_bar, prior_bar, _acc20)
+    _set_scaled2(icf_bar, prior_bar, _acc20)
     # segment 8 (lines 73-77), one preaccumulated step: lse_alphas = amax + math.log(ase); lgd = 0.28618247146235004*d*(d - 1)
     amax_bar += lse_alphas_bar
     ase_bar += lse_alphas_bar * _pa13
     # for k in range(K):
-    _add_scaled1(alphas_bar, ase_bar, _acc11)
+    _set_scaled1(alphas_bar, ase_bar, _acc11)
     amax_bar += ase_bar * _acc12
     # for k in range(1, K):
     for k_4 in range(K - 1, 0, -1):
@@ -539,10 +553,10 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     # amax = alphas[0]
     alphas_bar[0] += amax_bar
     # for i in range(n):
-    _add_scaled2(_tab1_bar, slse_bar, _acc5)
+    _set_scaled2(_tab1_bar, slse_bar, _acc5)
     _add_scaled1(alphas_bar, slse_bar, _acc6)
     _add_scaled2(icf_bar, slse_bar, _acc7)
-    _add_scaled2(means_bar, slse_bar, _acc8)
+    _set_scaled2(means_bar, slse_bar, _acc8)
     # qx[j] = math.exp(icf[k, j]) * (x[i, j] - means[k, j])
     for _h2 in range(K - 1, -1, -1):
         for _h3 in range(d - 1, -1, -1):

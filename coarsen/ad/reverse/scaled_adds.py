@@ -22,7 +22,10 @@ place, the same operations without the temporary matrix (``X``, 2-D, is an adjoi
 two such passes into one ``X`` become one (``_outer_add2``, ``_fused_outer_adds``) and an
 ``X = np.zeros(S)`` whose next mention is such a pass becomes that pass's write
 (``_outer_first``/``_outer_first2``, ``_outer_first_writes``): the same operations in the
-same order, one pass over the matrix where there were two or three.  Other statements are
+same order, one pass over the matrix where there were two or three.  Likewise an
+``X = np.zeros(S)`` (or a scratch ``_scratch_zeros``) whose next mention is
+``_add_scaled<N>(X, s, A)`` becomes ``np.empty`` (``_scratch_empty``) and
+``_set_scaled<N>(X, s, A)``, ``X[i...] = 0.0 + s * A[i...]`` (``_scaled_first_writes``).  Other statements are
 unchanged.  Meant for the cpu target (on the python
 target a loop of Python statements would be slower than NumPy's expression).
 """
@@ -33,7 +36,7 @@ import copy
 import gast
 
 from ...codegen import build as B
-from ...codegen.runtime import add_scaled
+from ...codegen.runtime import add_scaled, set_scaled
 
 __all__ = ["SCALED_MARK", "scaled_add_calls"]
 
@@ -66,6 +69,8 @@ def _outer_operands(st):
 def scaled_add_calls(body):
     helpers = set()
 
+    scaled = {}     # id of an _add_scaledN call made here -> (N, its operand names)
+
     def block(stmts):
         out = []
         for st in stmts:
@@ -80,8 +85,10 @@ def scaled_add_calls(body):
             if ops is not None:
                 name = add_scaled(rank)
                 helpers.add(name)
-                out.append(_with_comment(gast.Expr(value=B.call(
-                    B.name(name), *[B.name(n) for n in ops])), st))
+                call = _with_comment(gast.Expr(value=B.call(
+                    B.name(name), *[B.name(n) for n in ops])), st)
+                scaled[id(call)] = (rank, ops)
+                out.append(call)
                 continue
             if isinstance(st, (gast.For, gast.While, gast.If)):
                 body, orelse = block(st.body), block(st.orelse)
@@ -89,7 +96,8 @@ def scaled_add_calls(body):
                     st = copy.copy(st)      # copy on write: the input is not modified
                     st.body, st.orelse = body, orelse
             out.append(st)
-        return _outer_first_writes(_fused_outer_adds(out, helpers), helpers)
+        out = _outer_first_writes(_fused_outer_adds(out, helpers), helpers)
+        return _scaled_first_writes(out, scaled, helpers)
 
     return block(list(body)), helpers
 
@@ -233,3 +241,52 @@ def _outer_first_writes(stmts, helpers):
         out[j] = _with_comment(B.assign(name, call), stmts[j])
         out[i] = None
     return [s for s in out if s is not None]
+
+
+def _scratch_zeros_of(st):
+    """The name ``X`` of ``_ftape, X, _wtop = _scratch_zeros(_ftape, _wtop, S, size)`` (the plain
+    call, not under a condition), else None."""
+    v = st.value if isinstance(st, gast.Assign) and len(st.targets) == 1 else None
+    t = st.targets[0] if v is not None else None
+    if isinstance(t, gast.Tuple) and len(t.elts) == 3 and isinstance(t.elts[1], gast.Name) and \
+            isinstance(v, gast.Call) and isinstance(v.func, gast.Name) and \
+            v.func.id == "_scratch_zeros" and not v.keywords:
+        return t.elts[1].id
+    return None
+
+
+def _scaled_first_writes(stmts, scaled, helpers):
+    """``X = np.zeros(S)`` or ``_ftape, X, _wtop = _scratch_zeros(...)`` whose next mention
+    (in the same block) is ``_add_scaledN(X, s, A)`` (made by this pass: ``scaled``): the
+    allocation is ``np.empty(S)`` (``_scratch_empty``) and the call ``_set_scaledN(X, s, A)``,
+    which checks the shapes and writes ``0.0 + s * A[i]`` per element: the value the zeros and
+    the pass gave, bit for bit, in one pass instead of two (a reduction loop reversed trip by
+    trip leaves ``_acc`` and this pair for each array it reads: ``np.sum(C * C)``'s ``C_bar``).
+    Only where ``X`` is not ``A`` and not ``s``."""
+    out = list(stmts)
+    for i, st in enumerate(stmts):
+        found = _zeros_shape(st)
+        name = found[0] if found is not None else _scratch_zeros_of(st)
+        if name is None or out[i] is not st:
+            continue
+        for j in range(i + 1, len(stmts)):
+            if name in _names(stmts[j]):
+                break
+        else:
+            continue
+        got = scaled.get(id(stmts[j]))
+        if got is None or out[j] is not stmts[j] or got[1][0] != name or name in got[1][1:]:
+            continue
+        rank, ops = got
+        alloc = copy.deepcopy(st)
+        if found is not None:
+            alloc.value.func.attr = "empty"
+        else:
+            alloc.value.func.id = "_scratch_empty"
+            helpers.add("_scratch_empty")
+        out[i] = alloc
+        helper = set_scaled(rank)
+        helpers.add(helper)
+        out[j] = _with_comment(gast.Expr(value=B.call(B.name(helper), *[B.name(n) for n in ops])),
+                               stmts[j])
+    return out
