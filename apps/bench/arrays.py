@@ -106,7 +106,9 @@ def env_info():
     """What the benchmark command did to the BLAS environment, and the BLAS it got."""
     unset = os.environ.get(UNSET_ENV)
     still = {k: os.environ[k] for k in BLAS_ENV if k in os.environ}
-    return {"unset": unset.split(";") if unset else [], "still_set": still, "blas": blas_info()}
+    bench_set = os.environ.get("COARSEN_BENCH_SET")
+    return {"unset": unset.split(";") if unset else [], "still_set": still, "blas": blas_info(),
+            "set": [bench_set] if bench_set else []}
 
 
 def render_env(env) -> list[str]:
@@ -123,6 +125,10 @@ def render_env(env) -> list[str]:
     if env and env.get("unset"):
         lines.append("Unset for this run (they slow NumPy's BLAS): " + ", ".join(
             f"`{u}`" for u in env["unset"]) + ".")
+    if env and env.get("set"):
+        lines.append("Set for this run: " + ", ".join(f"`{u}`" for u in env["set"]) + " (the idle "
+                     "OpenBLAS library's spinning threads slowed the other's calls 2-3x when tools "
+                     "alternate: `apps/bench/__main__.py`).")
     if env and env.get("still_set"):
         lines.append("Still set (NumPy's BLAS may be slowed; run through `python -m apps.bench`): "
                      + ", ".join(f"`{k}={v}`" for k, v in env["still_set"].items()) + ".")

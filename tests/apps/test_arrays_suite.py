@@ -144,6 +144,7 @@ def test_main_reexecs_without_the_blas_variables(monkeypatch):
     monkeypatch.setattr(os, "execve", lambda exe, argv, env: calls.append((argv, env)))
     monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
     monkeypatch.delenv("OPENBLAS_L2_SIZE", raising=False)
+    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "4")
     entry._reexec_without_blas_env()
     assert calls == []
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
@@ -151,6 +152,27 @@ def test_main_reexecs_without_the_blas_variables(monkeypatch):
     (argv, env), = calls
     assert argv[1:3] == ["-m", "apps.bench"] and "OPENBLAS_CORETYPE" not in env
     assert env[suite.UNSET_ENV] == "OPENBLAS_CORETYPE=Haswell"
+    assert env["OPENBLAS_THREAD_TIMEOUT"] == "4" and "COARSEN_BENCH_SET" not in env
+
+
+def test_main_sets_a_short_openblas_thread_timeout(monkeypatch):
+    # two OpenBLAS libraries in one process: the idle one's spinning threads slowed the other's
+    # calls 2-3x when the harness alternated tools; a timeout set by the user is kept
+    import os
+
+    from apps.bench import __main__ as entry
+
+    calls = []
+    monkeypatch.setattr(os, "execve", lambda exe, argv, env: calls.append((argv, env)))
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    monkeypatch.delenv("OPENBLAS_L2_SIZE", raising=False)
+    monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
+    entry._reexec_without_blas_env()
+    (argv, env), = calls
+    assert env["OPENBLAS_THREAD_TIMEOUT"] == "4" and env["COARSEN_BENCH_SET"] == "OPENBLAS_THREAD_TIMEOUT=4"
+    assert suite.UNSET_ENV not in env
+    monkeypatch.setenv("COARSEN_BENCH_SET", "OPENBLAS_THREAD_TIMEOUT=4")
+    assert "`OPENBLAS_THREAD_TIMEOUT=4`" in "\n".join(suite.render_env(suite.env_info()))
 
 
 def test_the_main_run_has_an_arrays_step_that_can_be_skipped():
