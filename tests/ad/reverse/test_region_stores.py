@@ -190,3 +190,24 @@ def test_helpers_do_what_numpy_does():
         with pytest.raises(ValueError):
             table["add", 2, 2](np.zeros((2, 4)), np.zeros((3, 4)))
     assert not has_region_helper("add", 1, 2) and has_region_helper("set", 1, 2)
+
+
+def rows(x):
+    A = np.zeros((3, x.shape[0]))
+    A[0, :] = np.cumsum(x)
+    for k in range(1, 3):
+        A[k, :] = np.cumsum(A[k - 1, :] * x)
+    return np.sum(A * A)
+
+
+def test_regions_of_integer_indices_and_the_source_comments():
+    """``A[0, :]`` (a constant) and ``A[k, :]`` (an integer name) select rows: the stores are
+    helper calls of region rank 1, the program agrees with the oracle on both targets, and the
+    loops around the rewritten statements keep their source-line comments."""
+    x = np.random.default_rng(5).standard_normal(4)
+    check_against_oracle(rows, (x,), target="cpu")
+    check_against_oracle(rows, (x,), target="python")
+    src = coarsen.differentiate(rows, target="cpu").source_for(x)
+    assert "_region_set1_1(A[0, :], " in src and "_region_set1_1(A[k, :], " in src, src
+    assert src.count("# for k in range(1, 3):") == 2, src
+    assert src.count("# A[k, :] = np.cumsum(A[k - 1, :] * x)") == 2, src
