@@ -82,33 +82,30 @@ def _sum_to_source(gnd, tnd):
     return "\n".join(lines) + "\n"
 
 
-def _add_scaled_source(nd):
-    """_add_scaledN(out, a, x): ``out += a * x`` for two N-D arrays of one shape, as a loop."""
+def _scaled_source(name, nd, update):
+    """``name(out, a, x)``: ``out[i...] <update> a * x[i...]`` for two N-D arrays of one shape, as
+    a loop (``update``: ``+=``, or ``= 0.0 +``)."""
     idx = ", ".join(f"i{d}" for d in range(nd))
-    lines = [f"def _add_scaled{nd}(out, a, x):",
+    lines = [f"def {name}(out, a, x):",
              "    if out.shape != x.shape:",
              "        raise ValueError('coarsen: an adjoint accumulator of another shape')"]
     pad = "    "
     for d in range(nd):
         lines.append(f"{pad}for i{d} in range(out.shape[{d}]):")
         pad += "    "
-    lines.append(f"{pad}out[{idx}] += a * x[{idx}]")
+    lines.append(f"{pad}out[{idx}] {update} a * x[{idx}]")
     return "\n".join(lines) + "\n"
+
+
+def _add_scaled_source(nd):
+    """_add_scaledN(out, a, x): ``out += a * x`` for two N-D arrays of one shape, as a loop."""
+    return _scaled_source(f"_add_scaled{nd}", nd, "+=")
 
 
 def _set_scaled_source(nd):
     """_set_scaledN(out, a, x): ``out = 0.0 + a * x`` into an N-D array of ``x``'s shape (the
     value ``np.zeros`` then ``_add_scaledN`` give, bit for bit), as a loop."""
-    idx = ", ".join(f"i{d}" for d in range(nd))
-    lines = [f"def _set_scaled{nd}(out, a, x):",
-             "    if out.shape != x.shape:",
-             "        raise ValueError('coarsen: an adjoint accumulator of another shape')"]
-    pad = "    "
-    for d in range(nd):
-        lines.append(f"{pad}for i{d} in range(out.shape[{d}]):")
-        pad += "    "
-    lines.append(f"{pad}out[{idx}] = 0.0 + a * x[{idx}]")
-    return "\n".join(lines) + "\n"
+    return _scaled_source(f"_set_scaled{nd}", nd, "= 0.0 +")
 
 
 def _pop_array_source(nd):
