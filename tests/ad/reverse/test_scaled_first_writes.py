@@ -128,3 +128,35 @@ def test_oracle(target):
 def test_the_cpu_source_writes_the_adjoint_once():
     src = coarsen.differentiate(gemm_like, wrt=(0, 1, 2, 3), target="cpu").source_for(*_args())
     assert "_set_scaled2(" in src and "_add_scaled2(" not in src
+
+
+def _scaled_product(alpha, A, B):
+    return alpha * (A @ B)
+
+
+def gemm_like_renamed(C_bar, _t1, A, B):
+    # names that look like the compiler's
+    _acc1 = C_bar * (A @ B) + 0.5 * _t1
+    return 0.5 * np.sum(_acc1 * _acc1)
+
+
+def gemm_like_split(alpha, C, A, B):
+    D = _scaled_product(alpha, A, B) + 0.5 * C
+    return 0.5 * np.sum(D * D)
+
+
+def test_renamed_and_split_variants():
+    """Renamed: the same bits.  Split into a helper: the inlined helper's temporaries sum
+    ``alpha``'s adjoint in another order (1 ulp apart, measured), so the same answer to 1e-14."""
+    args = _args()
+    want = coarsen.differentiate(gemm_like, wrt=(0, 1, 2, 3), target="cpu").value_and_grad(*args)
+    for fn in (gemm_like_renamed, gemm_like_split):
+        g = coarsen.differentiate(fn, wrt=(0, 1, 2, 3), target="cpu")
+        got = g.value_and_grad(*args)
+        assert "_set_scaled2(" in g.source_for(*args)
+        assert got[0] == want[0]
+        for a, b in zip(got[1], want[1]):
+            if fn is gemm_like_renamed:
+                assert np.array_equal(a, b)
+            else:
+                np.testing.assert_allclose(a, b, rtol=1e-14, atol=0.0)
