@@ -25,6 +25,8 @@ element, the same operation), so the function computes the same bits.  Meant for
 """
 from __future__ import annotations
 
+import copy
+
 import gast
 
 from ...codegen import build as B
@@ -125,18 +127,11 @@ def _block(stmts, names, used):
                 if any(a is not b for a, b in zip(got, inner)):
                     fields[field] = got
         if fields:
-            st = _shallow(st, fields)
+            st = copy.copy(st)      # copy on write: the input is not modified
+            for field, got in fields.items():
+                setattr(st, field, got)
         out.append(st)
     return out
-
-
-def _shallow(st, fields):
-    new = type(st)(**{f: fields.get(f, getattr(st, f)) for f in st._fields})
-    gast.copy_location(new, st)
-    for attr, val in vars(st).items():
-        if attr not in st._fields and not hasattr(new, attr):
-            setattr(new, attr, val)
-    return new
 
 
 def region_store_calls(body, types, arrays):
