@@ -211,3 +211,27 @@ def test_regions_of_integer_indices_and_the_source_comments():
     assert "_region_set1_1(A[0, :], " in src and "_region_set1_1(A[k, :], " in src, src
     assert src.count("# for k in range(1, 3):") == 2, src
     assert src.count("# A[k, :] = np.cumsum(A[k - 1, :] * x)") == 2, src
+
+
+def int_and_bool_regions(x, idx):
+    a = idx * 1
+    m = x > 0.5
+    a[1:] = m[:-1]
+    m[1:] = idx[:-1]
+    y = x * 1.0
+    y[:] += m
+    return np.sum(x * a * y)
+
+
+def test_integer_and_boolean_regions_stay_numpy_statements():
+    """The pass rewrites stores of float64 arrays only: ``a[1:] = m[:-1]`` (a bool array into
+    an i64 one) and ``m[1:] = idx[:-1]`` (i64 into bool) stay NumPy's statements on cpu (no
+    helper compiled for their signatures) and agree with the oracle on both targets.  (Storing
+    a float array into an integer one is refused before this pass: ``CoarsenError``.)"""
+    x = np.array([0.3, 1.7, -2.4, 0.9, 1.2])
+    idx = np.array([3, 1, 0, 1, 5])
+    check_against_oracle(int_and_bool_regions, (x, idx), target="cpu", wrt=0)
+    check_against_oracle(int_and_bool_regions, (x, idx), target="python", wrt=0)
+    src = coarsen.differentiate(int_and_bool_regions, wrt=0, target="cpu").source_for(x, idx)
+    assert not re.search(r"_region_(set|add|sub)\d", src), src
+    assert "a[1:] = " in src and "m[1:] = " in src, src
