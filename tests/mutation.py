@@ -32,10 +32,14 @@ A survivor gets a test that kills it (best: a small program the mutated pass get
 judged by ``tests.oracle.check_against_oracle`` on both targets) or a written argument that its
 guard cannot be reached, after which the guard becomes an assertion saying so.
 
+Before the mutants it runs the same tests on the unmutated copy and stops if they fail (a
+failing baseline would count every mutant killed); ``--skip-baseline`` skips that run.
+
 Options: ``--sample N`` (default 10), ``--seed S``, ``--timeout S`` (default 600),
-``--guards-only``, ``--lines A-B[,C-D]`` (only mutants on those lines), ``--list`` (list the
-mutants that would run, run nothing), ``--keep`` (keep the scratch folder: its
-``session.sqlite`` for ``cr-report``).
+``--guards-only``, ``--sampled-only`` (the sample of the others only, no guard mutant: the
+same seed and sample size draw the same sample as a full run), ``--lines A-B[,C-D]`` (only
+mutants on those lines), ``--list`` (list the mutants that would run, run nothing), ``--keep``
+(keep the scratch folder: its ``session.sqlite`` for ``cr-report``), ``--skip-baseline``.
 """
 from __future__ import annotations
 
@@ -155,7 +159,7 @@ def _select(session, module, source, args):
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
     guards, only = guard_lines(source), _parse_lines(args.lines)
-    chosen, others, skipped = {}, [], []
+    chosen, others, skipped, key = {}, [], [], {}
     with use_db(session) as db:
         for item in db.pending_work_items:
             (m,) = item.mutations
@@ -163,11 +167,16 @@ def _select(session, module, source, args):
             if only and line not in only:
                 skipped.append(item.job_id)
             elif line in guards and GUARD_OPERATORS.match(m.operator_name):
-                chosen[item.job_id] = "guard"
+                if args.sampled_only:
+                    skipped.append(item.job_id)
+                else:
+                    chosen[item.job_id] = "guard"
             else:
                 others.append(item.job_id)
+                # job ids are random: the sample is drawn from the mutants in a stable order
+                key[item.job_id] = (m.start_pos, m.end_pos, m.operator_name, m.occurrence)
         sample = [] if args.guards_only else \
-            random.Random(args.seed).sample(sorted(others), min(args.sample, len(others)))
+            random.Random(args.seed).sample(sorted(others, key=key.get), min(args.sample, len(others)))
         chosen.update((j, "other") for j in sample)
         skipped += [j for j in others if j not in chosen]
         if skipped:
@@ -231,6 +240,14 @@ def run_module(module, args):
         kinds = sorted(chosen.values())
         print(f"{module}: {kinds.count('guard')} guard mutants, {kinds.count('other')} sampled "
               f"of {n_others} others; tests {' '.join(TESTS[module])}", flush=True)
+        if not args.list and not args.skip_baseline:
+            # the unmutated copy must pass: a failing baseline would count every mutant killed
+            base = subprocess.run([sys.executable, "-m", "tests.mutation", "--run-tests", module],
+                                  cwd=work, env=env, capture_output=True, text=True)
+            if base.returncode != 0:
+                sys.exit(f"{module}: the tests fail on the unmutated code (baseline):\n"
+                         + base.stdout[-3000:] + base.stderr[-2000:])
+            print("baseline: the tests pass on the unmutated code", flush=True)
         if args.list:
             from cosmic_ray.work_db import use_db
             with use_db(session) as db:
@@ -269,10 +286,14 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=48)
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--guards-only", action="store_true")
+    parser.add_argument("--sampled-only", action="store_true")
     parser.add_argument("--lines")
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--skip-baseline", action="store_true")
     args = parser.parse_args(argv)
+    if args.guards_only and args.sampled_only:
+        parser.error("--guards-only and --sampled-only exclude each other")
     if args.run_tests:
         return run_tests(args.run_tests)
     if not args.modules:
