@@ -4,7 +4,8 @@ Requires: nothing (standard library only).
 Guarantees: ``check_target(t)`` returns ``t`` when it is a supported target and raises
 ``LoweringError`` naming the supported ones otherwise; ``function_decorator(t, parallel=False)`` is the decorator
 source text (without ``@``) that the printer writes above every top-level function for target
-``t`` (with Numba's ``parallel=True`` on the CPU for a function with a parallel loop), or ``None``; ``target_imports(t)`` are the extra ``import`` lines that target needs.
+``t`` (with Numba's ``parallel=True`` and ``cache=False`` on the CPU for a function with a parallel
+loop: compiled with its caller, whose cached code holds it), or ``None``; ``target_imports(t)`` are the extra ``import`` lines that target needs.
 
 Extension point: a new target (``"cuda"``: device functions under ``numba.cuda.jit(device=True)``
 plus one-thread-per-set kernels from ``batch.py``) is added here first, then in the printer's
@@ -39,7 +40,10 @@ def function_decorator(target: str, parallel: bool = False) -> str | None:
     printer) adds Numba's ``parallel=True`` on the CPU."""
     text = _TARGET_TABLE[check_target(target)][0]
     if parallel and target == "cpu":
-        text = text[:-1] + ", parallel=True)"
+        # never cached: Numba's cache of a caller compiled in a process where this function
+        # came from the cache crashes the process that loads it (a segmentation fault,
+        # tests/lowering/test_parallel_cache.py); compiled with its caller, never alone
+        text = text.replace("cache=True", "cache=False")[:-1] + ", parallel=True)"
     return text
 
 
