@@ -88,6 +88,28 @@ def test_new_arrays_shaped_like_the_old():
           {("axis 0 of w", "s += z[i] * w[k]"): [0]})
 
 
+def gram(A):
+    G = np.einsum("ki,kj->ij", A, A)
+    s = 0.0
+    for i in range(A.shape[0]):
+        s += G[i, 0] * A[i, 0]
+    return s
+
+
+def test_a_product_of_an_array_with_itself_is_not_shaped_like_it():
+    """``G = A^T A`` of a (3, 2) ``A`` is (2, 2): a primitive of two operands gives a new array
+    ``A``'s shape only when it broadcasts (element-wise), so ``G[i, 0]`` over ``A``'s rows is
+    checked.  Unchecked, the cpu target read past ``G``'s rows instead of raising."""
+    A = np.linspace(0.5, 1.5, 6).reshape(3, 2)
+    line = "s += G[i, 0] * A[i, 0]"
+    g = check(gram, "A", [(A[:2],)], [(A,)],
+              {("axis 0 of G", line): [0], ("axis 1 of G", line): [0], ("axis 1 of A", line): [0]})
+    cpu = coarsen.differentiate(gram, wrt="A", target="cpu")
+    np.testing.assert_array_equal(cpu(A[:2]), g(A[:2]))
+    with pytest.raises(IndexError, match="index out of range"):
+        cpu(A)
+
+
 def repeated(w, k, j):
     a = w[k] * w[k]
     b = w[j] + w[k]
