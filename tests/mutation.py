@@ -86,7 +86,7 @@ TESTS = {
     "coarsen/ad/reverse/region_stores.py": ["tests/ad/reverse/test_region_stores.py"],
     "coarsen/ad/reverse/scaled_adds.py": ["tests/ad/reverse/test_scaled_first_writes.py",
                                           "tests/ad/reverse/test_scaled_adds_outer.py"],
-    "coarsen/analysis/recording.py": ["tests/ad/reverse/test_shape_recorded.py",
+    "coarsen/analysis/recording.py": ["tests/analysis/test_recording_guards.py", "tests/ad/reverse/test_shape_recorded.py",
                                       "tests/ir/test_scalarize_rebind.py", "tests/analysis/test_cheap_recompute.py",
                                       "tests/analysis/test_reductions.py", "tests/ad/reverse/test_scratch_saves.py"],
     "coarsen/analysis/activity.py": ["tests/analysis/test_activity_guards.py", "tests/analysis/test_unit_analysis.py"],
