@@ -235,3 +235,21 @@ def test_integer_and_boolean_regions_stay_numpy_statements():
     src = coarsen.differentiate(int_and_bool_regions, wrt=0, target="cpu").source_for(x, idx)
     assert not re.search(r"_region_(set|add|sub)\d", src), src
     assert "a[1:] = " in src and "m[1:] = " in src, src
+
+
+def row_copies(x):
+    B = np.zeros((3, x.shape[0]))
+    v = np.sin(x)
+    for k in range(3):
+        B[k, :] = v
+    return np.sum(B * B * x)
+
+
+def test_a_loop_of_region_stores_alone_is_rewritten():
+    """Every statement of the loop's body becomes a helper call: the rebuilt body is kept
+    even though no statement of it stays as it was."""
+    x = np.linspace(0.1, 1.0, 5)
+    check_against_oracle(row_copies, (x,), target="cpu")
+    src = coarsen.differentiate(row_copies, target="cpu").source_for(x)
+    assert "_region_set1_1(B[k, :], v)" in src, src
+    assert not re.search(r"^\s+B\[k, :\] = v$", src, re.M), src
