@@ -59,6 +59,7 @@ class Fact(Enum):
     INVARIANT_READS = "loop-invariant element reads are read once, before the loop"
     SCALED_ADD_CALLS = "marked scaled updates are loop helper calls"
     REGION_STORE_CALLS = "whole-array stores into regions are loop helper calls"
+    DOT_LOOP_CALLS = "loops that only sum products of two array elements are _dot_acc calls"
     JAMMED = "qualifying loops of the SIMD form run several trips side by side"
     TIDY = "no copy temporaries, folded seeds, no dead stores, no unused helpers"
 

@@ -298,6 +298,30 @@ def _bmm11(x, y):
     return np.dot(x, y)
 
 
+# A dot product's loop (``acc = acc + a[k] * b[k]`` for k < n) as four partial sums, lane k % 4,
+# added at the end ``(s0 + s1) + (s2 + s3)`` with ``acc`` first in lane 0: four independent
+# chains where the loop had one (Numba may not reorder a float sum; the chain's latency bounds
+# the loop).  Below eight terms every term goes to lane 0, the loop's order, and the other lanes
+# hold -0.0, which adds to any value exactly: the loop's bits.  ``a`` and ``b`` are views whose
+# axis the loop walked from 0 (``coarsen.ad.reverse.dot_loops``); any strides.  (No early
+# return for short sums: one kept Numba from inlining the helper, which then cost more than the
+# loop it replaced.)
+def _dot_acc(acc, a, b, n):
+    s0 = acc
+    s1 = -0.0
+    s2 = -0.0
+    s3 = -0.0
+    m = n - n % 4 if n >= 8 else 0
+    for k in range(0, m, 4):
+        s0 = s0 + a[k] * b[k]
+        s1 = s1 + a[k + 1] * b[k + 1]
+        s2 = s2 + a[k + 2] * b[k + 2]
+        s3 = s3 + a[k + 3] * b[k + 3]
+    for k in range(m, n):
+        s0 = s0 + a[k] * b[k]
+    return (s0 + s1) + (s2 + s3)
+
+
 def _outer(x, y):
     out = np.empty((x.shape[0], y.shape[0]))
     for i in range(x.shape[0]):
@@ -586,7 +610,7 @@ HELPERS = {f.__name__: f for f in (
     _grow, _reserve, _scratch_zeros, _scratch_empty, _scratch_at, _push, _push_array,
     _range_len, _index_error, _revolve_reps, _revolve_advances, _revolve_mid, _revolve_units,
     _slice_start, _slice_len, _bcast_len, _bcast_stride, _same_len, _custom_shape, _int_divisor,
-    _range_cont, _mm22, _mm21, _mm12, _mm11, _bmm22, _bmm21, _bmm12, _bmm11, _outer, _outer_add, _outer_add2, _outer_first2, _outer_first, _prod_grad, _cumsum2, _rcumsum1, _rcumsum2,
+    _range_cont, _mm22, _mm21, _mm12, _mm11, _bmm22, _bmm21, _bmm12, _bmm11, _dot_acc, _outer, _outer_add, _outer_add2, _outer_first2, _outer_first, _prod_grad, _cumsum2, _rcumsum1, _rcumsum2,
     _diff_adj1, _diff_adj2, _solve2, _solve1, _solve_adj_b1, _solve_adj_b2, _solve_adj_a1,
     _solve_adj_a2, _linspace, _linspace_w, _gradient_rows, _gradient_rows_adj,
 )}

@@ -23,6 +23,7 @@ from ..passes import Fact, Pass, Pipeline
 from .adjoint_rows import adjoint_rows
 from .cleanup import drop_dead_adjoint_code
 from .dead_resets import drop_dead_resets
+from .dot_loops import dot_loop_calls
 from .first_writes import first_writes, guarded_first_writes
 from .fuse_loops import fuse_loops
 from .invariant_reads import invariant_reads
@@ -148,6 +149,11 @@ def _region_stores(code, ctx):
     return replace(code, body=body, helpers=code.helpers | used)
 
 
+def _dot_loops(code, ctx):
+    body, used = dot_loop_calls(code.body, ctx.types)
+    return replace(code, body=body, helpers=code.helpers | used)
+
+
 def _tidy(code, ctx):
     return replace(code, module=tidy_module(code.module, ctx.types))
 
@@ -194,6 +200,9 @@ REVERSE = Pipeline("reverse", (
     Pass("region_stores", _region_stores, frozenset({Fact.ENTRY}),
          frozenset({Fact.REGION_STORE_CALLS}), applies=_cpu,
          doc="`a[s] = x` / `a[s] += x` of arrays as loop helper calls, cpu target (region_stores)"),
+    Pass("dot_loops", _dot_loops, frozenset({Fact.ENTRY}), frozenset({Fact.DOT_LOOP_CALLS}),
+         applies=_cpu,
+         doc="loops summing products of two array elements as _dot_acc calls, cpu target (dot_loops)"),
 ), start=frozenset({Fact.ENTRY, Fact.MADE_NAMES, Fact.RANKS, Fact.REVERSE_MARKS,
                     Fact.SCALED_MARKS, Fact.KEPT_FLOAT_TAPE}),
    then=Pipeline("reverse", (
