@@ -83,6 +83,7 @@ TESTS = {
     "coarsen/ir/hoist.py": ["tests/ir/test_hoist_guards.py", "tests/ir/test_hoist.py"],
     "coarsen/analysis/bounds.py": ["tests/analysis/test_bounds_guards.py", "tests/analysis/test_bounds.py",
                                    "tests/analysis/test_bounds_induction.py"],
+    "coarsen/ad/reverse/dot_loops.py": ["tests/ad/reverse/test_dot_loops.py"],
     "coarsen/ad/reverse/region_stores.py": ["tests/ad/reverse/test_region_stores.py"],
     "coarsen/ad/reverse/scaled_adds.py": ["tests/ad/reverse/test_scaled_first_writes.py",
                                           "tests/ad/reverse/test_scaled_adds_outer.py"],
