@@ -74,6 +74,12 @@ NEAR_MISSES = {
     "a range with a start": LOOP.replace("range(n)", "range(1, n)"),
     "a store in the body": LOOP.replace("    _t2 = x[_k]\n", "    _t2 = x[_k]\n    y[_k] = _t2\n"),
     "a partial index": LOOP.replace("L[i, _k]", "L[_k]"),
+    "the loop's variable read in a later test": LOOP + "if _k > 0:\n    z = 1.0\n",
+    "the loop's variable read in a later branch": LOOP + "if n > 0:\n    z = 1.0\nelse:\n    z = _k\n",
+    "the loop's variable read in a later loop's range": LOOP + "for j in range(_k):\n    y[j] = 1.0\n",
+    "the loop's variable read in a later loop's body": LOOP + "for j in range(n):\n    y[j] = _k\n",
+    "the loop's variable read in a later loop's else": LOOP + "for j in range(n):\n    y[j] = 1.0\nelse:\n    z = _k\n",
+    "the loop's variable read in a while": LOOP + "while _k < n:\n    n = n - 1\n",
 }
 
 
@@ -92,3 +98,28 @@ def test_a_loop_variable_bound_again_later_does_not_block():
     assert "acc = _dot_acc(acc, L[i, :], x, n)" in text
     text, _ = _run(LOOP + "for _k in range(_k):\n    y[_k] = 1.0\n")
     assert "_dot_acc" not in text
+
+
+def test_a_loop_whose_body_is_only_the_dot_is_rebuilt_and_the_comment_kept():
+    body = gast.parse("""
+for i in range(n):
+    for _k in range(n):
+        acc = acc + L[i, _k] * x[_k]
+z = 1.0
+""").body
+    body[0].body[0].coarsen_comment = "y = L @ x"
+    new, _ = dot_loop_calls(body, TYPES)
+    assert new[0] is not body[0] and new[1] is body[1]        # copied on write, the rest kept
+    assert isinstance(new[0].body[0], gast.Assign) and isinstance(body[0].body[0], gast.For)
+    assert new[0].body[0].coarsen_comment == "y = L @ x"
+    assert "acc = _dot_acc(acc, L[i, :], x, n)" in _text(new)
+
+
+def test_temporaries_inside_an_index_are_substituted():
+    text, _ = _run("""
+for _k in range(n):
+    _t5 = _k
+    _t6 = i
+    acc = acc + L[_t6, _t5] * x[_t5]
+""")
+    assert text.strip() == "acc = _dot_acc(acc, L[i, :], x, n)"
