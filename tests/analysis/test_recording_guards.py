@@ -8,6 +8,8 @@ reverse sweep's re-read in the generated source.
 """
 import numpy as np
 
+from tests.analysis.test_history_rows import _args as _heat_rows_args
+from tests.analysis.test_history_rows import heat_rows
 from tests.oracle import check_against_oracle
 from tests.zoo.realistic import _heat_args, heat_loops
 
@@ -101,3 +103,11 @@ def test_an_inactive_array_rebound_in_a_loop_is_not_recorded():
         g, _, _ = check_against_oracle(inactive_rebound, (0.7, c), wrt="x", coarse=coarse)
         assert "_push_array" not in g.source, g.source
         assert g.tape_bytes < 8 * c.size, g.tape_bytes
+
+
+def test_rows_of_a_history_array_filled_once_save_nothing():
+    """The heat equation's history ``u[t + 1, i] = ...`` fills each row once and reads only
+    rows already written: its row stores find ``u`` pending at no visit of their loop
+    (``tape_sites``' row stores) and save nothing."""
+    g, _, _ = check_against_oracle(heat_rows, _heat_rows_args(), wrt=("u0", "kappa"))
+    assert g.tape_bytes == 0, g.tape_bytes
