@@ -88,7 +88,7 @@ def _dot_call(loop, types, mentions, body):
     for s in stmts[:-1]:
         t = s.targets[0].id
         # a temporary: assigned once, here, and mentioned only by this loop's statements
-        if t in temps or t in (acc, k) or mentions.get(t, 0) != _count(stmts, t):
+        if t in temps or t in (acc, k) or mentions[t] != _count(stmts, t):
             return None
         temps[t] = _substituted(s.value, temps)
     last = stmts[-1].value
