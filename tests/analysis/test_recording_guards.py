@@ -111,3 +111,23 @@ def test_rows_of_a_history_array_filled_once_save_nothing():
     (``tape_sites``' row stores) and save nothing."""
     g, _, _ = check_against_oracle(heat_rows, _heat_rows_args(), wrt=("u0", "kappa"))
     assert g.tape_bytes == 0, g.tape_bytes
+
+
+def last_positive(w):
+    s = 0.0
+    for i in range(w.shape[0]):
+        if w[i] > 0.5:
+            k = i + 1
+        s = s + w[i] * w[i]
+    for j in range(3):
+        s = np.sin(s) * w[k - 1]
+    return s
+
+
+def test_an_index_read_after_its_loop_is_not_evaluated_again():
+    """``k = i + 1`` is read after the loop that assigns it, by another loop: evaluating it
+    again in the reverse sweep would take ``i``'s last value, not the one of the trip that
+    assigned ``k`` (``find_int_recomputable``: every read later in the same block)."""
+    w = np.array([0.3, 0.8, 0.9, -0.4, 0.2])
+    check_against_oracle(last_positive, (w,), coarse=False)
+    check_against_oracle(last_positive, (w,), target="cpu")
