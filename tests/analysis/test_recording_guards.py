@@ -131,3 +131,23 @@ def test_an_index_read_after_its_loop_is_not_evaluated_again():
     w = np.array([0.3, 0.8, 0.9, -0.4, 0.2])
     check_against_oracle(last_positive, (w,), coarse=False)
     check_against_oracle(last_positive, (w,), target="cpu")
+
+
+def reread_loop_after(a, x):
+    s = 0.0
+    k = 0
+    for it in range(2):
+        t = a[k]
+        for j in range(3):
+            s = np.sin(s * t) + x
+            k = k + 1
+    return s
+
+
+def test_a_loop_that_uses_the_read_and_moves_its_index_tapes_it():
+    """After ``t = a[k]`` a loop uses ``t`` and advances ``k``: a later trip's use follows an
+    earlier trip's ``k = k + 1``, whatever their order in the body, so ``a[k]`` read again in
+    the reverse sweep would be another element (``_written_before_use``'s loop rule)."""
+    a = np.linspace(0.2, 1.2, 7)
+    for coarse in (False, True):
+        check_against_oracle(reread_loop_after, (a, 0.3), coarse=coarse)
