@@ -151,3 +151,22 @@ def test_a_loop_that_uses_the_read_and_moves_its_index_tapes_it():
     a = np.linspace(0.2, 1.2, 7)
     for coarse in (False, True):
         check_against_oracle(reread_loop_after, (a, 0.3), coarse=coarse)
+
+
+def chase(w, nxt):
+    s = 0.0
+    k = 0
+    for it in range(w.shape[0]):
+        t = nxt[k]
+        k = t
+        s = np.sin(s + w[k]) * w[t]
+    return s
+
+
+def test_a_read_whose_index_is_moved_by_its_own_use_is_taped():
+    """``k = t`` both uses ``t = nxt[k]`` and moves ``k``, and ``w[t]`` is read after it:
+    ``nxt[k]`` read again there would follow the chain one step further."""
+    w = np.array([0.3, 0.8, 0.9, -0.4, 0.2])
+    nxt = np.array([2, 4, 1, 0, 3])
+    for coarse in (False, True):
+        check_against_oracle(chase, (w, nxt), wrt="w", coarse=coarse)
