@@ -29,6 +29,7 @@ from ..frontend.lower import lower
 from ..frontend.source import get_source, unwrap
 from ..ir.nodes import Array, Scalar
 from ..ir.scalarize import scalarize
+from ..ir.slice_chains import compose_slice_chains
 from ..ir.transposed_products import transposed_products
 from ..ir.hoist import hoist_invariant_calls
 from ..ir.typeinfer import infer
@@ -149,7 +150,8 @@ def typed_ir(fn_ir, types, src, options, *, transform="coarsen", float_arrays=Fa
     fn_ir = _inferred(fn_ir, types, src)
     check_returns_float(fn_ir, src, transform, float_arrays=float_arrays)
     if getattr(options, "scalarize", False) and options.build_target == "cpu":
-        fn_ir = scalarize(fn_ir)
+        # r[:k][::-1] as one slice of r, which the nests then read (coarsen.ir.slice_chains)
+        fn_ir = scalarize(compose_slice_chains(fn_ir))
         # A.T @ v as v @ A: the matrix read in its layout, its adjoint added in place
         fn_ir = transposed_products(fn_ir)
     if getattr(options, "build_target", None) == "cpu":
