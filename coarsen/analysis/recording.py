@@ -232,7 +232,7 @@ INT_RECOMPUTE_OPS = frozenset({"add", "sub", "mul", "neg", "floordiv", "mod", "c
                                "eq", "ne", "lt", "le", "gt", "ge", "not", "and", "or", "truth",
                                "bool_operand",
                                "slice_start", "slice_len", "bcast_len", "bcast_stride",
-                               "same_len"})
+                               "same_len", "chain_lower", "chain_upper"})
 
 
 def find_int_recomputable(fn, facts):

@@ -298,6 +298,23 @@ def _bmm11(x, y):
     return np.dot(x, y)
 
 
+# The bounds of one slice selecting what ``a[lo1:hi1:st1][lo2:hi2:st2]`` selects along an axis
+# of length n (``coarsen.ir.slice_chains``): from the first position, first1 + st1 * first2, by
+# st1 * st2, len2 elements.  A negative step's bounds are written below 0 (NumPy adds n and
+# clamps at -1), so a slice that reaches index 0, or an empty one, never has the stop -1, which
+# would mean the last element.
+def _chain_lower(n, lo1, hi1, st1, lo2, hi2, st2):
+    first = _slice_start(n, lo1, st1) + st1 * _slice_start(_slice_len(n, lo1, hi1, st1), lo2, st2)
+    return first if st1 * st2 > 0 else first - n
+
+
+def _chain_upper(n, lo1, hi1, st1, lo2, hi2, st2):
+    m = _slice_len(n, lo1, hi1, st1)
+    first = _slice_start(n, lo1, st1) + st1 * _slice_start(m, lo2, st2)
+    stop = first + st1 * st2 * _slice_len(m, lo2, hi2, st2)
+    return stop if st1 * st2 > 0 else stop - n
+
+
 # A dot product's loop (``acc = acc + a[k] * b[k]`` for k < n) as four partial sums, lane k % 4,
 # added at the end ``(s0 + s1) + (s2 + s3)`` with ``acc`` first in lane 0: four independent
 # chains where the loop had one (Numba may not reorder a float sum; the chain's latency bounds
@@ -610,7 +627,7 @@ HELPERS = {f.__name__: f for f in (
     _grow, _reserve, _scratch_zeros, _scratch_empty, _scratch_at, _push, _push_array,
     _range_len, _index_error, _revolve_reps, _revolve_advances, _revolve_mid, _revolve_units,
     _slice_start, _slice_len, _bcast_len, _bcast_stride, _same_len, _custom_shape, _int_divisor,
-    _range_cont, _mm22, _mm21, _mm12, _mm11, _bmm22, _bmm21, _bmm12, _bmm11, _dot_acc, _outer, _outer_add, _outer_add2, _outer_first2, _outer_first, _prod_grad, _cumsum2, _rcumsum1, _rcumsum2,
+    _range_cont, _mm22, _mm21, _mm12, _mm11, _bmm22, _bmm21, _bmm12, _bmm11, _dot_acc, _chain_lower, _chain_upper, _outer, _outer_add, _outer_add2, _outer_first2, _outer_first, _prod_grad, _cumsum2, _rcumsum1, _rcumsum2,
     _diff_adj1, _diff_adj2, _solve2, _solve1, _solve_adj_b1, _solve_adj_b2, _solve_adj_a1,
     _solve_adj_a2, _linspace, _linspace_w, _gradient_rows, _gradient_rows_adj,
 )}

@@ -20,7 +20,9 @@ element-wise operation (a dot product needs none); its leaves are scalars and ar
   zeroed array with the loops in index order, so each element adds its terms in the order of
   the summed axis from 0.0, as Numba's ``np.sum(axis=)`` does (the cpu target's bits); the
   tree may be a bare array (softmax's ``np.sum(e, axis=1)``);
-* the assignment of the new array to a variable assigned nowhere else (``e = A - target``);
+* the assignment of the new array to a variable assigned nowhere else (``e = A - target``),
+  also a temporary whose one use is a store refused for its overlap (``y[:k] = y[:k] + a *
+  y[:k][::-1]``: the store then copies the new array, as NumPy's does; ``unstored``);
 * the assignment of the new array to a variable assigned elsewhere too (``path =
   np.minimum(path, ...)`` in a loop): the nest writes a new temporary, moved into the variable
   after it (the tree may read the variable); only for the user's variables that are not
@@ -120,6 +122,7 @@ class _Scalarizer:
         self.counter = max([int(n[2:]) for n in used if n[:2] == "_t" and n[2:].isdigit()] or [0])
         self.loops = 0
         self.changed = False
+        self.unstored = set()       # the values of the block's refused stores (``block``)
         self.composed = {}          # id of a read t[i2] -> (a, i3) of t = a[i1] (``composable``)
         self.composed_inner = set()  # ids of the reads t = a[i1] composed into another
 
@@ -156,10 +159,14 @@ class _Scalarizer:
             elif isinstance(st, While):
                 st.test_body = self.block(st.test_body)
                 st.body = self.block(st.body)
-        exprs = {}
-        taken = set()
+        exprs, taken = {}, set()
+        stores = {pos: self.expression(stmts, pos) for pos, st in enumerate(stmts) if isinstance(st, Store)}
+        # a refused store's value (its reads overlap its region otherwise than element for
+        # element: y[:k] = y[:k] + a * y[:k][::-1]) is a tree of its own, a new array it copies
+        self.unstored = {st.value.name for pos, st in enumerate(stmts)
+                         if pos in stores and stores[pos] is None and isinstance(st.value, Var)}
         for pos, st in enumerate(stmts):
-            e = self.expression(stmts, pos)
+            e = stores[pos] if pos in stores else self.expression(stmts, pos)
             if e is not None and not taken.intersection(e.absorbed):
                 exprs[pos] = e
                 taken.update(e.absorbed)
@@ -195,8 +202,9 @@ class _Scalarizer:
                 and isinstance(self.types.get(st.target), Array) \
                 and self.defs.get(st.target) == 1 and st.target not in self.fn.params \
                 and st.target != self.fn.result \
-                and not (st.target in self.temps and self.nuses.get(st.target) == 1):
-            # (a temporary used once belongs to the tree of its use)
+                and not (st.target in self.temps and self.nuses.get(st.target) == 1
+                         and st.target not in self.unstored):
+            # (a temporary used once belongs to the tree of its use, unless a refused store)
             kind, root, rank = "fresh", Var(st.target), self.types[st.target].ndim
         elif isinstance(st, Assign) and st.op == "sum" and len(st.args) == 1 \
                 and self.axis_sum_axis(st) is not None:

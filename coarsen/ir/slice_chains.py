@@ -16,17 +16,18 @@ new ``Function`` (the input is not modified) in which each ``u = getitem(t; s2)`
 * ``s1`` and ``s2`` hold slices only (no integer, new axis or Ellipsis), each with integer
   bounds (or none) and a constant nonzero integer step (or none), at most one per axis of ``a``;
 
-is ``u = getitem(a; s3)``, preceded by the integer statements that compute ``s3`` (``dim``,
-``slice_start``, ``slice_len``, ``add``, ``sub``, ``mul``; names of the module's supply), with
-``views[u] = a``.  On an axis where ``s2`` is the full slice ``s3`` is ``s1``'s item, where
-``s1`` is, ``s2``'s; otherwise, with ``m`` the length of ``a[s1]`` along the axis, ``first1``
-its first position in ``a``, ``first2`` and ``len2`` those of ``s2`` on ``m`` elements, the
-composed slice starts at ``first3 = first1 + step1 * first2`` with the step ``step1 * step2``
-and ends after ``len2`` elements.  A positive step is written ``first3 : first3 + step3 * len2``
-(both at least 0); a negative one ``first3 - n : first3 + step3 * len2 - n`` with ``n`` the axis'
-length (both below 0, so NumPy's and the runtime's normalization adds ``n`` and clamps at -1:
-a slice that reaches index 0, or an empty one, is written without a stop of -1, which would
-mean the last element).  The same elements, in the same order, of the same memory.  ``t`` is
+is ``u = getitem(a; s3)``, preceded by the integer statements that compute ``s3``'s bounds
+(``dim``, ``chain_lower``, ``chain_upper``; names of the module's supply), with ``views[u] =
+a``.  On an axis where ``s2`` is the full slice ``s3`` is ``s1``'s item, where ``s1`` is,
+``s2``'s; otherwise, with ``m`` the length of ``a[s1]`` along the axis, ``first1`` its first
+position in ``a``, ``first2`` and ``len2`` those of ``s2`` on ``m`` elements, the composed
+slice starts at ``first3 = first1 + step1 * first2`` with the step ``step1 * step2`` and ends
+after ``len2`` elements (the runtime's ``_chain_lower`` and ``_chain_upper``,
+``coarsen.codegen.helpers``).  A positive step is written ``first3 : first3 + step3 * len2``
+(both at least 0); a negative one ``first3 - n : first3 + step3 * len2 - n`` with ``n`` the
+axis' length (both below 0, so NumPy's normalization adds ``n`` and clamps at -1: a slice that
+reaches index 0, or an empty one, is written without a stop of -1, which would mean the last
+element).  The same elements, in the same order, of the same memory.  ``t`` is
 dropped where ``u`` was its only use (a view's creation has no effect).
 """
 from __future__ import annotations
@@ -175,30 +176,15 @@ class _Chains:
 
     def axis(self, pre, a, axis, s1, s2, loc):
         def let(op, *args):
-            if op == "mul" and args[0] == Const(1):
-                return args[1]
-            if op == "add" and args[0] == Const(0):
-                return args[1]
             name = self.new()
             pre.append(Assign(name, op, tuple(args), loc))
             return Var(name)
 
         step1 = s1.step.value if s1.step is not None else 1
         step2 = s2.step.value if s2.step is not None else 1
-        step3 = step1 * step2
-        n = let("dim", a, Const(axis))
-        lo1, hi1 = _bounds(s1, step1)
-        lo2, hi2 = _bounds(s2, step2)
-        # an omitted lower bound of a positive step starts at 0 whatever the axis' length
-        first1 = Const(0) if step1 > 0 and s1.lower is None else let("slice_start", n, lo1, Const(step1))
-        m = let("slice_len", n, lo1, hi1, Const(step1))
-        first2 = let("slice_start", m, lo2, Const(step2))
-        len2 = let("slice_len", m, lo2, hi2, Const(step2))
-        first3 = let("add", first1, let("mul", Const(step1), first2))
-        stop3 = let("add", first3, let("mul", Const(step3), len2))
-        if step3 > 0:
-            return Slice(first3, stop3, Const(step3))
-        return Slice(let("sub", first3, n), let("sub", stop3, n), Const(step3))
+        args = (let("dim", a, Const(axis)), *_bounds(s1, step1), Const(step1),
+                *_bounds(s2, step2), Const(step2))
+        return Slice(let("chain_lower", *args), let("chain_upper", *args), Const(step1 * step2))
 
 
 def _bounds(s, step):

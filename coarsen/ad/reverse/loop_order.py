@@ -86,7 +86,8 @@ REVERSE_MARK = "_coarsen_reverse"
 
 #: the calls a loop whose trips commute may make (no side effects, no exceptions but NumPy's)
 PURE_CALLS = frozenset({"float", "int", "abs", "min", "max", "bool", "range", "_bcast_len",
-                        "_bcast_stride", "_same_len", "_range_len", "_slice_start", "_slice_len"})
+                        "_bcast_stride", "_same_len", "_range_len", "_slice_start", "_slice_len",
+                        "_chain_lower", "_chain_upper"})
 
 
 def _is_zero(node):

@@ -199,7 +199,9 @@ def _emit_helper_call(name):
 
 
 for _name, _arity in (("slice_start", 3), ("slice_len", 4), ("bcast_len", 2),
-                      ("bcast_stride", 2), ("same_len", 2)):
+                      ("bcast_stride", 2), ("same_len", 2),
+                      # a slice of a slice's bounds (coarsen.ir.slice_chains)
+                      ("chain_lower", 7), ("chain_upper", 7)):
     register(Primitive(_name, _int_type, _emit_helper_call(_name), arity=_arity, zero=True,
                        passenger=True, cost=CostClass.CALL))
 defstructural("getitem", _vjp_getitem, (0,))
