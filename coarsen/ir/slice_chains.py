@@ -111,8 +111,9 @@ class _Chains:
     def slices(self, index, ndim):
         """Whether ``index`` holds only slices with integer bounds and constant steps, at most
         one per axis."""
-        if len(index) > ndim:
-            return False
+        # typed IR: at most one item per axis (and ``chain`` asks of ``u``'s index only once
+        # ``t``'s holds slices alone, so ``t`` has ``a``'s rank)
+        assert len(index) <= ndim, (index, ndim)
         for it in index:
             if not isinstance(it, Slice):
                 return False

@@ -146,6 +146,47 @@ def used_again(a, k):
     return u[0] + t[0]
 
 
+def variable_step(a, k, s):
+    t = a[:k]
+    u = t[::s]
+    return u[0]
+
+
+def computed(a):
+    t = a * 2.0
+    u = t[::-1]
+    return u[0]
+
+
+def unary(a):
+    t = np.sin(a)
+    u = t[1:][::-1]
+    return u[0]
+
+
+def trailing(A):
+    t = A[1:, :]
+    u = t[::-1]
+    return u[0, 0]
+
+
+def test_only_slices_of_slices_with_constant_steps_compose():
+    for fn, args in ((variable_step, [np.zeros(5), 3, 2]), (computed, [np.zeros(5)])):
+        fn_ir = _typed(fn, args)
+        assert compose_slice_chains(fn_ir) is fn_ir, fn.__name__
+    # sin(a)[1:][::-1]: the slice of the slice composes, onto the new array, not onto a
+    out = _composed(unary, [np.zeros(5)])
+    u = [s for s in walk(out.body) if isinstance(s, Assign) and s.target == "u"][0]
+    sin = [s for s in walk(out.body) if isinstance(s, Assign) and s.op == "sin"][0]
+    assert u.args == (Var(sin.target),)
+    # a full slice last is dropped: one item, the composed first axis
+    out = _composed(trailing, [np.zeros((4, 3))])
+    u = [s for s in walk(out.body) if isinstance(s, Assign) and s.target == "u"][0]
+    assert u.args == (Var("A"),) and len(u.index) == 1 and u.index[0].step == Const(-1)
+    A = np.arange(12.0).reshape(4, 3)
+    assert np.array_equal(A[_run_index(out, A, "A")], A[1:, :][::-1])
+
+
 def test_near_misses_and_the_view_kept_where_used_again():
     args = [np.zeros(5), 3]
     fn_ir = _typed(int_item, args)
