@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import coarsen
+from apps.arrays.durbin import objective as durbin
 from coarsen.codegen import helpers as H
 from coarsen.frontend.lower import lower
 from coarsen.ir.nodes import Assign, Const, Slice, Var, walk
@@ -217,20 +218,6 @@ def test_near_misses_and_the_view_kept_where_used_again():
                 and s.args and isinstance(s.args[0], Var) and s.args[0].name in sliced]
     assert not [s for s in walk(out.body) if isinstance(s, Assign) and s.op == "getitem"
                 and s.args == (Var("r"),) and s.index == (Slice(None, Var("k"), None),)]
-
-
-def durbin(r, w):
-    n = r.shape[0]
-    y = np.zeros(n)
-    y[0] = -r[0]
-    beta = 1.0
-    alpha = -r[0]
-    for k in range(1, n):
-        beta = (1.0 - alpha * alpha) * beta
-        alpha = -(r[k] + r[:k][::-1] @ y[:k]) / beta
-        y[:k] = y[:k] + alpha * y[:k][::-1]
-        y[k] = alpha
-    return np.sum(w * y)
 
 
 def durbin_renamed(_t8, y_bar):
