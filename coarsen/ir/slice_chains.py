@@ -111,9 +111,6 @@ class _Chains:
     def slices(self, index, ndim):
         """Whether ``index`` holds only slices with integer bounds and constant steps, at most
         one per axis."""
-        # typed IR: at most one item per axis (and ``chain`` asks of ``u``'s index only once
-        # ``t``'s holds slices alone, so ``t`` has ``a``'s rank)
-        assert len(index) <= ndim, (index, ndim)
         for it in index:
             if not isinstance(it, Slice):
                 return False
@@ -123,6 +120,9 @@ class _Chains:
             for part in (it.lower, it.upper):
                 if part is not None and not self.is_int(part):
                     return False
+        # slices alone (no new axis): typed IR has at most one per axis (and ``chain`` asks
+        # of ``u``'s index only once ``t``'s holds slices alone, so ``t`` has ``a``'s rank)
+        assert len(index) <= ndim, (index, ndim)
         return True
 
     def is_int(self, operand):

@@ -171,8 +171,15 @@ def trailing(A):
     return u[0, 0]
 
 
+def new_axis(a):
+    t = a[:, None]
+    u = t[::-1]
+    return u[0, 0]
+
+
 def test_only_slices_of_slices_with_constant_steps_compose():
-    for fn, args in ((variable_step, [np.zeros(5), 3, 2]), (computed, [np.zeros(5)])):
+    for fn, args in ((variable_step, [np.zeros(5), 3, 2]), (computed, [np.zeros(5)]),
+                     (new_axis, [np.zeros(5)])):
         fn_ir = _typed(fn, args)
         assert compose_slice_chains(fn_ir) is fn_ir, fn.__name__
     # sin(a)[1:][::-1]: the slice of the slice composes, onto the new array, not onto a
