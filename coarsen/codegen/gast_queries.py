@@ -6,7 +6,9 @@ Guarantees: ``names_read(nodes, ctx)`` is the set of the names the code reads (o
 ``ctx=gast.Store``, assigns), nothing changed; ``shape_only(nodes, names)`` those of ``names``
 the code reads only as ``name.shape``; ``comment_pass(stmts)`` sets ``coarsen_comment``
 (the source line's text, which the printer writes as a comment) on the first statement of
-each run of statements from one source line, in place, and keeps a comment already set.
+each run of statements from one source line, in place, and keeps a comment already set;
+``substitute(node, replace)`` is ``node`` (modified in place) with each subtree for which
+``replace`` gives a node replaced by it, outermost first.
 """
 from __future__ import annotations
 
@@ -56,3 +58,18 @@ def comment_pass(stmts, last=None):
             if isinstance(sub, list) and sub and field in ("body", "orelse"):
                 comment_pass(sub, last)
     return last
+
+
+def substitute(node, replace):
+    """``node`` (modified in place) with each subtree for which ``replace`` gives a node
+    replaced by it, outermost first."""
+    new = replace(node)
+    if new is not None:
+        return new
+    for field, value in gast.iter_fields(node):
+        if isinstance(value, gast.AST):
+            setattr(node, field, substitute(value, replace))
+        elif isinstance(value, list):
+            setattr(node, field, [substitute(v, replace) if isinstance(v, gast.AST) else v
+                                  for v in value])
+    return node

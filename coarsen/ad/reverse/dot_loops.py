@@ -39,6 +39,7 @@ import copy
 import gast
 
 from ...codegen import build as B
+from ...codegen.gast_queries import substitute
 from ...ir.nodes import Array, Scalar
 
 __all__ = ["dot_loop_calls"]
@@ -142,17 +143,10 @@ def _names(node):
 
 
 def _substituted(node, temps):
-    """``node`` with each temporary of ``temps`` replaced by the expression it holds (a copy)."""
-    if isinstance(node, gast.Name) and node.id in temps:
-        return temps[node.id]
-    node = copy.copy(node)
-    for field, value in gast.iter_fields(node):
-        if isinstance(value, gast.AST):
-            setattr(node, field, _substituted(value, temps))
-        elif isinstance(value, list):
-            setattr(node, field, [_substituted(v, temps) if isinstance(v, gast.AST) else v
-                                  for v in value])
-    return node
+    """A copy of ``node`` with each temporary of ``temps`` replaced by (a copy of) the
+    expression it holds."""
+    return substitute(copy.deepcopy(node), lambda n: copy.deepcopy(temps[n.id])
+                      if isinstance(n, gast.Name) and n.id in temps else None)
 
 
 def _view(read, k, types):

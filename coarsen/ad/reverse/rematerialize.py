@@ -57,7 +57,7 @@ import gast
 
 from ...codegen import build as B
 from .cleanup import index_elts, plain_range
-from ...codegen.gast_queries import names_read
+from ...codegen.gast_queries import names_read, substitute
 from .invariant_sums import no_alias
 from .loop_order import PURE_CALLS
 
@@ -426,30 +426,15 @@ class _Rewrite:
         return out
 
 
-def _substitute(node, replace):
-    """``node`` (modified in place) with each subtree for which ``replace`` gives a node
-    replaced by it, outermost first."""
-    new = replace(node)
-    if new is not None:
-        return new
-    for field, value in gast.iter_fields(node):
-        if isinstance(value, gast.AST):
-            setattr(node, field, _substitute(value, replace))
-        elif isinstance(value, list):
-            setattr(node, field, [_substitute(v, replace) if isinstance(v, gast.AST) else v
-                                  for v in value])
-    return node
-
-
 def _rows_read(node, row_names, p):
     """Row values read as ``_rowN[p]``."""
-    return _substitute(node, lambda n: B.subscript(row_names[n.id], B.name(p))
+    return substitute(node, lambda n: B.subscript(row_names[n.id], B.name(p))
                        if isinstance(n, gast.Name) and n.id in row_names else None)
 
 
 def _localize(node, x, local):
     """``node`` with ``x[p, q]`` as the name ``local`` (its context kept)."""
-    return _substitute(node, lambda n: gast.Name(id=local, ctx=type(n.ctx)(), annotation=None,
+    return substitute(node, lambda n: gast.Name(id=local, ctx=type(n.ctx)(), annotation=None,
                                                  type_comment=None)
                        if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name)
                        and n.value.id == x else None)
