@@ -7,6 +7,7 @@ so the tests also pin what the decision saves: the tape's size (``g.tape_bytes``
 reverse sweep's re-read in the generated source.
 """
 import numpy as np
+import pytest
 
 from tests.analysis.test_history_rows import _args as _heat_rows_args
 from tests.analysis.test_history_rows import heat_rows
@@ -170,3 +171,202 @@ def test_a_read_whose_index_is_moved_by_its_own_use_is_taped():
     nxt = np.array([2, 4, 1, 0, 3])
     for coarse in (False, True):
         check_against_oracle(chase, (w, nxt), wrt="w", coarse=coarse)
+
+
+def rebound_param(w, c):
+    s = 0.0
+    for k in range(3):
+        s = s + np.sum(w * c)
+        c = c * 0.5 + 0.1
+    return s
+
+
+def test_a_parameter_rebound_in_a_loop_is_recorded():
+    """``c``, a parameter not differentiated, is rebound on every trip after ``w``'s adjoint
+    reads it: only a parameter never assigned keeps its value (``to_be_recorded``), so each
+    rebinding saves ``c`` and the reverse sweep reads the trip's own ``c``."""
+    check_against_oracle(rebound_param, (np.linspace(-1.0, 1.0, 5), np.linspace(0.5, 1.5, 5)),
+                         wrt="w", coarse=False)
+
+
+def branch_rebound(w, c):
+    s = np.sum(w * c)
+    if s > 0.0:
+        c = c * 0.5
+    return s * 2.0 + c[0]
+
+
+def loop_then_read(w, c):
+    for k in range(3):
+        c = c * 0.5 + 0.1
+    return np.sum(w * c)
+
+
+def test_an_array_is_recorded_where_a_later_assignment_rebinds_it():
+    """``to_be_recorded``: the branch rebinds ``c`` after the reverse-read ``np.sum(w * c)``
+    (later in program order, no loop around both): ``c`` is saved there.  Read after the loop
+    that rebinds it, only its last value is read: nothing is saved."""
+    w, c = np.linspace(-1.0, 1.0, 5), np.linspace(0.5, 1.5, 5)
+    check_against_oracle(branch_rebound, (w, c), wrt="w", coarse=False)
+    g, _, _ = check_against_oracle(loop_then_read, (w, c), wrt="w", coarse=False)
+    assert g.tape_bytes == 0, g.tape_bytes
+
+
+# full_overwrites: a range loop that writes every element of a 1-D array made by np.zeros(n)
+# and the like serves the reverse reads before it with its own saves, so a store after it
+# saves nothing.  Each guard keeps a partial overwrite out: there the store after the loop
+# overwrites an element read before the loop and must save it.
+
+def refill(x):
+    n = x.shape[0]
+    a = np.zeros(n)
+    s = 0.0
+    for t in range(3):
+        for j in range(n):
+            a[j] = x[j] * (t + 1.0)
+        a[0] = x[0] * 3.0
+        s = s + np.sum(np.sin(a) * x)
+    return s
+
+
+def test_a_store_after_a_loop_that_overwrites_every_element_saves_nothing():
+    """``for j in range(n): a[j] = ...`` with ``a = np.zeros(n)``: ``a[0] = ...`` after it
+    overwrites an element the loop wrote (and saved), so it saves nothing itself."""
+    g, _, _ = check_against_oracle(refill, (np.linspace(0.2, 1.1, 6),), coarse=False)
+    assert "_ftape[_fpos] = a[j]" in g.source, g.source
+    assert "_ftape[_fpos] = a[0]" not in g.source, g.source
+
+
+def from_one(x):
+    n = x.shape[0]
+    a = np.zeros(n)
+    s = 0.0
+    for t in range(3):
+        for j in range(1, n):
+            a[j] = x[j] * (t + 1.0)
+        a[0] = x[0] * (t + 3.0)
+        s = s + np.sum(np.sin(a) * x)
+    return s
+
+
+def shrink_n(x):
+    m = x.shape[0]
+    n = m
+    a = np.zeros(n)
+    for j in range(n):
+        a[j] = x[j] * x[j]
+    s = np.sum(np.sin(a) * x)
+    if x[0] > 0.0:
+        n = n - 1
+    for j in range(n):
+        a[j] = x[j] * 2.0
+    a[m - 1] = 5.0
+    return s + np.sum(a * a)
+
+
+def maybe_fresh(x, a):
+    n = x.shape[0]
+    s = np.sum(np.sin(a)) * x[0]
+    if x[0] > 5.0:
+        a = np.zeros(n)
+    for j in range(n):
+        a[j] = x[j] * 2.0
+    a[n + 1] = 3.0
+    return s + np.sum(a * a)
+
+
+def multi_def(x):
+    n = x.shape[0]
+    a = np.zeros(n)
+    if x[0] > 0.0:
+        a = np.ones(n + 2) * x[1]
+    s = np.sum(np.sin(a)) * x[0]
+    for j in range(n):
+        a[j] = x[j] * 2.0
+    a[n + 1] = 3.0
+    return s + np.sum(a * a)
+
+
+def other_length(x, w):
+    n = w.shape[0]
+    m = x.shape[0]
+    a = np.zeros(m)
+    for j in range(m):
+        a[j] = x[j] * x[j]
+    s = np.sum(np.sin(a)) * x[0]
+    for j in range(n):
+        a[j] = x[j] * 2.0
+    a[m - 1] = 3.0
+    return s + np.sum(a * a)
+
+
+_x6 = np.linspace(0.2, 1.1, 6)
+PARTIAL = {
+    "from_one": (from_one, (_x6,), None),                   # the loop starts at 1
+    "shrink_n": (shrink_n, (_x6,), None),                   # n assigned twice (fixed)
+    "maybe_fresh": (maybe_fresh, (np.linspace(0.2, 1.1, 4), np.linspace(-0.5, 0.9, 6)), None),
+    "multi_def": (multi_def, (_x6,), None),                 # a assigned twice
+    "other_length": (other_length, (_x6, np.linspace(-0.5, 0.9, 4)), "x"),   # zeros(m), range(n)
+}
+
+
+@pytest.mark.parametrize("name", list(PARTIAL))
+def test_a_loop_that_overwrites_part_of_an_array_keeps_the_later_store_saving(name):
+    """Each loop writes only part of ``a`` (it starts at 1; its ``n`` is reassigned; ``a``
+    is a parameter bound to ``np.zeros(n)`` only in a branch not taken; ``a`` has a second,
+    longer binding; ``a`` is ``np.zeros(m)``, the loop ``range(n)``, ``n < m``): the store
+    after it overwrites an element the reverse sweep reads before the loop, so it saves it."""
+    fn, args, wrt = PARTIAL[name]
+    check_against_oracle(fn, args, wrt=wrt, coarse=False)
+
+
+# find_cheap_recomputable: only a compiler temporary assigned once qualifies, and only where
+# no element under it changes before a use
+
+def carried_user(a, x):
+    s = 0.5
+    for i in range(a.shape[0]):
+        if i > 0:
+            s = s + np.sin(u * s)
+        u = x * a[i]
+    return s + u
+
+
+def two_arms(A, x, c):
+    s = 0.5
+    for i in range(A.shape[0]):
+        s = s + np.sin(s * (x * A[i] if c[i] > 0.0 else 2.0 * A[i]))
+    return s
+
+
+def zero_at(v, k, t):
+    v[k] = 0.5
+    return np.sin(t * t)
+
+
+def helper_arg(a, x):
+    s = 0.5
+    for k in range(a.shape[0]):
+        s = s + zero_at(a, k, x * a[k]) * s
+    return s + np.sum(a)
+
+
+def test_a_user_variable_read_on_the_next_trip_is_not_evaluated_again():
+    """``u = x * a[i]`` is the user's, read on the next trip: evaluated again in the reverse
+    sweep it would read ``a[i]`` of the wrong trip (``is_temp``)."""
+    check_against_oracle(carried_user, (np.array([0.4, -0.7, 1.1, 0.3]), 0.9), coarse=False)
+
+
+def test_a_temporary_of_a_conditional_expression_is_not_evaluated_again():
+    """``x * A[i] if c[i] > 0.0 else 2.0 * A[i]`` is one temporary assigned in both arms:
+    evaluating one arm's operation again would be wrong for the trips of the other
+    (``facts.defs != 1``)."""
+    check_against_oracle(two_arms, (np.array([0.4, -0.7, 1.1, 0.3]), 0.9,
+                                    np.array([1.0, -1.0, 1.0, -1.0])), wrt=("A", "x"), coarse=False)
+
+
+def test_a_temporary_whose_element_a_helper_overwrites_is_not_evaluated_again():
+    """The argument ``x * a[k]`` is a temporary used by the inlined helper after it writes
+    ``a[k]``: evaluated again at that use it would read the new element (``leaves``: the
+    element reads under a temporary are checked, not only its direct operands)."""
+    check_against_oracle(helper_arg, (np.array([0.4, -0.7, 1.1, 0.3]), 0.9), coarse=False)
