@@ -370,3 +370,20 @@ def test_a_temporary_whose_element_a_helper_overwrites_is_not_evaluated_again():
     ``a[k]``: evaluated again at that use it would read the new element (``leaves``: the
     element reads under a temporary are checked, not only its direct operands)."""
     check_against_oracle(helper_arg, (np.array([0.4, -0.7, 1.1, 0.3]), 0.9), coarse=False)
+
+
+def inner_dim(x, w):
+    s = 0.5
+    for t in range(w.shape[0] - 1):
+        for j in range(x.shape[0]):
+            s = np.sin(s * x[j]) + w[t + 1]
+    return s
+
+
+def test_index_arithmetic_and_a_dimension_in_a_loop_are_evaluated_again():
+    """``x.shape[0]`` (the inner bound, assigned on every outer trip: a parameter's dimension,
+    ``operand_ok``) and ``t + 1`` (a loop index assigned once) are evaluated again in the
+    reverse sweep: nothing goes on the int tape."""
+    g, _, _ = check_against_oracle(inner_dim, (np.linspace(0.2, 1.1, 5), np.linspace(-0.5, 0.9, 3)),
+                                   coarse=False)
+    assert "_itape[_ipos] =" not in g.source, g.source
