@@ -28,6 +28,7 @@ from ...analysis.strategy import cut_plan, cut_symbols, distinct_partials, neede
 from ...codegen import build as B
 from ...codegen.build import X
 from ...codegen.gast_queries import names_read, shape_only
+from .control import loads
 from ...ir.nodes import (Assign, Scalar, walk)
 from ..canonical import real_name
 from ..segment_code import closed_form_values, held_replacements, sym_to_gast
@@ -122,7 +123,9 @@ class SegmentMixin:
             partial_pops = []
             step = self.segment_step(seg)
         self.recompute_ints(step + fpops + cpops)
-        names = {n for n in names_read(step + fpops + cpops) if n in self.types}
+        # (a recomputable integer assigned before an enclosing loop's reverse is read there,
+        # not here: ``loads`` leaves it out, as for every other statement)
+        names = {n for n in loads(step + fpops + cpops) if n in self.types}
         shapes = shape_only(step + fpops + cpops, names)
         passenger_defs = {p.target for p in seg.passengers}
         cond_defs = {st.target for st in walk(lifted)
