@@ -229,10 +229,23 @@ def refill(x):
     return s
 
 
-def test_a_store_after_a_loop_that_overwrites_every_element_saves_nothing():
-    """``for j in range(n): a[j] = ...`` with ``a = np.zeros(n)``: ``a[0] = ...`` after it
-    overwrites an element the loop wrote (and saved), so it saves nothing itself."""
-    g, _, _ = check_against_oracle(refill, (np.linspace(0.2, 1.1, 6),), coarse=False)
+def refill_const(x):
+    a = np.zeros(6)
+    s = 0.0
+    for t in range(3):
+        for j in range(6):
+            a[j] = x[j] * (t + 1.0)
+        a[0] = x[0] * 3.0
+        s = s + np.sum(np.sin(a) * x)
+    return s
+
+
+@pytest.mark.parametrize("fn", [refill, refill_const], ids=["n", "constant"])
+def test_a_store_after_a_loop_that_overwrites_every_element_saves_nothing(fn):
+    """``for j in range(n): a[j] = ...`` with ``a = np.zeros(n)`` (``n`` a dimension, or an
+    int constant): ``a[0] = ...`` after it overwrites an element the loop wrote (and saved),
+    so it saves nothing itself."""
+    g, _, _ = check_against_oracle(fn, (np.linspace(0.2, 1.1, 6),), coarse=False)
     assert "_ftape[_fpos] = a[j]" in g.source, g.source
     assert "_ftape[_fpos] = a[0]" not in g.source, g.source
 
@@ -300,6 +313,18 @@ def other_length(x, w):
     return s + np.sum(a * a)
 
 
+def sqrt_bound(x):
+    n = x.shape[0]
+    a = np.zeros(n)
+    for j in range(n):
+        a[j] = x[j] * x[j]
+    s = np.sum(np.sin(a) * x)
+    for j in range(int(np.sqrt(n))):
+        a[j] = x[j] * 2.0
+    a[n - 1] = 3.0
+    return s + np.sum(a * a)
+
+
 _x6 = np.linspace(0.2, 1.1, 6)
 PARTIAL = {
     "from_one": (from_one, (_x6,), None),                   # the loop starts at 1
@@ -307,6 +332,7 @@ PARTIAL = {
     "maybe_fresh": (maybe_fresh, (np.linspace(0.2, 1.1, 4), np.linspace(-0.5, 0.9, 6)), None),
     "multi_def": (multi_def, (_x6,), None),                 # a assigned twice
     "other_length": (other_length, (_x6, np.linspace(-0.5, 0.9, 4)), "x"),   # zeros(m), range(n)
+    "sqrt_bound": (sqrt_bound, (_x6,), None),               # the bound is int(sqrt(n)), not a copy of n
 }
 
 
@@ -314,7 +340,8 @@ PARTIAL = {
 def test_a_loop_that_overwrites_part_of_an_array_keeps_the_later_store_saving(name):
     """Each loop writes only part of ``a`` (it starts at 1; its ``n`` is reassigned; ``a``
     is a parameter bound to ``np.zeros(n)`` only in a branch not taken; ``a`` has a second,
-    longer binding; ``a`` is ``np.zeros(m)``, the loop ``range(n)``, ``n < m``): the store
+    longer binding; ``a`` is ``np.zeros(m)``, the loop ``range(n)``, ``n < m``; the bound is
+    ``int(np.sqrt(n))``, which ``n`` reaches through operations, not copies): the store
     after it overwrites an element the reverse sweep reads before the loop, so it saves it."""
     fn, args, wrt = PARTIAL[name]
     check_against_oracle(fn, args, wrt=wrt, coarse=False)
