@@ -14,12 +14,16 @@ import re
 import numpy as np
 import pytest
 
+from coarsen.ir.nodes import Array, Assign, Const, Function, Loc, Scalar, Var
+from coarsen.ir.printer import format_function
+from coarsen.ir.scalarize import scalarize
 from tests.helpers_passes import scalarized_ir
 from tests.oracle import check_against_oracle
 
 X = np.linspace(0.5, 1.5, 5)
 MASK = np.array([True, False, True, True, False])
 INTS = np.arange(5)
+M = np.arange(9.0).reshape(3, 3) / 10 + 0.5
 
 
 # ----------------------------------------------------------------------------- programs
@@ -131,6 +135,33 @@ def two_returns(x, c):
     return np.minimum(x, 1.0)
 
 
+def row_read(A):
+    """A read of a user's variable (``row``) is not composed with the read that made it."""
+    row = A[1]
+    return np.sum(row[1:] * 2.0)
+
+
+def copy_tree(A, B):
+    """A one-operand call on a 2-D array (``copyarr``) is no transpose."""
+    return np.sum(A.copy() * B)
+
+
+def square_tree(x):
+    """``np.square``'s operand is a temporary used twice: its own nest."""
+    return np.sum(np.square(x - 1.0))
+
+
+def matvec_factors(A, C, y, beta):
+    """A scalar factor of the matrix (``p``: scaled once per sum, loops not interchanged), a
+    transposed matrix without a factor (``q``), a scalar added (``r``) and a matrix times a
+    matrix (``s``): no factor."""
+    p = (beta * A) @ y
+    q = (A.T - 1.0) @ y
+    r = (A + beta) @ y
+    s = (A * C) @ y
+    return np.sum(p * q) + np.sum(r * s)
+
+
 # ----------------------------------------------------------------------------- the IR
 def test_a_store_between_tree_and_sink_keeps_array_code():
     """(``valid``: a statement between the tree's first statement and the sink stores)"""
@@ -213,8 +244,47 @@ def test_the_result_is_never_rebound():
     assert "_ret: f64[:] = mul(x, 2.0)" in ir and "_ret: f64[:] = minimum(x, 1.0)" in ir, ir
 
 
+def test_a_read_of_a_users_variable_is_not_composed():
+    """(``composable``: the inner read's target a temporary of this block)"""
+    ir = scalarized_ir(row_read, (M,))
+    assert "row: f64[:] = getitem(A[1])" in ir and "getitem(row[" in ir, ir
+
+
+def test_only_a_transpose_is_read_transposed():
+    """(``grow``: ``transpose`` only)"""
+    ir = scalarized_ir(copy_tree, (M, M))
+    assert "_t1: f64[:,:] = copyarr(A)" in ir and "getitem(_t1[" in ir, ir
+
+
+def test_a_temporary_used_twice_is_not_absorbed():
+    """(``grow``: a temporary used once)"""
+    ir = scalarized_ir(square_tree, (X,))
+    assert re.search(r"_t1\[_i1\] = _t\d+", ir) and re.search(r"getitem\(_t1\[_i2\]\)", ir), ir
+
+
+def test_a_matvec_factor_only_where_the_matrix_side_is_scalar_times_matrix():
+    """(``matvec_factor`` and ``sink_statements``: the factor applied once, after the sum)"""
+    ir = scalarized_ir(matvec_factors, (M, M + 1.0, X[:3], 0.7))
+    assert ir.count("mul(beta, ") == 1 and "add(" in ir and "mul(A" not in ir, ir
+    assert "matmul" not in ir, ir
+
+
+def test_new_names_follow_the_largest_temporary_number():
+    """(``_Scalarizer``: numbering starts after the largest ``_t`` number, not at the first
+    free one: hand-built IR with a gap at ``_t2``)"""
+    L = Loc("<unit>", 1, 0, "")
+    f = Function("f", ["x"], [Assign("_t3", "mul", (Var("x"), Const(2.0)), L),
+                              Assign("_t1", "sum", (Var("_t3"),), L,
+                                     attrs=(("axis", None), ("keepdims", False)))],
+                 "_t1", "<unit>", types={"x": Array("f64", 1), "_t3": Array("f64", 1),
+                                         "_t1": Scalar("f64")})
+    ir = format_function(scalarize(f))
+    assert "_t4: i64 = dim(x, 0)" in ir and "_t2" not in ir, ir
+
+
 # ----------------------------------------------------------------------------- values
 @pytest.mark.parametrize("target", ["python", "cpu"])
 def test_values_against_the_oracle(target):
     check_against_oracle(store_between, (X, 0.7), target)
     check_against_oracle(bool_arith, (X, MASK), target, wrt=(0,))
+    check_against_oracle(matvec_factors, (M, M + 1.0, X[:3], 0.7), target)
