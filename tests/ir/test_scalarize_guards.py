@@ -328,3 +328,17 @@ def test_values_against_the_oracle(target):
     check_against_oracle(store_between, (X, 0.7), target)
     check_against_oracle(bool_arith, (X, MASK), target, wrt=(0,))
     check_against_oracle(matvec_factors, (M, M + 1.0, X[:3], 0.7), target)
+
+
+@pytest.mark.parametrize("attrs, why", [
+    ((("axis", 0), ("keepdims", False), ("initial", 0.0)), "another parameter"),
+    ((("axis", (0,)), ("keepdims", False)), "an axis that is not one integer"),
+    ((("axis", 2), ("keepdims", False)), "an axis out of range"),
+], ids=["initial", "tuple", "range"])
+def test_a_sum_along_an_axis_qualifies_only_as_documented(attrs, why):
+    """(``axis_sum_axis``: one integer axis in range and no other parameter; else a call)"""
+    ir = hand(["A"], [Assign("_t1", "mul", (Var("A"), Const(2.0)), L),
+                      Assign("s", "sum", (Var("_t1"),), L, attrs=attrs),
+                      Assign("_t2", "sum", (Var("s"),), L, attrs=SUM)],
+              "_t2", {"A": V2, "_t1": V2, "s": V1, "_t2": F64})
+    assert "s: f64[:] = sum(_t1, " in ir, (why, ir)
