@@ -347,6 +347,27 @@ def test_a_loop_that_overwrites_part_of_an_array_keeps_the_later_store_saving(na
     check_against_oracle(fn, args, wrt=wrt, coarse=False)
 
 
+def refill_read(x):
+    n = x.shape[0]
+    a = np.zeros(n)
+    s = 0.5
+    for t in range(3):
+        for j in range(n):
+            a[j] = x[j] * (t + 1.0)
+            s = np.sin(s * a[j])
+        a[0] = x[0] * 3.0
+        s = s + np.sum(np.sin(a) * x)
+    return s
+
+
+def test_a_loop_that_overwrites_every_element_and_reads_it_keeps_the_later_store_saving():
+    """The loop writes every element of ``a`` but its own trips read them too (``sin(s *
+    a[j])``): ``a`` stays pending after it (``tape_sites``: only the reads before the loop
+    are served by its saves), and ``a[0] = ...`` after it saves the element trip 0 read."""
+    g, _, _ = check_against_oracle(refill_read, (np.linspace(0.2, 1.1, 6),), coarse=False)
+    assert "_ftape[_fpos] = a[0]" in g.source, g.source
+
+
 # find_cheap_recomputable: only a compiler temporary assigned once qualifies, and only where
 # no element under it changes before a use
 
