@@ -116,6 +116,17 @@ def heat_between(u0, kappa, nt):
     return np.sum(u * u)
 
 
+def safe_overlaps(x, A, a):
+    """Each element read where it is written (in place), and another row of the stored array
+    (NumPy reads it first: a copy)."""
+    y = x.copy()
+    y[:] = y * a
+    B = A.copy()
+    B[1, :] = B[1, :] * a
+    B[0, :] = B[1, :] * a
+    return np.sum(y * x) + np.sum(B * A)
+
+
 def bool_store_of_ints(k, m):
     mm = m.copy()
     mm[:] = k * 2
@@ -230,6 +241,13 @@ def test_a_store_overlapping_a_view_keeps_array_code(fn):
     stored = "y[:] = _t1" if fn is view_stored_exactly else \
         "y[1:] = _t3" if fn is view_in_branch else "y[1:] = _t2"
     assert stored in ir, ir
+
+
+def test_the_one_safe_overlap_is_a_nest_in_place():
+    """(``valid``: a leaf that is the stored region itself, the same integers included)"""
+    ir = scalarized_ir(safe_overlaps, (X, M, 0.7))
+    assert re.search(r"y\[_i1\] = _t\d+", ir) and re.search(r"B\[1, _i2\] = _t\d+", ir), ir
+    assert "B[0, :] = _t5" in ir, ir
 
 
 def test_a_store_into_an_array_new_in_its_block_is_a_nest():
