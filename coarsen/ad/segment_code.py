@@ -8,13 +8,15 @@ Guarantees: ``sym_to_gast`` prints a SymPy expression as a gast expression in th
 subexpressions once, each value converted to its variable's type) and leaves assigning the
 variables to the mode; ``held_replacements`` names the replacements of a Jacobian whose value
 a variable of the segment already holds, so the code reads the variable instead of computing
-the value again.  Nothing here mutates its inputs except the emitter's name tables (``made``,
+the value again, and ``held_calls`` does so for the function calls inside them (a preaccumulated
+partial multiplies the primal's ``exp`` and ``sin`` results).  Nothing here mutates its inputs except the emitter's name tables (``made``,
 ``types``) for the names it takes.  Forward mode and reverse mode import this module, never
 each other's.
 """
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import gast
 import sympy
@@ -97,6 +99,68 @@ def held_replacements(jac, held, reads):
 
 #: the largest expanded replacement compared with the held values (tree nodes)
 HELD_NODES = 64
+
+
+def held_calls(jac, partials, held, index):
+    """``(jac', partials', reads)``: ``jac`` and ``partials`` with each function call
+    (``exp``, ``sin``...) whose value a variable of the segment holds at its end (``held``,
+    compared expanded through the replacements, as ``held_replacements`` compares) read
+    through a new replacement symbol ``_s<index>_held<k>``, and ``reads``: {that symbol's
+    name: the variable}.  A preaccumulated partial ``exp(-b*x**2)*sin(3*x)`` then multiplies
+    the primal's ``exp`` and ``sin`` results instead of calling both again (the composite
+    trapezoid rule evaluated each twice per node).  The variable's value is the call's
+    computed in the primal's own rounding of its argument: the partial of the function the
+    primal computed.  Neither input is modified."""
+    if not held:
+        return jac, partials, {}
+    full = {}
+    for sym, e in jac.replacements:
+        try:
+            value = e.xreplace(full)
+        except (TypeError, ValueError):     # a derivative object of SymPy's: left as it is
+            continue
+        if _small(value, HELD_NODES):
+            full[sym] = value
+    by_value = {}
+    for v, e in sorted(held.items()):
+        if isinstance(e, sympy.Function):
+            by_value.setdefault(e.xreplace(full), v)
+    if not by_value:
+        return jac, partials, {}
+    named, reads, out = {}, {}, []
+
+    def rewrite(expr):
+        if not isinstance(expr, sympy.Basic):
+            return expr, []
+        new = []
+        calls = sorted((f for f in expr.atoms(sympy.Function)), key=sympy.default_sort_key)
+        for f in calls:
+            if f in named:
+                continue
+            try:
+                key = f.xreplace(full)
+            except (TypeError, ValueError):
+                continue
+            var = by_value.get(key)
+            if var is not None:
+                sym = sympy.Symbol(f"_s{index}_held{len(named)}", real=True)
+                named[f] = sym
+                reads[sym.name] = var
+                new.append((sym, f))
+        return expr.xreplace(named), new
+
+    for sym, e in jac.replacements:
+        e2, new = rewrite(e)
+        out.extend(new)
+        out.append((sym, e2))
+    parts = {}
+    for k, e in partials.items():
+        e2, new = rewrite(e)
+        out.extend(new)
+        parts[k] = e2
+    if not named:
+        return jac, partials, {}
+    return replace(jac, replacements=out), parts, reads
 
 
 def _small(expr, limit):

@@ -31,7 +31,7 @@ from ...codegen.gast_queries import names_read, shape_only
 from .control import loads
 from ...ir.nodes import (Assign, Scalar, walk)
 from ..canonical import real_name
-from ..segment_code import closed_form_values, held_replacements, sym_to_gast
+from ..segment_code import closed_form_values, held_calls, held_replacements, sym_to_gast
 from .tapes import FP, FT
 
 
@@ -279,6 +279,8 @@ class SegmentMixin:
         ((_, partials, jac),) = lifted.paths
         _, _, carried, finals, held = lifted.dags[0]
         keys = [k for k in partials if k[0] in self.active and k[1] in self.active]
+        # the calls the primal's statements already made (exp, sin...) read from their results
+        jac, partials, called = held_calls(jac, partials, held, seg.index)
         exprs = [partials[k] for k in keys]
         # evaluated after the segment's statements, reading the values they computed (every
         # variable assigned once: cut_symbols with nothing taped) and the entry values of the
@@ -288,6 +290,7 @@ class SegmentMixin:
         cut = cut_symbols(jac, exprs, finals, False, self.weights)
         reads = {n: finals[n] for n in cut}
         reads.update(held_replacements(jac, held, reads))
+        reads.update(called)
         code = self.needed_replacements(jac, exprs, subst, reads, copy=False)
         pops, local, kept = [], {}, {}
         for k, (e, sign) in zip(keys, distinct_partials([partials[k] for k in keys])):
