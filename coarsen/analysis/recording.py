@@ -415,8 +415,8 @@ def full_overwrites(fn):
         """A constant, a parameter never assigned, or a variable assigned once outside loops."""
         if isinstance(operand, Const):
             return type(operand.value) is int
-        if not isinstance(operand, Var):
-            return False
+        # a loop's stop through copies: an IR operand (``nodes.Operand``), a Var if no Const
+        assert isinstance(operand, Var), operand
         ds = facts_defs.get(operand.name, [])
         if not ds:
             return operand.name in fn.params
