@@ -131,6 +131,23 @@ def test_zeros_then_first_pass_is_one_write():
     """, ["X = _outer_first2(A.shape, a, b, c, d)"], ["np.zeros", "_outer_add"])
 
 
+def test_zeros_after_a_store_into_its_shape_name():
+    # only the statements between the allocation and the pass can change its shape: a name
+    # the shape reads assigned right before the allocation (at an odd position: the range
+    # after the allocation starts at i + 1, whatever i's parity) does not stop the rewrite
+    _check("""
+        t = 1.0
+        A = M * 2.0
+        X = np.zeros(A.shape)
+        _outer_add(X, a, b)
+    """, ["X = _outer_first(A.shape, a, b)"], ["np.zeros"], names=("X", "A"))
+    _check("""
+        A = M * 2.0
+        X = np.zeros(A.shape)
+        _outer_add(X, a, b)
+    """, ["X = _outer_first(A.shape, a, b)"], ["np.zeros"], names=("X", "A"))
+
+
 @pytest.mark.parametrize("src", [
     "X = np.zeros(A.shape)\nA = M[:3]\n_outer_add(X, a, b)\n",          # the shape's name rebound
     "X = np.zeros(A.shape, dtype=np.float64)\n_outer_add(X, a, b)\n",     # a keyword
