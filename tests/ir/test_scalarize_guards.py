@@ -1,13 +1,17 @@
 """Tests that pin the preconditions of ``coarsen.ir.scalarize`` (issue 48): each test here kills
-a guard mutant of the pass that the other scalarize tests let survive.  Fast tests first (the
+guard mutants of the pass that the other scalarize tests let survive
+(``python -m tests.mutation coarsen/ir/scalarize.py --guards-only``).  Fast tests first (the
 mutation tool runs this file first, with ``-x``).
 
 Most are checks of the IR the pass produces (``tests.helpers_passes.scalarized_ir``: no
 compile): which trees stay array code and which become nests.  Several of these programs are
 refused later by activity analysis (a written array with a live view of it), so the IR is the
-only place their guard shows; the two whose mutants compute wrong values in accepted programs
-are also checked against the oracle on both targets (a store between a tree's first read and
-its sink; arithmetic on bool arrays, which NumPy does in bools and scalar code in ints).
+only place their guard shows; a few are hand-built typed IR, shapes the frontend does not write
+today that the pass's rules cover.  The programs whose mutants compute wrong values on the cpu
+target are also checked against the oracle on both targets: a store between a tree's first
+read and its sink; arithmetic on bool arrays (NumPy's ``m + m`` is a logical or, Numba's
+scalar ``True + True`` is 2); matrix-vector products, whose scalar factor is taken out of the
+sum only where the matrix side is a scalar times a matrix, and is applied once.
 """
 import re
 
