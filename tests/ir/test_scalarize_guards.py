@@ -131,6 +131,15 @@ def safe_overlaps(x, A, a):
     return np.sum(y * x) + np.sum(B * A)
 
 
+def starts(x):
+    return np.sum(x[2:] * 2.0) + np.sum(x[-3:] * 3.0) + np.sum(x[3::-1] * 4.0)
+
+
+def int_sum(k, x):
+    s = np.sum(k * 3)
+    return s * 1.5 + np.sum(x * 2.0)
+
+
 def bool_store_of_ints(k, m):
     mm = m.copy()
     mm[:] = k * 2
@@ -253,6 +262,22 @@ def test_the_one_safe_overlap_is_a_nest_in_place():
     ir = scalarized_ir(safe_overlaps, (X, M, 0.7))
     assert re.search(r"y\[_i1\] = _t\d+", ir) and re.search(r"B\[1, _i2\] = _t\d+", ir), ir
     assert "B[0, :] = _t5" in ir, ir
+
+
+def test_a_slices_first_index_is_its_lower_bound_only_where_that_is_exact():
+    """(``start``: a nonnegative constant lower bound with a positive step is the first index;
+    a negative bound, or a negative step, is clipped at run time by ``slice_start``)"""
+    ir = scalarized_ir(starts, (X,))
+    assert "add(2, _i1)" in ir and not re.search(r"slice_start\(_t\d+, 2, 1\)", ir), ir
+    assert re.search(r"slice_start\(_t\d+, -3, 1\)", ir), ir
+    assert re.search(r"slice_start\(_t\d+, 3, -1\)", ir), ir
+
+
+def test_an_accumulator_starts_from_a_zero_of_its_type():
+    """(``emit``: 0 for an integer sum, 0.0 for a float one)"""
+    ir = scalarized_ir(int_sum, (INTS, X))
+    assert re.search(r"_t\d+: i64 = copy\(0\)$", ir, re.M), ir
+    assert re.search(r"_t\d+: f64 = copy\(0\.0\)$", ir, re.M), ir
 
 
 def test_a_store_into_an_array_new_in_its_block_is_a_nest():
