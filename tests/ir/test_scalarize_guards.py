@@ -315,6 +315,10 @@ def test_a_matvec_factor_only_where_the_matrix_side_is_scalar_times_matrix():
     ir = scalarized_ir(matvec_factors, (M, M + 1.0, X[:3], 0.7))
     assert ir.count("mul(beta, ") == 1 and "add(" in ir and "mul(A" not in ir, ir
     assert "matmul" not in ir, ir
+    # (``nest_extents``: each product checks that its sides have one length; ``emit``: only
+    # the interchanged loops, which add into the result, start from zeros)
+    assert ir.count("same_len(") == 4, ir
+    assert "p: f64[:] = empty(" in ir and "q: f64[:] = zeros(" in ir and "r: f64[:] = empty(" in ir, ir
 
 
 # hand-built typed IR: shapes the frontend does not write today, that the pass's rules cover
