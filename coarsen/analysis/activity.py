@@ -9,8 +9,9 @@ Guarantees: ``Facts`` with
 * ``stored``: arrays written by element or slice;
 * ``set_temps``: compiler temporaries defined once and used once, in the same block, as a
   differentiable operand: their adjoint is *set* by that one use instead of accumulated;
-* ``materialize``: temporaries that view an array written elsewhere: they are copied when made,
-  so later writes cannot change them.
+* ``materialize``: temporaries that view an array written while they may still see it
+  (``_write_after_view``, the rule a user's view is refused by): they are copied when made, so
+  later writes cannot change them; a view of an array written only before it stays a view.
 ``statement_positions(body)`` numbers the statements in walk order and lists the loops around
 each (the reverse sweep's tape analysis uses it too).
 Named views of an array that is written, and writes through views, are refused: NumPy's
@@ -116,10 +117,12 @@ def analyze(fn, wrt):
     order, loops_of = statement_positions(fn.body)
     for s in walk(fn.body):
         if isinstance(s, Assign) and s.target in views and views[s.target] in written_roots:
+            if not _write_after_view(s, views[s.target], views, order, loops_of, fn.body):
+                # nothing writes the array while the view sees it: a view (correlation's
+                # `z.T @ z` of a `z` its scalarized nest wrote before: strides, not a copy)
+                continue
             if is_temp(fn, s.target):
                 materialize.add(s.target)
-            elif not _write_after_view(s, views[s.target], views, order, loops_of, fn.body):
-                continue
             else:
                 what = shown(fn, s.target)
                 raise _err(s, f"{what} is a view of {shown(fn, views[s.target])}, which is "
