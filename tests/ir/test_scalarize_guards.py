@@ -135,6 +135,10 @@ def starts(x):
     return np.sum(x[2:] * 2.0) + np.sum(x[-3:] * 3.0) + np.sum(x[3::-1] * 4.0)
 
 
+def variable_bounds(x, k):
+    return np.sum(x[:k] * 2.0) + (x[:k] * 2.0) @ x[1:k + 1]
+
+
 def int_sum(k, x):
     s = np.sum(k * 3)
     return s * 1.5 + np.sum(x * 2.0)
@@ -271,6 +275,13 @@ def test_a_slices_first_index_is_its_lower_bound_only_where_that_is_exact():
     assert "add(2, _i1)" in ir and not re.search(r"slice_start\(_t\d+, 2, 1\)", ir), ir
     assert re.search(r"slice_start\(_t\d+, -3, 1\)", ir), ir
     assert re.search(r"slice_start\(_t\d+, 3, -1\)", ir), ir
+
+
+def test_a_leaf_of_the_nests_own_extent_is_read_without_a_broadcast_stride():
+    """(``leaf_plans``: an extent that is the nest's, or known equal to it, needs no stride,
+    whether or not its length is known from the shapes)"""
+    ir = scalarized_ir(variable_bounds, (X, 3))
+    assert "bcast_stride" not in ir and ir.count("same_len(") == 1, ir
 
 
 def test_an_accumulator_starts_from_a_zero_of_its_type():
