@@ -325,6 +325,8 @@ def test_a_matvec_factor_only_where_the_matrix_side_is_scalar_times_matrix():
     """(``matvec_factor`` and ``sink_statements``: the factor applied once, after the sum)"""
     ir = scalarized_ir(matvec_factors, (M, M + 1.0, X[:3], 0.7))
     assert ir.count("mul(beta, ") == 1 and "add(" in ir and "mul(A" not in ir, ir
+    # ``p``'s factor scales each sum once, after the inner loop
+    assert re.search(r"^    _t\d+: f64 = mul\(beta, _t\d+\)\n    p\[_i1\] = _t\d+$", ir, re.M), ir
     assert "matmul" not in ir, ir
     # (``nest_extents``: each product checks that its sides have one length; ``emit``: only
     # the interchanged loops, which add into the result, start from zeros)
