@@ -92,7 +92,9 @@ TESTS = {
     "coarsen/analysis/recording.py": ["tests/analysis/test_recording_guards.py", "tests/ad/reverse/test_shape_recorded.py",
                                       "tests/ir/test_scalarize_rebind.py", "tests/analysis/test_cheap_recompute.py",
                                       "tests/analysis/test_reductions.py", "tests/ad/reverse/test_scratch_saves.py"],
-    "coarsen/analysis/activity.py": ["tests/analysis/test_activity_guards.py", "tests/analysis/test_unit_analysis.py"],
+    "coarsen/analysis/activity.py": ["tests/analysis/test_activity_guards.py", "tests/analysis/test_unit_analysis.py",
+                                     "tests/analysis/test_view_temporaries.py"],
+    "coarsen/ad/segment_code.py": ["tests/ad/reverse/test_held_calls.py"],
     **{f"coarsen/ad/tidy/{name}.py": ["tests/ad/test_unit_tidy.py",
                                       "tests/ad/test_unit_tidy_guards.py"]
        for name in ("__init__", "copies", "dead_stores", "floats", "flow", "held", "helpers",
