@@ -25,23 +25,6 @@ def _add_scaled2(out, a, x):
 
 
 @numba.njit(cache=True, error_model='numpy')
-def _dot_acc(acc, a, b, n):
-    s0 = acc
-    s1 = -0.0
-    s2 = -0.0
-    s3 = -0.0
-    m = n - n % 4 if n >= 8 else 0
-    for k in range(0, m, 4):
-        s0 = s0 + a[k] * b[k]
-        s1 = s1 + a[k + 1] * b[k + 1]
-        s2 = s2 + a[k + 2] * b[k + 2]
-        s3 = s3 + a[k + 3] * b[k + 3]
-    for k in range(m, n):
-        s0 = s0 + a[k] * b[k]
-    return s0 + s1 + (s2 + s3)
-
-
-@numba.njit(cache=True, error_model='numpy')
 def _grow(tape, need):
     size = max(tape.shape[0] * 2, need)
     if size * 8 > 8589934592:
@@ -212,7 +195,12 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             # sq = 0.0
             sq = 0.0
             # for j in range(d):
-            sq = _dot_acc(sq, qx, qx, d)
+            for j_3 in range(d):
+                # sq += qx[j] * qx[j]
+                _t21 = qx[j_3]
+                _t22 = qx[j_3]
+                _t23 = _t21 * _t22
+                sq = sq + _t23
             # main_term[k] = alphas[k] + sum_q - 0.5 * sq
             _t24 = alphas[k]
             _t25 = _t24 + sum_q

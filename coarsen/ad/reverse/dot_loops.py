@@ -10,8 +10,9 @@ b_view, n)`` (``coarsen.codegen.helpers``) sums the same products in four partia
 Requires: the generated function's statements (gast), after every pass that reads the code's
 loops (this one hides a loop inside a call: it runs last of the entry's passes), and the types
 of its names (``ir.nodes`` types).
-Guarantees: ``dot_loop_calls(body, types)`` returns ``(statements, helpers)``: a new list (the
-input not modified; a statement that changes is a new node) in which every loop
+Guarantees: ``dot_loop_calls(body, types, loops)`` returns ``(statements, helpers)``: a new list
+(the input not modified; a statement that changes is a new node) in which every loop whose
+variable is in ``loops`` (the pipeline passes the loops the scalarizer made; ``None``: any)
 ``for k in range(n): <temporaries>; acc = acc + p`` (or ``acc = p + acc``) whose product ``p``,
 the temporaries substituted, is ``a[I] * b[J]`` (either order) is the statement
 ``acc = _dot_acc(acc, a[I'], b[J'], n)``, where
@@ -47,7 +48,7 @@ __all__ = ["dot_loop_calls"]
 HELPER = "_dot_acc"
 
 
-def dot_loop_calls(body, types):
+def dot_loop_calls(body, types, loops=None):
     mentions = {}
     for node in gast.walk(gast.Module(body=list(body), type_ignores=[])):
         if isinstance(node, gast.Name):
@@ -57,7 +58,8 @@ def dot_loop_calls(body, types):
     def block(stmts):
         out = []
         for st in stmts:
-            new = _dot_call(st, types, mentions, body) if isinstance(st, gast.For) else None
+            new = _dot_call(st, types, mentions, body) if isinstance(st, gast.For) and \
+                (loops is None or (isinstance(st.target, gast.Name) and st.target.id in loops)) else None
             if new is not None:
                 helpers.add(HELPER)
                 out.append(new)

@@ -345,7 +345,9 @@ def _assemble(fn, wrt, facts, em, fwd, rev, tbr):
                          floats=frozenset(f64 | {Emitter.bar(v) for v in f64}),
                          variable_ranks=variables,
                          capacity_in_counts=em.max_tape_bytes is None and em.tape_lines is None,
-                         types=types)
+                         types=types,
+                         scalarized=frozenset(n for n, who in fn.names.claimed().items() if who == "scalarize")
+                         if fn.names is not None else frozenset())
     return code, ctx
 
 
