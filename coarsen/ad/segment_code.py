@@ -84,17 +84,31 @@ def held_replacements(jac, held, reads):
     by_value = {}
     for v, e in held.items():
         by_value.setdefault(e, v)
-    out, full = {}, {}
+    out = {}
+    for sym, value in _expansions(jac):
+        if sym.name not in reads and value in by_value:
+            out[sym.name] = by_value[value]
+    return out
+
+
+def _expansions(jac):
+    """``(symbol, value)`` of each replacement of ``jac`` that SymPy can expand, its value
+    expanded through the earlier replacements whose expansions stay small (``HELD_NODES``:
+    no swell)."""
+    full = {}
     for sym, e in jac.replacements:
         try:
             value = e.xreplace(full)
         except (TypeError, ValueError):     # a derivative object of SymPy's: left as it is
             continue
-        if _small(value, HELD_NODES):       # expansions stay small (no swell)
+        if _small(value, HELD_NODES):
             full[sym] = value
-        if sym.name not in reads and value in by_value:
-            out[sym.name] = by_value[value]
-    return out
+        yield sym, value
+
+
+def _expanded(jac):
+    """{replacement symbol: its small expansion} (``_expansions``)."""
+    return {sym: value for sym, value in _expansions(jac) if _small(value, HELD_NODES)}
 
 
 #: the largest expanded replacement compared with the held values (tree nodes)
@@ -113,14 +127,7 @@ def held_calls(jac, partials, held, index):
     primal computed.  Neither input is modified."""
     if not held:
         return jac, partials, {}
-    full = {}
-    for sym, e in jac.replacements:
-        try:
-            value = e.xreplace(full)
-        except (TypeError, ValueError):     # a derivative object of SymPy's: left as it is
-            continue
-        if _small(value, HELD_NODES):
-            full[sym] = value
+    full = _expanded(jac)
     by_value = {}
     for v, e in sorted(held.items()):
         if isinstance(e, sympy.Function):
