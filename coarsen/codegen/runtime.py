@@ -191,10 +191,14 @@ def _reduce_adjoint_source(op, nd, ax, keep, add=False):
     gidx = ", ".join(("0" if keep else None) if d == ax else f"i{d}" for d in range(nd)
                      if d != ax or keep)
     oat = _at(nd, ax, "k").replace("a[", "out[", 1)
-    body = [f"acc = {_at(nd, ax, '0')}", f"for k in range(1, a.shape[{ax}]):",
+    # one pass finds the extremum and counts its ties: a new extremum restarts the count at 1,
+    # an equal element adds 1 (the elements equal to the final extremum all come at or after its
+    # first occurrence); a NaN extremum equals nothing, so its count is 0, as ``a == acc``
+    # counts it.  An integer count: no floating-point add chain through the fiber.
+    body = [f"acc = {_at(nd, ax, '0')}", "cnt = 1", f"for k in range(1, a.shape[{ax}]):",
             f"    v = {_at(nd, ax, 'k')}", f"    if v {cmp} acc or v != v:", "        acc = v",
-            "cnt = 0.0", f"for k in range(a.shape[{ax}]):", f"    if {_at(nd, ax, 'k')} == acc:",
-            "        cnt += 1.0", f"q = g[{gidx}] / cnt", f"for k in range(a.shape[{ax}]):",
+            "        cnt = 1", "    elif v == acc:", "        cnt += 1", "if acc != acc:",
+            "    cnt = 0", f"q = g[{gidx}] / cnt", f"for k in range(a.shape[{ax}]):",
             f"    {oat} {'+=' if add else '='} (1.0 if {_at(nd, ax, 'k')} == acc else 0.0) * q"]
     name = f"_red_adj_{'add_' if add else ''}{op}_{nd}_{ax}" + ("_k" if keep else "")
     if add:

@@ -101,6 +101,49 @@ def test_reduce_adjoint_shares_ties_as_before(op, shape, ax, keep):
         add(np.zeros(tuple(n + 1 for n in a.shape)), a, g)
 
 
+@pytest.mark.parametrize("op", ["amax", "amin"])
+@pytest.mark.parametrize("jit", [False, True], ids=["python", "numba"])
+def test_reduce_adjoint_counts_ties_in_one_pass(op, jit):
+    """The helper finds the extremum and counts its ties in one pass: fibers whose ties come
+    before and after a larger (smaller) value, signed zeros, infinities, a NaN first, last
+    and in the middle, all equal, one element.  NumPy's formula is the reference, bit for bit."""
+    big, small = (np.inf, -np.inf) if op == "amax" else (-np.inf, np.inf)
+    sign = 1.0 if op == "amax" else -1.0
+    fibers = [
+        [1.0, 1.0, 2.0, 1.0, 2.0, 0.5],            # ties of a smaller value before the extremum
+        [2.0, 1.0, 2.0, 3.0, 3.0, 3.0],            # the extremum last, three ties
+        [-0.0, 0.0, -0.0, -1.0, -2.0, -0.0],        # signed zeros tie with each other
+        [big, 1.0, big, small, 0.0, 1.0],
+        [np.nan, 1.0, 5.0, 5.0, 1.0, 1.0],          # a NaN first: every element gets NaN
+        [1.0, 5.0, np.nan, 5.0, 9.0, 9.0],          # a NaN in the middle, larger values after
+        [4.0, 4.0, 4.0, 4.0, 4.0, np.nan],          # a NaN last
+        [7.0] * 6,
+    ]
+    a = sign * np.array(fibers)
+    g = np.linspace(-1.5, 2.0, a.shape[0])
+    g[1] = -0.0
+    for ax, arr, gg in ((1, a, g), (0, np.ascontiguousarray(a.T), g)):
+        fn = _helper(R.reduce_adjoint(op, 2, ax, False), jit)
+        add = _helper(R.reduce_adjoint_add(op, 2, ax, False), jit)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            want = _old_formula(op, arr, gg, ax, False)
+            got = fn(arr, gg)
+            base = np.full(arr.shape, -0.0)
+            expect = base.copy()
+            expect += want
+            add(base, arr, gg)
+        assert np.array_equal(got, want, equal_nan=True)
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+        assert np.array_equal(base, expect, equal_nan=True)
+        assert np.array_equal(np.signbit(base), np.signbit(expect))
+    one = sign * np.array([[3.0], [np.nan], [-0.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert np.array_equal(_helper(R.reduce_adjoint(op, 2, 1, True), jit)(one, g[:3, None]),
+                              _old_formula(op, one, g[:3, None], 1, True), equal_nan=True)
+
+
 def test_reduce_adjoint_compiled_matches_python():
     r = np.random.default_rng(9)
     a = r.integers(0, 3, size=(3, 4, 5)).astype(float)
