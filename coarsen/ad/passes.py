@@ -60,6 +60,7 @@ class Fact(Enum):
     SCALED_ADD_CALLS = "marked scaled updates are loop helper calls"
     REGION_STORE_CALLS = "whole-array stores into regions are loop helper calls"
     DOT_LOOP_CALLS = "loops that only sum products of two array elements are _dot_acc calls"
+    STRIDE_VERSIONS = "loop nests reading broadcast strides are versioned on their being 1"
     JAMMED = "qualifying loops of the SIMD form run several trips side by side"
     TIDY = "no copy temporaries, folded seeds, no dead stores, no unused helpers"
 

@@ -33,6 +33,7 @@ from .rematerialize import rematerialize
 from .region_stores import region_store_calls
 from .scaled_adds import scaled_add_calls
 from .scratch import scratch_arrays
+from .stride_versions import stride_versions
 from .tapes import FT, IT
 from .zero_adjoints import drop_zero_accumulations
 from ..tidy import tidy_module
@@ -158,6 +159,10 @@ def _dot_loops(code, ctx):
     return replace(code, body=body, helpers=code.helpers | used)
 
 
+def _stride_versions(code, ctx):
+    return replace(code, body=stride_versions(code.body))
+
+
 def _tidy(code, ctx):
     return replace(code, module=tidy_module(code.module, ctx.types))
 
@@ -207,6 +212,10 @@ REVERSE = Pipeline("reverse", (
     Pass("dot_loops", _dot_loops, frozenset({Fact.ENTRY}), frozenset({Fact.DOT_LOOP_CALLS}),
          applies=_cpu,
          doc="loops summing products of two array elements as _dot_acc calls, cpu target (dot_loops)"),
+    Pass("stride_versions", _stride_versions, frozenset({Fact.ENTRY}), frozenset({Fact.STRIDE_VERSIONS}),
+         applies=_cpu,
+         doc="loop nests reading broadcast strides versioned on their being 1, cpu target "
+             "(stride_versions)"),
 ), start=frozenset({Fact.ENTRY, Fact.MADE_NAMES, Fact.RANKS, Fact.REVERSE_MARKS,
                     Fact.SCALED_MARKS, Fact.KEPT_FLOAT_TAPE}),
    then=Pipeline("reverse", (
