@@ -58,7 +58,7 @@ def _pass(src, factor=jam.JAM):
 def _outcome(f, X, w):
     try:
         got = f(X.copy(), w.copy())
-    except Exception as e:      # noqa: BLE001 (the same exception on both sides)
+    except Exception as e:      # the same exception on both sides
         return type(e).__name__
     return [np.asarray(v).tobytes() for v in (got if isinstance(got, tuple) else (got,))]
 
