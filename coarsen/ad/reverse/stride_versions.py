@@ -21,7 +21,8 @@ A stride name is a name that every one of its assignments sets to a ``_bcast_str
 call (its value is 0 or 1).  Inside the loop it holds the value it had at the test (the loop
 assigns none of them), so where the test holds, reading 1 reads its value: the two versions
 compute the same values, bit for bit, and the test picks one.  In the first version a product
-by the constant (``1 * i``) is written as its other operand, which it equals.  A loop that
+of a stride and an index (``1 * i``) is written as the index, which it equals (strides
+multiply integer indices only).  A loop that
 assigns a stride it reads is not versioned; the loops inside it are considered instead.  The
 input is not modified (versioned loops are copies).
 """
@@ -59,23 +60,27 @@ def stride_names(body):
 
 
 class _One(gast.NodeTransformer):
-    """Reads of the stride names become the constant 1; ``1 * e`` and ``e * 1`` become ``e``."""
+    """Reads of the stride names become the constant 1; a product by such a constant
+    (``1 * i``, ``i * 1``) becomes its other operand.  Other products are left as they are."""
 
     def __init__(self, names):
         self.names = names
+        self.ones = set()       # ids of the constants that stand for a stride
 
     def visit_Name(self, node):
         if node.id in self.names and isinstance(node.ctx, gast.Load):
-            return gast.Constant(value=1, kind=None)
+            one = gast.Constant(value=1, kind=None)
+            self.ones.add(id(one))
+            return one
         return node
 
     def visit_BinOp(self, node):
         self.generic_visit(node)
         if isinstance(node.op, gast.Mult):
-            for one, other in ((node.left, node.right), (node.right, node.left)):
-                if isinstance(one, gast.Constant) and type(one.value) is int and one.value == 1 \
-                        and not (isinstance(other, gast.Constant)):
-                    return other
+            if id(node.left) in self.ones and id(node.right) not in self.ones:
+                return node.right
+            if id(node.right) in self.ones and id(node.left) not in self.ones:
+                return node.left
         return node
 
 

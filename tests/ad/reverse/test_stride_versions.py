@@ -47,6 +47,13 @@ def test_a_nest_reading_strides_is_versioned_on_them():
     assert _text(slow) == _text(body[2:])                # the loop as it was
 
 
+def test_only_products_by_the_stride_are_simplified():
+    body = _parse("s = _bcast_stride(n, m)\nfor i in range(m):\n"
+                  "    x[i] = y[s * i + 2 * i] * 1.0 + z[i * 1] + s * s\n")
+    fast = _text(stride_versions(body)[1].body)
+    assert "x[i] = y[i + 2 * i] * 1.0 + z[i * 1] + 1 * 1" in fast, fast
+
+
 def test_only_names_every_assignment_makes_a_stride_are_strides():
     body = _parse("a = _bcast_stride(n, m)\nb = _bcast_stride(n, m)\nb = 2\n"
                   "c = _bcast_stride(n, m)\nfor c in range(3):\n    pass\n"
