@@ -60,7 +60,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS = {
     "coarsen/ad/reverse/rematerialize.py": ["tests/ad/reverse/test_rematerialize_guards.py",
                                             "tests/ad/reverse/test_rematerialize.py"],
-    "coarsen/ad/reverse/loop_order.py": ["tests/ad/reverse/test_loop_order.py"],
+    "coarsen/ad/reverse/loop_order.py": ["tests/ad/reverse/test_loop_order_guards.py",
+                                         "tests/ad/reverse/test_loop_order.py"],
     "coarsen/ad/forward/jam.py": ["tests/ad/forward/test_jam_guards.py", "tests/ad/forward/test_jam.py"],
     "coarsen/ad/reverse/scratch.py": ["tests/ad/reverse/test_scratch_guards.py", "tests/ad/reverse/test_scratch.py",
                                       "tests/ad/reverse/test_scratch_saves.py"],
