@@ -138,3 +138,24 @@ def test_the_versions_give_the_bits_of_the_code_without_them(inputs):
     # forward and reverse nests versioned; none without the pass
     assert len(tests.findall(versioned.source_for(A, Rs[(1, 5)], w))) >= 2
     assert not tests.findall(plain.source_for(A, Rs[(1, 5)], w))
+
+
+def slab(T, M, r):
+    # a 3-D nest: M broadcast along the first axis, r along the last two
+    U = T * M[None, :, :] + r[:, None, None]
+    U[:, 1:, :] += 0.25 * (U[:, :-1, :] - U[:, 1:, :])
+    return np.sum(np.exp(-U * U))
+
+
+def test_a_three_dimensional_nest_keeps_its_bits():
+    rng = np.random.default_rng(5)
+    T = rng.standard_normal((3, 4, 5))
+    on = coarsen.differentiate(slab, wrt=("T", "M", "r"), target="cpu")
+    off = coarsen.differentiate(slab, wrt=("T", "M", "r"), target="cpu",
+                                disable={"stride_versions"})
+    for ms, rs in (((4, 5), (3,)), ((1, 5), (1,)), ((4, 1), (3,))):
+        args = (T, rng.standard_normal(ms), rng.standard_normal(rs))
+        v1, g1 = on.value_and_grad(*args)
+        v0, g0 = off.value_and_grad(*args)
+        assert v1 == v0 and all(np.array_equal(a, b) for a, b in zip(g1, g0)), (ms, rs)
+        check_against_oracle(slab, args, target="cpu", wrt=("T", "M", "r"))
