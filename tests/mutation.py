@@ -79,7 +79,7 @@ TESTS = {
     "coarsen/ad/reverse/zero_adjoints.py": ["tests/ad/reverse/test_zero_adjoints.py"],
     "coarsen/ad/reverse/checkpoint.py": ["tests/ad/reverse/test_checkpoint_guards.py", "tests/ad/reverse/test_checkpoint.py",
                                          "tests/ad/reverse/test_revolve.py"],
-    "coarsen/ir/scalarize.py": ["tests/ir/test_scalarize_guards.py", "tests/ir/test_read_trees_guards.py", "tests/ir/test_scalarize_unstored.py", "tests/ir/test_scalarize_rebind.py", "tests/ir/test_scalarize_axis_sums.py",
+    "coarsen/ir/scalarize.py": ["tests/ir/test_scalarize_guards.py", "tests/ir/test_scalarize_sampled.py", "tests/ir/test_read_trees_guards.py", "tests/ir/test_scalarize_unstored.py", "tests/ir/test_scalarize_rebind.py", "tests/ir/test_scalarize_axis_sums.py",
                                 "tests/ir/test_scalarize.py", "tests/ir/test_scalarize_shapes.py"],
     "coarsen/ir/inplace.py": ["tests/ir/test_inplace_guards.py", "tests/ir/test_inplace.py"],
     "coarsen/ir/hoist.py": ["tests/ir/test_hoist_guards.py", "tests/ir/test_hoist.py"],
