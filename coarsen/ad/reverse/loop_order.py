@@ -487,8 +487,8 @@ def forward_order(body, made, ranks):
 
 def _induction(loop):
     """``(v, c)`` where ``loop``'s body starts with ``v = v - c`` or ``v -= c`` (``c`` a positive
-    int constant: the reverse of a counter the forward trip raised by ``c`` last) and no other
-    statement of the loop assigns ``v``; else None."""
+    int constant: the reverse of a counter the forward trip raised by ``c`` last), no other
+    statement of the loop assigns ``v`` and its bounds do not read ``v``; else None."""
     if not loop.body or runs_test(loop) is None:      # the bounds are read again: pure ones
         return None
     st = loop.body[0]
@@ -502,6 +502,11 @@ def _induction(loop):
     else:
         return None
     if c is None or c <= 0 or v == loop.target.id:
+        return None
+    # the rewrite moves the counter before the loop and evaluates the bounds again: bounds that
+    # read the counter would see it moved (the emitter copies such a bound into a temporary,
+    # so its loops never read the counter there; a hand-made loop might)
+    if any(isinstance(n, gast.Name) and n.id == v for n in gast.walk(loop.iter)):
         return None
     stores = [n for n in gast.walk(loop)
               if isinstance(n, gast.Name) and n.id == v and isinstance(n.ctx, gast.Store)]

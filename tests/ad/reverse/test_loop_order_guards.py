@@ -186,6 +186,17 @@ def f(w, n, s0):
         g[i] += w[pos] * (i + 1)
     return g, pos
 """,
+    # the counted rewrite moves the counter before the loop and evaluates the bounds again
+    # (_induction: bounds that read the counter; the emitter copies such a bound first)
+    "a counter the loop's bounds read": """
+def f(w, n, s0):
+    pos = n
+    g = np.zeros(n)
+    for i in range(pos - 1, -1, -1):
+        pos = pos - 1
+        g[i] += w[pos] * (i + 1)
+    return g, pos
+""",
     "a counter lowered by a name, not a constant": """
 def f(w, n, s0):
     step = 1
