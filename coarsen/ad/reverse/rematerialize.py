@@ -317,7 +317,8 @@ class _Rewrite:
             return self.local(body, a, w, x)
         writer, reader = body[w], body[r]
         i = _loop_var(writer)
-        if i is None:
+        # (the writer's own bounds may not read X either: its allocation goes away)
+        if i is None or _mentions(writer.iter, x):
             return None
         inner_at = [k for k, st in enumerate(writer.body) if _mentions(st, x)]
         if len(inner_at) != 1:

@@ -153,6 +153,8 @@ REFUSED = {
                                          "            G[r, k] = h * y[k]\n            h = h + y[k]")),
     # the writer's inner range reads G itself
     "inner range reads G": _edit(("for k in range(m):", "for k in range(G.shape[1]):")),
+    # ... its outer range (the rewrite removed G's allocation under it: NameError)
+    "outer range reads G": _edit(("for r in range(n):", "for r in range(G.shape[0]):")),
     # the writer's row index moves within the row: the row value saved belongs to another row
     "row index moves in the row": _edit(("            G[r, k] = h * y[k]",
                                          "            G[r, k] = h * y[k]\n            r = (r + 1) % n")),
