@@ -78,6 +78,25 @@ for t in range(4):
     assert "x[i] = y[i] + z[i]" in _text(inner.body)
 
 
+@pytest.mark.parametrize("body, versioned", [
+    # a map: versioned
+    ("x[i] = y[s * i] * 2.0", True),
+    # a tape position stepped by a constant is an induction, no chain
+    ("tape[pos] = y[s * i]\n        pos += 1", True),
+    # an adjoint added into, then reset within the trip: the next trip starts from 0.0
+    ("t_bar += y[s * i]\n        x[i] += t_bar\n        t_bar = 0.0", True),
+    # a sum carried from trip to trip: a chain of additions that does not vectorize
+    ("acc = acc + y[s * i]", False),
+    ("acc += y[s * i] * 2.0", False),
+    # assigned before it is added into: no chain
+    ("acc = y[s * i]\n        acc += 1.5\n        x[i] = acc", True),
+])
+def test_only_loops_that_can_vectorize_are_versioned(body, versioned):
+    src = f"s = _bcast_stride(n, m)\nfor i in range(m):\n    if True:\n        {body}\n"
+    out = stride_versions(_parse(src))
+    assert isinstance(out[1], gast.If) is versioned, _text(out)
+
+
 def test_code_without_strides_is_left_alone():
     body = _parse("for i in range(3):\n    x[i] = 2 * y[i]\n")
     assert _text(stride_versions(body)) == _text(body)
