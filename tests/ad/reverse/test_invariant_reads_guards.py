@@ -157,3 +157,37 @@ def test_where_the_loop_stores_into_the_tape_other_reads_still_move():
     head = text.split("for l in")[0]
     assert "u = Z[0]" in head and "s = W[0]" not in head, text
     _same(before, after, np.arange(5.0), np.array([0.25]), 3)
+
+
+COMMENTED = """
+def f(X, M, n, d):
+    A = np.zeros((n, d))
+    for i in range(n):
+        for l in range(d):
+            s = X[i, 0] - M[0, 0]
+            u = X[i, 0] * 2.0
+            A[i, l] += s * u * X[i, l]
+            v = M[0, 0] * 3.0
+    return A
+"""
+
+
+def test_the_comments_of_moved_statements_go_to_the_next_kept_one_or_the_first_moved():
+    """Two moved statements' comments join the next statement kept in the loop, before its own;
+    a moved statement after the last kept one leaves its comment on the first moved one, before
+    the note that says why it moved (the sampled mutants of issue 48's run: ``+`` of the texts)."""
+    import gast
+    from coarsen.ad.reverse.invariant_reads import HOISTED
+
+    fn = gast.parse(COMMENTED.strip()).body[0]
+    inner = fn.body[1].body[0]
+    for st, text in zip(inner.body, ("line s", "line u", "line A", "line v")):
+        st.coarsen_comment = text
+    out = invariant_reads(fn.body, set(), TAPES)
+    guard = out[1].body[0]
+    moved = guard.body[:-1]
+    loop = guard.body[-1]
+    assert [st.targets[0].id for st in moved] == ["s", "u", "v"]
+    assert loop.body[0].coarsen_comment == "line s\nline u\nline A"
+    assert moved[0].coarsen_comment == "line v\n" + HOISTED
+    assert all(getattr(st, "coarsen_comment", None) is None for st in moved[1:])
