@@ -1,0 +1,263 @@
+"""Scattered adjoints distributed by offset (coarsen.ad.reverse.scatter_loops).
+
+The rewrite itself, on statements: which loops are split, in what order, and each condition
+that leaves a loop alone.  Then stencil programs through the compiler: the oracle on both
+targets, the bits of the code without the pass on the cpu target, and metamorphic variants
+(renamed, reordered, split into a helper, other sizes).
+"""
+import ast
+
+import gast
+import numpy as np
+import pytest
+
+import coarsen
+from coarsen.ad.reverse.scatter_loops import SPLIT, distribute_scatters
+
+from tests.oracle import check_against_oracle
+
+
+def _parse(src):
+    return gast.parse(src).body
+
+
+def _text(body):
+    return ast.unparse(gast.gast_to_ast(gast.Module(body=body, type_ignores=[])))
+
+
+ALLOC = "A = np.zeros(n)\nW = np.zeros(n)\n"
+
+#: the heat equation's reverse stencil loop, as the emitter writes it
+STENCIL = ALLOC + """
+for i in range(1, n - 1):
+    g = W[i]
+    W[i] = 0.0
+    s = u[i + 1] - 2 * u[i] + u[i - 1]
+    a = g * k
+    b = g * (1 - 2 * k)
+    k_bar += g * s
+    A[i + 1] += a
+    A[i - 1] += a
+    A[i] += b
+"""
+
+
+def _loops(body):
+    return [st for st in body if isinstance(st, gast.For)]
+
+
+def test_a_stencil_loop_is_split_by_offset_the_largest_first():
+    body = _parse(STENCIL)
+    before = _text(body)
+    out = distribute_scatters(body)
+    assert _text(body) == before                            # the input is not modified
+    loops = _loops(out)
+    assert len(loops) == 4
+    texts = [_text(lp.body) for lp in loops]
+    assert texts[0] == "g = W[i]\na = g * k\nA[i + 1] += a"
+    assert texts[1] == "g = W[i]\nb = g * (1 - 2 * k)\nA[i] += b"
+    assert texts[2] == "g = W[i]\na = g * k\nA[i - 1] += a"
+    # the rest, last: the reset after every read of W[i], the reduction; a and b are dead there
+    assert texts[3] == "g = W[i]\nW[i] = 0.0\ns = u[i + 1] - 2 * u[i] + u[i - 1]\nk_bar += g * s"
+    assert loops[0].coarsen_comment == SPLIT
+
+
+def test_a_loop_counting_down_takes_the_smallest_offset_first():
+    body = _parse(ALLOC + "for i in range(n - 2, 0, -1):\n    g = W[i]\n"
+                  "    A[i + 1] += g\n    A[i - 1] -= 2.0 * g\n    A[i + 2] += g\n")
+    loops = _loops(distribute_scatters(body))
+    assert [_text(lp.body).splitlines()[-1] for lp in loops] == \
+        ["A[i - 1] -= 2.0 * g", "A[i + 1] += g", "A[i + 2] += g"]
+
+
+def test_scatters_at_one_offset_stay_in_order_in_one_loop_and_two_dimensional_indices_work():
+    body = _parse("A = np.zeros((m, n))\nfor i in range(1, n - 1):\n"
+                  "    A[j, i - 1] += x[i]\n    A[j, i] += y[i]\n    A[j, i - 1] += z[i]\n")
+    loops = _loops(distribute_scatters(body))
+    assert [_text(lp.body) for lp in loops] == ["A[j, i] += y[i]",
+                                                 "A[j, i - 1] += x[i]\nA[j, i - 1] += z[i]"]
+
+
+#: each variant breaks one condition of the split: the loop is left as it is
+REFUSED = {
+    "one offset only": "for i in range(n):\n    A[i] += u[i]\n    A[i] += 2.0 * u[i]\n",
+    "the scattered array read": "for i in range(1, n - 1):\n    A[i + 1] += A[i]\n    A[i - 1] += u[i]\n",
+    "the scattered array read elsewhere": "for i in range(1, n - 1):\n    A[i + 1] += u[i]\n"
+                                          "    A[i - 1] += u[i]\n    q = A[i]\n",
+    "a parameter's memory": "for i in range(1, n - 1):\n    P[i + 1] += u[i]\n    P[i - 1] += u[i]\n",
+    "a value carried from the trip before": "for i in range(1, n - 1):\n    A[i + 1] += c\n"
+                                            "    A[i - 1] += c\n    c = u[i]\n",
+    "a value from a running sum": "for i in range(1, n - 1):\n    c += u[i]\n    A[i + 1] += c\n"
+                                  "    A[i - 1] += c\n",
+    "a value assigned twice": "for i in range(1, n - 1):\n    c = u[i]\n    c = c * c\n"
+                              "    A[i + 1] += c\n    A[i - 1] += c\n",
+    "a written array read at another element": "for i in range(1, n - 1):\n    c = W[i + 1]\n"
+                                               "    W[i] = 0.0\n    A[i + 1] += c\n    A[i - 1] += c\n",
+    "a written array read after its write": "for i in range(1, n - 1):\n    W[i] = 0.0\n    c = W[i]\n"
+                                            "    A[i + 1] += c\n    A[i - 1] += c\n",
+    "a written array read at an index without the counter": "for i in range(1, n - 1):\n"
+                                                            "    c = W[j]\n    W[j] = 0.0\n"
+                                                            "    A[i + 1] += c\n    A[i - 1] += c\n",
+    "a write into memory other names reach": "for i in range(1, n - 1):\n    P[i] = 0.0\n"
+                                             "    A[i + 1] += u[i]\n    A[i - 1] += u[i]\n",
+    "bounds the loop changes": "for i in range(1, m):\n    m = u[i]\n    A[i + 1] += u[i]\n    A[i - 1] += u[i]\n",
+    "the counter assigned": "for i in range(1, n - 1):\n    A[i + 1] += u[i]\n    A[i - 1] += u[i]\n    i = 2\n",
+    "a call that is not pure": "for i in range(1, n - 1):\n    c = f(u[i])\n    A[i + 1] += c\n    A[i - 1] += c\n",
+    "a statement that is no assignment": "for i in range(1, n - 1):\n    A[i + 1] += u[i]\n"
+                                         "    A[i - 1] += u[i]\n    if u[i] > 0:\n        q = 1\n",
+    "other indices that differ": "B = np.zeros((n, n))\nfor i in range(1, n - 1):\n"
+                                 "    B[j, i + 1] += u[i]\n    B[k, i - 1] += u[i]\n",
+    "another index the loop assigns": "B = np.zeros((n, n))\nfor i in range(1, n - 1):\n    j = 0\n"
+                                      "    B[j, i + 1] += u[i]\n    B[j, i - 1] += u[i]\n",
+    "an offset that is not a constant": "for i in range(1, n - 1):\n    A[i + j] += u[i]\n    A[i - 1] += u[i]\n",
+    "the array bound to another name": "V = A\nfor i in range(1, n - 1):\n    A[i + 1] += u[i]\n    A[i - 1] += u[i]\n",
+    "a step of 2": "for i in range(1, n - 1, 2):\n    A[i + 1] += u[i]\n    A[i - 1] += u[i]\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_a_loop_breaking_a_condition_is_left_alone(case):
+    body = _parse(ALLOC + REFUSED[case])
+    assert _text(distribute_scatters(body)) == _text(body)
+
+
+def test_the_refused_variants_split_once_the_condition_holds():
+    # the control for REFUSED: the same loop shape, every condition met, is split
+    body = _parse(ALLOC + "for i in range(1, n - 1):\n    c = W[i]\n    W[i] = 0.0\n"
+                  "    A[i + 1] += c\n    A[i - 1] += c\n")
+    assert len(_loops(distribute_scatters(body))) == 3
+
+
+# ------------------------------------------------------------------ programs
+
+
+def heat(u0, kappa, target, nt):
+    n = u0.shape[0]
+    u = u0.copy()
+    un = u0.copy()
+    for t in range(nt):
+        for i in range(1, n - 1):
+            un[i] = u[i] + kappa * (u[i - 1] - 2.0 * u[i] + u[i + 1])
+        for i in range(1, n - 1):
+            u[i] = un[i]
+    loss = 0.0
+    for i in range(n):
+        d = u[i] - target[i]
+        loss += d * d
+    return loss
+
+
+def heat_renamed(goal, steps, c, v0):
+    # ``heat`` renamed and its arguments permuted: the same operations, the same bits
+    m = v0.shape[0]
+    w = v0.copy()
+    wn = v0.copy()
+    for s in range(steps):
+        for j in range(1, m - 1):
+            wn[j] = w[j] + c * (w[j - 1] - 2.0 * w[j] + w[j + 1])
+        for j in range(1, m - 1):
+            w[j] = wn[j]
+    total = 0.0
+    for j in range(m):
+        e = w[j] - goal[j]
+        total += e * e
+    return total
+
+
+def _lap(u, i):
+    return u[i + 1] - 2.0 * u[i] + u[i - 1]
+
+
+def heat_reordered(u0, kappa, target, nt):
+    # the stencil's operands in another order, through a helper: other roundings
+    n = u0.shape[0]
+    u = u0.copy()
+    un = u0.copy()
+    for t in range(nt):
+        for i in range(1, n - 1):
+            un[i] = kappa * _lap(u, i) + u[i]
+        for i in range(1, n - 1):
+            u[i] = un[i]
+    loss = 0.0
+    for i in range(n):
+        loss += (target[i] - u[i]) ** 2
+    return loss
+
+
+def wave(u0, c2, target, nt):
+    n = u0.shape[0]
+    prev = u0.copy()
+    cur = u0.copy()
+    nxt = np.zeros(n)
+    for t in range(nt):
+        for i in range(1, n - 1):
+            nxt[i] = 2.0 * cur[i] - prev[i] + c2 * (cur[i + 1] - 2.0 * cur[i] + cur[i - 1])
+        for i in range(n):
+            prev[i] = cur[i]
+            cur[i] = nxt[i]
+    loss = 0.0
+    for i in range(n):
+        d = cur[i] - target[i]
+        loss += d * d
+    return loss
+
+
+def rows(U, c, nt):
+    # a 2-D field, the stencil along each row: the scatters' row index is the outer counter
+    m, n = U.shape
+    V = U.copy()
+    W = U.copy()
+    for t in range(nt):
+        for j in range(m):
+            for i in range(1, n - 1):
+                W[j, i] = V[j, i] + c * (V[j, i - 1] - 2.0 * V[j, i] + V[j, i + 1])
+        for j in range(m):
+            for i in range(1, n - 1):
+                V[j, i] = W[j, i]
+    return np.sum(V * V)
+
+
+def _heat_args(n, rng):
+    return rng.standard_normal(n), 0.2, rng.standard_normal(n), 4
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_stencil_programs_match_the_oracle(target):
+    rng = np.random.default_rng(3)
+    for n in (2, 3, 7):
+        args = _heat_args(n, rng)
+        check_against_oracle(heat, args, target=target, wrt=("u0", "kappa"))
+        check_against_oracle(heat_reordered, args, target=target, wrt=("u0", "kappa"))
+        check_against_oracle(wave, args, target=target, wrt=("u0", "c2"))
+    check_against_oracle(rows, (rng.standard_normal((3, 6)), 0.15, 3), target=target, wrt=("U", "c"))
+
+
+@pytest.mark.parametrize("fn, wrt", [(heat, ("u0", "kappa")), (wave, ("u0", "c2"))])
+def test_the_split_gives_the_bits_of_the_code_without_it(fn, wrt):
+    rng = np.random.default_rng(8)
+    on = coarsen.differentiate(fn, wrt=wrt, target="cpu")
+    off = coarsen.differentiate(fn, wrt=wrt, target="cpu", disable={"distribute_scatters"})
+    for n in (3, 9, 40):
+        args = _heat_args(n, rng)
+        v1, g1 = on.value_and_grad(*args)
+        v0, g0 = off.value_and_grad(*args)
+        assert v1 == v0 and all(np.array_equal(a, b) for a, b in zip(g1, g0)), n
+    assert SPLIT in on.source_for(*args)
+    assert SPLIT not in off.source_for(*args)
+
+
+def test_a_renamed_program_and_a_row_stencil_keep_the_bits():
+    rng = np.random.default_rng(9)
+    u0, kappa, target, nt = _heat_args(12, rng)
+    v1, g1 = coarsen.differentiate(heat, wrt=("u0", "kappa"), target="cpu").value_and_grad(
+        u0, kappa, target, nt)
+    renamed = coarsen.differentiate(heat_renamed, wrt=("v0", "c"), target="cpu")
+    v2, (gu, gk) = renamed.value_and_grad(target, nt, kappa, u0)
+    assert v2 == v1 and np.array_equal(gu, g1[0]) and gk == g1[1]
+    args = (rng.standard_normal((4, 10)), 0.1, 5)
+    on = coarsen.differentiate(rows, wrt=("U", "c"), target="cpu")
+    off = coarsen.differentiate(rows, wrt=("U", "c"), target="cpu", disable={"distribute_scatters"})
+    v1, g1 = on.value_and_grad(*args)
+    v0, g0 = off.value_and_grad(*args)
+    assert v1 == v0 and all(np.array_equal(a, b) for a, b in zip(g1, g0))
+    assert SPLIT in on.source_for(*args)
