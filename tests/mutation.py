@@ -90,6 +90,7 @@ TESTS = {
                                         "tests/ad/reverse/test_dot_loops.py"],
     "coarsen/ir/slice_chains.py": ["tests/ir/test_slice_chains.py"],
     "coarsen/ad/reverse/region_stores.py": ["tests/ad/reverse/test_region_stores.py"],
+    "coarsen/ad/reverse/scatter_loops.py": ["tests/ad/reverse/test_scatter_loops.py"],
     "coarsen/ad/reverse/scaled_adds.py": ["tests/ad/reverse/test_scaled_first_writes.py",
                                           "tests/ad/reverse/test_scaled_adds_outer.py"],
     "coarsen/analysis/recording.py": ["tests/analysis/test_recording_guards.py", "tests/ad/reverse/test_shape_recorded.py",

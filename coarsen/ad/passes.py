@@ -55,6 +55,7 @@ class Fact(Enum):
     REMATERIALIZED = "rank-one matrix adjoints are recomputed where read, not stored"
     ADJOINT_ROWS = "history adjoints are rings of the rows their reverse loop reaches"
     GUARDED_FIRST_WRITES = "first writes proven by a runtime test are versioned on it"
+    SCATTERS_DISTRIBUTED = "reverse loops adding into one array at several offsets run one loop per offset"
     SCRATCH_ON_TAPE = "the reverse sweep's arrays are views of the kept float tape"
     INVARIANT_READS = "loop-invariant element reads are read once, before the loop"
     SCALED_ADD_CALLS = "marked scaled updates are loop helper calls"

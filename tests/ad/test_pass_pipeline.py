@@ -106,10 +106,11 @@ def test_the_report_lists_the_passes_that_ran():
     line = [s for s in rep.format().splitlines() if s.startswith("  passes that ran: ")]
     assert len(line) == 1
     names = line[0].split(": ", 1)[1].split(", ")
-    # in the pipeline's order; scaled_adds, region_stores, dot_loops and stride_versions are
-    # for the cpu target only
+    # in the pipeline's order; distribute_scatters, scaled_adds, region_stores, dot_loops and
+    # stride_versions are for the cpu target only
     assert names == [n for n in REVERSE.all_names if n not in (
-        "fuse_loops", "scaled_adds", "region_stores", "dot_loops", "stride_versions")]
+        "fuse_loops", "distribute_scatters", "scaled_adds", "region_stores", "dot_loops",
+        "stride_versions")]
 
 
 def _ir(fn, types, wrt):

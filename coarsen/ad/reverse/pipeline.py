@@ -32,6 +32,7 @@ from .loop_order import forward_order
 from .rematerialize import rematerialize
 from .region_stores import region_store_calls
 from .scaled_adds import scaled_add_calls
+from .scatter_loops import distribute_scatters
 from .scratch import scratch_arrays
 from .stride_versions import stride_versions
 from .tapes import FT, IT
@@ -113,6 +114,10 @@ def _adjoint_rows(code, ctx):
 def _guarded_first_writes(code, ctx):
     body, new = guarded_first_writes(code.body, code.made)
     return replace(code, body=body, made=code.made | new)
+
+
+def _distribute_scatters(code, ctx):
+    return replace(code, body=distribute_scatters(code.body))
 
 
 def _scratch(code, ctx):
@@ -198,6 +203,10 @@ REVERSE = Pipeline("reverse", (
     Pass("guarded_first_writes", _guarded_first_writes, MADE,
          frozenset({Fact.GUARDED_FIRST_WRITES}),
          doc="first writes proven by a runtime test, versioned on it (first_writes)"),
+    Pass("distribute_scatters", _distribute_scatters, MADE, frozenset({Fact.SCATTERS_DISTRIBUTED}),
+         applies=_cpu,
+         doc="a reverse loop adding into one array at several offsets split by offset, cpu target "
+             "(scatter_loops)"),
     Pass("scratch_arrays", _scratch, MADE | {Fact.RANKS, Fact.KEPT_FLOAT_TAPE},
          frozenset({Fact.SCRATCH_ON_TAPE}), applies=_not_workspace,
          doc="the reverse sweep's arrays carved from the kept float tape (scratch)"),
