@@ -38,6 +38,7 @@ POST_EMISSION = (
     (LIFT_NAMES, "lift"),       # segment symbols (coarsen.ad.lift), printed into the sweeps
     (re.compile(r"_fw\d+"), "first_writes"),
     (re.compile(r"_sum\d+"), "invariant_sums"),
+    (re.compile(r"_inv\d+"), "invariant_reads"),
     (re.compile(r"_rm\d+"), "rematerialize"),
     # both rewrites scan the whole function for the names they make
     (re.compile(r"_row\d+"), "rematerialize or adjoint_rows"),

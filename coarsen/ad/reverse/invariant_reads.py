@@ -23,9 +23,10 @@ tests that), when
   ``.shape``, the calls above;
 * no name ``e`` reads is assigned in the loop (but by statements moved before it);
 * no array ``e`` reads is stored into in the loop, and every array the loop stores into is
-  one no other name reaches (``invariant_sums.no_alias``) or a tape; where the loop stores
-  into a tape, ``e`` reads no array bound by a tuple assignment (scratch arrays are views of
-  the float tape);
+  one no other name reaches (``invariant_sums.no_alias``), a tape, or a scratch array (bound
+  by ``scratch``'s helpers and by nothing else, and never bound to another name: a view of
+  the float tape only); where the loop stores into a tape or a scratch array, ``e`` reads no
+  array bound by a tuple assignment (the tapes and their views);
 * ``t`` is assigned nowhere else in the loop and not read in the trip before it (so every
   read of ``t`` in the loop sees this trip's value, the same in every trip);
 * no statement before it in the body raises with a test that reads an array ``e`` reads (the
@@ -33,6 +34,13 @@ tests that), when
 
 Then ``e`` has the same value in every trip, and it is computed when the loop runs at least
 once, as before: the results are the same, bit for bit.  Inner loops are rewritten first.
+
+A part of a statement's value that meets the conditions on ``e`` (softmax's reverse loop
+``e_bar[i, j] = g * (1.0 / t[i])``: a division and a read each trip, LLVM moving neither) is
+first assigned to a new name (``_inv<k>``) just before the statement, one name for each
+distinct part of the loop, and moves with it.  Parts under a conditional expression or
+``and``/``or`` stay (they are evaluated on one path only); a whole value that is invariant
+moves as its statement.  Softmax's gradient: the same bits, about 15% faster.
 """
 from __future__ import annotations
 
@@ -41,9 +49,10 @@ import copy
 import gast
 
 from .cleanup import plain_range, runs_test
-from ...codegen.gast_queries import names_read
+from ...codegen.gast_queries import names_read, substitute
 from .invariant_sums import no_alias
 from .loop_order import pure_call
+from .scratch import SCRATCH_HELPERS
 
 __all__ = ["invariant_reads"]
 
@@ -94,14 +103,62 @@ def _stores(node):
     return [n.id for n in gast.walk(node) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)]
 
 
+def _index(sub):
+    return sub.slice.elts if isinstance(sub.slice, gast.Tuple) else [sub.slice]
+
+
+def _scratch_views(body):
+    """The scratch arrays: names every binding of which is the second of three targets of a
+    ``scratch.SCRATCH_HELPERS`` call (or a conditional expression choosing between two): views
+    of the float tape, which reach no memory but the tape's."""
+    def scratch_call(v):
+        if isinstance(v, gast.IfExp):
+            return scratch_call(v.body) and scratch_call(v.orelse)
+        return isinstance(v, gast.Call) and isinstance(v.func, gast.Name) and v.func.id in SCRATCH_HELPERS
+
+    binds, views = {}, {}
+    for st in body:
+        for n in gast.walk(st):
+            if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store):
+                binds[n.id] = binds.get(n.id, 0) + 1
+            if isinstance(n, gast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], gast.Tuple) \
+                    and len(n.targets[0].elts) == 3 and isinstance(n.targets[0].elts[1], gast.Name) \
+                    and scratch_call(n.value):
+                name = n.targets[0].elts[1].id
+                views[name] = views.get(name, 0) + 1
+    # a view bound to another name (``V = X``, ``V = X[0]`` of a matrix, ``V = f(X)``) would
+    # reach the tape too: in an assigned value a view is read only as ``X.shape`` or as an
+    # element, indexed without slices by as many indices as the stores into it have
+    ranks = {}
+    for st in body:
+        for n in gast.walk(st):
+            if isinstance(n, gast.Subscript) and isinstance(n.ctx, gast.Store) and isinstance(n.value, gast.Name):
+                ranks.setdefault(n.value.id, set()).add(len(_index(n)))
+    leaked = set()
+    for st in body:
+        for n in gast.walk(st):
+            if isinstance(n, gast.Assign) and not scratch_call(n.value):
+                based = {id(x.value) for x in gast.walk(n.value)
+                         if (isinstance(x, gast.Subscript) and isinstance(x.value, gast.Name)
+                             and ranks.get(x.value.id) == {len(_index(x))}
+                             and not any(isinstance(i, gast.Slice) for i in gast.walk(x.slice)))
+                         or (isinstance(x, gast.Attribute) and x.attr == "shape")}
+                leaked |= {x.id for x in gast.walk(n.value)
+                           if isinstance(x, gast.Name) and id(x) not in based}
+    return frozenset(n for n, k in views.items() if binds.get(n) == k and n not in leaked)
+
+
 class _Rewriter:
     def __init__(self, body, tapes):
         self.top, self.tapes = body, frozenset(tapes)
+        self.used = {n.id for st in body for n in gast.walk(st) if isinstance(n, gast.Name)}
+        self.counter = 0
         self.unaliased = {}
         # names bound by a tuple assignment (``_ftape, X, _wtop = _scratch_zeros(...)``)
         self.tuple_bound = {n.id for st in body for n in gast.walk(st)
                             if isinstance(n, gast.Assign) for t in n.targets
                             if isinstance(t, gast.Tuple) for n in t.elts if isinstance(n, gast.Name)}
+        self.scratch = _scratch_views(body)
 
     def no_alias(self, x):
         if x not in self.unaliased:
@@ -144,17 +201,18 @@ class _Rewriter:
                         stored.add(t.value.id)
                     elif not isinstance(t, gast.Name):
                         return [loop]
-        if not all(a in self.tapes or self.no_alias(a) for a in stored):
+        if not all(a in self.tapes or a in self.scratch or self.no_alias(a) for a in stored):
             return [loop]
         counts = {}
         for name in _stores(loop):
             counts[name] = counts.get(name, 0) + 1
         assigned = set(counts)
-        tape_stores = bool(stored & self.tapes)
+        tape_stores = bool(stored & (self.tapes | self.scratch))
+        body = self.parts(loop.body, assigned, counts, stored, tape_stores)
         hoisted, kept, moved = [], [], set()
         pending = None          # the comment of a moved statement, for the next kept one
-        for k, st in enumerate(loop.body):
-            if self.invariant(st, loop.body[:k], assigned - moved, counts, stored, tape_stores,
+        for k, st in enumerate(body):
+            if self.invariant(st, body[:k], assigned - moved, counts, stored, tape_stores,
                               moved):
                 st = copy.copy(st)
                 text = getattr(st, "coarsen_comment", None)
@@ -178,6 +236,67 @@ class _Rewriter:
         if guard is not None and guard == gast.dump(runs):
             return hoisted + [loop]
         return [gast.If(test=runs, body=hoisted + [loop], orelse=[])]
+
+    def fresh(self):
+        while True:
+            self.counter += 1
+            name = f"_inv{self.counter}"
+            if name not in self.used:
+                self.used.add(name)
+                return name
+
+    def parts(self, body, assigned, counts, stored, tape_stores):
+        """``body`` with each invariant part of a statement's value (``1.0 / t[i]`` in
+        ``x_bar[i, j] = g * (1.0 / t[i])``: an element read, or arithmetic on element reads
+        and names the loop does not assign) assigned to a new name just before the statement,
+        where ``invariant`` would move that assignment; ``counts`` gets the new names.  The
+        parts of a whole value that is invariant are left (the statement moves), and so are
+        those under a conditional expression or ``and``/``or`` (evaluated only on one path)."""
+        out, names = [], {}
+        for st in body:
+            if not isinstance(st, (gast.Assign, gast.AugAssign)) or \
+                    (isinstance(st, gast.Assign) and len(st.targets) == 1 and
+                     isinstance(st.targets[0], gast.Name) and self.hoistable(st.value, assigned, stored, tape_stores)):
+                out.append(st)
+                continue
+            made = []
+
+            def replace(node):
+                if isinstance(node, (gast.IfExp, gast.BoolOp)):
+                    return node         # (not entered: evaluated only on one path)
+                if isinstance(node, gast.expr) and not isinstance(node, (gast.Name, gast.Constant)) \
+                        and self.hoistable(node, assigned, stored, tape_stores):
+                    key = gast.dump(node)
+                    if key not in names:
+                        name = self.fresh()
+                        new = gast.Assign(targets=[gast.Name(id=name, ctx=gast.Store(), annotation=None,
+                                                             type_comment=None)],
+                                          value=copy.deepcopy(node), type_comment=None)
+                        if not self.invariant(new, out + made, assigned, {name: 1}, stored,
+                                              tape_stores, set()):
+                            return None
+                        names[key] = name
+                        counts[name] = 1
+                        made.append(new)
+                    return gast.Name(id=names[key], ctx=gast.Load(), annotation=None, type_comment=None)
+                return None
+
+            value = substitute(copy.deepcopy(st.value), replace)
+            if made:
+                st = copy.copy(st)
+                st.value = value
+                out.extend(made)
+            out.append(st)
+        return out
+
+    def hoistable(self, e, assigned, stored, tape_stores):
+        """Is the expression ``e`` pure, an element read or arithmetic on some, reading no
+        name the loop assigns and no array it stores into?"""
+        if not _pure(e) or not _arrays(e):
+            return False
+        read = _arrays(e) | _whole(e)
+        return not (_reads(e) & assigned or read & stored or
+                    (tape_stores and read & self.tuple_bound))
 
     def invariant(self, st, before, assigned, counts, stored, tape_stores, moved):
         if not (isinstance(st, gast.Assign) and len(st.targets) == 1 and
