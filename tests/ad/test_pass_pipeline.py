@@ -55,10 +55,10 @@ def _rematerialized(source):
 
 
 def test_the_pipeline_lists_every_pass_once_in_order():
-    assert REVERSE.names[:14] == ("zero_adds", "dead_adjoint_code", "dead_resets", "first_writes",
+    assert REVERSE.names[:15] == ("zero_adds", "dead_adjoint_code", "dead_resets", "first_writes",
                                   "loop_order", "invariant_sums", "fuse_loops", "rematerialize",
-                                  "adjoint_rows", "guarded_first_writes", "scratch_arrays",
-                                  "invariant_reads", "scaled_adds", "region_stores")
+                                  "adjoint_rows", "guarded_first_writes", "distribute_scatters",
+                                  "scratch_arrays", "invariant_reads", "scaled_adds", "region_stores")
     assert len(set(REVERSE.names)) == len(REVERSE.names)
     for p in REVERSE.passes + FORWARD.passes:
         assert p.requires and p.guarantees and p.doc, p.name

@@ -347,7 +347,8 @@ def _assemble(fn, wrt, facts, em, fwd, rev, tbr):
                          capacity_in_counts=em.max_tape_bytes is None and em.tape_lines is None,
                          types=types,
                          scalarized=frozenset(n for n, who in fn.names.claimed().items() if who == "scalarize")
-                         if fn.names is not None else frozenset())
+                         if fn.names is not None else frozenset(),
+                         temps=frozenset(fn.temps))
     return code, ctx
 
 

@@ -62,6 +62,7 @@ class ReverseContext:
     capacity_in_counts: bool    # the counts end with the float tape's capacity (see scratch)
     types: dict             # the function's types (its variables', the emitter's own)
     scalarized: frozenset = frozenset()     # the loop variables the scalarizer made
+    temps: frozenset = frozenset()          # the function's compiler temporaries (``fn.temps``)
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,8 @@ def _loop_order(code, ctx):
 
 
 def _invariant_sums(code, ctx):
-    return replace(code, body=invariant_sums(code.body, code.made))
+    # (the forward sweep's temporaries too: softmax's row sums ``_t3[i] += e[i, j]``)
+    return replace(code, body=invariant_sums(code.body, code.made | ctx.temps))
 
 
 def _fuse_loops(code, ctx):

@@ -196,3 +196,18 @@ def test_the_parts_keep_the_bits_of_the_code_without_the_pass():
         assert v1 == v0 == v2
         assert all(np.array_equal(a, b) and np.array_equal(a, c) for a, b, c in zip(g1, g0, g2))
     assert "_inv1 = 1.0 / " in on.source_for(X, W)
+
+
+def test_a_forward_temporarys_row_sums_are_held_in_a_local_with_the_same_bits():
+    # invariant_sums takes the forward sweep's temporaries too (``fn.temps``): softmax's row
+    # sums ``_t[i] += e[i, j]`` held in a local across each row
+    r = np.random.default_rng(9)
+    X, W = r.standard_normal((5, 7)), r.standard_normal((5, 7))
+    on = coarsen.differentiate(softmax_loss, wrt=("X",), target="cpu")
+    off = coarsen.differentiate(softmax_loss, wrt=("X",), target="cpu", disable={"invariant_sums"})
+    forward = on.source_for(X, W).split("# reverse sweep")[0]
+    assert re.search(r"_sum\d+ \+= ", forward), forward
+    assert not re.search(r"_sum\d+ \+= ", off.source_for(X, W).split("# reverse sweep")[0])
+    v1, g1 = on.value_and_grad(X, W)
+    v0, g0 = off.value_and_grad(X, W)
+    assert v1 == v0 and np.array_equal(g1, g0)
