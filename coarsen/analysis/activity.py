@@ -227,7 +227,8 @@ def _write_after_view(view_def, root, views, order, loops_of, body):
     return False
 
 
-_RESULT = re.compile(r"^_(\w+?)_result\d*$")
+#: the value a helper returns (``lower``: ``_<helper>_result``; a tuple's ``_<helper>_result_<k>``)
+_RESULT = re.compile(r"^_(\w+?)_result(_\d+)?\d*$")
 #: an SSA web of a variable (``coarsen.ir.ssa.split_webs``: ``numbered(var, "ssa", start=2, sep="_")``)
 _WEB = re.compile(r"^(.+)_\d+$")
 
@@ -238,7 +239,7 @@ def shown(fn, name):
     value a helper returns, a temporary value), never the compiler's spelling."""
     m = _RESULT.match(name)
     if m:
-        return f"the value {m.group(1)}() returns"
+        return f"a value {m.group(1)}() returns" if m.group(2) else f"the value {m.group(1)}() returns"
     if is_temp(fn, name):
         return "a temporary value"
     names = getattr(fn, "names", None)
