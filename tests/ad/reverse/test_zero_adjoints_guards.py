@@ -21,3 +21,14 @@ def test_a_compound_statement_with_nothing_to_drop_is_unchanged():
     # and beside one it drops from
     src = "z = 0.0\nfor i in range(n):\n    acc[i] += z\nfor i in range(n):\n    acc[i] += y\n"
     assert _run(src) == ast.unparse(ast.parse(src.replace("    acc[i] += z\n", "    pass\n")))
+
+
+def test_copied_on_write_only():
+    # a compound statement with nothing dropped is the input's own node; one with a drop is a
+    # copy (the input is not modified)
+    import gast
+    from coarsen.ad.reverse.zero_adjoints import drop_zero_accumulations
+    body = gast.parse("z = 0.0\nfor i in range(n):\n    if c:\n        s += y\n"
+                      "for i in range(n):\n    acc[i] += z\n").body
+    out = drop_zero_accumulations(body, {"z", "s", "acc"})
+    assert out[0] is body[0] and out[1] is body[1] and out[2] is not body[2]
