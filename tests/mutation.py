@@ -89,7 +89,7 @@ TESTS = {
                                    "tests/analysis/test_bounds_induction.py"],
     "coarsen/ad/reverse/dot_loops.py": ["tests/ad/reverse/test_dot_loops_guards.py",
                                         "tests/ad/reverse/test_dot_loops.py"],
-    "coarsen/ir/slice_chains.py": ["tests/ir/test_slice_chains.py"],
+    "coarsen/ir/slice_chains.py": ["tests/ir/test_slice_chains_guards.py", "tests/ir/test_slice_chains.py"],
     "coarsen/ad/reverse/region_stores.py": ["tests/ad/reverse/test_region_stores.py"],
     "coarsen/ad/reverse/scaled_adds.py": ["tests/ad/reverse/test_scaled_first_writes.py",
                                           "tests/ad/reverse/test_scaled_adds_outer.py"],
