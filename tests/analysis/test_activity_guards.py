@@ -170,3 +170,80 @@ def test_refused(fn, words):
                                 view_and_another_array_written])
 def test_a_rebinding_in_between_is_accepted(fn):
     check_against_oracle(fn, (vec(3), vec(3)))
+
+
+# ------------------------------------------------------------------ sampled mutants
+def stored_after_its_read_in_the_loop(x, w, n):
+    a = np.zeros(2)
+    s = 0.0
+    for i in range(n):
+        s += a[0] * w[0]
+        a[0] = x                # varies a, read above on the next trip
+    return s
+
+
+@pytest.mark.parametrize("target", ["python", "cpu"])
+def test_a_store_that_varies_an_array_read_earlier_in_the_loop(target):
+    """The store ``a[0] = x`` comes after the read in walk order: the closure of the varied
+    values takes another pass to reach ``s`` (a gradient of zero otherwise; ``w`` not
+    differentiated, so that nothing else varies on the first pass)."""
+    _, _, grad = check_against_oracle(stored_after_its_read_in_the_loop, (0.7, vec(2), 4), target, wrt="x")
+    assert grad != 0.0
+
+
+def view_of_a_second_web(w, x):
+    v = x * 1.0
+    s = np.sum(v * v)
+    v = w[0:2]                  # the second value of v (its own SSA web, renamed)
+    w[0] = x[0]
+    return s + np.sum(v * x[0:2])
+
+
+def make_doubled(a):
+    return a * 2.0
+
+
+def write_into_a_view_of_a_helpers_value(w, x):
+    p = make_doubled(w)
+    v = p[0:2]
+    v[0] = x[0]
+    return np.sum(p * x[0:2])
+
+
+@pytest.mark.parametrize("fn, words", [
+    (view_of_a_second_web, "'v' is a view of 'w', which is modified elsewhere in the function\n"
+                           "hint: take a snapshot with .copy() of it where it is made"),
+    (write_into_a_view_of_a_helpers_value, "writing into 'v', which is a view of the value "
+                                           "make_doubled() returns\n"),
+], ids=["view_of_a_second_web", "write_into_a_view_of_a_helpers_value"])
+def test_messages_show_no_compiler_spelling(fn, words):
+    with pytest.raises(CoarsenError) as e:
+        coarsen.differentiate(fn, target="python")(vec(3), vec(3))
+    assert words in str(e.value) and "v_2" not in str(e.value) and "_result" not in str(e.value), str(e.value)
+
+
+def rebound_between_the_view_and_the_write(w, x):
+    s = 0.0
+    for k in range(3):
+        v = w[0:2]
+        s += np.sum(v * x[0:2])
+        w = x * (k + 1.0)       # a new array before the write: v never sees it
+        w[1] = w[1] * x[0]
+    return s
+
+
+def test_a_rebinding_between_the_view_and_a_later_write_is_accepted():
+    check_against_oracle(rebound_between_the_view_and_the_write, (vec(3), vec(3)))
+
+
+def test_a_temporary_defined_twice_does_not_set_its_adjoint():
+    arr = Array("f64", 1)
+    f = Function("f", ["a", "x"], [
+        Assign("_t1", "mul", (Var("x"), Const(2.0)), L),
+        Assign("_t1", "mul", (Var("x"), Const(3.0)), L),     # _t1: defined twice, used once
+        Store("a", (Const(0),), Var("_t1"), None, L),
+        Assign("r", "getitem", (Var("a"),), L, index=(Const(0),)),
+    ], "r", "<unit>")
+    f.types = {"a": arr, "x": F64, "_t1": F64, "r": F64}
+    facts = analyze(f, ("x",))
+    assert "_t1" in facts.active and facts.set_temps == set()

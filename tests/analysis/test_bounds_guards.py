@@ -540,3 +540,86 @@ PLACED = {
             [(0, 'if 0 < n and n + 1 > w.shape[0]:')],
     },
 }
+
+
+# ---------------------------------------------------------------------------- sampled mutants
+
+
+def before_increment(L, x, n):
+    s = 0.0
+    idx = 0
+    for m in range(n):
+        j = idx - 1
+        idx = idx + 1
+        s += L[j] * x[m]
+    return s
+
+
+def test_a_copy_of_an_induction_variable_taken_before_its_increment():
+    """``j = idx - 1`` is ``idx - 1`` only until ``idx = idx + 1``: the fact dies with the
+    increment (kept, the hoisted check would run over ``idx``'s values after it, 0 .. n - 1,
+    and refuse the in-range ``L[-1]`` .. ``L[n - 2]`` of a length n - 1)."""
+    check(before_increment, ("L", "x"), [(W[:2], W[:3], 3), (W[:1], W[:3], 1)], [(W[:1], W[:3], 3)],
+          {("axis 0 of x", "s += L[j] * x[m]"): [(0, "if n > x.shape[0]:")],
+           ("axis 0 of L", "s += L[j] * x[m]"): [(1, "if j >= L.shape[0] or j < -L.shape[0]:")]},
+          tests=True)
+
+
+def one_past(w, k):
+    a = w * 1.0
+    m = len(a) + 1
+    s = 0.0
+    for i in range(m):
+        if i < k:
+            s += a[i]
+    return s
+
+
+def test_a_length_plus_one_through_a_shape_like_another():
+    """``m = len(a) + 1`` with ``a`` shaped like ``w``: ``i`` runs to ``len(w)``, one past the
+    end, so ``a[i]`` is checked (the ``+ 1`` survives the step from ``a``'s length to ``w``'s)."""
+    check(one_past, "w", [(W, 5), (W, 0)], [(W, 6)],
+          {("axis 0 of a", "s += a[i]"): [(1, "if i >= a.shape[0]:")]}, tests=True)
+
+
+def counted(w, k, n):
+    s = 0.0
+    for i in range(len(w)):
+        s += w[i] * w[k]
+    s += w[k] + w[n] * w[n]
+    return s
+
+
+def test_the_plans_counts():
+    """``BoundsPlan.counts``: ``w[i]`` and the second ``w[n]`` proven, the loop's ``w[k]``
+    hoisted, the later ``w[k]`` and the first ``w[n]`` inline."""
+    from coarsen.analysis.bounds import plan_bounds
+    from coarsen.frontend.lower import lower
+    from coarsen.ir.typeinfer import infer
+    from coarsen.transforms.artifact import arg_type
+
+    fn, _ = lower(counted)
+    infer(fn, [arg_type("a", a)[0] for a in (W, 1, 2)])
+    plan = plan_bounds(fn)
+    assert plan.counts == {"proven": 2, "hoisted": 1, "inline": 2}, plan.counts
+    assert sorted(len(c) for c in plan.inline.values()) == [1, 1] and \
+        [len(c) for c in plan.hoisted.values()] == [1]
+
+
+def ranged_or_not(w, c):
+    s = 0.0
+    for i in range(len(w)):
+        if c > 0.0:
+            j = i
+        else:
+            j = 0
+        s += w[j]
+    return s
+
+
+def test_a_range_known_on_one_branch_only():
+    """``j`` has ``i``'s range on one branch, none on the other (a constant): after the ``if``
+    it has none, and ``w[j]`` is checked (it cannot fail: ``j = 0`` runs only where ``w`` has
+    entries)."""
+    check(ranged_or_not, "w", [(W, 1.0), (W, -1.0)], [],
+          {("axis 0 of w", "s += w[j]"): [(1, "if j >= w.shape[0] or j < -w.shape[0]:")]}, tests=True)

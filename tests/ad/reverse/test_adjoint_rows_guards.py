@@ -137,3 +137,41 @@ def test_a_negative_row_alone_keeps_it_whole():
     assert "x_bar = np.zeros(u.shape)" in text and not new, text
     for nt in (1, 3):
         _same(before, after, *_args(6, nt))
+
+
+def test_the_whole_allocation_is_replaced_not_kept_beside_the_ring():
+    # (SWEEP allocates x_bar second, at an odd position: the statements after it are rewritten
+    # from the next one on, the allocation itself not copied among them)
+    from tests.ad.reverse.test_adjoint_rows import SWEEP
+    before, after, text, new = _rewrite(SWEEP)
+    assert text.count("x_bar = np.zeros(") == 1 and "x_bar = np.zeros((_rows0, _ext0))" in text, text
+    for nt in (1, 3):
+        _same(before, after, *_args(6, nt))
+
+
+SWEEP3 = """
+def sweep(u, kappa, nt, seed):
+    m = nt
+    x_bar = np.zeros((nt + 1, 2, 3))
+    for j in range(2):
+        for i in range(3):
+            x_bar[nt, j, i] += seed[i] + j
+    for t in range(m - 1, -1, -1):
+        for j in range(2):
+            for i in range(3):
+                g = x_bar[t + 1, j, i]
+                x_bar[t, j, i] += g * kappa + 1.0
+    out = np.zeros(3)
+    for i in range(3):
+        out[i] = x_bar[0, 0, i] + x_bar[0, 1, i] + 0.5 * x_bar[1, 1, i]
+    return out
+"""
+
+
+def test_a_ring_of_rank_three_zeroes_each_axis_to_its_own_extent():
+    # axes 1 and 2 of different lengths (2, 3): the zeroing loops of a trip run over each
+    before, after, text, new = _rewrite(SWEEP3)
+    assert "x_bar = np.zeros((_rows0, _ext0, _ext1))" in text, text
+    assert "in range(_ext0)" in text and "in range(_ext1)" in text, text
+    for nt in (1, 2, 5):
+        _same(before, after, *_args(6, nt))

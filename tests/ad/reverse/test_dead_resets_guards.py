@@ -125,3 +125,41 @@ def test_kept_and_the_same_values(why):
     for n, m in ((4, 3), (1, 2)):
         np.testing.assert_array_equal(after(n, m), before(n, m), err_msg=why)
     assert "= 0.0" in out, why
+
+
+def test_the_reset_goes_where_other_names_are_known_nonnegative_too():
+    # the first rule asks that the index's names be among those known never negative, not
+    # that they be all of them: k (an int constant >= 0) and the loops' i, j are known
+    from tests.ad.reverse.test_dead_resets import LAST_READ, _run
+    src = "k = 0\n" + LAST_READ.replace("range(n - 1, -1, -1)", "range(n)") \
+        .replace("range(m - 1, -1, -1)", "range(m)") + "C_bar[k] += 1.0\n"
+    out = _run(src, {"A_bar", "B_bar", "C_bar", "t"})
+    assert "A_bar[i, j] = 0.0" not in out and "B_bar[i, j] += t" in out, out
+
+
+def test_a_history_reset_goes_beside_another_array_indexed_at_its_row():
+    # the reset's row t + 1 is asked of the reset's own array only: another array's element
+    # at that row, after the reset, reads nothing it cleared
+    from tests.ad.reverse.test_dead_resets import HISTORY, _run
+    src = HISTORY.replace("        u_bar[t, i] += g\n", "        u_bar[t, i] += g\n        a_bar[t + 1, i] += g\n")
+    out = _run(src, {"u_bar", "a_bar", "g", "s"})
+    assert "u_bar[t + 1, i] = 0.0" not in out and "a_bar[t + 1, i] += g" in out, out
+
+
+@pytest.mark.parametrize("other", ["a_bar", "w_bar"])
+def test_a_history_reset_goes_beside_another_array_at_its_row_in_the_loop(other):
+    # also where the other array's element at row t + 1 is in the loop's body but not in the
+    # reset's block (names both before and after u_bar's)
+    from tests.ad.reverse.test_dead_resets import HISTORY, _run
+    src = HISTORY.replace("    for i in range(1, nx - 1):\n",
+                          f"    for i in range(nx):\n        {other}[t + 1, i] += 1.0\n"
+                          "    for i in range(1, nx - 1):\n", 1)
+    out = _run(src, {"u_bar", other, "g", "s"})
+    assert "u_bar[t + 1, i] = 0.0" not in out and f"{other}[t + 1, i] += 1.0" in out, out
+
+
+def test_a_top_level_reset_is_kept():
+    # (a reset that is itself a top-level statement: no loop around it, nothing to prove)
+    from tests.ad.reverse.test_dead_resets import _run
+    out = _run("A_bar = np.zeros(n)\nt = A_bar[0]\nA_bar[0] = 0.0\nB_bar[0] += t\n", {"A_bar", "B_bar", "t"})
+    assert "A_bar[0] = 0.0" in out, out

@@ -123,3 +123,18 @@ for _k in range(n):
     acc = acc + L[_t6, _t5] * x[_t5]
 """)
     assert text.strip() == "acc = _dot_acc(acc, L[i, :], x, n)"
+
+
+def test_names_and_dtypes_are_compared_by_value():
+    # the loop's variable, its uses in the indexes and the arrays' dtype as strings made at
+    # run time (equal, not the same objects: the compiler builds names with f-strings)
+    def made(s):
+        return "".join(list(s))
+    body = gast.parse(LOOP).body
+    for n in gast.walk(gast.Module(body=body, type_ignores=[])):
+        if isinstance(n, gast.Name) and n.id == "_k":
+            n.id = made("_k")
+    types = {**TYPES, "L": Array(made("f64"), 2), "x": Array(made("f64"), 1)}
+    assert types["L"].dtype is not F2.dtype
+    new, helpers = dot_loop_calls(body, types)
+    assert "acc = _dot_acc(acc, L[i, :], x, n)" in _text(new) and helpers == {"_dot_acc"}

@@ -153,3 +153,89 @@ def test_guarded_kept_where_an_index_is_assigned_in_an_outer_trip():
         .replace("X[r, s1 * j] += t * b[j]", "X[r, q] += t * b[j]")
     text, new = _run_guarded(src)
     assert not new and "X = np.zeros(A.shape)" in text, text
+
+
+# the sampled mutants of issue 48's run (seed 1)
+
+def test_a_name_checked_against_the_extent_by_same_len_of_itself():
+    # n1 = _same_len(n1, Y.shape[1]) (n1 a parameter checked against the shape): the search
+    # through n1's own definition ends, and the second operand proves the extent (line 98's
+    # depth * 1 recursed without end)
+    src = NEST.replace("n1 = _same_len(Y.shape[1], b.shape[0])", "n1 = _same_len(n1, Y.shape[1])")
+    out = _run(src)
+    assert "X = np.empty(Y.shape)" in out and "X[i, j] = t * b[j]" in out, out
+
+
+def test_a_name_that_is_its_own_value_proves_nothing_and_ends():
+    # n0 = n0: a cycle of copies; the search ends and proves nothing (line 99's depth - 1
+    # recursed without end)
+    out = _run(NEST.replace("n0 = Y.shape[0]\n", "n0 = n0\n"))
+    assert "X = np.zeros(Y.shape)" in out and "X = np.empty(" not in out, out
+
+
+NEST3 = """
+Y = f(a)
+n0 = Y.shape[0]
+n1 = Y.shape[1]
+n2 = Y.shape[2]
+X = np.zeros(Y.shape)
+for i in range(n0):
+    for j in range(n1):
+        t = g(i, j)
+        for k in range(n2):
+            X[i, j, k] += t * b[k]
+out = X
+"""
+
+
+def test_a_nest_of_three_loops_assigns():
+    # the statement is replaced along the whole path (line 163's loops[k - 1] missed the middle
+    # loop of three: np.empty with the += kept)
+    out = _run(NEST3)
+    assert "X = np.empty(Y.shape)" in out and "X[i, j, k] = t * b[k]" in out \
+        and "+=" not in out, out
+    rng = np.random.default_rng(3)
+    b = rng.standard_normal(4)
+    scope = lambda: {"np": np, "a": None, "b": b, "f": lambda a: np.zeros((2, 3, 4)),  # noqa: E731
+                     "g": lambda i, j: 1.0 + i - 0.5 * j}
+    before, after = scope(), scope()
+    exec(NEST3, before)       # noqa: S102 - the test's own text
+    exec(out, after)          # noqa: S102
+    assert np.array_equal(before["out"], after["out"])
+
+
+def test_guarded_kept_where_an_index_is_assigned_after_the_inner_loop():
+    # q = s0 * i after the loop over j: the index of the inner loop is the previous trip's
+    # (line 246's loops[j % 1] took every assignment of the outer body as before the path)
+    src = STRIDED.replace("X = np.zeros(A.shape)\n", "q = 0\nX = np.zeros(A.shape)\n") \
+        .replace("X[r, s1 * j] += t * b[j]", "X[q, s1 * j] += t * b[j]\n    q = s0 * i")
+    assert "    q = s0 * i\nout = X" in src
+    text, new = _run_guarded(src, made=("X", "r", "t", "n0", "n1", "s0", "s1", "q"))
+    assert not new and "X = np.zeros(A.shape)" in text, text
+    rng = np.random.default_rng(4)
+    A, B = np.zeros((3, 4)), np.zeros((3, 4))
+    b, c = rng.standard_normal(4), rng.standard_normal(3)
+    assert np.array_equal(_exec(src, A, B, b, c), _exec(text, A, B, b, c))
+
+
+def test_guarded_kept_where_a_stride_is_assigned_after_the_initialization():
+    # s1 assigned after X's initialization: the runtime test, made before it, cannot read it
+    # (line 275's != k took a name assigned after the initialization as stable)
+    src = STRIDED.replace("s1 = _bcast_stride(A.shape[1], n1)\nX = np.zeros(A.shape)\n",
+                          "X = np.zeros(A.shape)\ns1 = _bcast_stride(A.shape[1], n1)\n")
+    assert "X = np.zeros(A.shape)\ns1 =" in src
+    text, new = _run_guarded(src)
+    assert not new and "X = np.zeros(A.shape)" in text, text
+    rng = np.random.default_rng(7)
+    A, B = np.zeros((3, 4)), np.zeros((3, 4))
+    b, c = rng.standard_normal(4), rng.standard_normal(3)
+    assert np.array_equal(_exec(src, A, B, b, c), _exec(text, A, B, b, c))
+
+
+def test_guarded_goes_on_after_an_allocation_it_leaves_alone():
+    # W's first use is not a nest: W is left alone, and X, after it, is still versioned
+    # (line 284's break stopped at W)
+    src = "W = np.zeros(A.shape)\nw = W\n" + STRIDED.lstrip("\n")
+    text, new = _run_guarded(src, made=("X", "r", "t", "n0", "n1", "s0", "s1", "W"))
+    assert new == {"_fw0"} and "W = np.zeros(A.shape)" in text \
+        and "X = np.empty(A.shape) if _fw0 else np.zeros(A.shape)" in text, text

@@ -17,7 +17,8 @@ from tests.helpers_passes import rewrite
 
 
 def _rewrite(src):
-    return rewrite(src, fuse_loops, (), {"types": types, "math": math, "fill_with": _fill_with})
+    return rewrite(src, fuse_loops, (), {"types": types, "math": math, "fill_with": _fill_with,
+                                          "_same_len": _same_len})
 
 
 def _fill_with(a, v):
@@ -340,3 +341,114 @@ def test_the_second_loop_s_comment_goes_to_its_first_statement_unless_it_has_one
     assert isinstance(fused, gast.For) and len(fused.body) == 2
     want = "C[j] = B[j] + 1.0" if own else "for j in range(n):"
     assert fused.body[1].coarsen_comment == want
+
+
+def _same_len(a, b):
+    if a != b:
+        raise ValueError("lengths differ")
+    return a
+
+
+# the sampled mutants of issue 48's run (seed 1): each program is one the mutated pass gets
+# wrong, or a fusion it would no longer make
+SAMPLED_REFUSED = {
+    # a method called ones on a name that sorts after np (l.82's `>= "np"`): still not an
+    # allocation; it reads i, so it would move after the fused loop, and it writes D
+    "ones of a name after np": ("""
+def f(n):
+    q = types.SimpleNamespace(ones=lambda a, v: a.fill(v))
+    B = np.zeros((n,))
+    C = np.zeros((n,))
+    D = np.zeros((n,))
+    for i in range(n):
+        B[i] = i * 1.0
+    w = q.ones(D, i)
+    for j in range(n):
+        C[j] = B[j] + D[j]
+    return B, C
+""", (3,)),
+    # Y is assigned again inside an if (l.217's `<` for `!=`): Y.shape[0] is not n's
+    "shape of an array assigned in an if": ("""
+def f(n, m, c):
+    Y = np.zeros((n,))
+    if c:
+        Y = np.zeros((m,))
+    B = np.zeros((n,))
+    C = np.zeros((n,))
+    for i in range(Y.shape[0]):
+        B[i] = i * 1.0
+    for j in range(n):
+        C[j] = B[j] + 1.0
+    return B, C
+""", (3, 2, True)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SAMPLED_REFUSED))
+def test_sampled_left_alone_and_the_same_numbers(case):
+    src, args = SAMPLED_REFUSED[case]
+    before, after, text = _rewrite(src)
+    _same(before, after, *args)
+    assert _loops(text) == _loops(ast.unparse(ast.parse(textwrap.dedent(src)))), text
+
+
+SAMPLED_FUSED = {
+    # five links of _same_len from the first range to the second's parameter: the keys follow
+    # them all (l.208's depth + 2 gives up after four)
+    "a chain of five _same_len": ("""
+def f(a, b):
+    n1 = _same_len(a, b)
+    n2 = _same_len(n1, n1)
+    n3 = _same_len(n2, n2)
+    n4 = _same_len(n3, n3)
+    n5 = _same_len(n4, n4)
+    B = np.zeros((a,))
+    C = np.zeros((a,))
+    for i in range(n5):
+        B[i] = i * 1.0
+    for j in range(a):
+        C[j] = B[j] + 1.0
+    return B, C
+""", (3, 3)),
+    # the first loop reads another element of B than the one it writes, the second reads
+    # B[j]: two reads need not be of one element (l.276's reads counted as writes)
+    "the first loop reads another element": ("""
+def f(n):
+    B = np.zeros((n,))
+    C = np.zeros((n,))
+    for i in range(n):
+        B[i] = B[n - 1 - i] + i * 1.0
+    for j in range(n):
+        C[j] = B[j] + 1.0
+    return B, C
+""", (4,)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SAMPLED_FUSED))
+def test_sampled_fused_with_the_same_bits(case):
+    src, args = SAMPLED_FUSED[case]
+    before, after, text = _rewrite(src)
+    assert _loops(text) == _loops(ast.unparse(ast.parse(textwrap.dedent(src)))) - 1, text
+    _same(before, after, *args)
+
+
+def test_a_read_of_the_second_variable_in_a_later_loop_keeps_its_value():
+    # j is read in a later loop whose own variable (a) sorts before j: that loop does not bind
+    # j, so the fused loop must leave j as the second loop did (l.311's `<=` renamed it away)
+    src = """
+def f(n):
+    B = np.zeros((n,))
+    C = np.zeros((n,))
+    D = np.zeros((n,))
+    for i in range(n):
+        B[i] = i * 1.0
+    for j in range(n):
+        C[j] = j * 2.0
+    for a in range(n):
+        D[a] = j * 1.0
+    return B, C, D
+"""
+    before, after, text = _rewrite(src)
+    assert "j = i" in text, text
+    _same(before, after, 3)

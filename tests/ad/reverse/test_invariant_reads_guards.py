@@ -198,3 +198,64 @@ def test_the_comments_of_moved_statements_go_to_the_next_kept_one_or_the_first_m
     assert loop.body[0].coarsen_comment == "line s\nline u\nline A"
     assert moved[0].coarsen_comment == "line v\n" + HOISTED
     assert all(getattr(st, "coarsen_comment", None) is None for st in moved[1:])
+
+
+def test_an_attribute_other_than_shape_is_not_a_pure_read():
+    """``o.view`` is the tape the loop stores into: its read must be made in every trip (the
+    sampled mutant of line 70, ``attr >= "shape"``, let any attribute that sorts after
+    ``shape`` through)."""
+    import types
+
+    src = """
+    def f(_ftape, Z, n):
+        o = g(_ftape)
+        A = np.zeros(n)
+        for l in range(n):
+            s = Z[0] + o.view
+            _ftape[0] = l + 1.0
+            A[l] = s[0]
+        return A
+    """
+    before, after, text = _rewrite(src, {"g": lambda t: types.SimpleNamespace(view=t)})
+    assert "if n > 0:" not in text, text
+    Z = np.array([0.25])
+    assert before(np.zeros(4), Z, 3)[1] != before(np.zeros(4), Z, 3)[0]
+    _same(before, after, np.zeros(4), Z, 3)
+
+
+def test_inside_an_if_whose_test_sorts_after_the_loop_s_the_read_gets_its_own_guard():
+    """As above, with the enclosing test ``z > 0``, whose text sorts after ``n > j + 1`` (the
+    sampled mutant of line 178, ``guard >= dump(runs)``): an ``if`` that tests something else
+    than "the loop runs" does not stand for it."""
+    src = """
+    def f(Y, n, z):
+        A = np.zeros(n + 1)
+        for j in range(n - 1, n):
+            if z > 0:
+                for l in range(j + 1, n):
+                    s = Y[j + 1]
+                    A[l] += s
+        return A
+    """
+    before, after, text = _rewrite(src)
+    assert "if n > j + 1:" in text, text
+    _same(before, after, np.arange(3.0), 3, 1)
+
+
+def test_an_assignment_to_two_names_stays():
+    """``s = b = Y[0]``: b is read in the trip before it (the first trip reads b's value from
+    before the loop), so the statement cannot move (the sampled mutant of line 183,
+    ``len(targets) >= 1``, looked at s alone)."""
+    src = """
+    def f(Y, n):
+        b = 0.5
+        A = np.zeros(n)
+        for l in range(n):
+            A[l] = b + l
+            s = b = Y[0]
+            A[l] += s
+        return A
+    """
+    before, after, text = _rewrite(src)
+    assert "if n > 0:" not in text, text
+    _same(before, after, np.array([2.0]), 3)

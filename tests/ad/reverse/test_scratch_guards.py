@@ -85,3 +85,96 @@ def test_left_alone_where_an_array_is_pushed_afterwards():
                         "    for i in range(n - 1, -1, -1):\n", 1)
     _, _, text, used = _rewrite(src)
     assert not used and "_scratch" not in text, text
+
+
+# ---------------------------------------------------------------------------- sampled mutants
+
+
+def test_a_read_with_more_indices_than_the_rank_is_a_view_and_left_alone():
+    """``u_bar[0, None]`` of the rank-1 ``u_bar`` indexes more axes than it has: a one-element
+    view, here returned.  Carved from the kept tape, the next call's arrays would overwrite the
+    value the first call returned."""
+    src = SWEEP.replace("    return out_bar, _ftape\n", "    return out_bar, u_bar[0, None], _ftape\n", 1)
+    before, after, text, used = _rewrite(src)
+    assert "u_bar = np.zeros(u.shape)" in text, text
+    rng = np.random.default_rng(5)
+    tape = np.full(64, 1e300)
+    u1, u2, w = rng.standard_normal(3), rng.standard_normal(3), rng.standard_normal(3)
+    first = after(u1, w, True, tape)
+    after(u2, w, True, tape)
+    assert np.array_equal(first[1], before(u1, w, True, np.empty(4))[1])
+
+
+def test_a_view_read_spelled_by_another_string_object_is_left_alone():
+    """The compiler builds names with f-strings: two ``Name`` nodes of one array need not hold
+    the same ``str`` object, and ``w_bar[i]`` (a row of the rank-2 ``w_bar``) is a view
+    whichever object spells it."""
+    import gast
+
+    src = SWEEP.replace("        out_bar[i] = u_bar[i] + w_bar[i, 1] + w_bar[i, 0]\n",
+                        "        out_bar[i] = u_bar[i] + w_bar[i, 1] + w_bar[i, 0]\n"
+                        "        r = w_bar[i]\n        out_bar[i] += r[0]\n", 1)
+
+    def run(body, made):
+        for st in body:
+            for n in gast.walk(st):
+                if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name) and \
+                        n.value.id == "w_bar" and isinstance(n.slice, gast.Name):
+                    n.value.id = "".join(["w_", "bar"])      # equal, not the same object
+        return scratch_arrays(body, made, ranks={"u": 1, "w": 1})[0]
+    _, _, text = rewrite(src, run, MADE, HELPERS)
+    assert "w_bar = np.empty((n, 2)) if c else np.zeros((n, 2))" in text, text
+    assert "_scratch_zeros(_ftape, _wtop, u.shape, u.size)" in text, text
+
+
+def test_allocations_after_many_statements():
+    """The first rewritten allocation is the 301st statement: ``_wtop`` is set before it (a
+    position compared by value, not by identity: ints above 256 are distinct objects)."""
+    filler = "".join(f"    d{k} = {k}\n" for k in range(300))
+    src = SWEEP.replace("    _fpos = 0\n", "    _fpos = 0\n" + filler, 1)
+    before, after, text, used = _rewrite(src)
+    assert text.index("_wtop = _fpos") < text.index("_scratch_zeros"), text
+    rng = np.random.default_rng(6)
+    u, w = rng.standard_normal(4), rng.standard_normal(4)
+    assert np.array_equal(before(u, w, False, np.empty(4))[0], after(u, w, False, np.full(40, 1e300))[0])
+
+
+def test_a_pop_spelled_by_another_string_object_is_a_pop():
+    """``_fpos -= 1`` whose ``Name`` holds an equal but distinct ``str`` (names built by the
+    compiler) is still a pop: the pass applies."""
+    import gast
+
+    def run(body, made):
+        for st in body:
+            for n in gast.walk(st):
+                if isinstance(n, gast.AugAssign) and isinstance(n.target, gast.Name) and \
+                        n.target.id == "_fpos" and isinstance(n.op, gast.Sub):
+                    n.target.id = "".join(["_f", "pos"])
+        return scratch_arrays(body, made, ranks={"u": 1, "w": 1})[0]
+    _, _, text = rewrite(SWEEP, run, MADE, HELPERS)
+    assert "_ftape, u_bar, _wtop = _scratch_zeros(_ftape, _wtop, u.shape, u.size)" in text, text
+
+
+def test_a_size_is_no_shape():
+    """``np.zeros(u.size)``: an attribute other than ``.shape`` is left alone."""
+    src = SWEEP.replace("    out_bar = np.zeros(u.shape)\n",
+                        "    out_bar = np.zeros(u.shape)\n    v_bar = np.zeros(u.size)\n", 1)
+
+    def run(body, made):
+        return scratch_arrays(body, made | {"v_bar"}, ranks={"u": 1, "w": 1})[0]
+    _, _, text = rewrite(src, run, MADE, HELPERS)
+    assert "v_bar = np.zeros(u.size)" in text and "_scratch_zeros(_ftape, _wtop, u.shape" in text, text
+
+
+def test_the_tape_written_between_two_allocations():
+    """A store into the tape after ``u_bar``'s allocation and before ``w_bar``'s: ``u_bar``
+    (which the store would overwrite) is left alone, ``w_bar`` comes from the tape."""
+    src = SWEEP.replace("    u_bar = np.zeros(u.shape)\n",
+                        "    u_bar = np.zeros(u.shape)\n    _ftape[_fpos:_fpos + 16] = 7.0\n", 1)
+    before, after, text, used = _rewrite(src)
+    assert "u_bar = np.zeros(u.shape)" in text, text
+    assert "_scratch_empty(_ftape, _wtop, (n, 2), n * 2) if c" in text, text
+    assert text.index("_ftape[_fpos:_fpos + 16] = 7.0") < text.index("_wtop = _fpos"), text
+    rng = np.random.default_rng(7)
+    u, w = rng.standard_normal(12), rng.standard_normal(12)
+    assert np.array_equal(before(u, w, True, np.zeros(200))[0], after(u, w, True, np.zeros(200))[0])
