@@ -210,12 +210,27 @@ def write_into_a_view_of_a_helpers_value(w, x):
     return np.sum(p * x[0:2])
 
 
+def make_pair(a):
+    return a * 2.0, a * 3.0
+
+
+def write_into_a_view_of_a_helpers_tuple_value(w, x):
+    p, q = make_pair(w)
+    v = p[0:2]
+    v[0] = x[0]
+    return np.sum(p * x[0:2]) + np.sum(q)
+
+
 @pytest.mark.parametrize("fn, words", [
     (view_of_a_second_web, "'v' is a view of 'w', which is modified elsewhere in the function\n"
                            "hint: take a snapshot with .copy() of it where it is made"),
     (write_into_a_view_of_a_helpers_value, "writing into 'v', which is a view of the value "
                                            "make_doubled() returns\n"),
-], ids=["view_of_a_second_web", "write_into_a_view_of_a_helpers_value"])
+    # a helper returning a tuple: its values are ``_make_pair_result_<k>`` inside
+    (write_into_a_view_of_a_helpers_tuple_value, "writing into 'v', which is a view of a value "
+                                                 "make_pair() returns\n"),
+], ids=["view_of_a_second_web", "write_into_a_view_of_a_helpers_value",
+        "write_into_a_view_of_a_helpers_tuple_value"])
 def test_messages_show_no_compiler_spelling(fn, words):
     with pytest.raises(CoarsenError) as e:
         coarsen.differentiate(fn, target="python")(vec(3), vec(3))
