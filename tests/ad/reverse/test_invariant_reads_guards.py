@@ -217,7 +217,8 @@ def test_an_attribute_other_than_shape_is_not_a_pure_read():
         return A
     """
     before, after, text = _rewrite(src, {"g": lambda t: types.SimpleNamespace(view=t)})
-    assert "if n > 0:" not in text, text
+    # (Z[0] may be read once, before the loop: o.view stays in every trip)
+    assert "o.view" in text.split("for l in")[1], text
     Z = np.array([0.25])
     assert before(np.zeros(4), Z, 3)[1] != before(np.zeros(4), Z, 3)[0]
     _same(before, after, np.zeros(4), Z, 3)
@@ -257,5 +258,6 @@ def test_an_assignment_to_two_names_stays():
         return A
     """
     before, after, text = _rewrite(src)
-    assert "if n > 0:" not in text, text
+    # (the value Y[0] may be read once, before the loop: the assignment stays in every trip)
+    assert "s = b = " in text.split("for l in")[1], text
     _same(before, after, np.array([2.0]), 3)
