@@ -54,7 +54,7 @@ from .invariant_sums import no_alias
 from .loop_order import pure_call
 from .scratch import SCRATCH_HELPERS
 
-__all__ = ["invariant_reads"]
+__all__ = ["invariant_reads", "pure_read"]
 
 _PURE = (gast.Name, gast.Constant, gast.BinOp, gast.UnaryOp, gast.Compare, gast.Subscript,
          gast.Tuple, gast.Call, gast.Attribute, gast.Load, gast.operator, gast.unaryop,
@@ -68,7 +68,10 @@ def _call_ok(call):
     return not call.keywords and pure_call(call)
 
 
-def _pure(e):
+def pure_read(e):
+    """Is the expression ``e`` made of names, constants, arithmetic, comparisons, element reads
+    of names, ``.shape`` and ``math``'s functions only (its calls checked by the caller: those
+    of ``loop_order.pure_call``)?"""
     for n in gast.walk(e):
         if not isinstance(n, _PURE):
             return False
@@ -94,7 +97,7 @@ def _reads(node):
 
 def _whole(e):
     """The names ``e`` reads whole: not as the array of ``X[...]`` or of ``X.shape``
-    (``_pure`` allows no other attribute but ``math``'s functions)."""
+    (``pure_read`` allows no other attribute but ``math``'s functions)."""
     based = {id(n.value) for n in gast.walk(e) if isinstance(n, (gast.Subscript, gast.Attribute))}
     return {n.id for n in gast.walk(e) if isinstance(n, gast.Name) and id(n) not in based}
 
@@ -292,7 +295,7 @@ class _Rewriter:
     def hoistable(self, e, assigned, stored, tape_stores):
         """Is the expression ``e`` pure, an element read or arithmetic on some, reading no
         name the loop assigns and no array it stores into?"""
-        if not _pure(e) or not _arrays(e):
+        if not pure_read(e) or not _arrays(e):
             return False
         read = _arrays(e) | _whole(e)
         return not (_reads(e) & assigned or read & stored or
@@ -303,7 +306,7 @@ class _Rewriter:
                 isinstance(st.targets[0], gast.Name)):
             return False
         t, e = st.targets[0].id, st.value
-        if counts.get(t) != 1 or not _pure(e):
+        if counts.get(t) != 1 or not pure_read(e):
             return False
         arrays = _arrays(e)
         if not arrays and not (_reads(e) & moved):

@@ -45,6 +45,7 @@ import copy
 import gast
 
 from .cleanup import elementwise_uses, int_value, plain_range, runs_test
+from .invariant_reads import pure_read
 from .loop_order import pure_call
 
 __all__ = ["distribute_scatters"]
@@ -52,27 +53,14 @@ __all__ = ["distribute_scatters"]
 #: the comment of the first loop of a split one
 SPLIT = "the loop below, split by the offset its adjoints add at (distribute_scatters)"
 
-_PURE = (gast.Name, gast.Constant, gast.BinOp, gast.UnaryOp, gast.Compare, gast.Subscript,
-         gast.Tuple, gast.Call, gast.Attribute, gast.Load, gast.operator, gast.unaryop,
-         gast.cmpop, gast.expr_context, gast.IfExp, gast.BoolOp, gast.boolop)
-
 
 def distribute_scatters(body):
     return _Splitter(body).block(list(body))
 
 
 def _pure(e):
-    for n in gast.walk(e):
-        if not isinstance(n, _PURE):
-            return False
-        if isinstance(n, gast.Call) and (n.keywords or not pure_call(n)):
-            return False
-        if isinstance(n, gast.Attribute) and not (
-                n.attr == "shape" or (isinstance(n.value, gast.Name) and n.value.id == "math")):
-            return False
-        if isinstance(n, gast.Subscript) and not isinstance(n.value, gast.Name):
-            return False
-    return True
+    return all(not isinstance(n, gast.Call) or (not n.keywords and pure_call(n)) for n in gast.walk(e)) \
+        and pure_read(e)
 
 
 def _index(sub):

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 import coarsen
+from apps.arrays.heat_loop import objective as heat
+from apps.arrays.wave import objective as wave
 from coarsen.ad.reverse.scatter_loops import SPLIT, distribute_scatters
 
 from tests.oracle import check_against_oracle
@@ -131,24 +133,9 @@ def test_the_refused_variants_split_once_the_condition_holds():
 # ------------------------------------------------------------------ programs
 
 
-def heat(u0, kappa, target, nt):
-    n = u0.shape[0]
-    u = u0.copy()
-    un = u0.copy()
-    for t in range(nt):
-        for i in range(1, n - 1):
-            un[i] = u[i] + kappa * (u[i - 1] - 2.0 * u[i] + u[i + 1])
-        for i in range(1, n - 1):
-            u[i] = un[i]
-    loss = 0.0
-    for i in range(n):
-        d = u[i] - target[i]
-        loss += d * d
-    return loss
-
-
 def heat_renamed(goal, steps, c, v0):
-    # ``heat`` renamed and its arguments permuted: the same operations, the same bits
+    # ``heat`` (apps.arrays.heat_loop) renamed and its arguments permuted: the same
+    # operations, the same bits
     m = v0.shape[0]
     w = v0.copy()
     wn = v0.copy()
@@ -181,24 +168,6 @@ def heat_reordered(u0, kappa, target, nt):
     loss = 0.0
     for i in range(n):
         loss += (target[i] - u[i]) ** 2
-    return loss
-
-
-def wave(u0, c2, target, nt):
-    n = u0.shape[0]
-    prev = u0.copy()
-    cur = u0.copy()
-    nxt = np.zeros(n)
-    for t in range(nt):
-        for i in range(1, n - 1):
-            nxt[i] = 2.0 * cur[i] - prev[i] + c2 * (cur[i + 1] - 2.0 * cur[i] + cur[i - 1])
-        for i in range(n):
-            prev[i] = cur[i]
-            cur[i] = nxt[i]
-    loss = 0.0
-    for i in range(n):
-        d = cur[i] - target[i]
-        loss += d * d
     return loss
 
 
