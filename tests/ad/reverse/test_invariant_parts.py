@@ -211,3 +211,60 @@ def test_a_forward_temporarys_row_sums_are_held_in_a_local_with_the_same_bits():
     v1, g1 = on.value_and_grad(X, W)
     v0, g0 = off.value_and_grad(X, W)
     assert v1 == v0 and np.array_equal(g1, g0)
+
+
+def test_a_name_bound_to_a_scratch_array_on_one_path_only_is_no_scratch_array():
+    # X is the parameter Y where c is false: the loop's stores into X change Y[0], which must
+    # be read in every trip (were X taken for a view of the tape, Y[0] would be read once)
+    src = """
+    def f(_ftape, Y, g, n, c):
+        _ftape, X, _wtop = _scratch_empty(_ftape, 0, (n,), n) if c else (_ftape, Y, 0)
+        for l in range(n):
+            X[l] = g[l] * Y[0]
+        return Y.copy()
+    """
+    before, after, text = _rewrite(src, {"_scratch_empty": _scratch})
+    assert "_inv" not in text, text
+    r = np.random.default_rng(10)
+    g = r.standard_normal(4)
+    for c in (False, True):
+        _same(before, after, np.zeros(8), np.ones(4), g, 4, c)
+
+
+@pytest.mark.parametrize("bind, moved", [
+    # a transpose is another view of the same memory: X is no scratch array, nothing moves
+    ("V = X.T", False),
+    # a shape is no view: X stays a scratch array, t[k] moves
+    ("m = X.shape[0]\n        V = np.ones((1, 1))", True),
+])
+def test_a_scratch_array_read_through_another_name_is_no_scratch_array(bind, moved):
+    src = f"""
+    def f(_ftape, t, n, k):
+        _ftape, X, _wtop = _scratch_empty(_ftape, 0, (n, 1), n)
+        {bind}
+        for l in range(n):
+            X[l, 0] = t[k] + V[0, 0]
+        return X.copy()
+    """
+    before, after, text = _rewrite(src, {"_scratch_empty": _scratch})
+    assert ("_inv" in text) == moved, text
+    assert "V[0, 0]" in text.split("for l in")[1] or "V" not in bind.split("=")[0], text
+    _same(before, after, np.zeros(8), np.array([0.5, 2.0]), 3, 1)
+
+
+def test_a_value_reading_a_tape_view_where_the_loop_stores_into_the_tape_gives_up_its_other_parts():
+    # the whole value reads W (bound by a tuple assignment) while the loop stores into the
+    # tape: it stays, and its part 1.0 / t[k] alone moves
+    src = """
+    def f(_ftape, t, n, k):
+        _ftape, W, _wtop = h(_ftape, n)
+        A = np.zeros(n)
+        for l in range(n):
+            A[l] = W[0] * (1.0 / t[k])
+            _ftape[1] = l + 1.0
+        return A
+    """
+    before, after, text = _rewrite(src, {"h": lambda t, n: (t, t[:1], 0)})
+    head, loop = _split(text)
+    assert "_inv1 = 1.0 / t[k]" in head and "A[l] = W[0] * _inv1" in loop, text
+    _same(before, after, np.ones(4), np.array([0.5, 2.0]), 3, 1)
