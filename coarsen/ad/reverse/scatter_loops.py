@@ -259,11 +259,9 @@ class _Splitter:
         write?"""
         value = st.value
         parts = [value] + ([st.target.slice] if isinstance(st, gast.AugAssign) else [])
+        # (a value or an index binds no name: ``pure_read`` admits no ``:=``)
         for part in parts:
             for n in gast.walk(part):
-                if isinstance(n, gast.Name) and n.id in written and not (
-                        isinstance(n.ctx, gast.Load)):
-                    return False
                 if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name) and n.value.id in written:
                     sites = written[n.value.id]
                     here = gast.dump(n.slice)

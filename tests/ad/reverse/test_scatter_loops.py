@@ -114,6 +114,14 @@ REFUSED = {
     "an offset that is not a constant": "for i in range(1, n - 1):\n    A[i + j] += u[i]\n    A[i - 1] += u[i]\n",
     "the array bound to another name": "V = A\nfor i in range(1, n - 1):\n    A[i + 1] += u[i]\n    A[i - 1] += u[i]\n",
     "a step of 2": "for i in range(1, n - 1, 2):\n    A[i + 1] += u[i]\n    A[i - 1] += u[i]\n",
+    # b is assigned by a statement of two targets, which the trip's scalars may not be
+    "a chained assignment": "for i in range(1, n - 1):\n    c = b = u[i]\n    A[i + 1] += b\n"
+                            "    A[i - 1] += b\n",
+    # 2 - i counts down: no offset of the counter
+    "an index reversed": "for i in range(1, n - 1):\n    A[i + 1] += u[i]\n    A[2 - i] += u[i]\n",
+    # A reached through another name (a transpose is a view of the same memory)
+    "the array transposed": "V = A.T\nfor i in range(1, n - 1):\n    A[i + 1] += u[i]\n"
+                            "    A[i - 1] += V[i]\n",
 }
 
 
@@ -121,6 +129,38 @@ REFUSED = {
 def test_a_loop_breaking_a_condition_is_left_alone(case):
     body = _parse(ALLOC + REFUSED[case])
     assert _text(distribute_scatters(body)) == _text(body)
+
+
+#: each is split, the statement of ``B`` or ``W`` kept in the rest of the body
+SPLIT_ALL_THE_SAME = {
+    # an accumulation at an index without the counter, and one through an index array
+    "other accumulations": "B = np.zeros(n)\nfor i in range(1, n - 1):\n    B[j] += u[i]\n"
+                           "    B[idx[i]] += u[i]\n    A[i + 1] += u[i]\n    A[1 + i] += W[i]\n"
+                           "    A[i - 1] += u[i]\n",
+    # the written array's shape read by a scatter's value, the scattered array's after the loop
+    "shapes": "for i in range(1, n - 1):\n    c = W[i] * (W.shape == u.shape)\n    W[i] = 0.0\n"
+              "    A[i + 1] += c\n    A[i - 1] += c\nm = A.shape[0]\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPLIT_ALL_THE_SAME))
+def test_loops_with_other_statements_and_shapes_are_split(case):
+    body = _parse(ALLOC + SPLIT_ALL_THE_SAME[case])
+    loops = _loops(distribute_scatters(body))
+    assert len(loops) >= 3, _text(distribute_scatters(body))
+    rest = _text(loops[-1].body)
+    assert "B[j] += u[i]" in rest or "W[i] = 0.0" in rest, rest
+
+
+def test_statements_that_do_not_change_are_the_inputs_own_nodes():
+    # copy on write: a compound statement with nothing split inside is not copied
+    body = _parse(ALLOC + "for t in range(3):\n    for i in range(n):\n        A[i] += 1.0\n"
+                  "if n > 2:\n    for i in range(1, n - 1):\n        A[i + 1] += u[i]\n"
+                  "        A[i - 1] += u[i]\nelse:\n    q = 1\n")
+    out = distribute_scatters(body)
+    assert out[2] is body[2]                  # the loop over t: nothing to split
+    assert out[3] is not body[3] and out[3].orelse[0] is body[3].orelse[0]
+    assert len(_loops(out[3].body)) == 2
 
 
 def test_the_refused_variants_split_once_the_condition_holds():
