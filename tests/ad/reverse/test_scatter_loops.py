@@ -270,3 +270,33 @@ def test_a_renamed_program_and_a_row_stencil_keep_the_bits():
     v0, g0 = off.value_and_grad(*args)
     assert v1 == v0 and all(np.array_equal(a, b) for a, b in zip(g1, g0))
     assert SPLIT in on.source_for(*args)
+
+
+def test_an_offset_written_as_a_negative_difference_keeps_the_order_of_the_additions():
+    # ``i - (-1)`` is ``i + 1``: the two scatters add into each element in the trip's order,
+    # whichever form is written first (values chosen so that the order of the additions shows)
+    from tests.helpers_passes import rewrite
+
+    src = """
+    def f(u, n):
+        A = np.zeros(n)
+        for i in range(1, n - 1):
+            A[i - (-1)] += u[i]
+            A[i + 1] += -u[i] * 1e-16
+            A[i - 1] += u[i] * 3.0
+        return A + 0.0
+    """
+    before, after, text = rewrite(src, lambda body, made: distribute_scatters(body), ())
+    assert len(_loops(gast.parse(text).body[0].body)) == 2, text
+    u = np.array([1.0, 1e16, 1.0, 3.0, -1e16, 0.5, 1.0])
+    assert before(u, 7).tobytes() == after(u, 7).tobytes()
+
+
+def test_names_spelled_by_distinct_string_objects_are_the_same_names():
+    # the compiler builds names (f-strings are not interned): compared by value
+    body = _parse(ALLOC + "for ix in range(1, n - 1):\n    c = W[ix]\n    W[ix] = 0.0\n"
+                  "    A[ix + 1] += c\n    A[ix - 1] += c\n")
+    loop = body[2]
+    loop.target.id = "".join(["i", "x"])
+    assert loop.target.id is not body[2].body[0].value.slice.id
+    assert len(_loops(distribute_scatters(body))) == 3
