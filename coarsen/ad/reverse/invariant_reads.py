@@ -48,7 +48,7 @@ import copy
 
 import gast
 
-from .cleanup import plain_range, runs_test
+from .cleanup import index_elts, plain_range, runs_test
 from ...codegen.gast_queries import names_read, substitute
 from .invariant_sums import no_alias
 from .loop_order import pure_call
@@ -106,10 +106,6 @@ def _stores(node):
     return [n.id for n in gast.walk(node) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)]
 
 
-def _index(sub):
-    return sub.slice.elts if isinstance(sub.slice, gast.Tuple) else [sub.slice]
-
-
 def _scratch_views(body):
     """The scratch arrays: names every binding of which is the second of three targets of a
     ``scratch.SCRATCH_HELPERS`` call (or a conditional expression choosing between two): views
@@ -136,14 +132,14 @@ def _scratch_views(body):
     for st in body:
         for n in gast.walk(st):
             if isinstance(n, gast.Subscript) and isinstance(n.ctx, gast.Store) and isinstance(n.value, gast.Name):
-                ranks.setdefault(n.value.id, set()).add(len(_index(n)))
+                ranks.setdefault(n.value.id, set()).add(len(index_elts(n.slice)))
     leaked = set()
     for st in body:
         for n in gast.walk(st):
             if isinstance(n, gast.Assign) and not scratch_call(n.value):
                 based = {id(x.value) for x in gast.walk(n.value)
                          if (isinstance(x, gast.Subscript) and isinstance(x.value, gast.Name)
-                             and ranks.get(x.value.id) == {len(_index(x))}
+                             and ranks.get(x.value.id) == {len(index_elts(x.slice))}
                              and not any(isinstance(i, gast.Slice) for i in gast.walk(x.slice)))
                          or (isinstance(x, gast.Attribute) and x.attr == "shape")}
                 leaked |= {x.id for x in gast.walk(n.value)

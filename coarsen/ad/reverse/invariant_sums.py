@@ -189,12 +189,17 @@ def _lowest(loop):
     return None if low is None else (low[0], low[1] + 1)
 
 
-def no_alias(body, name):
+def no_alias(body, name, returned=True, added=False):
     """Does no other name reach the elements of ``name`` (the module docstring's uses only;
-    allocated in ``body``, so not a parameter that may share memory with another)?"""
+    allocated in ``body``, so not a parameter that may share memory with another)?
+    ``returned=False``: not in a ``return`` either; ``added``: read whole as the value of
+    ``x += name`` too (a read that binds nothing)."""
     allowed, allocated = elementwise_uses(body, name)
     for st in body:
         for n in gast.walk(st):
+            if added and isinstance(n, gast.AugAssign) and isinstance(n.value, gast.Name) \
+                    and n.value.id == name:
+                allowed.add(id(n.value))
             if isinstance(n, gast.BinOp):
                 for side in (n.left, n.right):
                     if isinstance(side, gast.Name) and side.id == name:
@@ -202,7 +207,7 @@ def no_alias(body, name):
             elif isinstance(n, gast.UnaryOp) and isinstance(n.operand, gast.Name) and \
                     n.operand.id == name:
                 allowed.add(id(n.operand))
-            elif isinstance(n, gast.Return) and n.value is not None:
+            elif returned and isinstance(n, gast.Return) and n.value is not None:
                 # returned (the function ends: ``invariant_sums`` skips loops that return)
                 for x in gast.walk(n.value):
                     if isinstance(x, gast.Name) and x.id == name:

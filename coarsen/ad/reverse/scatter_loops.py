@@ -44,8 +44,10 @@ import copy
 
 import gast
 
-from .cleanup import elementwise_uses, int_value, plain_range, runs_test
+from ...codegen.gast_queries import names_read
+from .cleanup import index_elts, int_value, plain_range, runs_test
 from .invariant_reads import pure_read
+from .invariant_sums import no_alias
 from .loop_order import pure_call
 
 __all__ = ["distribute_scatters"]
@@ -63,13 +65,9 @@ def _pure(e):
         and pure_read(e)
 
 
-def _index(sub):
-    s = sub.slice
-    return list(s.elts) if isinstance(s, gast.Tuple) else [s]
-
-
 def _names(node):
-    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)}
+    """The names ``node`` reads or binds."""
+    return names_read([node], gast.expr_context)
 
 
 def _offset(node, v):
@@ -94,25 +92,9 @@ class _Splitter:
     def own_memory(self, name):
         """Is ``name`` allocated in the function and reached by no other name?  Its uses are
         the allocation, element reads and writes, ``.shape``, and whole-array reads that bind
-        nothing (an operand, the value of ``x += name``)."""
+        nothing (an operand, the value of ``x += name``; not a ``return``)."""
         if name not in self.own:
-            allowed, allocated = elementwise_uses(self.top, name)
-            for st in self.top:
-                for n in gast.walk(st):
-                    if isinstance(n, gast.BinOp):
-                        sides = (n.left, n.right)
-                    elif isinstance(n, gast.UnaryOp):
-                        sides = (n.operand,)
-                    elif isinstance(n, gast.AugAssign):
-                        sides = (n.value,)
-                    elif isinstance(n, gast.Attribute) and n.attr == "shape":
-                        sides = (n.value,)
-                    else:
-                        continue
-                    allowed.update(id(s) for s in sides if isinstance(s, gast.Name) and s.id == name)
-            self.own[name] = allocated and all(
-                id(n) in allowed for st in self.top for n in gast.walk(st)
-                if isinstance(n, gast.Name) and n.id == name)
+            self.own[name] = no_alias(self.top, name, returned=False, added=True)
         return self.own[name]
 
     def block(self, stmts):
@@ -134,7 +116,7 @@ class _Splitter:
         if not (isinstance(st, gast.AugAssign) and isinstance(st.op, (gast.Add, gast.Sub))
                 and isinstance(st.target, gast.Subscript) and isinstance(st.target.value, gast.Name)):
             return None
-        idx = _index(st.target)
+        idx = index_elts(st.target.slice)
         at = [k for k, i in enumerate(idx) if v in _names(i)]
         if len(at) != 1 or isinstance(idx[at[0]], gast.Slice):
             return None
@@ -266,7 +248,7 @@ class _Splitter:
                     sites = written[n.value.id]
                     here = gast.dump(n.slice)
                     if any(s != here or w <= k for w, s in sites) or \
-                            not any(isinstance(i, gast.Name) and i.id == v for i in _index(n)):
+                            not any(isinstance(i, gast.Name) and i.id == v for i in index_elts(n.slice)):
                         return False
         # a written array read whole (``A.shape`` aside) or through another node
         based = {id(n.value) for p in parts for n in gast.walk(p) if isinstance(n, gast.Subscript)}
