@@ -62,6 +62,7 @@ class Fact(Enum):
     REGION_STORE_CALLS = "whole-array stores into regions are loop helper calls"
     DOT_LOOP_CALLS = "loops that only sum products of two array elements are _dot_acc calls"
     STRIDE_VERSIONS = "loop nests reading broadcast strides are versioned on their being 1"
+    LANE_SUMS = "an adjoint a loop only adds into is summed in four lanes after the loop"
     JAMMED = "qualifying loops of the SIMD form run several trips side by side"
     TIDY = "no copy temporaries, folded seeds, no dead stores, no unused helpers"
 

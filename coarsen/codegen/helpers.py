@@ -339,6 +339,25 @@ def _dot_acc(acc, a, b, n):
     return (s0 + s1) + (s2 + s3)
 
 
+# ``acc`` plus the terms ``x[:n]`` in the lanes of ``_dot_acc`` (lane ``k % 4``, ``acc`` first in
+# lane 0; below eight terms, in order): an adjoint's sum after the loop that stored its terms
+# (``coarsen.ad.reverse.lane_sums``).  ``n`` may be negative: no terms.
+def _sum_acc(acc, x, n):
+    s0 = acc
+    s1 = -0.0
+    s2 = -0.0
+    s3 = -0.0
+    m = n - n % 4 if n >= 8 else 0
+    for k in range(0, m, 4):
+        s0 = s0 + x[k]
+        s1 = s1 + x[k + 1]
+        s2 = s2 + x[k + 2]
+        s3 = s3 + x[k + 3]
+    for k in range(m, n):
+        s0 = s0 + x[k]
+    return (s0 + s1) + (s2 + s3)
+
+
 def _outer(x, y):
     out = np.empty((x.shape[0], y.shape[0]))
     for i in range(x.shape[0]):
@@ -627,7 +646,7 @@ HELPERS = {f.__name__: f for f in (
     _grow, _reserve, _scratch_zeros, _scratch_empty, _scratch_at, _push, _push_array,
     _range_len, _index_error, _revolve_reps, _revolve_advances, _revolve_mid, _revolve_units,
     _slice_start, _slice_len, _bcast_len, _bcast_stride, _same_len, _custom_shape, _int_divisor,
-    _range_cont, _mm22, _mm21, _mm12, _mm11, _bmm22, _bmm21, _bmm12, _bmm11, _dot_acc, _chain_lower, _chain_upper, _outer, _outer_add, _outer_add2, _outer_first2, _outer_first, _prod_grad, _cumsum2, _rcumsum1, _rcumsum2,
+    _range_cont, _mm22, _mm21, _mm12, _mm11, _bmm22, _bmm21, _bmm12, _bmm11, _dot_acc, _sum_acc, _chain_lower, _chain_upper, _outer, _outer_add, _outer_add2, _outer_first2, _outer_first, _prod_grad, _cumsum2, _rcumsum1, _rcumsum2,
     _diff_adj1, _diff_adj2, _solve2, _solve1, _solve_adj_b1, _solve_adj_b2, _solve_adj_a1,
     _solve_adj_a2, _linspace, _linspace_w, _gradient_rows, _gradient_rows_adj,
 )}

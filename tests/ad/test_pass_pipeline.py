@@ -106,11 +106,11 @@ def test_the_report_lists_the_passes_that_ran():
     line = [s for s in rep.format().splitlines() if s.startswith("  passes that ran: ")]
     assert len(line) == 1
     names = line[0].split(": ", 1)[1].split(", ")
-    # in the pipeline's order; distribute_scatters, scaled_adds, region_stores, dot_loops and
-    # stride_versions are for the cpu target only
+    # in the pipeline's order; distribute_scatters, scaled_adds, region_stores, dot_loops,
+    # lane_sums and stride_versions are for the cpu target only
     assert names == [n for n in REVERSE.all_names if n not in (
         "fuse_loops", "distribute_scatters", "scaled_adds", "region_stores", "dot_loops",
-        "stride_versions")]
+        "lane_sums", "stride_versions")]
 
 
 def _ir(fn, types, wrt):
@@ -123,6 +123,7 @@ def test_the_workspace_mode_runs_no_scratch_pass_and_every_pass_may_be_off():
     f, facts = _ir(scalar_loop, [F64, I64], ("a",))
     _, em = differentiate_ir(f, ("a",), facts, "entry", Options(workspace=True, target="cpu"))
     assert "scratch_arrays" not in em.passes_run and "scaled_adds" not in em.passes_run
+    assert "lane_sums" not in em.passes_run
     assert "region_stores" not in em.passes_run
     assert "zero_adds" in em.passes_run
     f, facts = _ir(scalar_loop, [F64, I64], ("a",))

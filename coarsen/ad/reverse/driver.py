@@ -348,7 +348,8 @@ def _assemble(fn, wrt, facts, em, fwd, rev, tbr):
                          types=types,
                          scalarized=frozenset(n for n, who in fn.names.claimed().items() if who == "scalarize")
                          if fn.names is not None else frozenset(),
-                         temps=frozenset(fn.temps))
+                         temps=frozenset(fn.temps),
+                         adjoint_floats=frozenset(Emitter.bar(v) for v in f64))
     return code, ctx
 
 

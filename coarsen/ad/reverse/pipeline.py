@@ -9,8 +9,9 @@ of the assembled module (``ReverseModule``); each pass wraps one function of its
 ``ReverseCode`` (the input is not modified): the statements, the compiler-made names (a pass
 that makes names adds them), the runtime helpers the passes call, the tapes the entry takes
 and gives back, and its parameters.  Every pass keeps the values the function computes, bit
-for bit.  ``Options.disable`` names passes to switch off (``REVERSE.check`` validates it);
-the driver records the names of those that ran (``Emitter.passes_run``).
+for bit, but two that reorder a gradient's sums (``dot_loops``, ``lane_sums``: a sum's
+rounding, as NumPy's own sums have theirs).  ``Options.disable`` names passes to switch off
+(``REVERSE.check`` validates it); the driver records the names of those that ran (``Emitter.passes_run``).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from .first_writes import first_writes, guarded_first_writes
 from .fuse_loops import fuse_loops
 from .invariant_reads import invariant_reads
 from .invariant_sums import invariant_sums
+from .lane_sums import lane_sums
 from .loop_order import forward_order
 from .rematerialize import rematerialize
 from .region_stores import region_store_calls
@@ -63,6 +65,7 @@ class ReverseContext:
     types: dict             # the function's types (its variables', the emitter's own)
     scalarized: frozenset = frozenset()     # the loop variables the scalarizer made
     temps: frozenset = frozenset()          # the function's compiler temporaries (``fn.temps``)
+    adjoint_floats: frozenset = frozenset()  # the adjoints of the float64 scalars
 
 
 @dataclass(frozen=True)
@@ -166,6 +169,11 @@ def _dot_loops(code, ctx):
     return replace(code, body=body, helpers=code.helpers | used)
 
 
+def _lane_sums(code, ctx):
+    body, used = lane_sums(code.body, ctx.adjoint_floats)
+    return replace(code, body=body, helpers=code.helpers | used)
+
+
 def _stride_versions(code, ctx):
     return replace(code, body=stride_versions(code.body))
 
@@ -223,6 +231,10 @@ REVERSE = Pipeline("reverse", (
     Pass("dot_loops", _dot_loops, frozenset({Fact.ENTRY}), frozenset({Fact.DOT_LOOP_CALLS}),
          applies=_cpu,
          doc="loops summing products of two array elements as _dot_acc calls, cpu target (dot_loops)"),
+    Pass("lane_sums", _lane_sums, frozenset({Fact.ENTRY}), frozenset({Fact.LANE_SUMS}),
+         applies=_cpu,
+         doc="an adjoint a loop only adds into summed in four lanes after it, cpu target "
+             "(lane_sums)"),
     Pass("stride_versions", _stride_versions, frozenset({Fact.ENTRY}), frozenset({Fact.STRIDE_VERSIONS}),
          applies=_cpu,
          doc="loop nests reading broadcast strides versioned on their being 1, cpu target "
