@@ -20,7 +20,9 @@ input not modified; a statement that changes is a new node) in which every loop
 whose body only assigns (``=`` with one target, or augmented), does not assign ``v``, carries
 no name from one trip to the next but the adjoints below (every other name it assigns, it
 assigns in a trip before reading it there: a loop that carries a state, as a time loop or a
-tape's position does, runs one trip after another whatever its sums), and adds into an
+tape's position does, runs one trip after another whatever its sums), does not add into one
+array at two indices or more (a stencil's adjoint that ``distribute_scatters`` could not
+split: the trips run one after another through memory), and adds into an
 adjoint ``acc`` of ``adjoints`` in exactly one statement (``acc += p``, ``acc = acc + p`` or
 ``acc = p + acc``) that is the only mention of ``acc`` in the loop, becomes
 
@@ -134,7 +136,8 @@ class _State:
             if acc is not None and acc in self.adjoints and mentions[acc] == _mentions(s, acc) \
                     and acc not in names_read([term]):
                 found[id(s)] = acc, term
-        if not found or _carried(loop.body) - {acc for acc, _ in found.values()}:
+        if not found or _carried(loop.body) - {acc for acc, _ in found.values()} \
+                or _scatters(loop.body):
             return None
         body, sums = [], []
         for s in loop.body:
@@ -188,6 +191,17 @@ def _carried(body):
         early |= reads - assigned
         assigned |= names_read([st], gast.Store)
     return early & assigned
+
+
+def _scatters(body):
+    """Does ``body`` add into one array at two indices or more (``A[i + 1] += a; A[i - 1] +=
+    a``: a stencil's adjoint that ``distribute_scatters`` could not split)?"""
+    at = {}
+    for st in body:
+        if isinstance(st, gast.AugAssign) and isinstance(st.target, gast.Subscript) \
+                and isinstance(st.target.value, gast.Name):
+            at.setdefault(st.target.value.id, set()).add(gast.dump(st.target.slice))
+    return any(len(indices) > 1 for indices in at.values())
 
 
 def _mentions(st, name):

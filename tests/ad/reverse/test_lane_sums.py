@@ -136,6 +136,8 @@ REFUSED = {
     "a carried state": "for i in range(n):\n    x = x + h * g[i]\n    k_bar += x\n",
     "a carried position": "for i in range(n):\n    p -= 1\n    k_bar += t[p]\n",
     "a name read before its assignment": "for i in range(n):\n    k_bar += g[i] * y\n    y = g[i]\n",
+    "a scatter at two offsets": "for i in range(1, n):\n    A[j, i + 1] += g[i]\n"
+                                "    A[j, i - 1] += g[i]\n    k_bar += g[i] * h[i]\n",
     "an array element's index carried": "for i in range(n):\n    h[j] = g[i]\n    j = i\n    k_bar += g[i]\n",
 }
 
@@ -146,6 +148,12 @@ def test_a_loop_breaking_a_condition_is_left_alone(case):
     out, used = lane_sums(body, ADJ)
     assert _text(out) == _text(body) and used == frozenset()
     assert all(a is b for a, b in zip(out, body))
+
+
+def test_adds_into_distinct_arrays_or_one_index_are_no_scatter():
+    out, _ = lane_sums(_parse("for i in range(n):\n    A[j, i] += g[i]\n    B[i + 1] += g[i]\n"
+                              "    A[j, i] += h[i]\n    k_bar += g[i] * h[i]\n"), ADJ)
+    assert "_lanes1[i] = g[i] * h[i]" in _text(out)
 
 
 def test_temporaries_assigned_before_their_reads_are_not_carried():
