@@ -165,10 +165,28 @@ def _reduce_source(op, nd, ax):
         body = ["acc = 1.0", f"for k in range(a.shape[{ax}]):", f"    acc *= {_at(nd, ax, 'k')}",
                 f"out[{oidx}] = acc"]
     else:
+        # four lanes (element k in lane k % 4, the lanes combined in order): four chains of
+        # comparisons where one chain ran through the fiber.  The extremum is one value, so
+        # the bits are the one-chain loop's except for a zero (-0.0 and 0.0 tie: the first in
+        # the fiber wins) or a NaN (the last NaN's bits): for those, and below eight elements,
+        # the one-chain loop runs
         cmp = ">" if op == "amax" else "<"
-        body = [f"acc = {_at(nd, ax, '0')}", f"for k in range(1, a.shape[{ax}]):",
-                f"    v = {_at(nd, ax, 'k')}", f"    if v {cmp} acc or v != v:", "        acc = v",
-                f"out[{oidx}] = acc"]
+
+        def pick(v, m):
+            return f"{m} = {v} if ({v} {cmp} {m}) | ({v} != {v}) else {m}"
+
+        body = [f"n = a.shape[{ax}]", f"acc = {_at(nd, ax, '0')}", "if n >= 8:", "    m0 = acc"]
+        body += [f"    m{j} = {_at(nd, ax, str(j))}" for j in (1, 2, 3)]
+        body += ["    e = n - n % 4", "    for k in range(4, e, 4):"]
+        body += [f"        v{j} = {_at(nd, ax, f'k + {j}' if j else 'k')}" for j in range(4)]
+        body += [f"        {pick(f'v{j}', f'm{j}')}" for j in range(4)]
+        body += ["    for k in range(e, n):", f"        v0 = {_at(nd, ax, 'k')}",
+                 f"        {pick('v0', 'm0')}", "    acc = m0"]
+        body += [f"    {pick(f'm{j}', 'acc')}" for j in (1, 2, 3)]
+        body += ["if n < 8 or acc == 0.0 or acc != acc:", f"    acc = {_at(nd, ax, '0')}",
+                 "    for k in range(1, n):", f"        v = {_at(nd, ax, 'k')}",
+                 f"        if v {cmp} acc or v != v:", "            acc = v",
+                 f"out[{oidx}] = acc"]
     lines = [f"def _red_{op}_{nd}_{ax}(a):", f"    out = np.empty(({out_shape},))"]
     if op != "prod":        # NumPy's error: a fiber's first element would be read past the end
         name = "maximum" if op == "amax" else "minimum"
