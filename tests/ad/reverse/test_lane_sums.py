@@ -98,6 +98,18 @@ def test_two_adjoints_get_a_buffer_each_and_the_term_may_come_first():
         "k_bar = _sum_acc(k_bar, _lanes1, n)\nc_bar = _sum_acc(c_bar, _lanes2, n)")
 
 
+def test_the_term_keeps_the_source_line_of_its_statement():
+    body = _parse(LOOP)
+    body[0].body[3].coarsen_comment = "k_bar += g * s (line 20)"
+    out, _ = lane_sums(body, ADJ)
+    store = out[1].body[3]
+    assert _text([store]) == "_lanes1[i - 1] = g * s"
+    assert store.coarsen_comment == "k_bar += g * s (line 20)"
+    assert getattr(out[1].body[0], "coarsen_comment", None) is None
+    out, _ = lane_sums(_parse(LOOP), ADJ)
+    assert getattr(out[1].body[3], "coarsen_comment", None) is None
+
+
 def test_a_name_the_function_has_is_never_taken():
     out, _ = lane_sums(_parse("_lanes1 = 0.0\nfor i in range(n):\n    k_bar += g[i]\n"), ADJ)
     assert "_lanes2[i] = g[i]" in _text(out)
@@ -124,6 +136,8 @@ REFUSED = {
     "a bound by a call": "for i in range(len(g)):\n    k_bar += g[i]\n",
     "a float bound": "for i in range(n * 1.5):\n    k_bar += g[i]\n",
     "a bound by division": "for i in range(n // 2):\n    k_bar += g[i]\n",
+    "a negated call": "for i in range(-len(g)):\n    k_bar += g[i]\n",
+    "an inverted bound": "for i in range(~n):\n    k_bar += g[i]\n",
     "a bound the loop assigns": "for i in range(n):\n    k_bar += g[i]\n    n = 3\n",
     "a bound an outer loop assigns": "for t in range(nt):\n    m = t + 1\n"
                                      "    for i in range(m):\n        k_bar += g[i]\n",
