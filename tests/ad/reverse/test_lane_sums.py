@@ -19,9 +19,12 @@ from apps.arrays.heat_loop import objective as heat
 from apps.arrays.softmax import objective as softmax
 from apps.arrays.wave import objective as wave
 from coarsen.ad.reverse.lane_sums import HELPER, lane_sums
-from coarsen.codegen.helpers import _sum_acc
+from coarsen.codegen.helpers import HELPERS
 
+from tests.ad.reverse.test_scatter_loops import heat_renamed, heat_reordered
 from tests.oracle import check_against_oracle
+
+_sum_acc = HELPERS[HELPER]         # the helper as plain Python: the generated text runs it
 
 
 def _parse(src):
@@ -254,43 +257,6 @@ def test_a_parameter_adjoint_is_the_lane_sum_of_its_terms():
     for t in x:
         seq += t
     assert cb0 == seq
-
-
-def heat_renamed(goal, steps, c, v0):
-    # ``heat`` (apps.arrays.heat_loop) renamed and its arguments permuted: the same bits
-    m = v0.shape[0]
-    w = v0.copy()
-    wn = v0.copy()
-    for s in range(steps):
-        for j in range(1, m - 1):
-            wn[j] = w[j] + c * (w[j - 1] - 2.0 * w[j] + w[j + 1])
-        for j in range(1, m - 1):
-            w[j] = wn[j]
-    total = 0.0
-    for j in range(m):
-        e = w[j] - goal[j]
-        total += e * e
-    return total
-
-
-def _lap(u, i):
-    return u[i + 1] - 2.0 * u[i] + u[i - 1]
-
-
-def heat_reordered(u0, kappa, target, nt):
-    # the stencil's operands in another order, through a helper: other roundings
-    n = u0.shape[0]
-    u = u0.copy()
-    un = u0.copy()
-    for t in range(nt):
-        for i in range(1, n - 1):
-            un[i] = kappa * _lap(u, i) + u[i]
-        for i in range(1, n - 1):
-            u[i] = un[i]
-    loss = 0.0
-    for i in range(n):
-        loss += (target[i] - u[i]) ** 2
-    return loss
 
 
 def _heat_args(n, rng):
