@@ -110,8 +110,8 @@ class _State:
 
     def nested(self, st, outer):
         body, orelse = self.block(st.body, outer), self.block(st.orelse, outer)
-        if len(body) + len(orelse) != len(st.body) + len(st.orelse) \
-                or any(a is not b for a, b in zip(body + orelse, st.body + st.orelse)):
+        # a rewrite puts a new node where the statement it replaces stood
+        if any(a is not b for a, b in zip(body + orelse, st.body + st.orelse)):
             st = copy.copy(st)      # copy on write: the input is not modified
             st.body, st.orelse = body, orelse
         return st
