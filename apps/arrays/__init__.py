@@ -80,13 +80,16 @@ def load(name: str):
 
 def numba_primal(mod):
     """``numba.njit(objective)``; a kernel that calls helpers (``NUMBA_HELPERS``) gets them
-    compiled with ``numba.njit`` too, in a copy of the objective's globals."""
+    compiled with ``numba.njit`` too, in a copy of the objective's globals.  A kernel whose
+    objective Numba cannot compile as written (softmax's ``np.max(X, axis=1)``: Numba has no
+    ``axis=``) gives the same computation for Numba as ``numba_objective``, which is used
+    instead."""
     import types
 
     import numba
 
     helpers = getattr(mod, "NUMBA_HELPERS", ())
-    fn = mod.objective
+    fn = getattr(mod, "numba_objective", mod.objective)
     if helpers:
         glb = dict(fn.__globals__)
         for h in helpers:

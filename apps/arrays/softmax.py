@@ -17,6 +17,17 @@ def objective(X, W):
     return np.sum(W * p)
 
 
+def numba_objective(X, W):
+    # the Numba primal (``apps.arrays.numba_primal``): Numba's np.max takes no axis, so the row
+    # maxima are a loop; the rest is the objective's own code
+    m = np.empty(X.shape[0])
+    for i in range(X.shape[0]):
+        m[i] = np.max(X[i])
+    e = np.exp(X - m.reshape((-1, 1)))
+    p = e / np.sum(e, axis=1).reshape((-1, 1))
+    return np.sum(W * p)
+
+
 def jax_objective(X, W):
     import jax
 

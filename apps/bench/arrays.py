@@ -8,7 +8,8 @@ Guarantees, for every kernel at every size:
   ``coarsen_fine`` (``coarsen=False``: fine-grained AD, as the apps harness builds it; the loops
   group only), ``jax`` (``jax.jit(jax.value_and_grad(jax_objective, argnums=WRT))`` in float64,
   the non-array arguments static), ``numba_primal`` (``numba.njit(objective)``, helpers jitted
-  too: :func:`apps.arrays.numba_primal`) and ``numpy_primal`` (``objective`` itself).  coarsen
+  too, or the kernel's ``numba_objective`` where Numba cannot compile the objective as written:
+  :func:`apps.arrays.numba_primal`) and ``numpy_primal`` (``objective`` itself).  coarsen
   is timed as ``g.value_and_grad(*args)``, like JAX's ``value_and_grad``.
 * coarsen's first call runs in the crash probe's ``spawn``-ed child
   (:func:`apps.bench.probe.probe_crash`), which also measures the time to the first gradient in
@@ -476,8 +477,8 @@ def _protocol(meta):
             f"round-robin samples of batches of at least {meta['min_time_s']:g} s; coarsen and "
             "JAX timed as value and gradient (`g.value_and_grad`, `jit(value_and_grad)`, "
             f"float64). {checked}. Ratios: JAX / coarsen > 1 means coarsen is faster; coarsen / "
-            "primal is the gradient's cost over the primal (Numba `njit(objective)`, NumPy "
-            "`objective`). First gradient: `differentiate` to the first gradient in a fresh "
+            "primal is the gradient's cost over the primal (Numba `njit(objective)`, softmax's "
+            "`numba_objective` since Numba's `np.max` takes no axis; NumPy `objective`). First gradient: `differentiate` to the first gradient in a fresh "
             "process (code generation and Numba compilation, or their on-disk cache loads: "
             "\"cached\"). REFUSED: coarsen raised CoarsenError; the message is in the footnote.")
 

@@ -193,3 +193,17 @@ def test_the_main_run_has_an_arrays_step_that_can_be_skipped():
               "cases": [], "arrays": arrays}
     text = render_markdown(result)
     assert "## Arrays suite" in text and "| svm | m (5000x20) |" in text
+
+
+def test_a_numba_objective_is_the_objective_for_numba():
+    # softmax's np.max(X, axis=1) does not compile in Numba: its Numba primal is
+    # ``numba_objective``, the same values (rows with ties and a row of one element too)
+    from apps.arrays import softmax
+
+    assert [k for k in karr.KERNEL_NAMES if hasattr(karr.load(k), "numba_objective")] == ["softmax"]
+    primal = karr.numba_primal(softmax)
+    rng = np.random.default_rng(2)
+    for shape in ((4, 5), (3, 1), (6, 33)):
+        X, W = rng.integers(-3, 3, shape).astype(float), rng.standard_normal(shape)
+        assert primal(X, W) == pytest.approx(softmax.objective(X, W), rel=1e-13, abs=1e-13)
+    assert list(inspect.signature(softmax.numba_objective).parameters) == ["X", "W"]
