@@ -11,6 +11,7 @@ Usage (from the repository root)::
     python tests/fuzz_soak.py --count 300 --family recurrences # filters, integrators
     python tests/fuzz_soak.py --count 300 --family custom      # custom_vjp/custom_jvp rules
     python tests/fuzz_soak.py --count 300 --cpu-every 4        # also every 4th program on cpu
+    python tests/fuzz_soak.py --count 300 --cpu-every 1 --lengths 8 20  # longer arrays: lanes reorder
 
 Programs have adversarial variable names (3 in 4 by default; ``--names adversarial|plain``
 forces them on or off), reuse loop variables across loops and pass arrays to a helper that
@@ -58,6 +59,7 @@ from tests.progen import (FUZZ_DIR, FuzzFailure, check_program, discard_kind,  #
 from tests.progen_custom import generate_custom, minimize_custom  # noqa: E402
 from tests.progen_recurrences import generate_recurrences  # noqa: E402
 from tests.progen_reductions import generate_reductions  # noqa: E402
+from tests import progen_generate  # noqa: E402
 
 FAMILIES = {"mixed": generate, "reductions": generate_reductions,
             "recurrences": generate_recurrences, "custom": generate_custom}
@@ -100,9 +102,14 @@ def main(argv=None):
                     help="variable names: drawn from the seed (3 in 4 adversarial), or forced")
     ap.add_argument("--family", choices=tuple(FAMILIES), default="mixed",
                     help="the generator: mixed scalar control flow (default), or reduction loops")
+    ap.add_argument("--lengths", type=int, nargs=2, metavar=("LO", "HI"), default=None,
+                    help="arrays of LO to HI values (default: the family's, 1 to 5 or 6): from 8 "
+                         "on, the sums added in lanes (lane_sums, dot_loops) reorder")
     ap.add_argument("--jvp", action="store_true",
                     help="also check coarsen.jvp against the gradient (progen.check_jvp)")
     opts = ap.parse_args(argv)
+    if opts.lengths is not None:
+        progen_generate.LENGTHS = tuple(opts.lengths)
     generate = FAMILIES[opts.family]
     minimizer = MINIMIZERS.get(opts.family, minimize)
     every = CPU_EVERY.get(opts.family, 0) if opts.cpu_every is None else opts.cpu_every
@@ -188,7 +195,8 @@ def main(argv=None):
     dt = time.time() - t0
     n = max(len(seeds), 1)
     print(f"\n{len(seeds)} programs (family {opts.family}, base seed {opts.seed}, k from {ks[0]}, names {opts.names}, "
-          f"cpu: first {opts.cpu} and every {every or '-'}th) in {dt:.0f} s: "
+          f"cpu: first {opts.cpu} and every {every or '-'}th"
+          f"{'' if opts.lengths is None else ', arrays of %d to %d values' % tuple(opts.lengths)}) in {dt:.0f} s: "
           f"{dict(counts)}")
     print(f"checked against the oracle: {counts['ok_with_oracle']} ({counts['ok_with_oracle'] / n:.0%}); "
           f"coarse vs fine only (oracle refused): {counts['ok_oracle_refused']}; "

@@ -697,6 +697,13 @@ def random_streams(key, names_key, adversarial, size, max_size):
     return r, rn, adversarial, size
 
 
+#: the arrays' lengths ``(lo, hi)`` where a soak asks for others than the family's 1 to
+#: ``max_len`` (``fuzz_soak.py --lengths``; the custom family draws its own): from 8 values on,
+#: the sums that ``lane_sums`` and ``dot_loops`` add in lanes take another order than the
+#: loop's.  None: the family's (a program's arguments are then as they always were)
+LENGTHS = None
+
+
 def finish_program(g, r, rn, seed, size, adversarial, family, max_len):
     """The ``Program`` of a generator ``g`` done writing: its lines joined, renamed with
     ``rn`` when ``adversarial``, headed by the seed, and arguments drawn from ``r`` (an array
@@ -706,6 +713,8 @@ def finish_program(g, r, rn, seed, size, adversarial, family, max_len):
         src = rename_adversarially(src, rn, g.features)
     src = f"# coarsen fuzz program{family}: seed={seed} size={size}\n" + src
     L = r.randint(1, max_len)
+    if LENGTHS is not None:
+        L = r.randint(*LENGTHS)
     a = np.array([round(r.uniform(-1.2, 1.2), 3) for _ in range(L)])
     x = round(r.uniform(-1.5, 1.5), 3)
     y = round(r.uniform(-1.5, 1.5), 3)

@@ -23,6 +23,7 @@ import collections
 import pytest
 
 import coarsen
+from tests import progen_generate
 from tests.progen import check_seed_with_oracle, prescreen
 from tests.progen_reductions import generate_reductions
 
@@ -47,6 +48,21 @@ def test_reductions_python(seed):
 @pytest.mark.parametrize("seed", CPU_SEEDS)
 def test_reductions_cpu(seed):
     _checked(seed, targets=("python", "cpu"), modes={"python": (True, False), "cpu": (True,)})
+
+
+#: programs whose adjoint sums lane_sums adds in lanes once their arrays hold 8 to 20 values
+LANE_SEEDS = [7_100_000, 7_100_008, 7_100_013, 7_100_029]
+
+
+@pytest.mark.parametrize("seed", LANE_SEEDS)
+def test_reductions_on_long_arrays_cpu(seed, monkeypatch):
+    # from eight terms on the lanes add in another order than the loop: the oracle, and fine
+    # mode on python, still agree with the cpu gradient
+    monkeypatch.setattr(progen_generate, "LENGTHS", (8, 20))
+    prog = _checked(seed, targets=("python", "cpu"), modes={"python": (True, False), "cpu": (True,)})
+    assert 8 <= len(prog.a) <= 20
+    src = coarsen.differentiate(prog.load(), target="cpu").source_for(*prog.make_args())
+    assert "_sum_acc(" in src, seed
 
 
 def test_family_reaches_the_reduction_analysis():
