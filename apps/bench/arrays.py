@@ -478,8 +478,9 @@ def _protocol(meta):
             "JAX timed as value and gradient (`g.value_and_grad`, `jit(value_and_grad)`, "
             f"float64). {checked}. Ratios: JAX / coarsen > 1 means coarsen is faster; coarsen / "
             "primal is the gradient's cost over the primal (Numba `njit(objective)`, softmax's "
-            "`numba_objective` since Numba's `np.max` takes no axis; NumPy `objective`). First gradient: `differentiate` to the first gradient in a fresh "
-            "process (code generation and Numba compilation, or their on-disk cache loads: "
+            "`numba_objective` since Numba's `np.max` takes no axis; NumPy `objective`). First "
+            "gradient: `differentiate` to the first gradient in a fresh process (code generation "
+            "and Numba compilation, or their on-disk cache loads: "
             "\"cached\"). REFUSED: coarsen raised CoarsenError; the message is in the footnote.")
 
 

@@ -11,7 +11,9 @@ uses for a pass that allows more (``invariant_sums.no_alias``); ``int_value`` re
 constant, ``affine`` an index ``name + c``, ``index_elts`` a subscript's axes and
 ``plain_range`` a ``for ... in range(...)`` loop, ``fresh_elementwise`` whether a user's
 array is as unaliased, ``runs_test`` the test that one runs at
-least once and ``pure_index`` an index of names, constants and arithmetic.
+least once and ``pure_index`` an index of names, constants and arithmetic; ``FreshNames`` the
+names ``<stem><k>`` a rewrite of the emitted code makes (``invariant_sums``, ``invariant_reads``,
+``lane_sums``).
 """
 from __future__ import annotations
 
@@ -223,6 +225,25 @@ def affine(e):
         if a[0] is None and sign == 1:
             return b[0], a[1] + b[1]
     return None
+
+
+class FreshNames:
+    """The compiler names ``<stem>1``, ``<stem>2``, ... that no name of ``body`` is, one per
+    call (a rewrite of the emitted code registers its stem in ``coarsen.ir.fresh_check``);
+    ``count``: the numbers tried so far (0: none made)."""
+
+    def __init__(self, body, stem):
+        self.taken = {n.id for st in body for n in gast.walk(st) if isinstance(n, gast.Name)}
+        self.stem = stem
+        self.count = 0
+
+    def __call__(self):
+        while True:
+            self.count += 1
+            name = f"{self.stem}{self.count}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
 
 
 def index_elts(idx):

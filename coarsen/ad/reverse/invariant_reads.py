@@ -48,7 +48,7 @@ import copy
 
 import gast
 
-from .cleanup import index_elts, plain_range, runs_test
+from .cleanup import FreshNames, index_elts, plain_range, runs_test
 from ...codegen.gast_queries import names_read, substitute
 from .invariant_sums import no_alias
 from .loop_order import pure_call
@@ -150,8 +150,7 @@ def _scratch_views(body):
 class _Rewriter:
     def __init__(self, body, tapes):
         self.top, self.tapes = body, frozenset(tapes)
-        self.used = {n.id for st in body for n in gast.walk(st) if isinstance(n, gast.Name)}
-        self.counter = 0
+        self.fresh = FreshNames(body, "_inv")
         self.unaliased = {}
         # names bound by a tuple assignment (``_ftape, X, _wtop = _scratch_zeros(...)``)
         self.tuple_bound = {n.id for st in body for n in gast.walk(st)
@@ -235,14 +234,6 @@ class _Rewriter:
         if guard is not None and guard == gast.dump(runs):
             return hoisted + [loop]
         return [gast.If(test=runs, body=hoisted + [loop], orelse=[])]
-
-    def fresh(self):
-        while True:
-            self.counter += 1
-            name = f"_inv{self.counter}"
-            if name not in self.used:
-                self.used.add(name)
-                return name
 
     def parts(self, body, assigned, counts, stored, tape_stores):
         """``body`` with each invariant part of a statement's value (``1.0 / t[i]`` in

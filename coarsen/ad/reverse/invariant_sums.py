@@ -37,7 +37,7 @@ import copy
 
 import gast
 
-from .cleanup import (affine, elementwise_uses, index_elts, int_value, nonnegative_names, pure_index,
+from .cleanup import (FreshNames, affine, elementwise_uses, index_elts, int_value, nonnegative_names, pure_index,
                       runs_test, same_side)
 
 __all__ = ["invariant_sums", "no_alias"]
@@ -50,8 +50,7 @@ def _name(id_, store=False):
 class _Rewriter:
     def __init__(self, body, made):
         self.top, self.made = body, made
-        self.used = {n.id for st in body for n in gast.walk(st) if isinstance(n, gast.Name)}
-        self.counter = 0
+        self.fresh = FreshNames(body, "_sum")
         # no_alias per array, walked once: a rewrite only adds element loads and stores
         self.unaliased = {}
         self.nonneg = nonnegative_names(body)
@@ -60,14 +59,6 @@ class _Rewriter:
         if x not in self.unaliased:
             self.unaliased[x] = no_alias(self.top, x)
         return self.unaliased[x]
-
-    def fresh(self):
-        while True:
-            self.counter += 1
-            name = f"_sum{self.counter}"
-            if name not in self.used:
-                self.used.add(name)
-                return name
 
     def block(self, stmts):
         """The statements rewritten; a statement that changes is a new node (copy on write:

@@ -52,6 +52,7 @@ import gast
 
 from ...codegen import build as B
 from ...codegen.gast_queries import names_read
+from .cleanup import FreshNames, int_value, plain_range
 
 __all__ = ["lane_sums", "HELPER", "STEM"]
 
@@ -62,10 +63,9 @@ _ARITH = (gast.Add, gast.Sub, gast.Mult)
 
 
 def lane_sums(body, adjoints):
-    taken = {n.id for st in body for n in gast.walk(st) if isinstance(n, gast.Name)}
-    state = _State(adjoints, taken)
+    state = _State(adjoints, FreshNames(body, STEM))
     out = state.block(list(body), None)
-    return out, (frozenset({HELPER}) if state.count else frozenset())
+    return out, (frozenset({HELPER}) if state.fresh.count else frozenset())
 
 
 @dataclass(frozen=True)
@@ -77,18 +77,9 @@ class _Outer:
 
 
 class _State:
-    def __init__(self, adjoints, taken):
+    def __init__(self, adjoints, fresh):
         self.adjoints = adjoints
-        self.taken = taken
-        self.count = 0
-
-    def fresh(self):
-        while True:
-            self.count += 1
-            name = f"{STEM}{self.count}"
-            if name not in self.taken:
-                self.taken.add(name)
-                return name
+        self.fresh = fresh
 
     def block(self, stmts, outer):
         """``stmts`` rewritten; ``outer`` is the outermost loop around them (None: they are in
@@ -211,27 +202,22 @@ def _mentions(st, name):
 def _trip(loop):
     """``(index, trips)``: the trip number of ``range``'s counter and the number of trips, as
     expressions; None unless the loop is a ``range`` loop of the module docstring."""
-    it = loop.iter
-    if loop.orelse or not isinstance(loop.target, gast.Name) or not (
-            isinstance(it, gast.Call) and isinstance(it.func, gast.Name) and it.func.id == "range"
-            and 1 <= len(it.args) <= 3 and not it.keywords and all(_bound(a) for a in it.args)):
+    if loop.orelse or not plain_range(loop) or not all(_bound(a) for a in loop.iter.args):
         return None
-    v = B.name(loop.target.id)
-    if len(it.args) == 1:
-        return v, it.args[0]
-    lo, hi = it.args[0], it.args[1]
-    step = it.args[2] if len(it.args) == 3 else gast.Constant(value=1, kind=None)
-    if isinstance(step, gast.Constant) and type(step.value) is int and step.value == 1:
-        if isinstance(lo, gast.Constant) and lo.value == 0:
+    args, v = loop.iter.args, B.name(loop.target.id)
+    if len(args) == 1:
+        return v, args[0]
+    lo, hi = args[0], args[1]
+    step = 1 if len(args) == 2 else int_value(args[2])
+    if step == 1:
+        if int_value(lo) == 0:
             return v, hi
         return B.binop(v, "-", copy.deepcopy(lo)), B.binop(copy.deepcopy(hi), "-", copy.deepcopy(lo))
-    if isinstance(step, gast.UnaryOp) and isinstance(step.op, gast.USub) \
-            and isinstance(step.operand, gast.Constant) and type(step.operand.value) is int \
-            and step.operand.value == 1:
-        if isinstance(hi, gast.UnaryOp) and isinstance(hi.operand, gast.Constant):
-            trips = B.binop(copy.deepcopy(lo), "+", copy.deepcopy(hi.operand))    # range(a, -c, -1)
-        else:
-            trips = B.binop(copy.deepcopy(lo), "-", copy.deepcopy(hi))
+    if step == -1:
+        c = int_value(hi)
+        # range(a, -c, -1): a + c trips, not a - -c
+        trips = B.binop(copy.deepcopy(lo), "+", -c) if c is not None and c < 0 else \
+            B.binop(copy.deepcopy(lo), "-", copy.deepcopy(hi))
         return B.binop(copy.deepcopy(lo), "-", v), trips
     return None
 

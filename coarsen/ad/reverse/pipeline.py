@@ -10,8 +10,9 @@ of the assembled module (``ReverseModule``); each pass wraps one function of its
 that makes names adds them), the runtime helpers the passes call, the tapes the entry takes
 and gives back, and its parameters.  Every pass keeps the values the function computes, bit
 for bit, but two that add a sum in four lanes, another rounding of the same sum (``dot_loops``:
-the scalarizer's dot products; ``lane_sums``: an adjoint's sums).  ``Options.disable`` names passes to switch off
-(``REVERSE.check`` validates it); the driver records the names of those that ran (``Emitter.passes_run``).
+the scalarizer's dot products; ``lane_sums``: an adjoint's sums).  ``Options.disable`` names
+passes to switch off (``REVERSE.check`` validates it); the driver records the names of those
+that ran (``Emitter.passes_run``).
 """
 from __future__ import annotations
 
