@@ -321,3 +321,16 @@ def test_the_pass_runs_on_the_cpu_target_only_and_never_in_a_device_function():
     assert Options(workspace=True, target="cpu").build_target == "python"
     py = coarsen.differentiate(heat, wrt=("u0", "kappa"), target="python")
     assert "_sum_acc(" not in py.source_for(*_heat_args(12, np.random.default_rng(0)))
+
+
+def test_float32_inputs_give_the_float64_gradient_of_their_values():
+    # another dtype: float32 arrays are computed in float64, so the lanes see the same terms
+    rng = np.random.default_rng(11)
+    u0, kappa, target, nt = _heat_args(20, rng)
+    u32, t32 = u0.astype(np.float32), target.astype(np.float32)
+    g = coarsen.differentiate(heat, wrt=("u0", "kappa"), target="cpu")
+    v1, (gu1, gk1) = g.value_and_grad(u32, kappa, t32, nt)
+    v2, (gu2, gk2) = g.value_and_grad(u32.astype(np.float64), kappa, t32.astype(np.float64), nt)
+    assert gu1.dtype == np.float32
+    assert v1 == v2 and gk1 == gk2 and np.array_equal(gu1, gu2.astype(np.float32))
+    assert "_sum_acc(" in g.source_for(u32, kappa, t32, nt)
