@@ -37,6 +37,8 @@ from .region_stores import region_store_calls
 from .scaled_adds import scaled_add_calls
 from .scatter_loops import distribute_scatters
 from .scratch import scratch_arrays
+from .stored_rereads import stored_rereads
+from .vector_exp import vector_exp
 from .stride_versions import stride_versions
 from .tapes import FT, IT
 from .zero_adjoints import drop_zero_accumulations
@@ -88,6 +90,15 @@ def _dead_adjoint_code(code, ctx):
 
 def _dead_resets(code, ctx):
     return replace(code, body=drop_dead_resets(code.body, code.made))
+
+
+def _stored_rereads(code, ctx):
+    return replace(code, body=stored_rereads(code.body, ctx.fn_params)[0])
+
+
+def _vector_exp(code, ctx):
+    body, used = vector_exp(code.body)
+    return replace(code, body=body, helpers=code.helpers | used)
 
 
 def _first_writes(code, ctx):
@@ -191,6 +202,11 @@ def _cpu(ctx):
     return ctx.options.build_target == "cpu"
 
 
+def _host(ctx):
+    # the cpu and python targets, which must give the same bits (not the CUDA workspace)
+    return not ctx.options.workspace
+
+
 REVERSE = Pipeline("reverse", (
     Pass("zero_adds", _zero_adds, MADE, frozenset({Fact.NO_ZERO_ADDS}),
          doc="drop `x += z` where the compiler-made z holds 0.0 (zero_adjoints)"),
@@ -198,6 +214,10 @@ REVERSE = Pipeline("reverse", (
          doc="drop dead compiler-made assignments and empty reservations (cleanup)"),
     Pass("dead_resets", _dead_resets, MADE, frozenset({Fact.NO_DEAD_RESETS}),
          doc="drop `X_bar[i] = 0.0` after the element's last read (dead_resets)"),
+    Pass("stored_rereads", _stored_rereads, frozenset({Fact.ENTRY}), frozenset({Fact.STORED_REREADS}),
+         applies=_cpu,
+         doc="a taped scalar stored into its own element of a fresh array re-read from it, not "
+             "taped, cpu target (stored_rereads)"),
     Pass("first_writes", _first_writes, MADE, frozenset({Fact.FIRST_WRITES}),
          doc="np.zeros then `+=` once per element becomes np.empty and `=` (first_writes)"),
     Pass("loop_order", _loop_order, MADE | {Fact.RANKS, Fact.REVERSE_MARKS},
@@ -240,6 +260,10 @@ REVERSE = Pipeline("reverse", (
          applies=_cpu,
          doc="loop nests reading broadcast strides versioned on their being 1, cpu target "
              "(stride_versions)"),
+    Pass("vector_exp", _vector_exp, frozenset({Fact.ENTRY}), frozenset({Fact.VECTOR_EXP}),
+         applies=_host,
+         doc="math.exp as the helper _exp, which LLVM vectorizes with its loop, cpu and python "
+             "targets (vector_exp)"),
 ), start=frozenset({Fact.ENTRY, Fact.MADE_NAMES, Fact.RANKS, Fact.REVERSE_MARKS,
                     Fact.SCALED_MARKS, Fact.KEPT_FLOAT_TAPE}),
    then=Pipeline("reverse", (
