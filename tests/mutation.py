@@ -94,6 +94,8 @@ TESTS = {
     "coarsen/ad/reverse/region_stores.py": ["tests/ad/reverse/test_region_stores.py"],
     "coarsen/ad/reverse/scatter_loops.py": ["tests/ad/reverse/test_scatter_loops.py"],
     "coarsen/ad/reverse/lane_sums.py": ["tests/ad/reverse/test_lane_sums.py"],
+    "coarsen/ad/reverse/stored_rereads.py": ["tests/ad/reverse/test_stored_rereads.py"],
+    "coarsen/ad/reverse/vector_exp.py": ["tests/ad/reverse/test_vector_exp.py"],
     "coarsen/ad/reverse/scaled_adds.py": ["tests/ad/reverse/test_scaled_first_writes.py",
                                           "tests/ad/reverse/test_scaled_adds_outer.py"],
     "coarsen/analysis/recording.py": ["tests/analysis/test_recording_guards.py", "tests/ad/reverse/test_shape_recorded.py",

@@ -26,9 +26,11 @@ block ``K`` of a top-level loop nest ``F`` and its pop in a top-level statement 
   ``break``, ``continue`` or ``return``;
 * ``a`` is not a parameter, is bound only by top-level assignments before ``F`` of
   ``np.empty``/``np.zeros``/``np.ones``/``np.full`` calls (a fresh array no other name
-  reaches), and is otherwise mentioned only in element reads, ``a.shape``/``a.size``/
-  ``a.ndim`` and the store: nothing else writes it, so each element keeps the value its trip
-  stored to the end of the function;
+  reaches), and is otherwise mentioned only in element reads (as many indexes as ``I``, no
+  slice: no view), ``a.shape``/``a.size``/
+  ``a.ndim``, the store and top-level copies ``b = a`` after ``F`` (an inlined helper's
+  result), whose names are held to the same conditions: nothing else writes it, so each
+  element keeps the value its trip stored to the end of the function;
 * the pop's block ``P`` sits in loops from ``R`` down whose variables are ``F``'s, in the
   same order; no loop variable is assigned in ``F`` or ``R`` but by its loop;
 * ``t`` is read in ``R`` only in ``P`` before the pop, and nowhere after ``R``.
@@ -138,9 +140,8 @@ def _try(body, f, block, j, chain, t, params):
     if store is None or not isinstance(store.targets[0].value, gast.Name):
         return None
     a = store.targets[0].value.id
-    items = store.targets[0].slice.elts if isinstance(store.targets[0].slice, gast.Tuple) \
-        else [store.targets[0].slice]
-    if [it.id if isinstance(it, gast.Name) else None for it in items] != counters or a in params:
+    items = _items(store.targets[0])
+    if [it.id if isinstance(it, gast.Name) else None for it in items] != counters:
         return None
     if any(isinstance(n, (gast.Break, gast.Continue, gast.Return)) for n in gast.walk(top)) or \
             set(counters) - _loop_targets(top):
@@ -150,7 +151,7 @@ def _try(body, f, block, j, chain, t, params):
         return None
     r, pblock, p = pop
     if not _assignments_ok(body, f, r, t, block[k], pblock[p + 1]) or \
-            not _array_ok(body, f, a, store):
+            not _array_ok(body, f, a, store, params):
         return None
     if not _reads_ok(body, r, t, pblock, p):
         return None
@@ -240,23 +241,54 @@ def _owner(top, name):
     return None
 
 
-def _array_ok(body, f, a, store):
-    """``a`` bound only by fresh-array calls at the top level before ``F``; its other
-    mentions element reads, its shape, size or rank, and ``store``."""
-    allowed = set()
+def _array_ok(body, f, a, store, params):
+    """``a`` and its aliases (the names top-level copies ``b = a`` after ``F`` bind: an
+    inlined helper's result) are no parameters, bound only by fresh-array calls at the top
+    level before ``F`` and by those copies; their other mentions element reads, their shape,
+    size or rank, and ``store``."""
+    names = _aliases(body, f, a)
+    if names & params:
+        return False
+    allowed = {id(store.targets[0].value)}
     for i, top in enumerate(body):
-        if isinstance(top, gast.Assign) and len(top.targets) == 1 and _is_name(top.targets[0], a):
-            if i >= f or not _fresh(top.value):
+        if isinstance(top, gast.Assign) and len(top.targets) == 1 and \
+                isinstance(top.targets[0], gast.Name) and top.targets[0].id in names:
+            if i < f and _fresh(top.value):
+                allowed.add(id(top.targets[0]))
+            elif i > f and isinstance(top.value, gast.Name) and top.value.id in names:
+                allowed |= {id(top.targets[0]), id(top.value)}
+            else:
                 return False
-            allowed.add(id(top.targets[0]))
-    allowed.add(id(store.targets[0].value))
+    rank = len(_items(store.targets[0]))
     for top in body:
         for n in gast.walk(top):
-            if isinstance(n, gast.Subscript) and _is_name(n.value, a) and isinstance(n.ctx, gast.Load):
+            if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name) and \
+                    n.value.id in names and isinstance(n.ctx, gast.Load) and \
+                    len(_items(n)) == rank and not any(isinstance(it, gast.Slice) for it in _items(n)):
+                allowed.add(id(n.value))        # an element, not a view
+            elif isinstance(n, gast.Attribute) and isinstance(n.value, gast.Name) and \
+                    n.value.id in names and n.attr in _SHAPE_ATTRS:
                 allowed.add(id(n.value))
-            elif isinstance(n, gast.Attribute) and _is_name(n.value, a) and n.attr in _SHAPE_ATTRS:
-                allowed.add(id(n.value))
-    return all(id(n) in allowed for top in body for n in gast.walk(top) if _is_name(n, a))
+    return all(id(n) in allowed for top in body for n in gast.walk(top)
+               if isinstance(n, gast.Name) and n.id in names)
+
+
+def _items(subscript):
+    return subscript.slice.elts if isinstance(subscript.slice, gast.Tuple) else [subscript.slice]
+
+
+def _aliases(body, f, a):
+    """``a`` and the names bound to it by top-level copies after ``body[f]``, transitively."""
+    names, grew = {a}, True
+    while grew:
+        grew = False
+        for top in body[f + 1:]:
+            if isinstance(top, gast.Assign) and len(top.targets) == 1 and \
+                    isinstance(top.targets[0], gast.Name) and isinstance(top.value, gast.Name) and \
+                    top.value.id in names and top.targets[0].id not in names:
+                names.add(top.targets[0].id)
+                grew = True
+    return names
 
 
 def _fresh(value):
