@@ -1,4 +1,5 @@
-"""Dot loops: a loop that only sums products of two array elements as one ``_dot_acc`` call.
+"""Dot loops: a loop that only sums products of two array elements as one ``_dot_acc`` call,
+one that only sums array elements as one ``_sum_acc`` call.
 
 A dot product the scalarizer made into a loop (``L[i, :i] @ x[:i]``, a row of ``A @ x``)
 runs as ``acc = acc + a[.., k, ..] * b[.., k, ..]`` per trip: one chain of dependent
@@ -15,10 +16,15 @@ Guarantees: ``dot_loop_calls(body, types, loops)`` returns ``(statements, helper
 variable is in ``loops`` (the pipeline passes the loops the scalarizer made; ``None``: any)
 ``for k in range(n): <temporaries>; acc = acc + p`` (or ``acc = p + acc``) whose product ``p``,
 the temporaries substituted, is ``a[I] * b[J]`` (either order) is the statement
-``acc = _dot_acc(acc, a[I'], b[J'], n)``, where
+``acc = _dot_acc(acc, a[I'], b[J'], n)``; one whose sum, the temporaries substituted, is a
+single read ``a[I]`` (``np.sum(e, axis=1)``'s rows: the product with 1) is
+``acc = _sum_acc(acc, a[I'], n)``, the same lanes.  ``acc += p`` counts as ``acc = acc + p``
+(the same rounding).  Where
 
-* ``acc`` is a float64 scalar; ``a`` and ``b`` are float64 arrays; ``I`` and ``J`` are basic
-  indexes in which ``k`` is one whole item (the views ``a[I']``, ``b[J']`` put a full slice
+* ``acc`` is a float64 scalar: of that type, or a local the statements before the loop in its
+  block last assign an element ``s = z[...]`` of a float64 array ``z`` (all its indexes, no
+  slice: ``invariant_sums`` holds an element a loop only adds into so); ``a`` and ``b`` are
+  float64 arrays; ``I`` and ``J`` are basic indexes in which ``k`` is one whole item (the views ``a[I']``, ``b[J']`` put a full slice
   there, so the view's element ``k`` is the loop's) and the other items are constants or names
   the loop does not assign;
 * the loop has no ``else``, and its body only assigns names: the temporaries (each assigned
@@ -46,6 +52,7 @@ from ...ir.nodes import Array, Scalar
 __all__ = ["dot_loop_calls"]
 
 HELPER = "_dot_acc"
+SUM_HELPER = "_sum_acc"
 
 
 def dot_loop_calls(body, types, loops=None):
@@ -57,11 +64,12 @@ def dot_loop_calls(body, types, loops=None):
 
     def block(stmts):
         out = []
-        for st in stmts:
-            new = _dot_call(st, types, mentions, body) if isinstance(st, gast.For) and \
-                (loops is None or (isinstance(st.target, gast.Name) and st.target.id in loops)) else None
+        for i, st in enumerate(stmts):
+            new = _dot_call(st, _typed(types, stmts[:i]), mentions, body) \
+                if isinstance(st, gast.For) and (loops is None or (isinstance(st.target, gast.Name)
+                                                                   and st.target.id in loops)) else None
             if new is not None:
-                helpers.add(HELPER)
+                helpers.add(new.value.func.id)
                 out.append(new)
                 continue
             if isinstance(st, (gast.For, gast.While, gast.If)):
@@ -80,7 +88,7 @@ def _dot_call(loop, types, mentions, body):
     if loop.orelse or not isinstance(loop.target, gast.Name) or not _is_range1(loop.iter):
         return None
     k = loop.target.id
-    stmts = loop.body
+    stmts = [_as_assign(s) for s in loop.body]
     if not stmts or not all(isinstance(s, gast.Assign) and len(s.targets) == 1
                             and isinstance(s.targets[0], gast.Name) for s in stmts):
         return None
@@ -102,21 +110,59 @@ def _dot_call(loop, types, mentions, body):
     if len(own) != 1:
         return None
     product = _substituted(sides[1] if sides[0] is own[0] else sides[0], temps)
-    if not (isinstance(product, gast.BinOp) and isinstance(product.op, gast.Mult)):
+    if isinstance(product, gast.BinOp) and isinstance(product.op, gast.Mult):
+        reads, helper = (product.left, product.right), HELPER
+    elif isinstance(product, gast.Subscript):
+        reads, helper = (product,), SUM_HELPER     # a plain sum: the product with 1
+    else:
         return None
     if _reached(stmts, temps) != set(temps):
         return None             # a temporary the sum does not read: its value would be lost
     # the temporaries substituted, the product names nothing the loop assigns but ``k`` and
     # ``acc``, which it may not read but as the index item ``k``
-    views = [_view(r, k, types) for r in (product.left, product.right)]
+    views = [_view(r, k, types) for r in reads]
     if None in views or acc in _names(product) or not _loop_var_local(body, loop, k):
         return None
-    call = B.call(B.name(HELPER), B.name(acc), views[0], views[1], loop.iter.args[0])
+    call = B.call(B.name(helper), B.name(acc), *views, loop.iter.args[0])
     new = B.assign(acc, call)
     comment = getattr(loop, "coarsen_comment", None)
     if comment:
         new.coarsen_comment = comment
     return new
+
+
+def _as_assign(st):
+    """``acc += p`` as ``acc = acc + p`` (the same rounding); other statements as they are."""
+    if isinstance(st, gast.AugAssign) and isinstance(st.op, gast.Add) and isinstance(st.target, gast.Name):
+        return gast.Assign(targets=[B.name(st.target.id, store=True)],
+                           value=gast.BinOp(left=B.name(st.target.id), op=gast.Add(), right=st.value),
+                           type_comment=None)
+    return st
+
+
+def _typed(types, before):
+    """``types`` with the locals ``s`` that ``before`` (the statements before a loop in its
+    block) last assigns an element of a float64 array, ``s = a[...]`` (invariant_sums' locals
+    of an adjoint element), typed float64."""
+    local = {}
+    for st in before:
+        for n in gast.walk(st):
+            if isinstance(n, (gast.Assign, gast.AugAssign)):
+                for t in (n.targets if isinstance(n, gast.Assign) else [n.target]):
+                    if isinstance(t, gast.Name) and t.id not in types:
+                        local.pop(t.id, None)
+        if isinstance(st, gast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], gast.Name) \
+                and st.targets[0].id not in types and isinstance(st.value, gast.Subscript) \
+                and isinstance(st.value.value, gast.Name):
+            t = types.get(st.value.value.id)
+            if isinstance(t, Array) and t.dtype == "f64" and _full_index(st.value, t.ndim):
+                local[st.targets[0].id] = Scalar("f64")
+    return {**types, **local} if local else types
+
+
+def _full_index(read, ndim):
+    items = read.slice.elts if isinstance(read.slice, gast.Tuple) else [read.slice]
+    return len(items) == ndim and not any(isinstance(it, gast.Slice) for it in items)
 
 
 def _reached(stmts, temps):
