@@ -198,26 +198,71 @@ def _reduce_source(op, nd, ax):
     return "\n".join(lines) + "\n"
 
 
+def _extremum_lanes(op, nd, ax):
+    """Lines that set ``acc`` to the max/min of a fiber of ``n >= 8`` elements in four lanes
+    (element k in lane k % 4): four independent chains of ``m = v if v > m else m`` (one
+    max/min instruction, no test of NaN on the chain) where one chain of compares and
+    branches ran through the fiber; and ``nan`` to whether the fiber holds a NaN, tested
+    beside the chains.  Without a NaN, ``acc`` equals (``==``) the one-chain extremum (the
+    sign of a zero may differ); with one, ``acc`` is meaningless."""
+    cmp = ">" if op == "amax" else "<"
+    lines = ["m0 = acc"] + [f"m{j} = {_at(nd, ax, str(j))}" for j in (1, 2, 3)]
+    lines += ["nan = (m0 != m0) | (m1 != m1) | (m2 != m2) | (m3 != m3)", "e = n - n % 4",
+              "for k in range(4, e, 4):"]
+    lines += [f"    v{j} = {_at(nd, ax, f'k + {j}' if j else 'k')}" for j in range(4)]
+    lines += [f"    m{j} = v{j} if v{j} {cmp} m{j} else m{j}" for j in range(4)]
+    lines += ["    nan |= (v0 != v0) | (v1 != v1) | (v2 != v2) | (v3 != v3)",
+              "for k in range(e, n):", f"    v0 = {_at(nd, ax, 'k')}",
+              f"    m0 = v0 if v0 {cmp} m0 else m0", "    nan |= v0 != v0", "acc = m0"]
+    lines += [f"acc = m{j} if m{j} {cmp} acc else acc" for j in (1, 2, 3)]
+    return lines
+
+
 def _reduce_adjoint_source(op, nd, ax, keep, add=False):
     """_red_adj_<op>_<nd>_<ax>[_k](a, g): the adjoint of max/min along axis ax, ``g`` shared
     evenly by the ties of each fiber (as JAX), with ``g`` shaped like the reduction (``keep``:
     with the axis kept, of length 1).  The operations of ``mask * (g / count)``: the same bits.
     ``add``: _red_adj_add_<op>_<nd>_<ax>[_k](out, a, g) adds that adjoint into ``out`` (``a``'s
     shape) in place, ``out[...] += mask * q``: the bits of ``out += _red_adj_...(a, g)``
-    without the temporary array."""
+    without the temporary array.  A fiber of 8 elements or more finds its extremum in four
+    lanes (``_extremum_lanes``), then counts its ties in a pass without branches; a shorter
+    one does both in one pass of compares and branches."""
     cmp = ">" if op == "amax" else "<"
     gidx = ", ".join(("0" if keep else None) if d == ax else f"i{d}" for d in range(nd)
                      if d != ax or keep)
     oat = _at(nd, ax, "k").replace("a[", "out[", 1)
-    # one pass finds the extremum and counts its ties: a new extremum restarts the count at 1,
-    # an equal element adds 1 (the elements equal to the final extremum all come at or after its
-    # first occurrence); a NaN extremum equals nothing, so its count is 0, as ``a == acc``
-    # counts it.  An integer count: no floating-point add chain through the fiber.
-    body = [f"acc = {_at(nd, ax, '0')}", "cnt = 1", f"for k in range(1, a.shape[{ax}]):",
-            f"    v = {_at(nd, ax, 'k')}", f"    if v {cmp} acc or v != v:", "        acc = v",
-            "        cnt = 1", "    elif v == acc:", "        cnt += 1", "if acc != acc:",
-            "    cnt = 0", f"q = g[{gidx}] / cnt", f"for k in range(a.shape[{ax}]):",
-            f"    {oat} {'+=' if add else '='} (1.0 if {_at(nd, ax, 'k')} == acc else 0.0) * q"]
+    at_k = _at(nd, ax, "k")
+    # the count is of the elements equal to the extremum, an integer (no floating-point add
+    # chain through the fiber).  The output reads the extremum only through ``==``, where
+    # 0.0 == -0.0, so the lanes' extremum gives the one chain's bits.  With a NaN the one
+    # chain's extremum is the fiber's last NaN: it equals nothing, count 0 (as ``a == acc``
+    # counts), and the fiber's first NaN gives the same bits.
+    body = [f"n = a.shape[{ax}]", f"acc = {_at(nd, ax, '0')}", "cnt = 0", "if n >= 8:"]
+    body += ["    " + line for line in _extremum_lanes(op, nd, ax)]
+    body += ["    if nan:",
+             "        for k in range(n):",
+             f"            if {at_k} != {at_k}:",
+             f"                acc = {at_k}",
+             "                break",
+             "    else:",
+             "        for k in range(n):",
+             f"            cnt += 1 if {at_k} == acc else 0"]
+    # below 8 elements one pass finds the extremum and counts its ties: a new extremum
+    # restarts the count at 1, an equal element adds 1 (the elements equal to the final
+    # extremum all come at or after its first occurrence)
+    body += ["else:",
+             "    cnt = 1",
+             "    for k in range(1, n):",
+             f"        v = {at_k}",
+             f"        if v {cmp} acc or v != v:",
+             "            acc = v",
+             "            cnt = 1",
+             "        elif v == acc:",
+             "            cnt += 1",
+             "    if acc != acc:",
+             "        cnt = 0"]
+    body += [f"q = g[{gidx}] / cnt", "for k in range(n):",
+             f"    {oat} {'+=' if add else '='} (1.0 if {at_k} == acc else 0.0) * q"]
     name = f"_red_adj_{'add_' if add else ''}{op}_{nd}_{ax}" + ("_k" if keep else "")
     if add:
         lines = [f"def {name}(out, a, g):", "    if out.shape != a.shape:",
