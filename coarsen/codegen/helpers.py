@@ -364,10 +364,11 @@ def _sum_acc(acc, x, n):
 # to degree 13 (the remainder below 2^-57 of the result), times 2^k as two powers of two made from
 # their exponent bits (one would leave the exponent range below 2^-1022).  Within one ulp of the
 # exact value (libm's exp within about half an ulp; the two differ in the last bit of about one
-# result in ten); inf above 709.78, subnormals down to 0 below -745.13, NaN for NaN.
+# result in ten); inf above 709.78, subnormals down to 0 below -745.13, NaN for NaN (computed
+# from 0.0 instead: no NaN reaches the integer conversion).
 def _exp(x):
-    y = 709.9 if x > 709.9 else x
-    y = -746.0 if y < -746.0 else y
+    y = min(max(x, -746.0), 709.9)
+    y = 0.0 if np.isnan(y) else y
     k = np.floor(y * 1.4426950408889634 + 0.5)
     r = (y - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10
     q = 1.0 / 6227020800.0
@@ -388,7 +389,7 @@ def _exp(x):
     s1 = np.int64((h + 1023) << 52).view(np.float64)
     s2 = np.int64((n - h + 1023) << 52).view(np.float64)
     v = p * s1 * s2
-    return v if x == x else x
+    return x if np.isnan(x) else v
 
 
 def _outer(x, y):

@@ -459,8 +459,10 @@ class Hessian(_SecondOrder):
         if not all(isinstance(v, float) or (isinstance(v, np.ndarray) and v.dtype == np.float64
                                             and v.size) for v in vals):
             return NotAProgram("a wrt parameter is neither a float nor a float64 array")
+        # math.exp kept (not the vector helper _exp): forward mode reads the gradient back
         grad = differentiate(self.fn, wrt=names if len(names) > 1 else names[0],
-                             target="python", boundscheck=False, coarsen=self.coarsen)
+                             target="python", boundscheck=False, coarsen=self.coarsen,
+                             disable=("vector_exp",))
         prog = gradient_program(grad.specialize(tuple(args)),
                                 f"{self.fn.__module__}.{self.fn.__qualname__}",
                                 tuple(np.ndim(v) for v in vals))

@@ -25,6 +25,33 @@ def _add_scaled2(out, a, x):
 
 
 @numba.njit(cache=True, error_model='numpy')
+def _exp(x):
+    y = min(max(x, -746.0), 709.9)
+    y = 0.0 if np.isnan(y) else y
+    k = np.floor(y * 1.4426950408889634 + 0.5)
+    r = y - k * 0.6931471803691238 - k * 1.9082149292705877e-10
+    q = 1.0 / 6227020800.0
+    q = 1.0 / 479001600.0 + r * q
+    q = 1.0 / 39916800.0 + r * q
+    q = 1.0 / 3628800.0 + r * q
+    q = 1.0 / 362880.0 + r * q
+    q = 1.0 / 40320.0 + r * q
+    q = 1.0 / 5040.0 + r * q
+    q = 1.0 / 720.0 + r * q
+    q = 1.0 / 120.0 + r * q
+    q = 1.0 / 24.0 + r * q
+    q = 1.0 / 6.0 + r * q
+    q = 0.5 + r * q
+    p = 1.0 + (r + r * (r * q))
+    n = np.int64(k)
+    h = n >> 1
+    s1 = np.int64(h + 1023 << 52).view(np.float64)
+    s2 = np.int64(n - h + 1023 << 52).view(np.float64)
+    v = p * s1 * s2
+    return x if np.isnan(x) else v
+
+
+@numba.njit(cache=True, error_model='numpy')
 def _grow(tape, need):
     size = max(tape.shape[0] * 2, need)
     if size * 8 > 8589934592:
@@ -83,7 +110,6 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     _pa2 = 0.0
     _t30 = False
     _t39 = False
-    _t88 = 0.0
     _tab1 = np.empty((0, 0))
     e = 0.0
     idx = 0
@@ -112,7 +138,6 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     _t89 = max(K, 0)
     _t90 = max(d, 0)
     _tab1 = np.empty((_t89, _t90))
-    _ftape = _reserve(_ftape, _fpos + max(d, 0) * K)
     for _h2 in range(K):
         if 0 < d and _h2 >= icf.shape[0]:
             raise IndexError('index out of range (axis 0 of icf) at gmm.py:47: qx[j] = math.exp(icf[k, j]) * (x[i, j] - means[k, j])')
@@ -120,9 +145,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             raise IndexError('index out of range (axis 1 of icf) at gmm.py:47: qx[j] = math.exp(icf[k, j]) * (x[i, j] - means[k, j])')
         for _h3 in range(d):
             _t87 = icf[_h2, _h3]
-            _ftape[_fpos] = _t88
-            _fpos += 1
-            _t88 = math.exp(_t87)
+            _t88 = _exp(_t87)
             _tab1[_h2, _h3] = _t88
     # for i in range(n):
     if 0 < n and main_term.shape[0] <= 0:
@@ -226,7 +249,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             # se += math.exp(main_term[k] - mx)
             _t32 = main_term[k_3]
             _t33 = _t32 - mx
-            _t34 = math.exp(_t33)
+            _t34 = _exp(_t33)
             se = se + _t34
             # segment 5: partials preaccumulated in the forward sweep
             _pa2 = _t34
@@ -374,7 +397,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
         # ase += math.exp(alphas[k] - amax)
         _t41 = alphas[k_5]
         _t42 = _t41 - amax
-        _t43 = math.exp(_t42)
+        _t43 = _exp(_t42)
         ase = ase + _t43
         # segment 7: partials preaccumulated in the forward sweep
         # segment 7 (line 72), one preaccumulated step: ase = ase + math.exp(-amax + alphas[k_5])
@@ -439,7 +462,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             # e = math.exp(icf[k, j])
             _ftape[_fpos] = e
             _fpos += 1
-            e = math.exp(_t65)
+            e = _exp(_t65)
             # fro += e * e
             _t66 = e * e
             fro = fro + _t66
@@ -558,12 +581,10 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     _add_scaled2(icf_bar, slse_bar, _acc7)
     _set_scaled2(means_bar, slse_bar, _acc8)
     # qx[j] = math.exp(icf[k, j]) * (x[i, j] - means[k, j])
-    for _h2 in range(K - 1, -1, -1):
-        for _h3 in range(d - 1, -1, -1):
+    for _h2 in range(K):
+        for _h3 in range(d):
             _t88_bar = _tab1_bar[_h2, _h3]
-            _t87_bar = _t88_bar * _t88
-            _fpos -= 1
-            _t88 = _ftape[_fpos]
+            _t87_bar = _t88_bar * _tab1[_h2, _h3]
             icf_bar[_h2, _h3] += _t87_bar
     return (_value, (alphas_bar, means_bar, icf_bar), (_tape_floats, _tape_ints, _ftape.shape[0]), _ftape, _itape)
 
