@@ -10,9 +10,10 @@ of the assembled module (``ReverseModule``); each pass wraps one function of its
 that makes names adds them), the runtime helpers the passes call, the tapes the entry takes
 and gives back, and its parameters.  Every pass keeps the values the function computes, bit
 for bit, but two that add a sum in four lanes, another rounding of the same sum (``dot_loops``:
-the scalarizer's dot products; ``lane_sums``: an adjoint's sums).  ``Options.disable`` names
-passes to switch off (``REVERSE.check`` validates it); the driver records the names of those
-that ran (``Emitter.passes_run``).
+the scalarizer's dot products and element sums; ``lane_sums``: an adjoint's sums), and
+``vector_exp``, whose exp is within one ulp of the exact value (libm's within half an ulp).
+``Options.disable`` names passes to switch off (``REVERSE.check`` validates it); the driver
+records the names of those that ran (``Emitter.passes_run``).
 """
 from __future__ import annotations
 
@@ -251,7 +252,8 @@ REVERSE = Pipeline("reverse", (
          doc="`a[s] = x` / `a[s] += x` of arrays as loop helper calls, cpu target (region_stores)"),
     Pass("dot_loops", _dot_loops, frozenset({Fact.ENTRY}), frozenset({Fact.DOT_LOOP_CALLS}),
          applies=_cpu,
-         doc="loops summing products of two array elements as _dot_acc calls, cpu target (dot_loops)"),
+         doc="loops summing products of two array elements (or elements) as _dot_acc (_sum_acc) "
+             "calls, cpu target (dot_loops)"),
     Pass("lane_sums", _lane_sums, frozenset({Fact.ENTRY}), frozenset({Fact.LANE_SUMS}),
          applies=_cpu,
          doc="an adjoint a loop only adds into summed in four lanes after it, cpu target "
