@@ -249,7 +249,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             # se += math.exp(main_term[k] - mx)
             _t32 = main_term[k_3]
             _t33 = _t32 - mx
-            _t34 = _exp(_t33)
+            _t34 = math.exp(_t33)
             se = se + _t34
             # segment 5: partials preaccumulated in the forward sweep
             _pa2 = _t34
@@ -397,7 +397,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
         # ase += math.exp(alphas[k] - amax)
         _t41 = alphas[k_5]
         _t42 = _t41 - amax
-        _t43 = _exp(_t42)
+        _t43 = math.exp(_t42)
         ase = ase + _t43
         # segment 7: partials preaccumulated in the forward sweep
         # segment 7 (line 72), one preaccumulated step: ase = ase + math.exp(-amax + alphas[k_5])
@@ -462,7 +462,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             # e = math.exp(icf[k, j])
             _ftape[_fpos] = e
             _fpos += 1
-            e = _exp(_t65)
+            e = math.exp(_t65)
             # fro += e * e
             _t66 = e * e
             fro = fro + _t66

@@ -6,32 +6,6 @@ import math
 import numpy as np
 
 
-def _exp(x):
-    y = min(max(x, -746.0), 709.9)
-    y = 0.0 if np.isnan(y) else y
-    k = np.floor(y * 1.4426950408889634 + 0.5)
-    r = y - k * 0.6931471803691238 - k * 1.9082149292705877e-10
-    q = 1.0 / 6227020800.0
-    q = 1.0 / 479001600.0 + r * q
-    q = 1.0 / 39916800.0 + r * q
-    q = 1.0 / 3628800.0 + r * q
-    q = 1.0 / 362880.0 + r * q
-    q = 1.0 / 40320.0 + r * q
-    q = 1.0 / 5040.0 + r * q
-    q = 1.0 / 720.0 + r * q
-    q = 1.0 / 120.0 + r * q
-    q = 1.0 / 24.0 + r * q
-    q = 1.0 / 6.0 + r * q
-    q = 0.5 + r * q
-    p = 1.0 + (r + r * (r * q))
-    n = np.int64(k)
-    h = n >> 1
-    s1 = np.int64(h + 1023 << 52).view(np.float64)
-    s2 = np.int64(n - h + 1023 << 52).view(np.float64)
-    v = p * s1 * s2
-    return x if np.isnan(x) else v
-
-
 def value_and_grad_logistic(w, b, X, y):
     # forward sweep
     # total = 0.0
@@ -62,7 +36,7 @@ def value_and_grad_logistic(w, b, X, y):
         _t14 = y[i]
         # p = 1.0 / (1.0 + math.exp(-z))
         _t8 = -z
-        _t9 = _exp(_t8)
+        _t9 = math.exp(_t8)
         _t10 = 1.0 + _t9
         p = 1.0 / _t10
         # total -= y[i] * math.log(p) + (1.0 - y[i]) * math.log(1.0 - p)
@@ -76,7 +50,7 @@ def value_and_grad_logistic(w, b, X, y):
         total = total - _t19
         z_bar = 0.0
         # segment 2 (lines 31-32), one preaccumulated step: total = total - y[i]*math.log((1.0/(1 + math.exp(-z)))) - (1 - y[i])*math.log(1 - 1/(1 + math.exp(-z)))
-        _s2_p_1 = 1.0 / (1 + _exp(-z))
+        _s2_p_1 = 1.0 / (1 + math.exp(-z))
         z_bar += _s2_p_1 - y[i]
         # for j in range(X.shape[1]):
         for j in range(X.shape[1]):

@@ -3,40 +3,12 @@
 
 import math
 
-import numpy as np
-
-
-def _exp(x):
-    y = min(max(x, -746.0), 709.9)
-    y = 0.0 if np.isnan(y) else y
-    k = np.floor(y * 1.4426950408889634 + 0.5)
-    r = y - k * 0.6931471803691238 - k * 1.9082149292705877e-10
-    q = 1.0 / 6227020800.0
-    q = 1.0 / 479001600.0 + r * q
-    q = 1.0 / 39916800.0 + r * q
-    q = 1.0 / 3628800.0 + r * q
-    q = 1.0 / 362880.0 + r * q
-    q = 1.0 / 40320.0 + r * q
-    q = 1.0 / 5040.0 + r * q
-    q = 1.0 / 720.0 + r * q
-    q = 1.0 / 120.0 + r * q
-    q = 1.0 / 24.0 + r * q
-    q = 1.0 / 6.0 + r * q
-    q = 0.5 + r * q
-    p = 1.0 + (r + r * (r * q))
-    n = np.int64(k)
-    h = n >> 1
-    s1 = np.int64(h + 1023 << 52).view(np.float64)
-    s2 = np.int64(n - h + 1023 << 52).view(np.float64)
-    v = p * s1 * s2
-    return x if np.isnan(x) else v
-
 
 def value_and_grad_logistic_loss(z, y):
     # forward sweep
     # p = 1.0 / (1.0 + math.exp(-z))
     _t1 = -z
-    _t2 = _exp(_t1)
+    _t2 = math.exp(_t1)
     _t3 = 1.0 + _t2
     p = 1.0 / _t3
     # return -(y * math.log(p) + (1.0 - y) * math.log(1.0 - p))
@@ -55,7 +27,7 @@ def value_and_grad_logistic_loss(z, y):
     y_bar = 0.0
     z_bar = 0.0
     # segment 1 (lines 50-51), one preaccumulated step: _ret = -y*math.log((1.0/(1 + math.exp(-z)))) - (1 - y)*math.log(1 - 1/(1 + math.exp(-z)))
-    _s1_p_1 = 1.0 / (1 + _exp(-z))
+    _s1_p_1 = 1.0 / (1 + math.exp(-z))
     _s1_t0 = math.log(_s1_p_1)
     _s1_t1 = -_s1_p_1
     _s1_t2 = math.log1p(_s1_t1)

@@ -13,7 +13,8 @@ constant, ``affine`` an index ``name + c``, ``index_elts`` a subscript's axes an
 array is as unaliased, ``runs_test`` the test that one runs at
 least once and ``pure_index`` an index of names, constants and arithmetic; ``FreshNames`` the
 names ``<stem><k>`` a rewrite of the emitted code makes (``invariant_sums``, ``invariant_reads``,
-``lane_sums``).
+``lane_sums``); ``carried_names`` the names a loop body hands from one trip to the next
+(``lane_sums``, ``vector_exp``).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import gast
 
 from ...ir.nodes import Array
 from ...codegen import build as B
+from ...codegen.gast_queries import names_read
 
 
 def drop_dead_adjoint_code(body, made):
@@ -249,6 +251,19 @@ class FreshNames:
 def index_elts(idx):
     """The per-axis indices of a subscript's ``slice``."""
     return idx.elts if isinstance(idx, gast.Tuple) else [idx]
+
+
+def carried_names(body):
+    """The names that ``body`` reads, in a trip, before it assigns them (``x += ...`` reads
+    ``x``): the values one trip hands the next."""
+    assigned, early = set(), set()
+    for st in body:
+        reads = names_read([st])
+        if isinstance(st, gast.AugAssign) and isinstance(st.target, gast.Name):
+            reads.add(st.target.id)
+        early |= reads - assigned
+        assigned |= names_read([st], gast.Store)
+    return early & assigned
 
 
 def plain_range(loop):

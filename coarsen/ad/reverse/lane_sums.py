@@ -52,7 +52,7 @@ import gast
 
 from ...codegen import build as B
 from ...codegen.gast_queries import names_read
-from .cleanup import FreshNames, int_value, plain_range
+from .cleanup import FreshNames, carried_names, int_value, plain_range
 
 __all__ = ["lane_sums", "HELPER", "STEM"]
 
@@ -127,7 +127,7 @@ class _State:
             if acc is not None and acc in self.adjoints and mentions[acc] == _mentions(s, acc) \
                     and acc not in names_read([term]):
                 found[id(s)] = acc, term
-        if not found or _carried(loop.body) - {acc for acc, _ in found.values()} \
+        if not found or carried_names(loop.body) - {acc for acc, _ in found.values()} \
                 or _scatters(loop.body):
             return None
         body, sums = [], []
@@ -169,19 +169,6 @@ def _accumulation(st):
         if isinstance(v.right, gast.Name) and v.right.id == acc:
             return acc, v.left
     return None, None
-
-
-def _carried(body):
-    """The names that ``body`` reads, in a trip, before it assigns them (``x += ...`` reads
-    ``x``): the values one trip hands the next."""
-    assigned, early = set(), set()
-    for st in body:
-        reads = names_read([st])
-        if isinstance(st, gast.AugAssign) and isinstance(st.target, gast.Name):
-            reads.add(st.target.id)
-        early |= reads - assigned
-        assigned |= names_read([st], gast.Store)
-    return early & assigned
 
 
 def _scatters(body):

@@ -216,9 +216,9 @@ REVERSE = Pipeline("reverse", (
     Pass("dead_resets", _dead_resets, MADE, frozenset({Fact.NO_DEAD_RESETS}),
          doc="drop `X_bar[i] = 0.0` after the element's last read (dead_resets)"),
     Pass("stored_rereads", _stored_rereads, frozenset({Fact.ENTRY}), frozenset({Fact.STORED_REREADS}),
-         applies=_cpu,
+         applies=_host,
          doc="a taped scalar stored into its own element of a fresh array re-read from it, not "
-             "taped, cpu target (stored_rereads)"),
+             "taped, cpu and python targets (stored_rereads)"),
     Pass("first_writes", _first_writes, MADE, frozenset({Fact.FIRST_WRITES}),
          doc="np.zeros then `+=` once per element becomes np.empty and `=` (first_writes)"),
     Pass("loop_order", _loop_order, MADE | {Fact.RANKS, Fact.REVERSE_MARKS},
@@ -264,8 +264,8 @@ REVERSE = Pipeline("reverse", (
              "(stride_versions)"),
     Pass("vector_exp", _vector_exp, frozenset({Fact.ENTRY}), frozenset({Fact.VECTOR_EXP}),
          applies=_host,
-         doc="math.exp as the helper _exp, which LLVM vectorizes with its loop, cpu and python "
-             "targets (vector_exp)"),
+         doc="math.exp in a loop whose trips are independent as the helper _exp, which LLVM "
+             "vectorizes with the loop, cpu and python targets (vector_exp)"),
 ), start=frozenset({Fact.ENTRY, Fact.MADE_NAMES, Fact.RANKS, Fact.REVERSE_MARKS,
                     Fact.SCALED_MARKS, Fact.KEPT_FLOAT_TAPE}),
    then=Pipeline("reverse", (

@@ -11,7 +11,8 @@ already holds: the reverse trip reads ``e[i, j]`` instead, and push and pop go.
 Requires: the generated function's statements (gast) as the reverse driver assembled them
 (each push ``_ftape[_fpos] = t; _fpos += 1`` right before the assignment it saves for, each
 pop ``_fpos -= 1; t = _ftape[_fpos]`` in the mirror of the push's loops, which have the same
-loop variables), before the passes that reorder or fuse loops; the function's parameters.
+loop variables), before the passes that reorder or fuse loops; the function's parameters;
+the cpu or python target (CUDA's workspace mode writes its tapes otherwise).
 Guarantees: ``stored_rereads(body, params)`` returns ``(statements, changed)``: a new
 list, the input unchanged (changed statements are copies).  A float push of ``t`` in the
 block ``K`` of a top-level loop nest ``F`` and its pop in a top-level statement ``R`` after

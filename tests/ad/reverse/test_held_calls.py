@@ -10,6 +10,7 @@ bits as fine-grained AD (which multiplies the primal's values too) on a renamed 
 its helper inlined by hand, and a call whose argument the primal rounds otherwise.
 """
 import math
+import re
 
 import numpy as np
 import pytest
@@ -48,8 +49,8 @@ def test_partials_call_exp_and_sin_once_per_trip(target):
     g = coarsen.differentiate(rule, wrt=("a", "b"), target=target, plan="preaccumulate")
     body = _loop_body(g.source_for(*ARGS))
     assert "_pa" in body         # a partial kept by the forward sweep
-    # exp is the helper _exp (vector_exp) on both targets
-    assert body.count("_exp(") == 1 and "math.exp(" not in body and body.count("math.sin(") == 1, body
+    # exp once, as math.exp or (vector_exp, where its loop vectorizes) the helper _exp
+    assert len(re.findall(r"(math\.|\b_)exp\(", body)) == 1 and body.count("math.sin(") == 1, body
 
 
 @pytest.mark.parametrize("target", ["python", "cpu"])
