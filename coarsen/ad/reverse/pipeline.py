@@ -94,7 +94,7 @@ def _dead_resets(code, ctx):
 
 
 def _stored_rereads(code, ctx):
-    return replace(code, body=stored_rereads(code.body, ctx.fn_params)[0])
+    return replace(code, body=stored_rereads(code.body, ctx.fn_params, ctx.types)[0])
 
 
 def _vector_exp(code, ctx):

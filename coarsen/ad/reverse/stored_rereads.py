@@ -11,9 +11,10 @@ already holds: the reverse trip reads ``e[i, j]`` instead, and push and pop go.
 Requires: the generated function's statements (gast) as the reverse driver assembled them
 (each push ``_ftape[_fpos] = t; _fpos += 1`` right before the assignment it saves for, each
 pop ``_fpos -= 1; t = _ftape[_fpos]`` in the mirror of the push's loops, which have the same
-loop variables), before the passes that reorder or fuse loops; the function's parameters;
-the cpu or python target (CUDA's workspace mode writes its tapes otherwise).
-Guarantees: ``stored_rereads(body, params)`` returns ``(statements, changed)``: a new
+loop variables), before the passes that reorder or fuse loops; the function's parameters and
+the types of its names (``ir.nodes`` types); the cpu or python target (CUDA's workspace mode
+writes its tapes otherwise).
+Guarantees: ``stored_rereads(body, params, types)`` returns ``(statements, changed)``: a new
 list, the input unchanged (changed statements are copies).  A float push of ``t`` in the
 block ``K`` of a top-level loop nest ``F`` and its pop in a top-level statement ``R`` after
 ``F`` go when
@@ -25,7 +26,8 @@ block ``K`` of a top-level loop nest ``F`` and its pop in a top-level statement 
   stored); ``I`` is the loop variables of the loops from ``F`` down to ``K``, each once (all
   ``range`` loops without ``else``): different trips store different elements; ``F`` has no
   ``break``, ``continue`` or ``return``;
-* ``a`` is not a parameter, is bound only by top-level assignments before ``F`` of
+* ``a`` is a float64 array of as many axes as ``I`` (a store into another dtype would round
+  or truncate ``t``), not a parameter, bound only by top-level assignments before ``F`` of
   ``np.empty``/``np.zeros``/``np.ones``/``np.full`` calls (a fresh array no other name
   reaches), and is otherwise mentioned only in element reads (as many indexes as ``I``, no
   slice: no view), ``a.shape``/``a.size``/
@@ -52,6 +54,7 @@ import gast
 
 from ...codegen import build as B
 from ...codegen.gast_queries import substitute
+from ...ir.nodes import Array
 from .tapes import FP, FT, TLF
 
 __all__ = ["stored_rereads"]
@@ -60,17 +63,17 @@ _FRESH = frozenset({"empty", "zeros", "ones", "full"})
 _SHAPE_ATTRS = frozenset({"shape", "size", "ndim"})
 
 
-def stored_rereads(body, params):
+def stored_rereads(body, params, types):
     body = list(body)
     changed = False
     while True:
-        new = _one(body, frozenset(params))
+        new = _one(body, frozenset(params), types)
         if new is None:
             return body, changed
         body, changed = new, True
 
 
-def _one(body, params):
+def _one(body, params, types):
     """The body with one push and pop removed, or None."""
     for f, top in enumerate(body):
         if not isinstance(top, gast.For):
@@ -80,7 +83,7 @@ def _one(body, params):
                 t = _pushed(block, j)
                 if t is None:
                     continue
-                new = _try(body, f, block, j, chain, t, params)
+                new = _try(body, f, block, j, chain, t, params, types)
                 if new is not None:
                     return new
     return None
@@ -126,7 +129,7 @@ def _is_count(st):
         and _is_name(st.target.value, TLF)
 
 
-def _try(body, f, block, j, chain, t, params):
+def _try(body, f, block, j, chain, t, params, types):
     top = body[f]
     k = j + 2 + (j + 2 < len(block) and _is_count(block[j + 2]))
     if not (k < len(block) and isinstance(block[k], gast.Assign) and len(block[k].targets) == 1
@@ -141,6 +144,8 @@ def _try(body, f, block, j, chain, t, params):
     if store is None or not isinstance(store.targets[0].value, gast.Name):
         return None
     a = store.targets[0].value.id
+    if types.get(a) != Array("f64", len(counters)):
+        return None             # a store into another dtype rounds or truncates ``t``
     items = _items(store.targets[0])
     if [it.id if isinstance(it, gast.Name) else None for it in items] != counters:
         return None

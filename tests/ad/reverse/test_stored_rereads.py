@@ -16,6 +16,7 @@ import pytest
 
 import coarsen
 from coarsen.ad.reverse.stored_rereads import stored_rereads
+from coarsen.ir.nodes import Array
 
 from tests.oracle import check_against_oracle
 
@@ -68,10 +69,13 @@ def _text(body):
         gast.gast_to_ast(gast.Module(body=body, type_ignores=[]))))
 
 
-def _run(src, params=("x",)):
+TYPES = {"e": Array("f64", 2), "f": Array("f64", 2), "x": Array("f64", 2)}
+
+
+def _run(src, params=("x",), types=TYPES):
     body = _parse(src)
     before = _text(body)
-    out, changed = stored_rereads(body, params)
+    out, changed = stored_rereads(body, params, types)
     assert _text(body) == before                    # the input is not modified
     return _text(out), changed
 
@@ -113,7 +117,7 @@ for i in range(n - 1, -1, -1):
     t = _ftape[_fpos]
     x_bar[i] = c
 """
-    out, changed = _run(src)
+    out, changed = _run(src, types={"e": Array("f64", 1)})
     assert changed
     assert "c = e[i] * 2.0" in out and "_ftape" not in out
 
@@ -168,6 +172,13 @@ def test_refused(case):
     assert old in BASE, case
     _, changed = _run(BASE.replace(old, new, 1))
     assert not changed, case
+
+
+@pytest.mark.parametrize("t", [Array("f32", 2), Array("i64", 2), Array("f64", 3), None])
+def test_an_array_of_another_dtype_or_rank_is_refused(t):
+    # a float32 element rounds the stored value, an int64 one truncates it
+    _, changed = _run(BASE, types={"x": Array("f64", 2)} if t is None else {"e": t})
+    assert not changed
 
 
 def test_a_parameter_array_is_refused():
