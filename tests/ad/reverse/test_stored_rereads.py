@@ -162,6 +162,8 @@ REFUSED = {
     "value set from a non-constant first": ("t = 0.0", "t = x[0, 0]"),
     "two pops": ("        x_bar[i, j] = t_bar * c\n", "        x_bar[i, j] = t_bar * c\n        _fpos -= 1\n"
                  "        t = _ftape[_fpos]\n"),
+    "a push that steps by two": ("        _fpos += 1\n        t = math", "        _fpos += 2\n        t = math"),
+    "a store into an attribute's element": ("e[i, j] = t", "q.e[i, j] = t"),
     "pop before the push's nest": ("t = 0.0\n", "t = 0.0\n_fpos -= 1\nt = _ftape[_fpos]\n"),
 }
 
