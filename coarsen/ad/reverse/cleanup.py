@@ -14,7 +14,8 @@ array is as unaliased, ``runs_test`` the test that one runs at
 least once and ``pure_index`` an index of names, constants and arithmetic; ``FreshNames`` the
 names ``<stem><k>`` a rewrite of the emitted code makes (``invariant_sums``, ``invariant_reads``,
 ``lane_sums``); ``carried_names`` the names a loop body hands from one trip to the next
-(``lane_sums``, ``vector_exp``).
+(``lane_sums``, ``vector_exp``); ``rewrite_inner`` a compound statement with its blocks
+rewritten, copied on write (``dot_loops``, ``vector_exp``).
 """
 from __future__ import annotations
 
@@ -251,6 +252,17 @@ class FreshNames:
 def index_elts(idx):
     """The per-axis indices of a subscript's ``slice``."""
     return idx.elts if isinstance(idx, gast.Tuple) else [idx]
+
+
+def rewrite_inner(st, block):
+    """``st`` (a ``for``, ``while`` or ``if``) with ``block`` applied to its body and its
+    ``else``: a copy where either changed, else ``st`` itself (the input is not modified)."""
+    inner, orelse = block(st.body), block(st.orelse)
+    if len(inner) != len(st.body) or len(orelse) != len(st.orelse) or \
+            any(a is not b for a, b in zip(inner + orelse, st.body + st.orelse)):
+        st = copy.copy(st)
+        st.body, st.orelse = inner, orelse
+    return st
 
 
 def carried_names(body):

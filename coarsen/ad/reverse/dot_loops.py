@@ -48,6 +48,7 @@ import gast
 from ...codegen import build as B
 from ...codegen.gast_queries import substitute
 from ...ir.nodes import Array, Scalar
+from .cleanup import rewrite_inner
 
 __all__ = ["dot_loop_calls"]
 
@@ -73,10 +74,7 @@ def dot_loop_calls(body, types, loops=None):
                 out.append(new)
                 continue
             if isinstance(st, (gast.For, gast.While, gast.If)):
-                inner, orelse = block(st.body), block(st.orelse)
-                if any(a is not b for a, b in zip(inner + orelse, st.body + st.orelse)):
-                    st = copy.copy(st)      # copy on write: the input is not modified
-                    st.body, st.orelse = inner, orelse
+                st = rewrite_inner(st, block)
             out.append(st)
         return out
 

@@ -32,7 +32,7 @@ import gast
 
 from ...codegen import build as B
 from ...codegen.gast_queries import substitute
-from .cleanup import carried_names, plain_range
+from .cleanup import carried_names, plain_range, rewrite_inner
 
 __all__ = ["vector_exp"]
 
@@ -60,10 +60,7 @@ def vector_exp(body):
                 st = copy.copy(st)
                 st.body = [substitute(copy.deepcopy(s), swap) if _has_exp(s) else s for s in st.body]
             elif isinstance(st, (gast.For, gast.While, gast.If)):
-                inner, orelse = block(st.body), block(st.orelse)
-                if any(a is not b for a, b in zip(inner + orelse, st.body + st.orelse)):
-                    st = copy.copy(st)      # copy on write: the input is not modified
-                    st.body, st.orelse = inner, orelse
+                st = rewrite_inner(st, block)
             out.append(st)
         return out
 
