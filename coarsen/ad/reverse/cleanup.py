@@ -8,9 +8,9 @@ fresh, indexed element by element, updated as a whole; given its rank, a read of
 a view, which a name may hold): the adjoint rewrites that reason about its elements
 (``dead_resets``, ``loop_order``) rely on it; ``elementwise_uses`` gives those
 uses for a pass that allows more (``invariant_sums.no_alias``); ``int_value`` reads an int
-constant, ``affine`` an index ``name + c``, ``index_elts`` a subscript's axes and
-``plain_range`` a ``for ... in range(...)`` loop, ``fresh_elementwise`` whether a user's
-array is as unaliased, ``runs_test`` the test that one runs at
+constant, ``affine`` an index ``name + c``, ``index_elts`` a subscript's axes,
+``plain_range`` a ``for ... in range(...)`` loop, ``np_call`` a call ``np.<kind>(...)``,
+``fresh_elementwise`` whether a user's array is as unaliased, ``runs_test`` the test that one runs at
 least once and ``pure_index`` an index of names, constants and arithmetic; ``FreshNames`` the
 names ``<stem><k>`` a rewrite of the emitted code makes (``invariant_sums``, ``invariant_reads``,
 ``lane_sums``); ``carried_names`` the names a loop body hands from one trip to the next
@@ -142,7 +142,8 @@ def _element_index(sub, rank):
     return rank is None or isinstance(sub.ctx, gast.Store) or len(idx) == rank
 
 
-def _np_call(v, kinds):
+def np_call(v, kinds):
+    """Is ``v`` a call ``np.<kind>(...)`` with ``kind`` in ``kinds``?"""
     return isinstance(v, gast.Call) and isinstance(v.func, gast.Attribute) and \
         isinstance(v.func.value, gast.Name) and v.func.value.id == "np" and v.func.attr in kinds
 
@@ -151,10 +152,10 @@ def fresh_allocation(v):
     """``np.zeros(...)``, ``np.empty(...)``, or ``np.empty(S) if c else np.zeros(S)`` (a first
     write decided at runtime: ``first_writes.guarded_first_writes``)."""
     if isinstance(v, gast.IfExp):
-        return _np_call(v.body, ("empty",)) and _np_call(v.orelse, ("zeros",)) and \
+        return np_call(v.body, ("empty",)) and np_call(v.orelse, ("zeros",)) and \
             len(v.body.args) == 1 == len(v.orelse.args) and not v.body.keywords and \
             not v.orelse.keywords and gast.dump(v.body.args[0]) == gast.dump(v.orelse.args[0])
-    return _np_call(v, ("zeros", "empty"))
+    return np_call(v, ("zeros", "empty"))
 
 
 def fresh_elementwise(body, name, rank=None):

@@ -24,9 +24,9 @@ single read ``a[I]`` (``np.sum(e, axis=1)``'s rows: the product with 1) is
 * ``acc`` is a float64 scalar: of that type, or a local the statements before the loop in its
   block last assign an element ``s = z[...]`` of a float64 array ``z`` (all its indexes, no
   slice: ``invariant_sums`` holds an element a loop only adds into so); ``a`` and ``b`` are
-  float64 arrays; ``I`` and ``J`` are basic indexes in which ``k`` is one whole item (the views ``a[I']``, ``b[J']`` put a full slice
-  there, so the view's element ``k`` is the loop's) and the other items are constants or names
-  the loop does not assign;
+  float64 arrays; ``I`` and ``J`` are basic indexes in which ``k`` is one whole item (the
+  views ``a[I']``, ``b[J']`` put a full slice there, so the view's element ``k`` is the
+  loop's) and the other items are constants or names the loop does not assign;
 * the loop has no ``else``, and its body only assigns names: the temporaries (each assigned
   once, read only by the statements after it in the body and mentioned nowhere else in the
   function) and ``acc``, last; ``k`` is read nowhere outside the loop but inside loops that
@@ -48,7 +48,7 @@ import gast
 from ...codegen import build as B
 from ...codegen.gast_queries import substitute
 from ...ir.nodes import Array, Scalar
-from .cleanup import rewrite_inner
+from .cleanup import index_elts, rewrite_inner
 
 __all__ = ["dot_loop_calls"]
 
@@ -64,11 +64,12 @@ def dot_loop_calls(body, types, loops=None):
     helpers = set()
 
     def block(stmts):
-        out = []
-        for i, st in enumerate(stmts):
-            new = _dot_call(st, _typed(types, stmts[:i]), mentions, body) \
+        out, local = [], {}         # the float64 locals the statements so far assigned
+        for st in stmts:
+            new = _dot_call(st, {**types, **local} if local else types, mentions, body) \
                 if isinstance(st, gast.For) and (loops is None or (isinstance(st.target, gast.Name)
                                                                    and st.target.id in loops)) else None
+            _note_local(local, st, types)
             if new is not None:
                 helpers.add(new.value.func.id)
                 out.append(new)
@@ -131,36 +132,31 @@ def _dot_call(loop, types, mentions, body):
 
 def _as_assign(st):
     """``acc += p`` as ``acc = acc + p`` (the same rounding); other statements as they are."""
-    if isinstance(st, gast.AugAssign) and isinstance(st.op, gast.Add) and isinstance(st.target, gast.Name):
+    if isinstance(st, gast.AugAssign) and isinstance(st.op, gast.Add) and \
+            isinstance(st.target, gast.Name):
         return gast.Assign(targets=[B.name(st.target.id, store=True)],
                            value=gast.BinOp(left=B.name(st.target.id), op=gast.Add(), right=st.value),
                            type_comment=None)
     return st
 
 
-def _typed(types, before):
-    """``types`` with the locals ``s`` that ``before`` (the statements before a loop in its
-    block) last assigns an element of a float64 array, ``s = a[...]`` (invariant_sums' locals
-    of an adjoint element), typed float64."""
-    local = {}
-    for st in before:
-        for n in gast.walk(st):
-            if isinstance(n, (gast.Assign, gast.AugAssign)):
-                for t in (n.targets if isinstance(n, gast.Assign) else [n.target]):
-                    if isinstance(t, gast.Name) and t.id not in types:
-                        local.pop(t.id, None)
-        if isinstance(st, gast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], gast.Name) \
-                and st.targets[0].id not in types and isinstance(st.value, gast.Subscript) \
-                and isinstance(st.value.value, gast.Name):
-            t = types.get(st.value.value.id)
-            if isinstance(t, Array) and t.dtype == "f64" and _full_index(st.value, t.ndim):
-                local[st.targets[0].id] = Scalar("f64")
-    return {**types, **local} if local else types
-
-
-def _full_index(read, ndim):
-    items = read.slice.elts if isinstance(read.slice, gast.Tuple) else [read.slice]
-    return len(items) == ndim and not any(isinstance(it, gast.Slice) for it in items)
+def _note_local(local, st, types):
+    """Update ``local`` (the float64 locals of a block so far) past ``st``: a local ``s =
+    a[...]`` reading an element of a float64 array (all its indexes, no slice: invariant_sums'
+    local of an element) is float64; any other assignment of a name not in ``types`` forgets it."""
+    for n in gast.walk(st):
+        if isinstance(n, (gast.Assign, gast.AugAssign)):
+            for t in (n.targets if isinstance(n, gast.Assign) else [n.target]):
+                if isinstance(t, gast.Name) and t.id not in types:
+                    local.pop(t.id, None)
+    if isinstance(st, gast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], gast.Name) \
+            and st.targets[0].id not in types and isinstance(st.value, gast.Subscript) \
+            and isinstance(st.value.value, gast.Name):
+        t = types.get(st.value.value.id)
+        items = index_elts(st.value.slice)
+        if isinstance(t, Array) and t.dtype == "f64" and len(items) == t.ndim and \
+                not any(isinstance(it, gast.Slice) for it in items):
+            local[st.targets[0].id] = Scalar("f64")
 
 
 def _reached(stmts, temps):

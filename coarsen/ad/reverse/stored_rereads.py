@@ -55,6 +55,7 @@ import gast
 from ...codegen import build as B
 from ...codegen.gast_queries import substitute
 from ...ir.nodes import Array
+from .cleanup import index_elts, np_call, plain_range
 from .tapes import FP, FT, TLF
 
 __all__ = ["stored_rereads"]
@@ -137,7 +138,7 @@ def _try(body, f, block, j, chain, t, params, types):
         return None
     counters = [loop.target.id if isinstance(loop.target, gast.Name) else None for loop in chain]
     if None in counters or len(set(counters)) != len(counters) or \
-            any(loop.orelse or not _is_range(loop.iter) for loop in chain):
+            any(loop.orelse or not plain_range(loop) for loop in chain):
         return None
     store = next((s for s in block[k + 1:] if isinstance(s, gast.Assign) and len(s.targets) == 1
                   and isinstance(s.targets[0], gast.Subscript) and _is_name(s.value, t)), None)
@@ -146,7 +147,7 @@ def _try(body, f, block, j, chain, t, params, types):
     a = store.targets[0].value.id
     if types.get(a) != Array("f64", len(counters)):
         return None             # a store into another dtype rounds or truncates ``t``
-    items = _items(store.targets[0])
+    items = index_elts(store.targets[0].slice)
     if [it.id if isinstance(it, gast.Name) else None for it in items] != counters:
         return None
     if any(isinstance(n, (gast.Break, gast.Continue, gast.Return)) for n in gast.walk(top)) or \
@@ -162,10 +163,6 @@ def _try(body, f, block, j, chain, t, params, types):
     if not _reads_ok(body, r, t, pblock, p):
         return None
     return _rewrite(body, f, r, block, j, k, pblock, p, t, store)
-
-
-def _is_range(it):
-    return isinstance(it, gast.Call) and _is_name(it.func, "range") and not it.keywords
 
 
 def _loop_targets(node):
@@ -202,7 +199,7 @@ def _find_pop(body, f, t, counters):
             [c.target.id if isinstance(c, gast.For) and isinstance(c.target, gast.Name) else None
              for c in chain] != counters:
         return None
-    if any(c.orelse or not _is_range(c.iter) for c in chain) or \
+    if any(c.orelse or not plain_range(c) for c in chain) or \
             set(counters) - _loop_targets(body[r]):
         return None
     return r, block, p
@@ -259,28 +256,25 @@ def _array_ok(body, f, a, store, params):
     for i, top in enumerate(body):
         if isinstance(top, gast.Assign) and len(top.targets) == 1 and \
                 isinstance(top.targets[0], gast.Name) and top.targets[0].id in names:
-            if i < f and _fresh(top.value):
+            if i < f and np_call(top.value, _FRESH):
                 allowed.add(id(top.targets[0]))
             elif i > f and isinstance(top.value, gast.Name) and top.value.id in names:
                 allowed |= {id(top.targets[0]), id(top.value)}
             else:
                 return False
-    rank = len(_items(store.targets[0]))
+    rank = len(index_elts(store.targets[0].slice))
     for top in body:
         for n in gast.walk(top):
             if isinstance(n, gast.Subscript) and isinstance(n.value, gast.Name) and \
                     n.value.id in names and isinstance(n.ctx, gast.Load) and \
-                    len(_items(n)) == rank and not any(isinstance(it, gast.Slice) for it in _items(n)):
+                    len(index_elts(n.slice)) == rank and \
+                    not any(isinstance(it, gast.Slice) for it in index_elts(n.slice)):
                 allowed.add(id(n.value))        # an element, not a view
             elif isinstance(n, gast.Attribute) and isinstance(n.value, gast.Name) and \
                     n.value.id in names and n.attr in _SHAPE_ATTRS:
                 allowed.add(id(n.value))
     return all(id(n) in allowed for top in body for n in gast.walk(top)
                if isinstance(n, gast.Name) and n.id in names)
-
-
-def _items(subscript):
-    return subscript.slice.elts if isinstance(subscript.slice, gast.Tuple) else [subscript.slice]
 
 
 def _aliases(body, f, a):
@@ -295,11 +289,6 @@ def _aliases(body, f, a):
                 names.add(top.targets[0].id)
                 grew = True
     return names
-
-
-def _fresh(value):
-    return isinstance(value, gast.Call) and isinstance(value.func, gast.Attribute) and \
-        _is_name(value.func.value, "np") and value.func.attr in _FRESH
 
 
 def _reads_ok(body, r, t, pblock, p):
