@@ -11,6 +11,7 @@ flags of the running maximum and the preaccumulated ``exp(main_term[k] - mx)``: 
 hand-written gradient keeps in its ``(K, d)`` arrays.
 """
 import os
+import re
 
 import numpy as np
 
@@ -43,8 +44,11 @@ def test_gmm_gradient_source_is_pinned():
     assert "_reserve(" not in loop and "_push" not in loop
     # the reverse of each point's trip follows its forward in the same loop body: one pop per
     # push, one by one or, where the reverse loop reads the tape counting up, a loop's at once
-    pops = loop.count("_fpos -= 1") + loop.count("_fpos = _fpos - max(")
-    assert pops == loop.count("_fpos += 1") > 0
+    # (a loop that only pushes counts in an unsigned cursor ``_tc<k>``: tape_cursors)
+    pushes = len(re.findall(r"_ftape\[(?:_fpos|_tc\d+)\] = ", loop))
+    pops = loop.count("_fpos -= 1") + loop.count("_fpos = _fpos - max(") \
+        + len(re.findall(r"= _ftape\[_tc\d+\]", loop))
+    assert pops == pushes > 0
 
 
 def test_gmm_tape_does_not_grow_with_the_points():

@@ -159,10 +159,14 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     _acc8 = np.zeros(means.shape)
     main_term_bar = np.zeros(main_term.shape)
     qx_bar = np.zeros(qx.shape)
+    # _ipos counted unsigned in the loop below: its stores need no check of negative indices (tape_cursors)
+    _tc4 = np.uint64(_ipos)
     for i in range(n):
         # for k in range(K):
         if K > alphas.shape[0]:
             raise IndexError('index out of range (axis 0 of alphas) at gmm.py:56: main_term[k] = alphas[k] + sum_q - 0.5 * sq')
+        # _fpos counted unsigned in the loop below: its stores need no check of negative indices (tape_cursors)
+        _tc1 = np.uint64(_fpos)
         for k in range(K):
             # sum_q = 0.0
             sum_q = 0.0
@@ -186,12 +190,12 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
                 # qx[j] = math.exp(icf[k, j]) * (x[i, j] - means[k, j])
                 _t9 = _t7 - _t8
                 _t10 = _t6 * _t9
-                _ftape[_fpos] = qx[j]
-                _fpos += 1
+                _ftape[_tc1] = qx[j]
+                _tc1 += np.uint64(1)
                 qx[j] = _t10
             # idx = d
-            _itape[_ipos] = idx
-            _ipos += 1
+            _itape[_tc4] = idx
+            _tc4 += np.uint64(1)
             idx = d
             # for j in range(d):
             for j_2 in range(d):
@@ -230,21 +234,23 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             _t26 = 0.5 * sq
             _t27 = _t25 - _t26
             main_term[k] = _t27
+        _fpos = np.int64(_tc1)
         # mx = main_term[0]
         mx = main_term[0]
         # for k in range(1, K):
         for k_2 in range(1, K):
             # if main_term[k] > mx:
             _t29 = main_term[k_2]
-            _itape[_ipos] = _t30
-            _ipos += 1
+            _itape[_tc4] = _t30
+            _tc4 += np.uint64(1)
             _t30 = _t29 > mx
             if _t30:
                 # mx = main_term[k]
                 mx = main_term[k_2]
         # se = 0.0
         se = 0.0
-        # for k in range(K):
+        # _fpos counted unsigned in the loop below: its stores need no check of negative indices (tape_cursors)
+        _tc2 = np.uint64(_fpos)
         for k_3 in range(K):
             # se += math.exp(main_term[k] - mx)
             _t32 = main_term[k_3]
@@ -253,8 +259,9 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             se = se + _t34
             # segment 5: partials preaccumulated in the forward sweep
             _pa2 = _t34
-            _ftape[_fpos] = _pa2
-            _fpos += 1
+            _ftape[_tc2] = _pa2
+            _tc2 += np.uint64(1)
+        _fpos = np.int64(_tc2)
         # slse += mx + math.log(se)
         _t35 = math.log(se)
         _t36 = mx + _t35
@@ -286,8 +293,8 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
                 # mx = main_term[k]
                 main_term_bar[k_2] += mx_bar
                 mx_bar = 0.0
-            _ipos -= 1
-            _t30 = bool(_itape[_ipos])
+            _tc4 -= np.uint64(1)
+            _t30 = bool(_itape[_tc4])
         # mx = main_term[0]
         main_term_bar[0] += mx_bar
         # for k in range(K):
@@ -348,8 +355,8 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
                             _acc7[k, idx] += _t15_bar
                         _acc8[k, j_2] = _sum2
             # idx = d
-            _ipos -= 1
-            idx = int(_itape[_ipos])
+            _tc4 -= np.uint64(1)
+            idx = int(_itape[_tc4])
             # for j in range(d):
             _fpos = _fpos - max(d, 0)
             # the trips in forward order, reading the tape from _fpos up
@@ -368,6 +375,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
                 _iv3 += 1
             # sum_q = 0.0
             sum_q_bar = 0.0
+    _ipos = np.int64(_tc4)
     # amax = alphas[0]
     if alphas.shape[0] <= 0:
         raise IndexError('index out of range (axis 0 of alphas) at gmm.py:66: amax = alphas[0]')
@@ -376,15 +384,18 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     if 1 < K and K > alphas.shape[0]:
         raise IndexError('index out of range (axis 0 of alphas) at gmm.py:68: if alphas[k] > amax:')
     _itape = _reserve(_itape, _ipos + 1 * (K - 1))
+    # _ipos counted unsigned in the loop below: its stores need no check of negative indices (tape_cursors)
+    _tc5 = np.uint64(_ipos)
     for k_4 in range(1, K):
         # if alphas[k] > amax:
         _t38 = alphas[k_4]
-        _itape[_ipos] = _t39
-        _ipos += 1
+        _itape[_tc5] = _t39
+        _tc5 += np.uint64(1)
         _t39 = _t38 > amax
         if _t39:
             # amax = alphas[k]
             amax = alphas[k_4]
+    _ipos = np.int64(_tc5)
     # ase = 0.0
     ase = 0.0
     # for k in range(K):
@@ -444,6 +455,8 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     _ftape = _reserve(_ftape, _fpos + max(d, 0))
     # a reduction loop into prior: each trip is reversed right after it runs, with prior_bar = 1
     _acc20 = np.zeros(icf.shape)
+    # _fpos counted unsigned in the loop below: its stores need no check of negative indices (tape_cursors)
+    _tc3 = np.uint64(_fpos)
     for k_6 in range(K):
         # fro = 0.0
         fro = 0.0
@@ -460,8 +473,8 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             # sum_q += icf[k, j]
             _t67 = icf[k_6, j_5]
             # e = math.exp(icf[k, j])
-            _ftape[_fpos] = e
-            _fpos += 1
+            _ftape[_tc3] = e
+            _tc3 += np.uint64(1)
             e = math.exp(_t65)
             # fro += e * e
             _t66 = e * e
@@ -502,8 +515,8 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
         for j_5 in range(d - 1, -1, -1):
             # e = math.exp(icf[k, j])
             _cut16 = e
-            _fpos -= 1
-            e = _ftape[_fpos]
+            _tc3 -= np.uint64(1)
+            e = _ftape[_tc3]
             # segment 9 (lines 86-88), one preaccumulated step: fro = fro + math.exp(2*icf[k_6, j_5]); sum_q_2 = sum_q_2 + icf[k_6, j_5]
             _g14 = fro_bar
             _g15 = sum_q_2_bar
@@ -514,6 +527,7 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             fro_bar += _g14
             sum_q_2_bar += _g15
             _acc20[k_6, j_5] += _t65_bar
+    _fpos = np.int64(_tc3)
     # prior -= K * C
     _t79 = -n
     # const = -n * d * 0.5 * math.log(2.0 * math.pi)
@@ -564,6 +578,8 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     # for k in range(K):
     _set_scaled1(alphas_bar, ase_bar, _acc11)
     amax_bar += ase_bar * _acc12
+    # _ipos counted unsigned in the loop below: its stores need no check of negative indices (tape_cursors)
+    _tc6 = np.uint64(_ipos)
     # for k in range(1, K):
     for k_4 in range(K - 1, 0, -1):
         # if alphas[k] > amax:
@@ -571,8 +587,9 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
             # amax = alphas[k]
             alphas_bar[k_4] += amax_bar
             amax_bar = 0.0
-        _ipos -= 1
-        _t39 = bool(_itape[_ipos])
+        _tc6 -= np.uint64(1)
+        _t39 = bool(_itape[_tc6])
+    _ipos = np.int64(_tc6)
     # amax = alphas[0]
     alphas_bar[0] += amax_bar
     # for i in range(n):

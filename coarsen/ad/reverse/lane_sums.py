@@ -31,15 +31,20 @@ adjoint ``acc`` of ``adjoints`` in exactly one statement (``acc += p``, ``acc = 
     acc = _sum_acc(acc, _lanes<k>, <trips>)   (just after the loop)
 
 with ``_lanes<k> = np.empty(max(<trips>, 0))`` allocated once, before the outermost loop
-around it (before the loop itself when it is in none).  So the range's bounds must be integer
+around it (before the loop itself when it is in none).  Where the loop is in another and
+that outermost loop mentions ``acc`` nowhere but in this statement (heat's ``kappa_bar``, one
+sum per time step), the buffer gathers every run's terms instead: ``np.zeros``, each trip
+``_lanes<k>[<trip>] += p``, and the one ``_sum_acc`` after the outermost loop (a sum per time
+step was a chain of additions per step: 50 us of heat-loop's 450).  So the range's bounds must be integer
 arithmetic (``+``, ``-``, ``*``, unary ``-``) of constants, names and ``x.shape[c]`` that
 nothing in that outermost loop assigns: the buffer's length, and the trips the sum reads,
 are then those of every run of the loop.  Several adjoints of one loop get a buffer each.
 
 The terms are the same values, computed by the same statements at the same point of each
-trip (``acc`` is read by nothing else in the loop); only the order of the additions changes,
-and that only from eight terms on: a sum's rounding, as NumPy's own ``sum`` (pairwise) has
-its own.  Values that are not the gradient's (the primal's sums, the function's value) are
+trip (``acc`` is read by nothing else in the loop, or in the outer loops where the sum moves
+after them); only the order of the additions changes (gathered across runs: each element's
+terms in run order, then the lanes), and within one run only from eight terms on: a sum's
+rounding, as NumPy's own ``sum`` (pairwise) has its own.  Values that are not the gradient's (the primal's sums, the function's value) are
 never reordered: ``acc`` must be an adjoint.  ``_lanes<k>`` names no other name of the
 function (``coarsen.ir.fresh_check``).
 """
@@ -70,10 +75,21 @@ def lane_sums(body, adjoints):
 
 @dataclass(frozen=True)
 class _Outer:
-    """The outermost loop around a statement: the allocations to put before it, and the names
-    it assigns."""
+    """The outermost loop around a statement: the allocations to put before it, the sums to put
+    after it, the names it assigns and how often it mentions each name."""
+    loop: object
     allocs: list
+    after: list
     assigned: frozenset
+    mentions: dict
+
+
+def _outer(loop):
+    mentions = {}
+    for n in gast.walk(loop):
+        if isinstance(n, gast.Name):
+            mentions[n.id] = mentions.get(n.id, 0) + 1
+    return _Outer(loop, [], [], frozenset(names_read([loop], gast.Store)), mentions)
 
 
 class _State:
@@ -87,12 +103,14 @@ class _State:
         out = []
         for st in stmts:
             if isinstance(st, (gast.For, gast.While)):
-                here = outer or _Outer([], frozenset(names_read([st], gast.Store)))
+                here = outer or _outer(st)
                 new = self.lanes(st, here) if isinstance(st, gast.For) else None
                 new = new or [self.nested(st, here)]
                 if outer is None:
                     out.extend(here.allocs)
                 out.extend(new)
+                if outer is None:
+                    out.extend(here.after)
             elif isinstance(st, gast.If):
                 out.append(self.nested(st, outer))
             else:
@@ -137,15 +155,29 @@ class _State:
                 continue
             acc, term = found[id(s)]
             buf = self.fresh()
-            store = B.assign(B.subscript(B.name(buf), copy.deepcopy(index)), copy.deepcopy(term))
+            # the outer loops mention acc nowhere else: the buffer gathers every run's terms,
+            # summed once after the outermost loop
+            across = outer.loop is not loop and outer.mentions.get(acc) == mentions[acc]
+            target = B.subscript(B.name(buf), copy.deepcopy(index))
+            store = B.augassign(target, "+", copy.deepcopy(term)) if across else \
+                B.assign(target, copy.deepcopy(term))
             comment = getattr(s, "coarsen_comment", None)
             if comment:
                 store.coarsen_comment = comment
             body.append(store)
-            outer.allocs.append(B.assign(
-                buf, B.call("np.empty", B.call("max", copy.deepcopy(trips), 0)),
-                comment=f"the terms of {acc}'s sum in a loop below, added in lanes after it (lane_sums)"))
-            sums.append(B.assign(acc, B.call(HELPER, B.name(acc), B.name(buf), copy.deepcopy(trips))))
+            total = B.assign(acc, B.call(HELPER, B.name(acc), B.name(buf), copy.deepcopy(trips)))
+            if across:
+                outer.allocs.append(B.assign(
+                    buf, B.call("np.zeros", B.call("max", copy.deepcopy(trips), 0)),
+                    comment=f"the terms of {acc}'s sum in a loop below, each run's added in, "
+                            f"summed in lanes after the outermost loop (lane_sums)"))
+                outer.after.append(total)
+            else:
+                outer.allocs.append(B.assign(
+                    buf, B.call("np.empty", B.call("max", copy.deepcopy(trips), 0)),
+                    comment=f"the terms of {acc}'s sum in a loop below, added in lanes after it "
+                            f"(lane_sums)"))
+                sums.append(total)
         new = copy.copy(loop)
         new.body = body
         return [new] + sums

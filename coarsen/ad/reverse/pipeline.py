@@ -41,6 +41,7 @@ from .scratch import scratch_arrays
 from .stored_rereads import stored_rereads
 from .vector_exp import vector_exp
 from .stride_versions import stride_versions
+from .tape_cursors import tape_cursors
 from .tapes import FT, IT
 from .zero_adjoints import drop_zero_accumulations
 from ..tidy import tidy_module
@@ -191,6 +192,10 @@ def _stride_versions(code, ctx):
     return replace(code, body=stride_versions(code.body))
 
 
+def _tape_cursors(code, ctx):
+    return replace(code, body=tape_cursors(code.body))
+
+
 def _tidy(code, ctx):
     return replace(code, module=tidy_module(code.module, ctx.types))
 
@@ -266,6 +271,10 @@ REVERSE = Pipeline("reverse", (
          applies=_host,
          doc="math.exp in a loop whose trips are independent as the helper _exp, which LLVM "
              "vectorizes with the loop, cpu and python targets (vector_exp)"),
+    Pass("tape_cursors", _tape_cursors, frozenset({Fact.ENTRY}), frozenset({Fact.TAPE_CURSORS}),
+         applies=_cpu,
+         doc="a loop that only pushes and pops counts its tape position in an unsigned cursor, "
+             "cpu target (tape_cursors)"),
 ), start=frozenset({Fact.ENTRY, Fact.MADE_NAMES, Fact.RANKS, Fact.REVERSE_MARKS,
                     Fact.SCALED_MARKS, Fact.KEPT_FLOAT_TAPE}),
    then=Pipeline("reverse", (

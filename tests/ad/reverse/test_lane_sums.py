@@ -65,8 +65,9 @@ def test_a_reduction_loop_stores_its_terms_and_sums_them_after_it():
 
 
 def test_the_buffer_goes_before_the_outermost_loop_and_the_sum_after_the_inner_one():
+    # the outer loop reads k_bar too: each run of the inner loop is summed after it
     src = "for t in range(nt):\n    x = 1.0\n    if t > 0:\n" + "\n".join(
-        "        " + line for line in LOOP.strip().splitlines()) + "\n    y = 2.0\n"
+        "        " + line for line in LOOP.strip().splitlines()) + "\n    y = k_bar\n"
     out, _ = lane_sums(_parse(src), ADJ)
     assert _text(out) == (
         "_lanes1 = np.empty(max(n - 1 - 1, 0))\n"
@@ -75,7 +76,35 @@ def test_the_buffer_goes_before_the_outermost_loop_and_the_sum_after_the_inner_o
         "            g = W[i]\n            W[i] = 0.0\n"
         "            s = u[i + 1] - 2 * u[i] + u[i - 1]\n            _lanes1[i - 1] = g * s\n"
         "        k_bar = _sum_acc(k_bar, _lanes1, n - 1 - 1)\n"
-        "    y = 2.0")
+        "    y = k_bar")
+
+
+def test_a_sum_the_outer_loops_do_not_mention_gathers_every_run_and_adds_once_after_them():
+    src = "for t in range(nt):\n    x = 1.0\n    if t > 0:\n" + "\n".join(
+        "        " + line for line in LOOP.strip().splitlines()) + "\n    y = 2.0\nz = k_bar\n"
+    out, _ = lane_sums(_parse(src), ADJ)
+    assert _text(out) == (
+        "_lanes1 = np.zeros(max(n - 1 - 1, 0))\n"
+        "for t in range(nt):\n    x = 1.0\n    if t > 0:\n"
+        "        for i in range(1, n - 1):\n"
+        "            g = W[i]\n            W[i] = 0.0\n"
+        "            s = u[i + 1] - 2 * u[i] + u[i - 1]\n            _lanes1[i - 1] += g * s\n"
+        "    y = 2.0\n"
+        "k_bar = _sum_acc(k_bar, _lanes1, n - 1 - 1)\n"
+        "z = k_bar")
+
+
+@pytest.mark.parametrize("other", [
+    "k_bar = 0.0", "k_bar += 1.0", "y = k_bar", "k_bar = k_bar * 0.5",
+    "for j in range(m):\n        k_bar += h[j]",
+])
+def test_a_sum_the_outer_loop_mentions_elsewhere_stays_after_the_inner_loop(other):
+    src = "for t in range(nt):\n" + "\n".join(
+        "    " + line for line in LOOP.strip().splitlines()) + "\n    " + other + "\n"
+    text = _text(lane_sums(_parse(src), ADJ)[0])
+    assert "_lanes1 = np.empty(max(n - 1 - 1, 0))" in text
+    assert "    _lanes1[i - 1] = g * s\n    k_bar = _sum_acc(k_bar, _lanes1, n - 1 - 1)\n" \
+        in text.replace("        ", "    ")
 
 
 @pytest.mark.parametrize("head, index, trips", [
@@ -184,7 +213,7 @@ def test_temporaries_assigned_before_their_reads_are_not_carried():
 def test_an_outer_loop_assigning_other_names_still_takes_the_inner_loop():
     out, _ = lane_sums(_parse("for t in range(nt):\n    q = t + 1\n"
                               "    for i in range(n):\n        k_bar += g[q, i]\n"), ADJ)
-    assert "_lanes1[i] = g[q, i]" in _text(out)
+    assert "_lanes1[i] += g[q, i]" in _text(out)
 
 
 # ------------------------------------------------------------------ the helper
@@ -280,23 +309,64 @@ def test_programs_with_lane_sums_match_the_oracle(target):
 
 
 @pytest.mark.parametrize("fn, wrt", [(heat, ("u0", "kappa")), (wave, ("u0", "c2"))])
-def test_below_eight_trips_the_bits_are_those_of_the_code_without_it(fn, wrt):
-    # n = 9: seven interior points, so each lane sum adds in the loop's order
+def test_below_eight_trips_in_one_run_the_bits_are_those_of_the_code_without_it(fn, wrt):
+    # n = 9: seven interior points, so the one step's lane sum adds in the loop's order
     rng = np.random.default_rng(8)
     on = coarsen.differentiate(fn, wrt=wrt, target="cpu")
     off = coarsen.differentiate(fn, wrt=wrt, target="cpu", disable={"lane_sums"})
     for n in (3, 9):
-        args = _heat_args(n, rng)
+        args = _heat_args(n, rng)[:3] + (1,)
         v1, g1 = on.value_and_grad(*args)
         v0, g0 = off.value_and_grad(*args)
         assert v1 == v0 and all(np.array_equal(a, b) for a, b in zip(g1, g0)), n
-    args = _heat_args(40, rng)
-    v1, g1 = on.value_and_grad(*args)
-    v0, g0 = off.value_and_grad(*args)
-    # more trips: the function's value is never reordered, the gradient's sum rounds its way
-    assert v1 == v0 and np.array_equal(g1[0], g0[0])
-    assert np.isclose(g1[1], g0[1], rtol=1e-12)
-    assert "_sum_acc(" in on.source_for(*args) and "_sum_acc(" not in off.source_for(*args)
+    for n in (9, 40):
+        args = _heat_args(n, rng)
+        v1, g1 = on.value_and_grad(*args)
+        v0, g0 = off.value_and_grad(*args)
+        # more trips or steps: the function's value is never reordered, the gradient's sum
+        # (each point's terms over the steps, then the lanes) rounds its way
+        assert v1 == v0 and np.array_equal(g1[0], g0[0])
+        assert np.isclose(g1[1], g0[1], rtol=1e-12)
+    src = on.source_for(*args)
+    # the steps' terms gathered per point, one sum after the time loop
+    assert "_sum_acc(" in src and "_sum_acc(" not in off.source_for(*args)
+    assert src.index("_bar = _sum_acc(") > src.index("for t in range(nt - 1, -1, -1)")
+    assert "np.zeros(max(n - 1 - 1, 0))" in src
+
+
+def test_the_gathered_sum_is_each_points_terms_in_step_order_then_the_lanes():
+    # the same sum written out: the terms of kappa's adjoint per point and step, from the
+    # reverse sweep of the code without lane_sums, re-added in the pass's order
+    rng = np.random.default_rng(12)
+    u0, kappa, target, nt = _heat_args(13, rng)
+    on = coarsen.differentiate(heat, wrt=("u0", "kappa"), target="cpu")
+    _, (_, kb) = on.value_and_grad(u0, kappa, target, nt)
+    n = u0.shape[0]
+    states = [u0.copy()]
+    u = u0.copy()
+    for t in range(nt):
+        un = u.copy()
+        for i in range(1, n - 1):
+            un[i] = u[i] + kappa * (u[i - 1] - 2.0 * u[i] + u[i + 1])
+        u = un
+        states.append(u.copy())
+    ub = 2.0 * (u - target)
+    lanes = [0.0] * (n - 2)
+    for t in range(nt - 1, -1, -1):
+        s = states[t]
+        unb = ub.copy()
+        ub = np.zeros(n)
+        ub[0], ub[-1] = unb[0], unb[-1]
+        unb[0] = unb[-1] = 0.0
+        for i in range(1, n - 1):
+            ub[i + 1] += unb[i] * kappa
+        for i in range(1, n - 1):
+            ub[i] += unb[i] * (1 - 2 * kappa)
+        for i in range(1, n - 1):
+            ub[i - 1] += unb[i] * kappa
+        for i in range(1, n - 1):
+            lanes[i - 1] += unb[i] * (s[i + 1] - 2 * s[i] + s[i - 1])
+    assert kb == _model(0.0, lanes)
 
 
 def test_a_renamed_program_keeps_the_bits():
