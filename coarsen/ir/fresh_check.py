@@ -46,6 +46,7 @@ POST_EMISSION = (
     (re.compile(r"_iv\d+"), "loop_order"),
     (re.compile(r"_lanes\d+"), "lane_sums"),
     (re.compile(r"_tc\d+"), "tape_cursors"),
+    (re.compile(r"_gk\d+"), "distribute_scatters"),
     # unroll and jam (coarsen.ad.forward.jam): its own names and a trip's copies of names
     (re.compile(r"_\w+_j\d+"), "jam"),
 )

@@ -37,6 +37,18 @@ what no earlier trip changed; ``A``'s element ``k`` gets its additions in the sa
 trip ``k - c`` for each offset ``c``: the larger ``c``, the earlier the trip in a loop counting
 up), and the rest of the body runs as before, since no scatter writes what it reads.  The last
 loop is left out where it would only assign scalars the scatter loops assign too.
+
+A loop counting up from an int constant ``lo`` (to ``hi``; offsets ``cmax`` down to ``cmin``,
+``lo + cmin`` at least 0) has its scatter loops *gathered*: still three passes over memory
+where one would do (heat's reverse step: 22 us of 330).  Each element ``k`` of
+``[lo + cmax, hi + cmin)`` gets a term of every offset; one loop over those elements runs, for
+each offset in the split loops' order, that loop's statements at trip ``k - c`` (``v`` read as
+``_gk + d``, the counter from 0: Numba vectorizes a loop whose indices count from 0 or 1, not
+one from 2).  The elements below and above it are added by each offset's own loop over the
+trips that reach them (``range(lo, lo + cmax - c)``, ``range(hi + cmin - c, hi)``), in the
+same order.  Where ``hi - lo >= cmax - cmin`` fails, those edge trips would reach one element
+from both ends, so the split loops run instead (``if hi >= lo + cmax - cmin: ... else: ...``).
+Every element gets the same terms, in the same order: the same bits again.
 """
 from __future__ import annotations
 
@@ -44,8 +56,9 @@ import copy
 
 import gast
 
-from ...codegen.gast_queries import names_read
-from .cleanup import index_elts, int_value, plain_range, runs_test
+from ...codegen import build as B
+from ...codegen.gast_queries import names_read, substitute
+from .cleanup import FreshNames, index_elts, int_value, plain_range, runs_test
 from .invariant_reads import pure_read
 from .invariant_sums import no_alias
 from .loop_order import pure_call
@@ -56,8 +69,46 @@ __all__ = ["distribute_scatters"]
 SPLIT = "the loop below, split by the offset its adjoints add at (distribute_scatters)"
 
 
+#: the comment of the gathered form of a split loop
+GATHERED = ("the loop below, split by the offset its adjoints add at; where it is long enough, "
+            "each offset's first and last trips alone and the interior as one loop over the "
+            "elements, each adding its offsets' terms in the same order (distribute_scatters)")
+
+#: the stem of a gathered interior's counter
+STEM = "_gk"
+
+
 def distribute_scatters(body):
     return _Splitter(body).block(list(body))
+
+
+def _plus(e, c):
+    """``e + c`` (``e`` itself where ``c`` is 0), ``e`` copied."""
+    e = copy.deepcopy(e)
+    if c == 0:
+        return e
+    return B.binop(e, "+" if c > 0 else "-", abs(c))
+
+
+def _shifted(st, v, gk, d):
+    """A copy of ``st`` with ``v`` read as ``gk + d`` (``v + c``, ``v - c`` as one sum)."""
+    def swap(node):
+        if isinstance(node, gast.Name) and node.id == v and isinstance(node.ctx, gast.Load):
+            return _plus(B.name(gk), d)
+        c = _offset(node, v)
+        if c is not None and isinstance(node, gast.BinOp):
+            return _plus(B.name(gk), d + c)
+        return None
+    return _substitute_stmt(copy.deepcopy(st), swap)
+
+
+def _substitute_stmt(st, swap):
+    """``st`` (an assignment) with ``swap`` applied to its value and its target's index."""
+    st.value = substitute(st.value, swap)
+    target = st.targets[0] if isinstance(st, gast.Assign) else st.target
+    if isinstance(target, gast.Subscript):
+        target.slice = substitute(target.slice, swap)
+    return st
 
 
 def _pure(e):
@@ -88,6 +139,7 @@ class _Splitter:
     def __init__(self, top):
         self.top = top
         self.own = {}
+        self.fresh = FreshNames(top, STEM)
 
     def own_memory(self, name):
         """Is ``name`` allocated in the function and reached by no other name?  Its uses are
@@ -201,21 +253,57 @@ class _Splitter:
                 if not self.reads_ok(body[k], k, written, v):
                     return None
         order = sorted({found[id(st)][1] for st in moved}, reverse=step == 1)
-        out = []
+        parts = []
         for c in order:
             mine = [st for st in moved if found[id(st)][1] == c]
             keep = sorted(set().union(*(slices[id(st)] for st in mine)))
-            stmts = [copy.deepcopy(body[k]) for k in keep] + [copy.deepcopy(st) for st in mine]
-            out.append(gast.For(target=copy.deepcopy(loop.target), iter=copy.deepcopy(loop.iter),
-                                body=stmts, orelse=[], type_comment=None))
+            parts.append((c, [body[k] for k in keep] + mine))
+        out = [gast.For(target=copy.deepcopy(loop.target), iter=copy.deepcopy(loop.iter),
+                        body=copy.deepcopy(stmts), orelse=[], type_comment=None)
+               for _, stmts in parts]
+        note = getattr(loop, "coarsen_comment", None)
+        out[0].coarsen_comment = f"{note}\n{SPLIT}" if note else SPLIT
+        gathered = self.gathered(loop, parts, out) if step == 1 else None
+        if gathered is not None:
+            out = [gathered]
+            out[0].coarsen_comment = f"{note}\n{GATHERED}" if note else GATHERED
         rest = self.live(rest, loop, set().union(*slices.values()), position)
         if rest:
             last = copy.copy(loop)
             last.body = rest
             out.append(last)
-        note = getattr(loop, "coarsen_comment", None)
-        out[0].coarsen_comment = f"{note}\n{SPLIT}" if note else SPLIT
         return out
+
+    def gathered(self, loop, parts, split):
+        """The scatter loops ``split`` (one per offset, ``parts``: ``(c, statements)``, largest
+        ``c`` first, a loop counting up from an int constant) as edges and a gathered
+        interior, versioned on the loop being long enough; None where the range starts at no
+        int constant, or the smallest offset reaches below element 0."""
+        args = loop.iter.args
+        lo, hi = (0, args[0]) if len(args) == 1 else (int_value(args[0]), args[1])
+        offsets = [c for c, _ in parts]
+        cmax, cmin = offsets[0], offsets[-1]
+        if lo is None or lo + cmin < 0:
+            return None
+        v = loop.target.id
+        gk = self.fresh()
+
+        def trips(a, b, stmts):
+            return gast.For(target=B.name(v, store=True), iter=B.call("range", a, b),
+                            body=copy.deepcopy(stmts), orelse=[], type_comment=None)
+
+        low = [trips(lo, lo + cmax - c, stmts) for c, stmts in parts if c < cmax]
+        high = [trips(_plus(hi, cmin - c), copy.deepcopy(hi), stmts) for c, stmts in parts if c > cmin]
+        inner = []
+        for c, stmts in parts:
+            # trip v = _gk + (lo + cmax - c) adds into element _gk + lo + cmax
+            inner.extend(_shifted(st, v, gk, lo + cmax - c) for st in stmts)
+        core = gast.For(target=B.name(gk, store=True),
+                        iter=B.call("range", _plus(hi, cmin - lo - cmax)),
+                        body=inner, orelse=[], type_comment=None)
+        test = gast.Compare(left=copy.deepcopy(hi), ops=[gast.GtE()],
+                            comparators=[B.const(lo + cmax - cmin)])
+        return gast.If(test=test, body=low + [core] + high, orelse=split)
 
     def live(self, rest, loop, sliced, position):
         """``rest`` less the scalar assignments of the scatter loops that nothing reads after

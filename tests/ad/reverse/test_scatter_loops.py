@@ -14,7 +14,7 @@ import pytest
 import coarsen
 from apps.arrays.heat_loop import objective as heat
 from apps.arrays.wave import objective as wave
-from coarsen.ad.reverse.scatter_loops import SPLIT, distribute_scatters
+from coarsen.ad.reverse.scatter_loops import GATHERED, SPLIT, distribute_scatters
 
 from tests.oracle import check_against_oracle
 
@@ -24,7 +24,8 @@ def _parse(src):
 
 
 def _text(body):
-    return ast.unparse(gast.gast_to_ast(gast.Module(body=body, type_ignores=[])))
+    return ast.unparse(ast.fix_missing_locations(
+        gast.gast_to_ast(gast.Module(body=body, type_ignores=[]))))
 
 
 ALLOC = "A = np.zeros(n)\nW = np.zeros(n)\n"
@@ -45,7 +46,15 @@ for i in range(1, n - 1):
 
 
 def _loops(body):
-    return [st for st in body if isinstance(st, gast.For)]
+    """The loops of ``body``, a gathered split read as its split form (its ``else``)."""
+    out = []
+    for st in body:
+        if isinstance(st, gast.If) and any(isinstance(lp, gast.For) and lp.target.id.startswith("_gk")
+                                            for lp in st.body):
+            out.extend(st.orelse)
+        elif isinstance(st, gast.For):
+            out.append(st)
+    return out
 
 
 def test_a_stencil_loop_is_split_by_offset_the_largest_first():
@@ -168,6 +177,116 @@ def test_the_refused_variants_split_once_the_condition_holds():
     body = _parse(ALLOC + "for i in range(1, n - 1):\n    c = W[i]\n    W[i] = 0.0\n"
                   "    A[i + 1] += c\n    A[i - 1] += c\n")
     assert len(_loops(distribute_scatters(body))) == 3
+
+
+def test_a_long_enough_loop_adds_its_interior_gathered_and_its_edges_by_offset():
+    out = distribute_scatters(_parse(STENCIL))
+    gathered = out[2]
+    assert isinstance(gathered, gast.If) and gathered.coarsen_comment == GATHERED
+    assert _text([gathered.test]) == "n - 1 >= 3"         # hi - lo >= cmax - cmin
+    low1, low2, core, high1, high2 = gathered.body
+    # the edges: each offset's trips whose element the interior does not cover, largest first
+    assert _text([low1]) == "for i in range(1, 2):\n    g = W[i]\n    b = g * (1 - 2 * k)\n    A[i] += b"
+    assert _text([low2.iter]) == "range(1, 3)" and _text(low2.body).endswith("A[i - 1] += a")
+    assert _text([high1.iter]) == "range(n - 1 - 2, n - 1)" and _text(high1.body).endswith("A[i + 1] += a")
+    assert _text([high2.iter]) == "range(n - 1 - 1, n - 1)" and _text(high2.body).endswith("A[i] += b")
+    # the interior: one trip per element, counting from 0 (Numba vectorizes a loop counting
+    # from 0 or 1, not one from 2), its offsets' terms in the split loops' order
+    assert _text([core]) == (
+        "for _gk1 in range(n - 1 - 3):\n"
+        "    g = W[_gk1 + 1]\n    a = g * k\n    A[_gk1 + 2] += a\n"
+        "    g = W[_gk1 + 2]\n    b = g * (1 - 2 * k)\n    A[_gk1 + 2] += b\n"
+        "    g = W[_gk1 + 3]\n    a = g * k\n    A[_gk1 + 2] += a")
+    # too short: the split loops, then the rest after either
+    assert [_text(lp.body).splitlines()[-1] for lp in gathered.orelse] == \
+        ["A[i + 1] += a", "A[i] += b", "A[i - 1] += a"]
+    assert isinstance(out[3], gast.For) and "k_bar += g * s" in _text(out[3].body)
+
+
+@pytest.mark.parametrize("head, gathered", [
+    ("for i in range(1, n - 1):", True),
+    ("for i in range(n):", False),             # lo + cmin = -1: element -1 is Python's last
+    ("for i in range(2, n):", True),
+    ("for i in range(m, n - 1):", False),      # the start is no constant
+    ("for i in range(n - 2, 0, -1):", False),  # counting down: split only
+])
+def test_the_gathered_form_needs_an_int_start_and_no_element_below_0(head, gathered):
+    body = _parse(ALLOC + head + "\n    g = W[i]\n    A[i + 1] += g\n    A[i - 1] += 2.0 * g\n")
+    out = distribute_scatters(body)
+    assert any(isinstance(st, gast.If) for st in out) == gathered, _text(out)
+    assert len(_loops(out)) == 2
+
+
+#: loops whose gathered form must add the same terms in the same order as the split loops,
+#: every length (the version test's edge included)
+GATHER_CASES = {
+    "heat": """
+    def f(u, W, k, n):
+        A = np.zeros(n)
+        for i in range(1, n - 1):
+            g = W[i]
+            a = g * k
+            A[i + 1] += a
+            A[i - 1] += a
+            A[i] += g * (1 - 2 * k)
+        return A + 0.0
+    """,
+    "two arrays": """
+    def f(u, W, k, n):
+        A = np.zeros(n)
+        B = np.zeros(n)
+        for i in range(1, n - 1):
+            g = W[i] * 3.0
+            A[i + 1] += g * k
+            B[i] -= g
+            A[i - 1] += g
+            A[i] += g * u[i]
+        return A + 2.0 * B
+    """,
+    "wide": """
+    def f(u, W, k, n):
+        A = np.zeros(n + 3)
+        for i in range(2, n - 1):
+            g = W[i]
+            A[i + 2] += g * 1e16
+            A[i - 2] += g
+            A[i + 1] += -g * 1e16
+            A[i] += u[i] * g
+        return A + 0.0
+    """,
+    "from zero": """
+    def f(u, W, k, n):
+        A = np.zeros(n + 2)
+        for i in range(n):
+            A[i + 2] += W[i]
+            A[1 + i] += u[i] * 1e-16
+            A[i] -= W[i] * u[i]
+        return A + 0.0
+    """,
+    "rows": """
+    def f(u, W, k, n):
+        A = np.zeros((3, n))
+        for j in range(3):
+            for i in range(1, n - 1):
+                A[j, i + 1] += W[i] * j
+                A[j, i - 1] += u[i]
+        return A + 0.0
+    """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(GATHER_CASES))
+def test_the_gathered_form_gives_the_bits_of_the_split_loops_at_every_length(case):
+    from tests.helpers_passes import rewrite
+
+    before, after, text = rewrite(GATHER_CASES[case], lambda body, made: distribute_scatters(body), ())
+    assert "_gk1" in text, text
+    r = np.random.default_rng(7)
+    for n in list(range(0, 12)) + [40]:
+        # terms of mixed magnitudes, so that another order of the additions shows
+        u = r.standard_normal(n + 3) * 10.0 ** r.integers(-8, 9, n + 3)
+        W = r.standard_normal(n + 3) * 10.0 ** r.integers(-8, 9, n + 3)
+        assert before(u, W, 0.3, n).tobytes() == after(u, W, 0.3, n).tobytes(), (case, n)
 
 
 # ------------------------------------------------------------------ programs
