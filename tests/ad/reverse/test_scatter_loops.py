@@ -376,6 +376,48 @@ def test_the_split_gives_the_bits_of_the_code_without_it(fn, wrt):
     assert SPLIT not in off.source_for(*args)
 
 
+def wide(u0, k, nt):
+    # a fourth-order stencil from 2: offsets -2 to 2, the gathered interior from element 4
+    n = u0.shape[0]
+    u = u0.copy()
+    un = u0.copy()
+    for t in range(nt):
+        for i in range(2, n - 2):
+            un[i] = u[i] + k * (-u[i - 2] + 16.0 * u[i - 1] - 30.0 * u[i] + 16.0 * u[i + 1]
+                                - u[i + 2]) / 12.0
+        for i in range(2, n - 2):
+            u[i] = un[i]
+    return np.sum(u * u)
+
+
+def upwind(u0, k, nt):
+    # from element 0, offsets 0 and 1: the smallest offset reaches no element below 0
+    n = u0.shape[0]
+    u = u0.copy()
+    un = np.zeros(n)
+    for t in range(nt):
+        for i in range(n - 1):
+            un[i] = u[i] - k * (u[i + 1] - u[i])
+        for i in range(n - 1):
+            u[i] = un[i]
+    return np.sum(np.sin(u))
+
+
+@pytest.mark.parametrize("fn", [wide, upwind])
+def test_gathered_stencils_keep_the_bits_and_match_the_oracle(fn):
+    rng = np.random.default_rng(11)
+    on = coarsen.differentiate(fn, wrt=(0, 1), target="cpu", disable={"lane_sums"})
+    off = coarsen.differentiate(fn, wrt=(0, 1), target="cpu", disable={"distribute_scatters", "lane_sums"})
+    for n in range(2, 12):
+        args = (rng.uniform(-1.0, 1.0, n), 0.15, 3)
+        v1, g1 = on.value_and_grad(*args)
+        v0, g0 = off.value_and_grad(*args)
+        assert v1 == v0 and all(np.array_equal(a, b) for a, b in zip(g1, g0)), n
+    assert "for _gk1 in range(" in on.source_for(*args)
+    for target in ("cpu", "python"):
+        check_against_oracle(fn, (rng.uniform(-1.0, 1.0, 9), 0.2, 4), target=target, wrt=(0, 1))
+
+
 def test_a_renamed_program_and_a_row_stencil_keep_the_bits():
     rng = np.random.default_rng(9)
     u0, kappa, target, nt = _heat_args(12, rng)
