@@ -65,6 +65,7 @@ class Fact(Enum):
     STRIDE_VERSIONS = "loop nests reading broadcast strides are versioned on their being 1"
     VECTOR_EXP = "math.exp calls are calls of the vectorizable helper _exp"
     TAPE_CURSORS = "loops that only push and pop count their tape position unsigned"
+    SCALED_READS = "adjoints set by _set_scaled and only read are computed where read"
     LANE_SUMS = "an adjoint a loop only adds into is summed in four lanes after the loop"
     JAMMED = "qualifying loops of the SIMD form run several trips side by side"
     TIDY = "no copy temporaries, folded seeds, no dead stores, no unused helpers"

@@ -47,6 +47,7 @@ POST_EMISSION = (
     (re.compile(r"_lanes\d+"), "lane_sums"),
     (re.compile(r"_tc\d+"), "tape_cursors"),
     (re.compile(r"_gk\d+"), "distribute_scatters"),
+    (re.compile(r"_scale\d+"), "scaled_reads"),
     # unroll and jam (coarsen.ad.forward.jam): its own names and a trip's copies of names
     (re.compile(r"_\w+_j\d+"), "jam"),
 )

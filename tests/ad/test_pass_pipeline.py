@@ -60,7 +60,8 @@ def test_the_pipeline_lists_every_pass_once_in_order():
                              "rematerialize", "adjoint_rows", "guarded_first_writes",
                              "distribute_scatters", "scratch_arrays", "invariant_reads",
                              "scaled_adds", "region_stores", "dot_loops", "lane_sums",
-                             "stride_versions", "vector_exp", "tape_cursors")
+                             "stride_versions", "vector_exp", "tape_cursors",
+                             "scaled_reads")
     assert len(set(REVERSE.names)) == len(REVERSE.names)
     for p in REVERSE.passes + FORWARD.passes:
         assert p.requires and p.guarantees and p.doc, p.name
@@ -109,11 +110,11 @@ def test_the_report_lists_the_passes_that_ran():
     assert len(line) == 1
     names = line[0].split(": ", 1)[1].split(", ")
     # in the pipeline's order; distribute_scatters, scaled_adds, region_stores, dot_loops,
-    # lane_sums, stride_versions and tape_cursors are for the cpu target only (stored_rereads
-    # and vector_exp run on the python target too)
+    # lane_sums, stride_versions, tape_cursors and scaled_reads are for the cpu target only
+    # (stored_rereads and vector_exp run on the python target too)
     assert names == [n for n in REVERSE.all_names if n not in (
         "fuse_loops", "distribute_scatters", "scaled_adds", "region_stores", "dot_loops",
-        "lane_sums", "stride_versions", "tape_cursors")]
+        "lane_sums", "stride_versions", "tape_cursors", "scaled_reads")]
 
 
 def _ir(fn, types, wrt):

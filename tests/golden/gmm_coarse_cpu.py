@@ -592,15 +592,16 @@ def value_and_grad_objective_taped(alphas, means, icf, x, wishart_gamma, wishart
     _ipos = np.int64(_tc6)
     # amax = alphas[0]
     alphas_bar[0] += amax_bar
-    # for i in range(n):
-    _set_scaled2(_tab1_bar, slse_bar, _acc5)
+    # _tab1_bar = 0.0 + slse_bar * _acc5, computed where each element is read (scaled_reads)
+    if _tab1_bar.shape != _acc5.shape:
+        raise ValueError('coarsen: an adjoint accumulator of another shape')
     _add_scaled1(alphas_bar, slse_bar, _acc6)
     _add_scaled2(icf_bar, slse_bar, _acc7)
     _set_scaled2(means_bar, slse_bar, _acc8)
     # qx[j] = math.exp(icf[k, j]) * (x[i, j] - means[k, j])
     for _h2 in range(K):
         for _h3 in range(d):
-            _t88_bar = _tab1_bar[_h2, _h3]
+            _t88_bar = 0.0 + slse_bar * _acc5[_h2, _h3]
             _t87_bar = _t88_bar * _tab1[_h2, _h3]
             icf_bar[_h2, _h3] += _t87_bar
     return (_value, (alphas_bar, means_bar, icf_bar), (_tape_floats, _tape_ints, _ftape.shape[0]), _ftape, _itape)

@@ -36,6 +36,7 @@ from .loop_order import forward_order
 from .rematerialize import rematerialize
 from .region_stores import region_store_calls
 from .scaled_adds import scaled_add_calls
+from .scaled_reads import scaled_reads
 from .scatter_loops import distribute_scatters
 from .scratch import scratch_arrays
 from .stored_rereads import stored_rereads
@@ -196,6 +197,10 @@ def _tape_cursors(code, ctx):
     return replace(code, body=tape_cursors(code.body))
 
 
+def _scaled_reads(code, ctx):
+    return replace(code, body=scaled_reads(code.body))
+
+
 def _tidy(code, ctx):
     return replace(code, module=tidy_module(code.module, ctx.types))
 
@@ -275,6 +280,10 @@ REVERSE = Pipeline("reverse", (
          applies=_cpu,
          doc="a loop that only pushes and pops counts its tape position in an unsigned cursor, "
              "cpu target (tape_cursors)"),
+    Pass("scaled_reads", _scaled_reads, frozenset({Fact.ENTRY}), frozenset({Fact.SCALED_READS}),
+         applies=_cpu,
+         doc="an adjoint set by _set_scaled and then only read element by element read as "
+             "0.0 + s * A[I] where it is read, cpu target (scaled_reads)"),
 ), start=frozenset({Fact.ENTRY, Fact.MADE_NAMES, Fact.RANKS, Fact.REVERSE_MARKS,
                     Fact.SCALED_MARKS, Fact.KEPT_FLOAT_TAPE}),
    then=Pipeline("reverse", (
