@@ -6,6 +6,17 @@ import gast
 import numpy as np
 
 
+def parse_body(src):
+    """The statements of ``src`` (gast)."""
+    return gast.parse(src).body
+
+
+def body_text(body):
+    """The source of the statements ``body``."""
+    return ast.unparse(ast.fix_missing_locations(
+        gast.gast_to_ast(gast.Module(body=body, type_ignores=[]))))
+
+
 def rewrite(src, reverse_pass, made, scope=None):
     """The function in ``src`` before and after ``reverse_pass(body, made)``, both compiled
     (in a namespace with ``np`` and ``scope``), and the new function's source."""

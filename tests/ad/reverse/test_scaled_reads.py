@@ -6,25 +6,15 @@ rebinds it, and each condition that leaves the call alone.  Then programs throug
 compiler: the same bits as without the pass, the oracle on both targets, variants (renamed,
 a helper, other shapes, float32).
 """
-import ast
-
-import gast
 import numpy as np
 import pytest
 
 import coarsen
 from coarsen.ad.reverse.scaled_reads import scaled_reads
 
+from tests.ad.reverse.test_stored_rereads import softmax, softmax_renamed
+from tests.helpers_passes import body_text as _text, parse_body as _parse
 from tests.oracle import check_against_oracle
-
-
-def _parse(src):
-    return gast.parse(src).body
-
-
-def _text(body):
-    return ast.unparse(ast.fix_missing_locations(
-        gast.gast_to_ast(gast.Module(body=body, type_ignores=[]))))
 
 
 def _run(src):
@@ -106,20 +96,6 @@ def test_refused(case):
 
 
 # programs through the compiler
-
-def softmax(X, W):
-    m = np.max(X, axis=1)
-    e = np.exp(X - m[:, None])
-    p = e / np.sum(e, axis=1)[:, None]
-    return np.sum(W * p)
-
-
-def softmax_renamed(Y, V):
-    top = np.max(Y, axis=1)
-    z = np.exp(Y - top[:, None])
-    q = z / np.sum(z, axis=1)[:, None]
-    return np.sum(V * q)
-
 
 def _products(A, B, C, alpha, beta):
     return alpha * A @ B + beta * C

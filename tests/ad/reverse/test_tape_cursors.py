@@ -7,25 +7,14 @@ the cursor where the forward sweep's copy loop pushes (heat), conditional pushes
 tapes, pushes whose count changes from trip to trip; the same bits as without the pass, the
 oracle, and variants (renamed, a helper, other sizes, float32 inputs).
 """
-import ast
-
-import gast
 import numpy as np
 import pytest
 
 import coarsen
 from coarsen.ad.reverse.tape_cursors import tape_cursors
 
+from tests.helpers_passes import body_text as _text, parse_body as _parse
 from tests.oracle import check_against_oracle
-
-
-def _parse(src):
-    return gast.parse(src).body
-
-
-def _text(body):
-    return ast.unparse(ast.fix_missing_locations(
-        gast.gast_to_ast(gast.Module(body=body, type_ignores=[]))))
 
 
 def _run(src):
