@@ -25,6 +25,22 @@ def names_read(nodes, ctx=gast.Load):
     return out
 
 
+def name_counts(nodes):
+    """``{name: how many times the code nodes mentions it}`` (a node two places share counts
+    twice, as a walk meets it)."""
+    out = {}
+    for n in nodes:
+        for sub in gast.walk(n):
+            if isinstance(sub, gast.Name):
+                out[sub.id] = out.get(sub.id, 0) + 1
+    return out
+
+
+def mentions(node, name):
+    """How many times ``node`` mentions ``name`` (read, bound or deleted)."""
+    return sum(1 for sub in gast.walk(node) if isinstance(sub, gast.Name) and sub.id == name)
+
+
 def shape_only(nodes, names):
     """Those of ``names`` that ``nodes`` read as ``name.shape`` and in no other way."""
     other, shaped = set(), set()

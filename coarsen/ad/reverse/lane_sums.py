@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import gast
 
 from ...codegen import build as B
-from ...codegen.gast_queries import names_read
+from ...codegen.gast_queries import mentions, name_counts, names_read
 from .cleanup import FreshNames, carried_names, int_value, plain_range
 
 __all__ = ["lane_sums", "HELPER", "STEM"]
@@ -85,11 +85,7 @@ class _Outer:
 
 
 def _outer(loop):
-    mentions = {}
-    for n in gast.walk(loop):
-        if isinstance(n, gast.Name):
-            mentions[n.id] = mentions.get(n.id, 0) + 1
-    return _Outer(loop, [], [], frozenset(names_read([loop], gast.Store)), mentions)
+    return _Outer(loop, [], [], frozenset(names_read([loop], gast.Store)), name_counts([loop]))
 
 
 class _State:
@@ -135,14 +131,11 @@ class _State:
         if not all(_assigns(s) for s in loop.body) \
                 or loop.target.id in names_read(loop.body, gast.Store):
             return None
-        mentions = {}
-        for n in gast.walk(loop):
-            if isinstance(n, gast.Name):
-                mentions[n.id] = mentions.get(n.id, 0) + 1
+        counts = name_counts([loop])
         found = {}
         for s in loop.body:
             acc, term = _accumulation(s)
-            if acc is not None and acc in self.adjoints and mentions[acc] == _mentions(s, acc) \
+            if acc is not None and acc in self.adjoints and counts[acc] == mentions(s, acc) \
                     and acc not in names_read([term]):
                 found[id(s)] = acc, term
         if not found or carried_names(loop.body) - {acc for acc, _ in found.values()} \
@@ -157,7 +150,7 @@ class _State:
             buf = self.fresh()
             # the outer loops mention acc nowhere else: the buffer gathers every run's terms,
             # summed once after the outermost loop
-            across = outer.loop is not loop and outer.mentions.get(acc) == mentions[acc]
+            across = outer.loop is not loop and outer.mentions.get(acc) == counts[acc]
             target = B.subscript(B.name(buf), copy.deepcopy(index))
             store = B.augassign(target, "+", copy.deepcopy(term)) if across else \
                 B.assign(target, copy.deepcopy(term))
@@ -212,10 +205,6 @@ def _scatters(body):
                 and isinstance(st.target.value, gast.Name):
             at.setdefault(st.target.value.id, set()).add(gast.dump(st.target.slice))
     return any(len(indices) > 1 for indices in at.values())
-
-
-def _mentions(st, name):
-    return sum(1 for n in gast.walk(st) if isinstance(n, gast.Name) and n.id == name)
 
 
 def _trip(loop):

@@ -35,7 +35,7 @@ import copy
 import gast
 
 from ...codegen import build as B
-from ...codegen.gast_queries import substitute
+from ...codegen.gast_queries import mentions, substitute
 from .cleanup import FreshNames, index_elts
 
 __all__ = ["scaled_reads", "STEM"]
@@ -68,7 +68,7 @@ def scaled_reads(body):
         else:
             scale = s
         tail = [_rewritten(t, x, scale, a) for t in out[k + 1:]]
-        if any(_names(t, x) for t in tail):
+        if any(mentions(t, x) for t in tail):
             continue        # a read of X inside the index of another
         out[k:] = head + tail
     return out
@@ -86,15 +86,11 @@ def _call(st):
     return names if len(set(names)) == 3 else None
 
 
-def _names(node, name):
-    return [n for n in gast.walk(node) if isinstance(n, gast.Name) and n.id == name]
-
-
 def _before_ok(stmts, x):
     """Does a fresh-array call bind ``x`` in ``stmts``, and is that its only mention there?"""
     bindings = 0
     for st in stmts:
-        if not _names(st, x):
+        if not mentions(st, x):
             continue
         if not (isinstance(st, gast.Assign) and len(st.targets) == 1 and _fresh(st.value)):
             return False
@@ -102,7 +98,7 @@ def _before_ok(stmts, x):
         bound = [t] if isinstance(t, gast.Name) else \
             list(t.elts) if isinstance(t, gast.Tuple) else []
         if not any(isinstance(b, gast.Name) and b.id == x for b in bound) \
-                or len(_names(st, x)) != 1:
+                or mentions(st, x) != 1:
             return False
         bindings += 1
     return bindings >= 1
@@ -122,30 +118,30 @@ def _element_reads(stmts, name, rank):
     """``(reads, mentions)``: how many element reads ``name[I]`` (``rank`` indices, no slice)
     and how many mentions of ``name`` ``stmts`` hold (a node two statements share counts
     twice, as a walk meets it)."""
-    reads = mentions = 0
+    reads = total = 0
     for st in stmts:
         for n in gast.walk(st):
             if isinstance(n, gast.Name) and n.id == name:
-                mentions += 1
+                total += 1
             if isinstance(n, gast.Subscript) and isinstance(n.ctx, gast.Load) \
                     and isinstance(n.value, gast.Name) and n.value.id == name:
                 idx = index_elts(n.slice)
                 if len(idx) == rank and not any(isinstance(i, gast.Slice) for i in idx):
                     reads += 1
-    return reads, mentions
+    return reads, total
 
 
 def _after_ok(stmts, x, a, rank):
-    reads, mentions = _element_reads(stmts, x, rank)
-    if reads != mentions:
+    reads, total = _element_reads(stmts, x, rank)
+    if reads != total:
         return False
     # A only read, element by element or for its .shape: nothing binds it, stores through it,
     # or hands it to a call
-    a_reads, a_mentions = _element_reads(stmts, a, rank)
+    a_reads, a_total = _element_reads(stmts, a, rank)
     shapes = sum(1 for st in stmts for n in gast.walk(st)
                  if isinstance(n, gast.Attribute) and n.attr == "shape"
                  and isinstance(n.value, gast.Name) and n.value.id == a)
-    return a_reads + shapes == a_mentions
+    return a_reads + shapes == a_total
 
 
 def _rebound(stmts, name):
@@ -160,19 +156,15 @@ def _shape_check(st, x, a):
     test = gast.Compare(left=B.attr(f"{x}.shape"), ops=[gast.NotEq()],
                         comparators=[B.attr(f"{a}.shape")])
     node = gast.If(test=test, body=[raise_], orelse=[])
-    node.coarsen_comment = (f"{x} = 0.0 + {_name_of(st, 1)} * {a}, computed where each element is "
+    node.coarsen_comment = (f"{x} = 0.0 + {st.value.args[1].id} * {a}, computed where each element is "
                             f"read (scaled_reads)")
     return node
-
-
-def _name_of(st, k):
-    return st.value.args[k].id
 
 
 def _rewritten(st, x, s, a):
     """A copy of ``st`` with every read ``x[I]`` as ``0.0 + s * a[I]`` (``st`` itself where it
     reads none)."""
-    if not _names(st, x):
+    if not mentions(st, x):
         return st
     st = copy.deepcopy(st)
 

@@ -41,6 +41,7 @@ import copy
 import gast
 
 from ...codegen import build as B
+from ...codegen.gast_queries import mentions
 from .cleanup import FreshNames, int_value, rewrite_inner
 from .tapes import FP, FT, IP, IT
 
@@ -64,7 +65,7 @@ def _block(stmts, pos, tape, fresh):
     """``stmts`` with each outermost loop that qualifies for ``pos`` counting in a cursor."""
     out = []
     for st in stmts:
-        if isinstance(st, gast.For) and not st.orelse and _mentions(st, pos) \
+        if isinstance(st, gast.For) and not st.orelse and mentions(st, pos) \
                 and _only_cursor_uses(st, pos, tape):
             out.extend(_counted(st, pos, fresh()))
             continue
@@ -72,10 +73,6 @@ def _block(stmts, pos, tape, fresh):
             st = rewrite_inner(st, lambda block: _block(block, pos, tape, fresh))
         out.append(st)
     return out
-
-
-def _mentions(node, name):
-    return any(isinstance(n, gast.Name) and n.id == name for n in gast.walk(node))
 
 
 def _only_cursor_uses(loop, pos, tape):
